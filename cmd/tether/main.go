@@ -1,0 +1,101 @@
+// Command tether is a sidecar supervisor for AI-agent runners that create
+// cloud sandboxes: it runs the runner as its child, journals every sandbox
+// the runner declares, and deletes them all when the runner dies.
+//
+// main only dispatches to a subcommand and maps its error to an exit code.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+)
+
+// Command is one subcommand. Run returns nil for exit 0, an *ExitError for a
+// chosen exit code, or any other error for tether's own failure (exit 125).
+type Command interface {
+	Run(ctx context.Context, args []string) error
+	Synopsis() string
+}
+
+// commands maps each subcommand name to its implementation.
+var commands = map[string]Command{
+	"version": &VersionCommand{},
+}
+
+// ExitCodeUsage is tether's exit code for its own errors: bad flags, no
+// command, a journal it cannot open. 125 as docker run and podman use it, so
+// it does not collide with the child's 126/127/128+N.
+const ExitCodeUsage = 125
+
+// ExitError carries an exit code chosen by a subcommand (e.g. the child's).
+// Err, if set, is printed; a nil Err exits silently with Code.
+type ExitError struct {
+	Code int
+	Err  error
+}
+
+func (e *ExitError) Error() string {
+	if e.Err == nil {
+		return fmt.Sprintf("exit status %d", e.Code)
+	}
+	return e.Err.Error()
+}
+
+func (e *ExitError) Unwrap() error { return e.Err }
+
+func main() {
+	os.Exit(Main(context.Background(), os.Args[1:]))
+}
+
+// Main runs the subcommand named by args[0] and returns the process exit code.
+func Main(ctx context.Context, args []string) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage()
+		if len(args) == 0 {
+			return ExitCodeUsage
+		}
+		return 0
+	}
+	cmd, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "tether: unknown command %q\n\n", args[0])
+		usage()
+		return ExitCodeUsage
+	}
+	err := cmd.Run(ctx, args[1:])
+	return exitCode(err)
+}
+
+func exitCode(err error) int {
+	if err == nil {
+		return 0
+	}
+	var ee *ExitError
+	if errors.As(err, &ee) {
+		if ee.Err != nil {
+			fmt.Fprintf(os.Stderr, "tether: %v\n", ee.Err)
+		}
+		return ee.Code
+	}
+	fmt.Fprintf(os.Stderr, "tether: %v\n", err)
+	return ExitCodeUsage
+}
+
+func usage() {
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	b.WriteString("tether: a sidecar supervisor that makes sure no sandbox outlives its runner.\n\nUsage:\n  tether <command> [flags] [args]\n\nCommands:\n")
+	for _, n := range names {
+		fmt.Fprintf(&b, "  %-8s %s\n", n, commands[n].Synopsis())
+	}
+	b.WriteString("\nRun 'tether <command> -h' for the flags of a command.\n")
+	fmt.Fprint(os.Stderr, b.String())
+}

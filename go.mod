@@ -1,0 +1,3 @@
+module github.com/tether-run/tether
+
+go 1.26.8

@@ -1,0 +1,260 @@
+// Package config is tether's one configuration struct: every setting with its
+// default, its flag and its TETHER_* environment variable, validated once at
+// start with messages that name the setting and say what is wrong.
+//
+// Precedence: flag, then environment variable, then default.
+package config
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config holds every setting of tether run (and the subset other subcommands use).
+type Config struct {
+	// Supervisor.
+	Grace           time.Duration // time the child gets after the first TERM/INT before its group is SIGKILLed
+	SignalChildOnly bool          // forward signals to the child alone, not its process group
+	LogFormat       string        // text or json
+	LogLevel        string        // debug, info, warn, error
+
+	// Journal and intake.
+	Journal string            // bbolt file
+	Socket  string            // Unix socket of the intent API
+	Spool   string            // spool directory
+	Labels  map[string]string // scope labels added to every intent
+
+	// Drain.
+	DrainTimeout        time.Duration // deadline of the whole drain
+	DrainConcurrency    int           // intents resolved at once
+	OnUnresolved        string        // exit-code or ignore
+	NeverCreatedHorizon time.Duration // a never-seen name older than this closes as never-created
+
+	// Daytona.
+	DaytonaAutoStop int // minutes; enforced on every sandbox whose auto-stop is 0
+}
+
+// Defaults. Grace + DrainTimeout (3 s + 5 s) leaves 2 s of margin inside the
+// 10 s docker stop gives before its SIGKILL.
+const (
+	DefaultGrace               = 3 * time.Second
+	DefaultDrainTimeout        = 5 * time.Second
+	DefaultDrainConcurrency    = 64
+	DefaultNeverCreatedHorizon = 30 * time.Minute
+	DefaultDaytonaAutoStop     = 15
+	// UnresolvedExitCode is tether's exit code when --on-unresolved=exit-code
+	// and intents were left live, and the child itself exited 0.
+	UnresolvedExitCode = 3
+)
+
+// Default returns the configuration with every default filled in.
+func Default() Config {
+	return Config{
+		Grace:               DefaultGrace,
+		LogFormat:           "text",
+		LogLevel:            "info",
+		Journal:             defaultPath("journal.db", "/var/lib/tether"),
+		Socket:              defaultPath("tether.sock", "/run/tether"),
+		Spool:               defaultPath("spool", "/run/tether"),
+		Labels:              map[string]string{},
+		DrainTimeout:        DefaultDrainTimeout,
+		DrainConcurrency:    DefaultDrainConcurrency,
+		OnUnresolved:        "ignore",
+		NeverCreatedHorizon: DefaultNeverCreatedHorizon,
+		DaytonaAutoStop:     DefaultDaytonaAutoStop,
+	}
+}
+
+// defaultPath is /var/lib/tether or /run/tether for root (a container), and
+// a per-user directory otherwise (a developer's machine).
+func defaultPath(name, rootDir string) string {
+	if os.Geteuid() == 0 {
+		return filepath.Join(rootDir, name)
+	}
+	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" && strings.HasPrefix(rootDir, "/run") {
+		return filepath.Join(d, "tether", name)
+	}
+	if d, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(d, "tether", name)
+	}
+	return filepath.Join(os.TempDir(), fmt.Sprintf("tether-%d", os.Geteuid()), name)
+}
+
+// Env names, one per setting.
+const (
+	EnvGrace           = "TETHER_GRACE"
+	EnvSignalChildOnly = "TETHER_SIGNAL_CHILD_ONLY"
+	EnvLogFormat       = "TETHER_LOG_FORMAT"
+	EnvLogLevel        = "TETHER_LOG_LEVEL"
+	EnvJournal         = "TETHER_JOURNAL"
+	EnvSocket          = "TETHER_SOCKET"
+	EnvSpool           = "TETHER_SPOOL"
+	EnvOwner           = "TETHER_OWNER"
+	EnvLabels          = "TETHER_LABELS"
+	EnvDrainTimeout    = "TETHER_DRAIN_TIMEOUT"
+	EnvDrainConc       = "TETHER_DRAIN_CONCURRENCY"
+	EnvOnUnresolved    = "TETHER_ON_UNRESOLVED"
+	EnvNeverCreated    = "TETHER_NEVER_CREATED_AFTER"
+	EnvDaytonaAutoStop = "TETHER_DAYTONA_AUTOSTOP"
+)
+
+// envError collects bad environment values so they are reported with the
+// flag errors, not silently replaced by defaults.
+type binder struct {
+	fs   *flag.FlagSet
+	errs []error
+}
+
+func (b *binder) duration(p *time.Duration, name, env, usage string) {
+	if v, ok := os.LookupEnv(env); ok && v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			b.errs = append(b.errs, fmt.Errorf("%s=%q: not a duration (e.g. 3s, 500ms)", env, v))
+		} else {
+			*p = d
+		}
+	}
+	b.fs.DurationVar(p, name, *p, usage+" ($"+env+")")
+}
+
+func (b *binder) int(p *int, name, env, usage string) {
+	if v, ok := os.LookupEnv(env); ok && v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			b.errs = append(b.errs, fmt.Errorf("%s=%q: not a whole number", env, v))
+		} else {
+			*p = n
+		}
+	}
+	b.fs.IntVar(p, name, *p, usage+" ($"+env+")")
+}
+
+func (b *binder) bool(p *bool, name, env, usage string) {
+	if v, ok := os.LookupEnv(env); ok && v != "" {
+		t, err := strconv.ParseBool(v)
+		if err != nil {
+			b.errs = append(b.errs, fmt.Errorf("%s=%q: not true or false", env, v))
+		} else {
+			*p = t
+		}
+	}
+	b.fs.BoolVar(p, name, *p, usage+" ($"+env+")")
+}
+
+func (b *binder) string(p *string, name, env, usage string) {
+	if v, ok := os.LookupEnv(env); ok && v != "" {
+		*p = v
+	}
+	b.fs.StringVar(p, name, *p, usage+" ($"+env+")")
+}
+
+// Bind registers every setting as a flag on fs, with its current value
+// overridden by its environment variable. It returns the errors found in the
+// environment; call Validate after fs.Parse.
+func (c *Config) Bind(fs *flag.FlagSet) error {
+	b := &binder{fs: fs}
+	b.duration(&c.Grace, "grace", EnvGrace, "time the child gets after SIGTERM/SIGINT before its process group is killed")
+	b.bool(&c.SignalChildOnly, "signal-child-only", EnvSignalChildOnly, "forward signals to the child alone, not its process group")
+	b.string(&c.LogFormat, "log-format", EnvLogFormat, "log format: text or json")
+	b.string(&c.LogLevel, "log-level", EnvLogLevel, "log level: debug, info, warn or error")
+	b.string(&c.Journal, "journal", EnvJournal, "path of the bbolt journal")
+	b.string(&c.Socket, "socket", EnvSocket, "path of the Unix socket of the intent API")
+	b.string(&c.Spool, "spool", EnvSpool, "spool directory for intent files")
+	b.duration(&c.DrainTimeout, "drain-timeout", EnvDrainTimeout, "deadline of the drain after the child exits")
+	b.int(&c.DrainConcurrency, "drain-concurrency", EnvDrainConc, "intents resolved at once during a drain")
+	b.string(&c.OnUnresolved, "on-unresolved", EnvOnUnresolved, "when intents stay live after the drain: ignore, or exit-code (exit "+strconv.Itoa(UnresolvedExitCode)+" if the child exited 0)")
+	b.duration(&c.NeverCreatedHorizon, "never-created-after", EnvNeverCreated, "a pending intent whose name was never seen for this long closes as never-created")
+	b.int(&c.DaytonaAutoStop, "daytona-autostop", EnvDaytonaAutoStop, "Daytona auto-stop minutes enforced on sandboxes that have it disabled (>= 1)")
+	if v, ok := os.LookupEnv(EnvLabels); ok && v != "" {
+		for _, kv := range strings.Split(v, ",") {
+			if err := addLabel(c.Labels, kv); err != nil {
+				b.errs = append(b.errs, fmt.Errorf("%s: %w", EnvLabels, err))
+			}
+		}
+	}
+	fs.Var(labelFlag{c.Labels}, "label", "scope label k=v added to every intent; repeatable ($"+EnvLabels+", comma-separated)")
+	return errors.Join(b.errs...)
+}
+
+type labelFlag struct{ m map[string]string }
+
+func (l labelFlag) String() string {
+	keys := make([]string, 0, len(l.m))
+	for k := range l.m {
+		keys = append(keys, k+"="+l.m[k])
+	}
+	sort.Strings(keys)
+	return strings.Join(keys, ",")
+}
+
+func (l labelFlag) Set(s string) error { return addLabel(l.m, s) }
+
+func addLabel(m map[string]string, kv string) error {
+	k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
+	if !ok || k == "" {
+		return fmt.Errorf("label %q: want key=value", kv)
+	}
+	if strings.HasPrefix(k, "tether-") {
+		return fmt.Errorf("label %q: keys starting with tether- are reserved for ownership labels", kv)
+	}
+	m[k] = v
+	return nil
+}
+
+// Validate checks every setting once, and says which one is wrong and why.
+// It makes the paths absolute.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	if c.Grace < 0 {
+		bad("--grace %s: must not be negative", c.Grace)
+	}
+	if c.DrainTimeout <= 0 {
+		bad("--drain-timeout %s: must be positive", c.DrainTimeout)
+	}
+	if c.DrainConcurrency < 1 || c.DrainConcurrency > 1024 {
+		bad("--drain-concurrency %d: must be between 1 and 1024", c.DrainConcurrency)
+	}
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		bad("--log-format %q: must be text or json", c.LogFormat)
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("--log-level %q: must be debug, info, warn or error", c.LogLevel)
+	}
+	if c.OnUnresolved != "ignore" && c.OnUnresolved != "exit-code" {
+		bad("--on-unresolved %q: must be ignore or exit-code", c.OnUnresolved)
+	}
+	if c.DaytonaAutoStop < 1 {
+		bad("--daytona-autostop %d: must be at least 1 minute (0 disables Daytona's auto-stop, the backstop that bounds a leaked sandbox)", c.DaytonaAutoStop)
+	}
+	if c.NeverCreatedHorizon <= 0 {
+		bad("--never-created-after %s: must be positive", c.NeverCreatedHorizon)
+	}
+	for name, p := range map[string]*string{"--journal": &c.Journal, "--socket": &c.Socket, "--spool": &c.Spool} {
+		if *p == "" {
+			bad("%s: must not be empty", name)
+			continue
+		}
+		// The child gets these paths in its environment and may run in
+		// another directory, so they are made absolute once, here.
+		abs, err := filepath.Abs(*p)
+		if err != nil {
+			bad("%s %q: %v", name, *p, err)
+			continue
+		}
+		*p = abs
+	}
+	if len(c.Socket) > 100 {
+		bad("--socket %q: longer than a Unix socket path may be (%d > 100 bytes)", c.Socket, len(c.Socket))
+	}
+	return errors.Join(errs...)
+}

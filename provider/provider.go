@@ -1,0 +1,103 @@
+// Package provider is the narrow view tether has of a sandbox cloud: the few
+// calls the reaper needs to find, verify, delete or stop a sandbox, and the
+// errors it can act on. Backends live in subpackages (provider/daytona); this
+// package imports none of them and knows nothing of the journal.
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Sandbox is what tether needs to know of a remote sandbox to decide whether
+// it owns it and whether it is gone.
+type Sandbox struct {
+	ID              string
+	Name            string
+	State           string // provider's own word: "started", "destroying", ...
+	Labels          map[string]string
+	AutoStopMinutes int // 0 means auto-stop is disabled
+	CreatedAt       time.Time
+}
+
+// Provider is one account of one sandbox cloud.
+//
+// Every call honours ctx; implementations add their own per-call timeout as
+// well, so a hung request never outlives the caller's deadline.
+type Provider interface {
+	// Name is the provider's short name as journaled with each intent ("daytona").
+	Name() string
+	// Account is a fingerprint of the credentials in use (a hash of the API
+	// URL and key, never the key). The reaper refuses to act on an intent
+	// recorded under another account.
+	Account() string
+	// Get reads one sandbox by its provider id. ErrNotFound when there is none.
+	Get(ctx context.Context, id string) (Sandbox, error)
+	// GetByName reads one sandbox by its exact name. ErrNotFound when there is none.
+	GetByName(ctx context.Context, name string) (Sandbox, error)
+	// List returns the sandboxes whose labels include every given pair.
+	// Lists may lag behind creates and deletes (eventual consistency).
+	List(ctx context.Context, labels map[string]string) ([]Sandbox, error)
+	// Delete asks for the sandbox to be deleted. Deletion may be asynchronous:
+	// a nil error does not mean gone; only a later Get answering ErrNotFound does.
+	Delete(ctx context.Context, id string) error
+	// Stop asks for the sandbox to be stopped.
+	Stop(ctx context.Context, id string) error
+	// SetAutoStop sets the provider-side idle auto-stop interval in minutes.
+	SetAutoStop(ctx context.Context, id string, minutes int) error
+}
+
+// Gone reports whether a sandbox in this state no longer exists for billing
+// purposes (the provider may still list it for a while).
+func (s Sandbox) Gone() bool { return s.State == StateDestroyed }
+
+// Stopped reports whether the sandbox is stopped (or archived).
+func (s Sandbox) Stopped() bool { return s.State == StateStopped || s.State == StateArchived }
+
+// Provider-neutral state words that the reaper looks at. Backends map their
+// own states onto these where they differ.
+const (
+	StateStarted    = "started"
+	StateStopped    = "stopped"
+	StateArchived   = "archived"
+	StateDestroying = "destroying"
+	StateDestroyed  = "destroyed"
+)
+
+// Errors a backend returns (wrapped) so the reaper can decide what to do.
+var (
+	// ErrNotFound: the sandbox does not exist (HTTP 404).
+	ErrNotFound = errors.New("sandbox not found")
+	// ErrConflict: the request clashes with the sandbox's state, e.g. a state
+	// change is in progress or the name is taken (HTTP 409). Retryable for deletes.
+	ErrConflict = errors.New("conflict: state change in progress")
+	// ErrRateLimited: too many requests (HTTP 429). See RateLimitError.
+	ErrRateLimited = errors.New("rate limited")
+	// ErrUnauthorized: the credentials are wrong or lack permission (401/403). Not retryable.
+	ErrUnauthorized = errors.New("unauthorized")
+	// ErrUnavailable: a transient server or network failure (5xx, reset, timeout). Retryable.
+	ErrUnavailable = errors.New("provider unavailable")
+)
+
+// RateLimitError carries the server's Retry-After hint. It matches ErrRateLimited with errors.Is.
+type RateLimitError struct {
+	RetryAfter time.Duration // zero when the server gave none
+}
+
+func (e *RateLimitError) Error() string {
+	if e.RetryAfter > 0 {
+		return fmt.Sprintf("rate limited (retry after %s)", e.RetryAfter)
+	}
+	return "rate limited"
+}
+
+func (e *RateLimitError) Is(target error) bool { return target == ErrRateLimited }
+
+// Retryable reports whether an error from a Provider call may succeed if tried
+// again. Backends wrap a per-call timeout as ErrUnavailable, so a hung call is
+// retryable while the caller's own deadline is not.
+func Retryable(err error) bool {
+	return errors.Is(err, ErrConflict) || errors.Is(err, ErrRateLimited) || errors.Is(err, ErrUnavailable)
+}

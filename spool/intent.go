@@ -1,0 +1,109 @@
+// Package spool holds tether's durable record of sandbox intents: the intent
+// type and its state machine, the bbolt journal every transition is fsynced
+// to, and the spool-directory intake for runners that write files instead of
+// calling the socket API.
+//
+// An intent is declared before the runner creates its sandbox, so that a
+// sandbox can never exist without tether knowing its name. The journal never
+// talks to a provider; the reaper reads intents from it and writes back what
+// it learned.
+package spool
+
+import (
+	"fmt"
+	"time"
+)
+
+// State is where an intent is in its life.
+type State string
+
+// The intent states. Live states are Pending, Observed and Releasing.
+const (
+	// Pending: declared; the sandbox may or may not have been created yet.
+	Pending State = "pending"
+	// Observed: the provider id of the sandbox is known.
+	Observed State = "observed"
+	// Releasing: tether has started deleting (or stopping) the sandbox.
+	Releasing State = "releasing"
+	// Gone: deletion confirmed by the provider (the observed id answers 404).
+	Gone State = "gone"
+	// Stopped: on_drain=stop and the provider confirmed the sandbox stopped.
+	Stopped State = "stopped"
+	// Released: the runner said it handled the sandbox itself.
+	Released State = "released"
+	// NeverCreated: a pending intent whose name never appeared within the horizon.
+	NeverCreated State = "never-created"
+	// Foreign: the sandbox found under the intent's name or id is not ours
+	// (labels, name or account differ); tether never touches it.
+	Foreign State = "foreign"
+)
+
+// Live reports whether tether still has work to do for an intent in state s.
+func (s State) Live() bool { return s == Pending || s == Observed || s == Releasing }
+
+// transitions lists every legal move. Anything else is ErrIllegalTransition.
+// Releasing → Releasing and Observed → Observed (same id) are allowed so a
+// retried drain or a repeated observe is idempotent. Observing an id while
+// Releasing records the id and keeps the state (the reaper found the sandbox
+// by name during the drain).
+var transitions = map[State][]State{
+	Pending:   {Observed, Releasing, Released, NeverCreated, Foreign},
+	Observed:  {Observed, Releasing, Released, Foreign},
+	Releasing: {Releasing, Gone, Stopped, Released, Foreign, NeverCreated},
+}
+
+// CanTransition reports whether an intent may move from one state to another.
+func CanTransition(from, to State) bool {
+	for _, s := range transitions[from] {
+		if s == to {
+			return true
+		}
+	}
+	return false
+}
+
+// OnDrain says what the drain does with a sandbox.
+type OnDrain string
+
+const (
+	DrainDelete OnDrain = "delete"
+	DrainStop   OnDrain = "stop"
+)
+
+// Ownership label keys. Every sandbox created for an intent carries both.
+const (
+	LabelOwner  = "tether-owner"
+	LabelIntent = "tether-intent"
+	// NamePrefix prefixes the intent id to make the sandbox creation name.
+	NamePrefix = "tether-"
+)
+
+// Intent is one sandbox tether answers for.
+type Intent struct {
+	ID        string            `json:"id"`         // ULID, lower case
+	Name      string            `json:"name"`       // creation name: tether-<id>
+	Labels    map[string]string `json:"labels"`     // ownership + scope labels the sandbox must carry
+	Provider  string            `json:"provider"`   // "daytona"
+	OnDrain   OnDrain           `json:"on_drain"`   // delete or stop
+	State     State             `json:"state"`      //
+	SandboxID string            `json:"sandbox_id"` // provider id, once observed
+	Key       string            `json:"key,omitempty"`
+	// Account is the fingerprint of the provider credentials the intent was
+	// declared under; the reaper acts only with the same account.
+	Account   string    `json:"account,omitempty"`
+	Attempts  int       `json:"attempts,omitempty"`
+	LastError string    `json:"last_error,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// Live reports whether the intent still needs resolving.
+func (in Intent) Live() bool { return in.State.Live() }
+
+// String names an intent in logs and reports.
+func (in Intent) String() string {
+	if in.SandboxID != "" {
+		return fmt.Sprintf("%s (sandbox %s)", in.Name, in.SandboxID)
+	}
+	return in.Name
+}

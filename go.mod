@@ -1,3 +1,15 @@
 module github.com/tether-run/tether
 
 go 1.26.8
+
+require (
+	github.com/daytonaio/daytona/libs/api-client-go v0.190.0 // indirect
+	github.com/fsnotify/fsnotify v1.10.1 // indirect
+	github.com/getkin/kin-openapi v0.153.0 // indirect
+	github.com/oklog/run v1.2.0 // indirect
+	github.com/oklog/ulid/v2 v2.1.2 // indirect
+	github.com/rogpeppe/go-internal v1.16.0 // indirect
+	go.etcd.io/bbolt v1.5.0 // indirect
+	go.uber.org/goleak v1.3.0 // indirect
+	golang.org/x/sys v0.50.0 // indirect
+)

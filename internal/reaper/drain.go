@@ -1,0 +1,195 @@
+package reaper
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tether-run/tether/spool"
+)
+
+// Item is one intent in a Report: what an operator needs to find it again.
+type Item struct {
+	Name      string
+	ID        string
+	SandboxID string
+	State     spool.State
+	LastError string
+}
+
+// Report is the outcome of a Drain: how many intents ended in each terminal
+// state, and by name and id the ones left live or found foreign.
+type Report struct {
+	Total        int
+	Gone         int
+	Stopped      int
+	Released     int
+	NeverCreated int
+	// Foreign intents are closed but their sandboxes are not ours: listed
+	// with the reason, since each is either an attack, a bug, or a clash.
+	Foreign []Item
+	// Unresolved intents are still live in the journal, for the next boot
+	// or an operator; LastError says why.
+	Unresolved []Item
+	Elapsed    time.Duration
+}
+
+// Live is the number of intents the drain left live.
+func (rep Report) Live() int { return len(rep.Unresolved) }
+
+// Write prints one summary line per state and one line per unresolved (and
+// per foreign) intent.
+func (rep Report) Write(w io.Writer) {
+	fmt.Fprintf(w, "drain: %d intents in %s, %d left live\n", rep.Total, rep.Elapsed.Round(time.Millisecond), rep.Live())
+	for _, l := range []struct {
+		state spool.State
+		n     int
+	}{
+		{spool.Gone, rep.Gone},
+		{spool.Stopped, rep.Stopped},
+		{spool.Released, rep.Released},
+		{spool.NeverCreated, rep.NeverCreated},
+		{spool.Foreign, len(rep.Foreign)},
+		{"unresolved", len(rep.Unresolved)},
+	} {
+		fmt.Fprintf(w, "  %-14s %d\n", l.state, l.n)
+	}
+	for _, it := range rep.Unresolved {
+		fmt.Fprintf(w, "  unresolved %s intent=%s sandbox=%s state=%s: %s\n", it.Name, it.ID, orNone(it.SandboxID), it.State, it.LastError)
+	}
+	for _, it := range rep.Foreign {
+		fmt.Fprintf(w, "  foreign %s intent=%s sandbox=%s: %s\n", it.Name, it.ID, orNone(it.SandboxID), it.LastError)
+	}
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func (rep *Report) add(in spool.Intent, err error) {
+	it := Item{Name: in.Name, ID: in.ID, SandboxID: in.SandboxID, State: in.State, LastError: in.LastError}
+	if err != nil {
+		it.LastError = err.Error()
+	}
+	switch {
+	case in.Live():
+		rep.Unresolved = append(rep.Unresolved, it)
+	case in.State == spool.Gone:
+		rep.Gone++
+	case in.State == spool.Stopped:
+		rep.Stopped++
+	case in.State == spool.Released:
+		rep.Released++
+	case in.State == spool.NeverCreated:
+		rep.NeverCreated++
+	case in.State == spool.Foreign:
+		rep.Foreign = append(rep.Foreign, it)
+	default:
+		it.LastError = "unknown state " + string(in.State)
+		rep.Unresolved = append(rep.Unresolved, it)
+	}
+}
+
+type outcome struct {
+	in  spool.Intent
+	err error
+}
+
+// Drain resolves every given intent, Concurrency at a time, until each is
+// terminal or ctx ends, and reports the outcome. Each intent is isolated: a
+// hung or failing one holds only its own worker and never stops the others,
+// and a panic in one is reported as that intent's error. A running drain
+// logs its progress every ProgressInterval.
+func (r *Reaper) Drain(ctx context.Context, intents []spool.Intent) Report {
+	start := time.Now()
+	log := r.log()
+	results := make([]outcome, len(intents))
+	var resolved atomic.Int64
+
+	workers := min(orDefault(r.Concurrency, DefaultConcurrency), len(intents))
+	log.Info("drain started", "intents", len(intents), "concurrency", workers)
+	jobs := make(chan int)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for i := range jobs {
+				results[i] = r.resolveIsolated(ctx, intents[i])
+				if !results[i].in.Live() {
+					resolved.Add(1)
+				}
+			}
+		})
+	}
+
+	stopProgress := make(chan struct{})
+	progressDone := make(chan struct{})
+	go func() {
+		defer close(progressDone)
+		t := time.NewTicker(orDefault(r.ProgressInterval, DefaultProgressInterval))
+		defer t.Stop()
+		for {
+			select {
+			case <-stopProgress:
+				return
+			case <-t.C:
+				log.Info("drain in progress", "resolved", resolved.Load(), "of", len(intents), "elapsed", time.Since(start).Round(time.Millisecond))
+			}
+		}
+	}()
+
+	for i := range intents {
+		if ctx.Err() != nil {
+			// Not tried: report the journal's view, without provider calls.
+			results[i] = r.untried(ctx, intents[i])
+			continue
+		}
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
+	close(stopProgress)
+	<-progressDone
+
+	var rep Report
+	rep.Total = len(intents)
+	for _, o := range results {
+		rep.add(o.in, o.err)
+	}
+	rep.Elapsed = time.Since(start)
+	log.Info("drain finished", "intents", rep.Total, "gone", rep.Gone, "stopped", rep.Stopped,
+		"released", rep.Released, "never_created", rep.NeverCreated, "foreign", len(rep.Foreign),
+		"unresolved", len(rep.Unresolved), "elapsed", rep.Elapsed.Round(time.Millisecond))
+	for _, it := range rep.Unresolved {
+		log.Warn("intent left live", "name", it.Name, "intent", it.ID, "sandbox", it.SandboxID, "state", it.State, "err", it.LastError)
+	}
+	return rep
+}
+
+func (r *Reaper) untried(ctx context.Context, in spool.Intent) outcome {
+	if cur, err := r.Journal.Get(in.ID); err == nil {
+		in = cur
+	}
+	if !in.Live() {
+		return outcome{in: in}
+	}
+	return outcome{in: in, err: fmt.Errorf("not tried before the drain deadline: %w", ctx.Err())}
+}
+
+// resolveIsolated is Resolve with a panic turned into that intent's error,
+// so one bad answer cannot abort the drain of the others.
+func (r *Reaper) resolveIsolated(ctx context.Context, in spool.Intent) (o outcome) {
+	defer func() {
+		if p := recover(); p != nil {
+			r.log().Error("panic while resolving intent", "intent", in.ID, "panic", p)
+			o = outcome{in: in, err: fmt.Errorf("panic while resolving: %v", p)}
+		}
+	}()
+	out, err := r.Resolve(ctx, in)
+	return outcome{in: out, err: err}
+}

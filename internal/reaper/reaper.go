@@ -1,0 +1,552 @@
+// Package reaper resolves sandbox intents against a provider: it finds the
+// sandbox an intent stands for, proves it is ours (id, name, every ownership
+// label, account), journals what it learned before any destructive call,
+// deletes or stops it, and confirms the result. Drain resolves many intents
+// in parallel under one deadline and reports what is left.
+//
+// The reaper is conservative in one direction only: it would rather leave a
+// sandbox live (and say so) than delete one it cannot prove is its own, or
+// call an intent gone on the strength of a 404 for a name it never observed.
+package reaper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tether-run/tether/provider"
+	"github.com/tether-run/tether/spool"
+)
+
+// Journal is the part of spool.Journal the reaper uses. Every method writes
+// (and fsyncs) before it returns, which is what lets the reaper journal an id
+// or a releasing state before the provider call it protects.
+type Journal interface {
+	Get(id string) (spool.Intent, error)
+	Live() ([]spool.Intent, error)
+	Observe(id, sandboxID string) (spool.Intent, error)
+	Transition(id string, to spool.State, lastErr string) (spool.Intent, error)
+	Note(id string, lastErr string) (spool.Intent, error)
+}
+
+// Defaults of the Reaper's settings, used when a field is zero.
+const (
+	// DefaultConcurrency: intents resolved at once by Drain. Each intent
+	// costs about three sequential calls (read, delete, confirm), so the
+	// drain takes about 3 x latency x N / concurrency; 64 drains 1,000
+	// sandboxes at 50 ms per call in about 2.4 s.
+	DefaultConcurrency = 64
+	// DefaultRetryBase is the first wait after a failed provider call
+	// (409, 429 without Retry-After, 5xx, timeout); it doubles per failure.
+	DefaultRetryBase = 100 * time.Millisecond
+	// DefaultRetryMax caps the wait between retries of a failing call.
+	DefaultRetryMax = 2 * time.Second
+	// DefaultJitter is the fraction of each wait drawn at random, so that
+	// many intents failing together (a 429 burst) do not retry in lockstep.
+	DefaultJitter = 0.3
+	// DefaultPollInterval is the first wait while the provider is working:
+	// a sandbox destroying or stopping, or a name that has not appeared yet.
+	DefaultPollInterval = 100 * time.Millisecond
+	// DefaultPollMax caps the wait between polls.
+	DefaultPollMax = 1 * time.Second
+	// DefaultCallTimeout bounds one provider call, so a hung request is
+	// retried within the drain instead of holding the intent until the
+	// deadline. Providers have their own per-call timeout too.
+	DefaultCallTimeout = 3 * time.Second
+	// DefaultProgressInterval is how often a running drain logs its progress.
+	DefaultProgressInterval = time.Second
+	// DefaultNeverCreatedHorizon: a never-observed name still absent this long
+	// after its intent was declared closes as never-created (config's default).
+	DefaultNeverCreatedHorizon = 30 * time.Minute
+)
+
+// stateStopping is the provider's word for a stop in progress; the reaper
+// waits it out instead of asking again.
+const stateStopping = "stopping"
+
+// destroyedPrefix is how Daytona renames a sandbox the moment its deletion
+// starts (DESTROYED_<name>_<unix ms>): a sandbox in that state still counts
+// as the intent's by name.
+const destroyedPrefix = "DESTROYED_"
+
+// Errors Resolve returns (wrapped) to say why an intent is still live or why
+// it was closed.
+var (
+	// ErrNotCreated: the intent's name does not exist (yet). The create may
+	// still land, so the intent stays live; it is never taken as gone.
+	ErrNotCreated = errors.New("sandbox name not found; the create may still land")
+	// ErrInProgress: the provider is deleting or stopping the sandbox and
+	// has not finished yet.
+	ErrInProgress = errors.New("deletion not yet confirmed")
+	// ErrForeign: the sandbox under the intent's id or name is not ours.
+	ErrForeign = errors.New("sandbox is not ours")
+	// ErrWrongAccount: the intent was declared under other provider
+	// credentials. Nothing is called; the intent waits for the right ones.
+	ErrWrongAccount = errors.New("intent belongs to another provider account")
+	// ErrNoProvider: the intent names a provider this reaper does not have.
+	ErrNoProvider = errors.New("no provider for intent")
+	// ErrJournal: the journal refused a write; the reaper never makes a
+	// destructive call it could not journal first.
+	ErrJournal = errors.New("journal")
+)
+
+// Reaper resolves intents. The zero value of each setting means its default.
+// A Reaper is safe for concurrent use; concurrent Resolve calls on the same
+// intent are serialised.
+type Reaper struct {
+	Journal Journal
+	// Provider serves every intent whose Provider field is empty or equal
+	// to its Name. Intents of other providers stay live (ErrNoProvider).
+	Provider provider.Provider
+	Logger   *slog.Logger
+
+	// AutoStopMinutes is the Daytona auto-stop interval Backstop sets on a
+	// sandbox that has it disabled (0). Zero here turns the backstop off.
+	AutoStopMinutes int
+	// NeverCreatedHorizon: default DefaultNeverCreatedHorizon.
+	NeverCreatedHorizon time.Duration
+	// Concurrency of Drain: default DefaultConcurrency.
+	Concurrency int
+
+	RetryBase        time.Duration // default DefaultRetryBase
+	RetryMax         time.Duration // default DefaultRetryMax
+	Jitter           float64       // default DefaultJitter; negative means none
+	PollInterval     time.Duration // default DefaultPollInterval
+	PollMax          time.Duration // default DefaultPollMax
+	CallTimeout      time.Duration // default DefaultCallTimeout
+	ProgressInterval time.Duration // default DefaultProgressInterval
+
+	// Now is the clock for the never-created horizon; default time.Now.
+	Now func() time.Time
+
+	mu    sync.Mutex
+	locks map[string]chan struct{}
+}
+
+func orDefault[T int | time.Duration | float64](v, def T) T {
+	if v == 0 {
+		return def
+	}
+	return v
+}
+
+func (r *Reaper) log() *slog.Logger {
+	if r.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return r.Logger
+}
+
+func (r *Reaper) now() time.Time {
+	if r.Now == nil {
+		return time.Now()
+	}
+	return r.Now()
+}
+
+// lock serialises work on one intent, so the socket API's delete and a drain
+// racing on the same intent do not issue the same calls twice.
+func (r *Reaper) lock(ctx context.Context, id string) (unlock func(), err error) {
+	for {
+		r.mu.Lock()
+		if r.locks == nil {
+			r.locks = make(map[string]chan struct{})
+		}
+		held, busy := r.locks[id]
+		if !busy {
+			ch := make(chan struct{})
+			r.locks[id] = ch
+			r.mu.Unlock()
+			return func() {
+				r.mu.Lock()
+				delete(r.locks, id)
+				r.mu.Unlock()
+				close(ch)
+			}, nil
+		}
+		r.mu.Unlock()
+		select {
+		case <-held:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("waiting for another resolve of the same intent: %w", ctx.Err())
+		}
+	}
+}
+
+func (r *Reaper) providerFor(in spool.Intent) (provider.Provider, error) {
+	if r.Provider == nil {
+		return nil, fmt.Errorf("%w %q: reaper has none", ErrNoProvider, in.Provider)
+	}
+	if in.Provider != "" && in.Provider != r.Provider.Name() {
+		return nil, fmt.Errorf("%w %q (reaper has %q)", ErrNoProvider, in.Provider, r.Provider.Name())
+	}
+	return r.Provider, nil
+}
+
+// call runs one provider call under CallTimeout. A call that ran out of its
+// own time while the caller's context is still alive is a hung request:
+// reported as ErrUnavailable, so it is retried.
+func (r *Reaper) call(ctx context.Context, what string, f func(context.Context) error) error {
+	cctx, cancel := context.WithTimeout(ctx, orDefault(r.CallTimeout, DefaultCallTimeout))
+	defer cancel()
+	err := f(cctx)
+	if err == nil {
+		return nil
+	}
+	if ctx.Err() == nil && cctx.Err() != nil && !errors.Is(err, provider.ErrUnavailable) {
+		err = fmt.Errorf("%w: no answer within %s: %w", provider.ErrUnavailable, orDefault(r.CallTimeout, DefaultCallTimeout), err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+// Resolve runs the single-intent step until the intent is terminal or ctx
+// ends, and returns the intent as journaled. The error says why it is still
+// live; it is nil when the intent is terminal (gone, stopped, released,
+// never-created, or foreign — the reason for foreign is in LastError).
+//
+// It re-reads the intent from the journal first, so a stale copy is fine.
+func (r *Reaper) Resolve(ctx context.Context, in spool.Intent) (spool.Intent, error) {
+	unlock, err := r.lock(ctx, in.ID)
+	if err != nil {
+		return in, err
+	}
+	defer unlock()
+	cur, err := r.Journal.Get(in.ID)
+	if err != nil {
+		return in, fmt.Errorf("%w: read intent %s: %w", ErrJournal, in.ID, err)
+	}
+	in = cur
+	if !in.Live() {
+		return in, nil
+	}
+	log := r.log().With("intent", in.ID, "name", in.Name)
+
+	p, err := r.providerFor(in)
+	if err == nil && in.Account != "" && in.Account != p.Account() {
+		// Not foreign: the sandbox may well be ours, reachable with the
+		// credentials it was created under. Leave it live and say so.
+		err = fmt.Errorf("%w: declared under %s, current credentials are %s", ErrWrongAccount, in.Account, p.Account())
+	}
+	if err != nil {
+		log.Warn("intent left live", "err", err)
+		return r.leave(in, err)
+	}
+
+	var (
+		failures int // consecutive failed calls: drives the retry backoff
+		polls    int // consecutive polls while the provider works
+	)
+	for {
+		next, err := r.step(ctx, p, in)
+		in = next
+		if err == nil {
+			if !in.Live() {
+				r.logOutcome(log, in)
+				return in, nil
+			}
+			failures, polls = 0, 0
+			continue
+		}
+		if ctx.Err() != nil {
+			return r.leave(in, err)
+		}
+		var wait time.Duration
+		switch {
+		case errors.Is(err, ErrNotCreated) || errors.Is(err, ErrInProgress):
+			wait = r.backoff(polls, orDefault(r.PollInterval, DefaultPollInterval), orDefault(r.PollMax, DefaultPollMax), nil)
+			polls++
+		case errors.Is(err, provider.ErrUnauthorized) || errors.Is(err, ErrJournal) || errors.Is(err, ErrNoProvider):
+			log.Error("giving up on intent", "err", err)
+			return r.leave(in, err)
+		default:
+			// Every other provider failure is retried: 409 (state change
+			// in progress), 429, 5xx, timeouts, and answers the backend
+			// could not classify. The deadline bounds it; giving up early
+			// would leave a sandbox running.
+			log.Debug("provider call failed; retrying", "err", err, "attempt", failures+1)
+			if n, nerr := r.Journal.Note(in.ID, err.Error()); nerr == nil {
+				in = n
+			}
+			wait = r.backoff(failures, orDefault(r.RetryBase, DefaultRetryBase), orDefault(r.RetryMax, DefaultRetryMax), err)
+			failures++
+		}
+		if !sleep(ctx, wait) {
+			return r.leave(in, err)
+		}
+	}
+}
+
+// leave records why an intent stays live (when the journal does not already
+// say so) and returns it with that reason.
+func (r *Reaper) leave(in spool.Intent, why error) (spool.Intent, error) {
+	if why != nil && in.LastError != why.Error() {
+		if n, err := r.Journal.Note(in.ID, why.Error()); err == nil {
+			in = n
+		}
+	}
+	return in, why
+}
+
+func (r *Reaper) logOutcome(log *slog.Logger, in spool.Intent) {
+	switch in.State {
+	case spool.Foreign:
+		log.Warn("sandbox is not ours; left untouched", "sandbox", in.SandboxID, "why", in.LastError)
+	case spool.NeverCreated:
+		log.Info("intent closed: its sandbox never appeared", "horizon", orDefault(r.NeverCreatedHorizon, DefaultNeverCreatedHorizon))
+	case spool.Released:
+		log.Debug("intent already released by the runner")
+	default:
+		log.Info("sandbox "+string(in.State)+", confirmed", "sandbox", in.SandboxID)
+	}
+}
+
+// step makes one unit of progress. A nil error means the intent moved (and
+// the loop goes on at once, or ends if the intent is terminal); an error
+// means wait (ErrNotCreated, ErrInProgress), retry, or give up.
+func (r *Reaper) step(ctx context.Context, p provider.Provider, in spool.Intent) (spool.Intent, error) {
+	if in.SandboxID == "" {
+		return r.lookup(ctx, p, in)
+	}
+	var sb provider.Sandbox
+	err := r.call(ctx, "read sandbox "+in.SandboxID, func(ctx context.Context) (err error) {
+		sb, err = p.Get(ctx, in.SandboxID)
+		return err
+	})
+	if errors.Is(err, provider.ErrNotFound) {
+		// The id was observed, so its absence is proof the sandbox is gone.
+		return r.finish(in, spool.Gone)
+	}
+	if err != nil {
+		return in, err
+	}
+	return r.act(ctx, p, in, sb)
+}
+
+// lookup finds a never-observed intent's sandbox by its exact creation name.
+func (r *Reaper) lookup(ctx context.Context, p provider.Provider, in spool.Intent) (spool.Intent, error) {
+	var sb provider.Sandbox
+	err := r.call(ctx, "look up name "+in.Name, func(ctx context.Context) (err error) {
+		sb, err = p.GetByName(ctx, in.Name)
+		return err
+	})
+	if errors.Is(err, provider.ErrNotFound) {
+		horizon := orDefault(r.NeverCreatedHorizon, DefaultNeverCreatedHorizon)
+		if age := r.now().Sub(in.CreatedAt); age >= horizon {
+			return r.transition(in, spool.NeverCreated, fmt.Sprintf("name %s not found %s after the intent was declared (horizon %s)", in.Name, age.Round(time.Second), horizon))
+		}
+		return in, ErrNotCreated
+	}
+	if err != nil {
+		return in, err
+	}
+	if why := mismatch(in, sb); why != "" {
+		return r.transition(in, spool.Foreign, fmt.Sprintf("sandbox %s named %s: %s", sb.ID, in.Name, why))
+	}
+	// Journal the id before anything destructive: if tether dies after the
+	// delete, the next boot confirms by this id's 404 instead of guessing
+	// from a missing name.
+	obs, err := r.Journal.Observe(in.ID, sb.ID)
+	if err != nil {
+		cur, gerr := r.Journal.Get(in.ID)
+		if gerr == nil && (cur.SandboxID != "" || !cur.Live()) {
+			// Someone observed (or released) it meanwhile; go on from there.
+			return cur, nil
+		}
+		return in, fmt.Errorf("%w: observe %s: %w", ErrJournal, sb.ID, err)
+	}
+	return r.act(ctx, p, obs, sb)
+}
+
+// act decides, from a fresh read of the intent's sandbox, whether it is done,
+// still in progress, not ours, or needs the destructive call.
+func (r *Reaper) act(ctx context.Context, p provider.Provider, in spool.Intent, sb provider.Sandbox) (spool.Intent, error) {
+	if sb.Gone() {
+		return r.finish(in, spool.Gone)
+	}
+	if why := mismatch(in, sb); why != "" {
+		return r.transition(in, spool.Foreign, fmt.Sprintf("sandbox %s: %s", sb.ID, why))
+	}
+	stop := in.OnDrain == spool.DrainStop
+	switch {
+	case stop && sb.Stopped():
+		return r.finish(in, spool.Stopped)
+	case sb.State == provider.StateDestroying, stop && sb.State == stateStopping:
+		if in.State != spool.Releasing {
+			return r.transition(in, spool.Releasing, "")
+		}
+		return in, fmt.Errorf("%w: sandbox %s is %s", ErrInProgress, sb.ID, sb.State)
+	}
+	if in.State != spool.Releasing {
+		var err error
+		if in, err = r.transition(in, spool.Releasing, ""); err != nil || in.State != spool.Releasing {
+			return in, err
+		}
+	}
+	what, do := "delete sandbox "+sb.ID, p.Delete
+	if stop {
+		what, do = "stop sandbox "+sb.ID, p.Stop
+	}
+	err := r.call(ctx, what, func(ctx context.Context) error { return do(ctx, sb.ID) })
+	if errors.Is(err, provider.ErrNotFound) {
+		// Deleted meanwhile, or an earlier delete landed and lost its
+		// answer: the next read confirms by the observed id's 404.
+		return in, nil
+	}
+	return in, err
+}
+
+// finish closes an intent in a terminal state, passing through releasing
+// when the intent has not been there (the journal allows gone and stopped
+// only from releasing).
+func (r *Reaper) finish(in spool.Intent, to spool.State) (spool.Intent, error) {
+	if in.State != spool.Releasing {
+		var err error
+		if in, err = r.transition(in, spool.Releasing, ""); err != nil || in.State != spool.Releasing {
+			return in, err
+		}
+	}
+	return r.transition(in, to, "")
+}
+
+// transition journals a move. When the journal refuses because the intent
+// moved meanwhile (the runner released it), the fresh intent is returned.
+func (r *Reaper) transition(in spool.Intent, to spool.State, why string) (spool.Intent, error) {
+	out, err := r.Journal.Transition(in.ID, to, why)
+	if err == nil {
+		return out, nil
+	}
+	if cur, gerr := r.Journal.Get(in.ID); gerr == nil && cur.State != in.State {
+		return cur, nil
+	}
+	return in, fmt.Errorf("%w: %s → %s: %w", ErrJournal, in.State, to, err)
+}
+
+// mismatch says why sb is not the intent's sandbox, or "" when it is: the
+// observed id, the name, and every label of the intent (ownership and scope)
+// must match, and the intent must carry its ownership labels at all — an
+// intent without them could match anybody's sandbox.
+func mismatch(in spool.Intent, sb provider.Sandbox) string {
+	if in.SandboxID != "" && sb.ID != in.SandboxID {
+		return fmt.Sprintf("id %s, observed %s", sb.ID, in.SandboxID)
+	}
+	if sb.Name != in.Name {
+		renamed := sb.State == provider.StateDestroying || sb.State == provider.StateDestroyed
+		if !renamed || !strings.HasPrefix(sb.Name, destroyedPrefix+in.Name+"_") {
+			return fmt.Sprintf("name %q, want %q", sb.Name, in.Name)
+		}
+	}
+	if in.Labels[spool.LabelOwner] == "" {
+		return "intent has no " + spool.LabelOwner + " label to verify"
+	}
+	if got, ok := sb.Labels[spool.LabelIntent]; !ok || got != in.ID {
+		return fmt.Sprintf("label %s=%q, want %q", spool.LabelIntent, got, in.ID)
+	}
+	for k, want := range in.Labels {
+		got, ok := sb.Labels[k]
+		if !ok {
+			return fmt.Sprintf("label %s missing, want %q", k, want)
+		}
+		if got != want {
+			return fmt.Sprintf("label %s=%q, want %q", k, got, want)
+		}
+	}
+	return ""
+}
+
+// Backstop enforces the provider-side auto-stop on an observed intent's
+// sandbox: it reads the sandbox, verifies it is ours, and sets auto-stop to
+// AutoStopMinutes when it is disabled (0), so that a sandbox tether cannot
+// reach in time still stops (and, if ephemeral, deletes itself). It retries
+// within ctx; it changes nothing in the journal.
+func (r *Reaper) Backstop(ctx context.Context, in spool.Intent) error {
+	if r.AutoStopMinutes <= 0 {
+		return nil
+	}
+	if in.SandboxID == "" {
+		return fmt.Errorf("backstop %s: no sandbox observed", in.Name)
+	}
+	p, err := r.providerFor(in)
+	if err != nil {
+		return fmt.Errorf("backstop %s: %w", in.Name, err)
+	}
+	if in.Account != "" && in.Account != p.Account() {
+		return fmt.Errorf("backstop %s: %w", in.Name, ErrWrongAccount)
+	}
+	base, max := orDefault(r.RetryBase, DefaultRetryBase), orDefault(r.RetryMax, DefaultRetryMax)
+	for attempt := 0; ; attempt++ {
+		err := r.backstopOnce(ctx, p, in)
+		if err == nil || errors.Is(err, ErrForeign) || errors.Is(err, provider.ErrNotFound) || errors.Is(err, provider.ErrUnauthorized) {
+			return err
+		}
+		if ctx.Err() != nil || !sleep(ctx, r.backoff(attempt, base, max, err)) {
+			return err
+		}
+	}
+}
+
+func (r *Reaper) backstopOnce(ctx context.Context, p provider.Provider, in spool.Intent) error {
+	var sb provider.Sandbox
+	err := r.call(ctx, "backstop: read sandbox "+in.SandboxID, func(ctx context.Context) (err error) {
+		sb, err = p.Get(ctx, in.SandboxID)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if why := mismatch(in, sb); why != "" {
+		return fmt.Errorf("backstop: sandbox %s: %w: %s", sb.ID, ErrForeign, why)
+	}
+	if sb.AutoStopMinutes != 0 {
+		return nil
+	}
+	err = r.call(ctx, "backstop: set auto-stop of "+sb.ID, func(ctx context.Context) error {
+		return p.SetAutoStop(ctx, sb.ID, r.AutoStopMinutes)
+	})
+	if err == nil {
+		r.log().Info("auto-stop was disabled; enforced", "intent", in.ID, "sandbox", sb.ID, "minutes", r.AutoStopMinutes)
+	}
+	return err
+}
+
+// backoff is the wait before try attempt+1: base doubling up to max, the
+// top Jitter fraction of it drawn at random; a rate limit's Retry-After is
+// a floor (plus a little jitter, so a burst of 429s does not come back as
+// one burst).
+func (r *Reaper) backoff(attempt int, base, max time.Duration, err error) time.Duration {
+	d := base
+	for i := 0; i < attempt && d < max; i++ {
+		d *= 2
+	}
+	d = min(d, max)
+	jitter := orDefault(r.Jitter, DefaultJitter)
+	if jitter > 0 {
+		d -= time.Duration(rand.Float64() * min(jitter, 1) * float64(d))
+	}
+	var rl *provider.RateLimitError
+	if errors.As(err, &rl) && rl.RetryAfter > d {
+		d = rl.RetryAfter + time.Duration(rand.Float64()*float64(base))
+	}
+	return d
+}
+
+// sleep waits d or until ctx ends, and reports whether the wait completed.
+// A wait that would outlast ctx's deadline ends at once: nothing useful can
+// come after it.
+func sleep(ctx context.Context, d time.Duration) bool {
+	if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < d {
+		return false
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

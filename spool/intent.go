@@ -90,7 +90,10 @@ type Intent struct {
 	Key       string            `json:"key,omitempty"`
 	// Account is the fingerprint of the provider credentials the intent was
 	// declared under; the reaper acts only with the same account.
-	Account   string    `json:"account,omitempty"`
+	Account string `json:"account,omitempty"`
+	// Outcome is what the runner said when it released the intent:
+	// deleted or kept.
+	Outcome   string    `json:"outcome,omitempty"`
 	Attempts  int       `json:"attempts,omitempty"`
 	LastError string    `json:"last_error,omitempty"`
 	CreatedAt time.Time `json:"created_at"`

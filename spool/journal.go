@@ -1,0 +1,621 @@
+package spool
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+)
+
+// DefaultLockTimeout is how long Open waits for another process's lock on
+// the journal before giving up with ErrLocked. A live tether holds it for
+// its whole life, so waiting longer would only delay the error.
+const DefaultLockTimeout = time.Second
+
+// DefaultMaxBatch bounds how many mutations share one transaction (one
+// fsync). Larger batches amortise the fsync further but make every waiter
+// in the batch wait for the whole batch's encoding.
+const DefaultMaxBatch = 1024
+
+// SchemaVersion is the layout of the journal's buckets. A journal written
+// with another version is refused, never rewritten.
+const SchemaVersion = 1
+
+// Options tune Open. The zero value is the defaults.
+type Options struct {
+	// LockTimeout bounds the wait for the file lock (default DefaultLockTimeout).
+	LockTimeout time.Duration
+	// MaxBatch bounds the mutations committed in one transaction (default DefaultMaxBatch).
+	MaxBatch int
+}
+
+// Errors of the journal. They are wrapped with the intent id or path.
+var (
+	// ErrLocked: another live process holds the journal.
+	ErrLocked = errors.New("journal is held by another running tether")
+	// ErrNotFound: no intent with that id or key.
+	ErrNotFound = errors.New("intent not found")
+	// ErrObservedOther: a different sandbox id was already observed for the intent.
+	ErrObservedOther = errors.New("a different sandbox id was already observed")
+	// ErrIllegalTransition: the state machine does not allow the move.
+	ErrIllegalTransition = errors.New("illegal state transition")
+	// ErrIDTaken: a client-chosen intent id is already used by another intent.
+	ErrIDTaken = errors.New("intent id already in use")
+	// ErrClosed: the journal was closed.
+	ErrClosed = errors.New("journal closed")
+	// ErrInvalid: the request itself is wrong (labels, key, on_drain ...).
+	ErrInvalid = errors.New("invalid intent")
+)
+
+var (
+	bucketMeta    = []byte("meta")
+	bucketIntents = []byte("intents") // id → JSON Intent
+	bucketKeys    = []byte("keys")    // idempotency key → id
+	bucketLive    = []byte("live")    // id → nothing, for the live ones only
+	keyOwner      = []byte("owner")
+	keySchema     = []byte("schema")
+)
+
+// Journal is tether's durable record of intents: a bbolt file, held with an
+// exclusive lock for as long as it is open. Every mutation is committed and
+// fsynced before its method returns; concurrent mutations share one
+// transaction (group commit), so throughput grows with concurrency while
+// each caller still waits only for its own data to be on disk.
+type Journal struct {
+	db    *bolt.DB
+	path  string
+	owner string
+
+	maxBatch int
+	ops      chan *op
+	mu       sync.RWMutex // guards closed against sends on ops
+	closed   bool
+	done     chan struct{}
+}
+
+// op is one mutation waiting for the committer. fn runs inside the shared
+// write transaction; it must check everything before it writes, so that a
+// refused op leaves the transaction untouched for the others. Writes go
+// through put/del, whose failures abort the whole batch.
+type op struct {
+	fn   func(tx *bolt.Tx) error
+	done chan error
+}
+
+// writeError marks a failed write: the transaction may be half-changed, so
+// the whole batch is rolled back and every op in it fails.
+type writeError struct{ err error }
+
+func (e *writeError) Error() string { return e.err.Error() }
+func (e *writeError) Unwrap() error { return e.err }
+
+// Open opens (or creates) the journal at path, creating its directory. A
+// journal locked by another process fails within opts.LockTimeout with
+// ErrLocked; a file that is not a readable tether journal fails with an
+// error naming it, and is left exactly as it was.
+func Open(path string, opts Options) (j *Journal, err error) {
+	if opts.LockTimeout <= 0 {
+		opts.LockTimeout = DefaultLockTimeout
+	}
+	if opts.MaxBatch <= 0 {
+		opts.MaxBatch = DefaultMaxBatch
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("journal %s: create directory: %w", path, err)
+	}
+	_, statErr := os.Stat(path)
+	fresh := errors.Is(statErr, os.ErrNotExist)
+
+	db, err := openBolt(path, opts.LockTimeout)
+	if errors.Is(err, berrors.ErrTimeout) {
+		return nil, fmt.Errorf("journal %s: %w (waited %s for its lock; run one tether per journal, or give this one its own --journal)", path, ErrLocked, opts.LockTimeout)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("journal %s: cannot open: %w (the file was left as it is; move it aside to start a new journal)", path, err)
+	}
+	if fresh {
+		// The file's directory entry must survive a power loss as well.
+		syncDir(filepath.Dir(path))
+	}
+	owner, err := initJournal(db)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("journal %s: %w (the file was left as it is)", path, err)
+	}
+	j = &Journal{
+		db:       db,
+		path:     path,
+		owner:    owner,
+		maxBatch: opts.MaxBatch,
+		ops:      make(chan *op, opts.MaxBatch),
+		done:     make(chan struct{}),
+	}
+	go j.commitLoop()
+	return j, nil
+}
+
+// openBolt turns a panic inside bbolt on a damaged file into an error: a
+// corrupt journal must be reported, never crash tether.
+func openBolt(path string, timeout time.Duration) (db *bolt.DB, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("corrupt journal: %v", r)
+		}
+	}()
+	return bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout})
+}
+
+// initJournal creates the buckets and the owner id of a new journal, and
+// checks an existing one is a tether journal of a known schema.
+func initJournal(db *bolt.DB) (owner string, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("corrupt journal: %v", r)
+		}
+	}()
+	err = db.Update(func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		if meta == nil {
+			empty := true
+			_ = tx.ForEach(func([]byte, *bolt.Bucket) error { empty = false; return nil })
+			if !empty {
+				return errors.New("not a tether journal (it has data but no meta bucket)")
+			}
+			var err error
+			if meta, err = tx.CreateBucket(bucketMeta); err != nil {
+				return err
+			}
+			if err := meta.Put(keyOwner, []byte(newID())); err != nil {
+				return err
+			}
+			if err := meta.Put(keySchema, []byte(strconv.Itoa(SchemaVersion))); err != nil {
+				return err
+			}
+		}
+		if v := string(meta.Get(keySchema)); v != strconv.Itoa(SchemaVersion) {
+			return fmt.Errorf("journal schema version %q, this tether reads version %d", v, SchemaVersion)
+		}
+		owner = string(meta.Get(keyOwner))
+		if !isULID(owner) {
+			return fmt.Errorf("journal owner id %q is not a lower-case ULID", truncate(owner))
+		}
+		for _, b := range [][]byte{bucketIntents, bucketKeys, bucketLive} {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return owner, err
+}
+
+func syncDir(dir string) {
+	if d, err := os.Open(dir); err == nil {
+		_ = d.Sync()
+		d.Close()
+	}
+}
+
+// newID returns a fresh lower-case ULID. ulid.Make is monotonic within the
+// process, so ids sort in creation order.
+func newID() string { return strings.ToLower(ulid.Make().String()) }
+
+// Owner is the journal's owner id, created once with the journal.
+func (j *Journal) Owner() string { return j.owner }
+
+// Path is the journal's file.
+func (j *Journal) Path() string { return j.path }
+
+// Close waits for queued mutations to commit, then releases the file and
+// its lock. Later calls fail with ErrClosed.
+func (j *Journal) Close() error {
+	j.mu.Lock()
+	if j.closed {
+		j.mu.Unlock()
+		return nil
+	}
+	j.closed = true
+	close(j.ops)
+	j.mu.Unlock()
+	<-j.done
+	return j.db.Close()
+}
+
+// commitLoop is the group committer: it takes every op queued while the
+// previous transaction was being fsynced and commits them together. Under
+// no load a batch is one op and waits for nothing; under load the batch
+// grows, up to maxBatch, with no timer involved.
+func (j *Journal) commitLoop() {
+	defer close(j.done)
+	batch := make([]*op, 0, j.maxBatch)
+	for first := range j.ops {
+		batch = append(batch[:0], first)
+	fill:
+		for len(batch) < j.maxBatch {
+			select {
+			case o, ok := <-j.ops:
+				if !ok {
+					break fill
+				}
+				batch = append(batch, o)
+			default:
+				break fill
+			}
+		}
+		j.commit(batch)
+	}
+}
+
+func (j *Journal) commit(batch []*op) {
+	results := make([]error, len(batch))
+	err := j.db.Update(func(tx *bolt.Tx) error {
+		for i, o := range batch {
+			results[i] = o.fn(tx)
+			var we *writeError
+			if errors.As(results[i], &we) {
+				return we.err
+			}
+		}
+		return nil
+	})
+	for i, o := range batch {
+		if err != nil {
+			o.done <- fmt.Errorf("journal %s: commit: %w", j.path, err)
+		} else {
+			o.done <- results[i]
+		}
+	}
+}
+
+// mutate runs fn in a group-committed transaction and returns once that
+// transaction is on disk (or failed). If ctx ends first the mutation may
+// still be committed; callers with an idempotency key can retry safely.
+func (j *Journal) mutate(ctx context.Context, fn func(tx *bolt.Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	o := &op{fn: fn, done: make(chan error, 1)}
+	j.mu.RLock()
+	if j.closed {
+		j.mu.RUnlock()
+		return ErrClosed
+	}
+	j.ops <- o
+	j.mu.RUnlock()
+	select {
+	case err := <-o.done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("journal: gave up waiting for the commit (it may still land): %w", ctx.Err())
+	}
+}
+
+// NewIntent is what a runner declares.
+type NewIntent struct {
+	// Key makes Create idempotent: a key used before returns that intent.
+	Key string
+	// Labels are the scope labels; the ownership labels are added by Create.
+	Labels  map[string]string
+	OnDrain OnDrain // empty means delete
+	// Provider and Account are journaled with the intent for the reaper.
+	Provider, Account string
+	// ID, if set, is the intent id to use (a lower-case ULID chosen by the
+	// client, e.g. a spool file written while tether was not up, so the
+	// runner knew the sandbox name in advance). Empty: Create picks one.
+	ID string
+}
+
+func (n NewIntent) validate() error {
+	if err := ValidateLabels(n.Labels); err != nil {
+		return err
+	}
+	if err := ValidateOnDrain(n.OnDrain); err != nil {
+		return err
+	}
+	if n.Key != "" {
+		if err := ValidateKey(n.Key); err != nil {
+			return err
+		}
+	}
+	if n.ID != "" {
+		if err := ValidateIntentID(n.ID); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Create journals a new pending intent and returns it once it is fsynced.
+// If n.Key was used before, it returns that intent and created=false.
+func (j *Journal) Create(ctx context.Context, n NewIntent) (in Intent, created bool, err error) {
+	if err := n.validate(); err != nil {
+		return Intent{}, false, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	if n.OnDrain == "" {
+		n.OnDrain = DrainDelete
+	}
+	err = j.mutate(ctx, func(tx *bolt.Tx) error {
+		in, created = Intent{}, false
+		if n.Key != "" {
+			if id := tx.Bucket(bucketKeys).Get([]byte(n.Key)); id != nil {
+				var err error
+				in, err = load(tx, string(id))
+				return err
+			}
+		}
+		id := n.ID
+		if id == "" {
+			id = newID()
+		} else if tx.Bucket(bucketIntents).Get([]byte(id)) != nil {
+			return fmt.Errorf("intent %s: %w", id, ErrIDTaken)
+		}
+		now := time.Now().UTC()
+		labels := make(map[string]string, len(n.Labels)+2)
+		for k, v := range n.Labels {
+			labels[k] = v
+		}
+		labels[LabelOwner] = j.owner
+		labels[LabelIntent] = id
+		in = Intent{
+			ID: id, Name: NamePrefix + id, Labels: labels,
+			Provider: n.Provider, Account: n.Account, OnDrain: n.OnDrain,
+			State: Pending, Key: n.Key, CreatedAt: now, UpdatedAt: now,
+		}
+		if n.Key != "" {
+			if err := put(tx, bucketKeys, n.Key, []byte(id)); err != nil {
+				return err
+			}
+		}
+		if err := store(tx, in); err != nil {
+			return err
+		}
+		created = true
+		return nil
+	})
+	if err != nil {
+		return Intent{}, false, err
+	}
+	return in, created, nil
+}
+
+// update loads intent id, lets change decide (and refuse before any write),
+// and stores the result if change reports it changed something.
+func (j *Journal) update(id string, change func(in *Intent) (changed bool, err error)) (Intent, error) {
+	if err := ValidateIntentID(id); err != nil {
+		return Intent{}, fmt.Errorf("%w: %w", ErrNotFound, err)
+	}
+	var out Intent
+	err := j.mutate(context.Background(), func(tx *bolt.Tx) error {
+		in, err := load(tx, id)
+		if err != nil {
+			return err
+		}
+		changed, err := change(&in)
+		if err != nil {
+			return err
+		}
+		if changed {
+			in.UpdatedAt = time.Now().UTC()
+			if err := store(tx, in); err != nil {
+				return err
+			}
+		}
+		out = in
+		return nil
+	})
+	return out, err
+}
+
+// Observe records the provider's sandbox id for an intent: pending becomes
+// observed; observing the id already recorded changes nothing; while
+// releasing the id is recorded and the state kept. A different id than the
+// one recorded is ErrObservedOther.
+func (j *Journal) Observe(id, sandboxID string) (Intent, error) {
+	in, _, err := j.ObserveRecorded(id, sandboxID)
+	return in, err
+}
+
+// ObserveRecorded is Observe, also reporting whether this call recorded the
+// id (false when it was already known), so a caller acts once per sandbox.
+func (j *Journal) ObserveRecorded(id, sandboxID string) (in Intent, recorded bool, err error) {
+	if err := ValidateSandboxID(sandboxID); err != nil {
+		return Intent{}, false, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	in, err = j.update(id, func(in *Intent) (bool, error) {
+		recorded = false
+		switch {
+		case in.SandboxID == sandboxID:
+			return false, nil
+		case in.SandboxID != "":
+			return false, fmt.Errorf("intent %s: sandbox %s already observed, not %s: %w", in.ID, in.SandboxID, sandboxID, ErrObservedOther)
+		case in.State == Pending:
+			in.State = Observed
+		case in.State == Releasing:
+		default:
+			return false, fmt.Errorf("intent %s is %s, cannot observe a sandbox: %w", in.ID, in.State, ErrIllegalTransition)
+		}
+		in.SandboxID = sandboxID
+		recorded = true
+		return true, nil
+	})
+	return in, recorded, err
+}
+
+// Transition moves an intent to state to, if the state machine allows it,
+// and records lastErr (empty clears it).
+func (j *Journal) Transition(id string, to State, lastErr string) (Intent, error) {
+	return j.update(id, func(in *Intent) (bool, error) {
+		if !CanTransition(in.State, to) {
+			return false, fmt.Errorf("intent %s: %s → %s: %w", in.ID, in.State, to, ErrIllegalTransition)
+		}
+		in.State = to
+		in.LastError = lastErr
+		return true, nil
+	})
+}
+
+// Note records one more resolve attempt and its error, keeping the state.
+func (j *Journal) Note(id string, lastErr string) (Intent, error) {
+	return j.update(id, func(in *Intent) (bool, error) {
+		in.Attempts++
+		in.LastError = lastErr
+		return true, nil
+	})
+}
+
+// Release records that the runner handled the sandbox itself (outcome
+// deleted or kept; empty means deleted): the intent becomes released and
+// tether stops tracking it. Releasing a released intent again changes nothing.
+func (j *Journal) Release(id string, outcome string) (Intent, error) {
+	if err := ValidateOutcome(outcome); err != nil {
+		return Intent{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	if outcome == "" {
+		outcome = OutcomeDeleted
+	}
+	return j.update(id, func(in *Intent) (bool, error) {
+		if in.State == Released {
+			return false, nil
+		}
+		if !CanTransition(in.State, Released) {
+			return false, fmt.Errorf("intent %s is %s, cannot be released: %w", in.ID, in.State, ErrIllegalTransition)
+		}
+		in.State = Released
+		in.Outcome = outcome
+		return true, nil
+	})
+}
+
+// Get returns the intent with that id, or ErrNotFound.
+func (j *Journal) Get(id string) (Intent, error) {
+	if err := ValidateIntentID(id); err != nil {
+		return Intent{}, fmt.Errorf("%w: %w", ErrNotFound, err)
+	}
+	var in Intent
+	err := j.view(func(tx *bolt.Tx) (err error) {
+		in, err = load(tx, id)
+		return err
+	})
+	return in, err
+}
+
+// GetByKey returns the intent created with that idempotency key, or ErrNotFound.
+func (j *Journal) GetByKey(key string) (Intent, error) {
+	var in Intent
+	err := j.view(func(tx *bolt.Tx) error {
+		id := tx.Bucket(bucketKeys).Get([]byte(key))
+		if id == nil {
+			return fmt.Errorf("key %q: %w", truncate(key), ErrNotFound)
+		}
+		var err error
+		in, err = load(tx, string(id))
+		return err
+	})
+	return in, err
+}
+
+// Live returns the live intents (pending, observed, releasing) in creation order.
+func (j *Journal) Live() ([]Intent, error) {
+	out := []Intent{}
+	err := j.view(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketLive).ForEach(func(k, _ []byte) error {
+			in, err := load(tx, string(k))
+			if err != nil {
+				return err
+			}
+			out = append(out, in)
+			return nil
+		})
+	})
+	return out, err
+}
+
+// LiveCount is len(Live()) without decoding the intents.
+func (j *Journal) LiveCount() (int, error) {
+	var n int
+	err := j.view(func(tx *bolt.Tx) error {
+		n = tx.Bucket(bucketLive).Stats().KeyN
+		return nil
+	})
+	return n, err
+}
+
+// All returns every intent, live or not, in creation order.
+func (j *Journal) All() ([]Intent, error) {
+	out := []Intent{}
+	err := j.view(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketIntents).ForEach(func(k, v []byte) error {
+			in, err := decode(k, v)
+			if err != nil {
+				return err
+			}
+			out = append(out, in)
+			return nil
+		})
+	})
+	return out, err
+}
+
+func (j *Journal) view(fn func(tx *bolt.Tx) error) error {
+	j.mu.RLock()
+	closed := j.closed
+	j.mu.RUnlock()
+	if closed {
+		return ErrClosed
+	}
+	return j.db.View(fn)
+}
+
+func load(tx *bolt.Tx, id string) (Intent, error) {
+	v := tx.Bucket(bucketIntents).Get([]byte(id))
+	if v == nil {
+		return Intent{}, fmt.Errorf("intent %s: %w", id, ErrNotFound)
+	}
+	return decode([]byte(id), v)
+}
+
+func decode(k, v []byte) (Intent, error) {
+	var in Intent
+	if err := json.Unmarshal(v, &in); err != nil {
+		return Intent{}, fmt.Errorf("intent %s: undecodable record: %w", k, err)
+	}
+	return in, nil
+}
+
+// store writes an intent and keeps the live index in step with its state.
+func store(tx *bolt.Tx, in Intent) error {
+	v, err := json.Marshal(in)
+	if err != nil {
+		return &writeError{fmt.Errorf("intent %s: encode: %w", in.ID, err)}
+	}
+	if err := put(tx, bucketIntents, in.ID, v); err != nil {
+		return err
+	}
+	if in.Live() {
+		return put(tx, bucketLive, in.ID, nil)
+	}
+	if err := tx.Bucket(bucketLive).Delete([]byte(in.ID)); err != nil {
+		return &writeError{err}
+	}
+	return nil
+}
+
+func put(tx *bolt.Tx, bucket []byte, k string, v []byte) error {
+	if v == nil {
+		v = []byte{}
+	}
+	if err := tx.Bucket(bucket).Put([]byte(k), v); err != nil {
+		return &writeError{fmt.Errorf("write %s/%s: %w", bucket, truncate(k), err)}
+	}
+	return nil
+}

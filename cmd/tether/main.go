@@ -24,6 +24,7 @@ type Command interface {
 // commands maps each subcommand name to its implementation.
 var commands = map[string]Command{
 	"version": &VersionCommand{},
+	"run":     &RunCommand{},
 }
 
 // ExitCodeUsage is tether's exit code for its own errors: bad flags, no

@@ -1,0 +1,139 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/tether-run/tether/spool"
+)
+
+// MaxBody bounds a request body. The largest valid create request (64
+// labels of 63+255 bytes) is about 21 KiB, so 64 KiB leaves room while
+// keeping a hostile client from making tether buffer much.
+const MaxBody = 64 << 10
+
+// CreateRequest is the body of POST /v1/intents.
+type CreateRequest struct {
+	Labels  map[string]string `json:"labels,omitempty"`
+	OnDrain spool.OnDrain     `json:"on_drain,omitempty"`
+	Key     string            `json:"key,omitempty"`
+}
+
+// ObserveRequest is the body of POST /v1/intents/{id}/observe.
+type ObserveRequest struct {
+	SandboxID string `json:"sandbox_id"`
+}
+
+// ReleaseRequest is the body of POST /v1/intents/{id}/release.
+type ReleaseRequest struct {
+	Outcome string `json:"outcome,omitempty"`
+}
+
+// Health is the answer of GET /v1/health.
+type Health struct {
+	Owner   string `json:"owner"`
+	Version string `json:"version"`
+	Live    int    `json:"live"`
+}
+
+// errorBody is every error answer; Intent is set when the intent is still
+// live after a failed delete.
+type errorBody struct {
+	Error  string        `json:"error"`
+	Intent *spool.Intent `json:"intent,omitempty"`
+}
+
+// DecodeCreateRequest reads and validates a create body. An empty body is
+// the all-defaults request.
+func DecodeCreateRequest(r io.Reader) (CreateRequest, error) {
+	var req CreateRequest
+	if err := decodeStrict(r, &req, true); err != nil {
+		return CreateRequest{}, err
+	}
+	if err := spool.ValidateLabels(req.Labels); err != nil {
+		return CreateRequest{}, err
+	}
+	if err := spool.ValidateOnDrain(req.OnDrain); err != nil {
+		return CreateRequest{}, err
+	}
+	if req.Key != "" {
+		if err := spool.ValidateKey(req.Key); err != nil {
+			return CreateRequest{}, err
+		}
+	}
+	return req, nil
+}
+
+// DecodeObserveRequest reads and validates an observe body.
+func DecodeObserveRequest(r io.Reader) (ObserveRequest, error) {
+	var req ObserveRequest
+	if err := decodeStrict(r, &req, false); err != nil {
+		return ObserveRequest{}, err
+	}
+	if err := spool.ValidateSandboxID(req.SandboxID); err != nil {
+		return ObserveRequest{}, err
+	}
+	return req, nil
+}
+
+// DecodeReleaseRequest reads and validates a release body; an empty body
+// means outcome deleted.
+func DecodeReleaseRequest(r io.Reader) (ReleaseRequest, error) {
+	var req ReleaseRequest
+	if err := decodeStrict(r, &req, true); err != nil {
+		return ReleaseRequest{}, err
+	}
+	if err := spool.ValidateOutcome(req.Outcome); err != nil {
+		return ReleaseRequest{}, err
+	}
+	return req, nil
+}
+
+// errTooLarge marks a body over MaxBody (413, not 400).
+var errTooLarge = fmt.Errorf("body larger than %d bytes", MaxBody)
+
+// decodeStrict decodes exactly one JSON object with no unknown fields and
+// nothing after it. The messages name the field where encoding/json knows it.
+func decodeStrict(r io.Reader, v any, emptyOK bool) error {
+	data, err := io.ReadAll(io.LimitReader(r, MaxBody+1))
+	if err != nil {
+		return fmt.Errorf("reading body: %w", err)
+	}
+	if len(data) > MaxBody {
+		return errTooLarge
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		if emptyOK {
+			return nil
+		}
+		return errors.New("body: empty, want a JSON object")
+	}
+	if t := bytes.TrimSpace(data); t[0] != '{' {
+		return errors.New("body: want a JSON object")
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var te *json.UnmarshalTypeError
+		var se *json.SyntaxError
+		switch {
+		case errors.As(err, &te):
+			return fmt.Errorf("%s: want a JSON %s, got %s", te.Field, te.Type, te.Value)
+		case errors.As(err, &se):
+			return fmt.Errorf("body: malformed JSON at byte %d: %v", se.Offset, se)
+		case errors.Is(err, io.ErrUnexpectedEOF):
+			return errors.New("body: malformed JSON: it ends too early")
+		default:
+			// Unknown fields read `json: unknown field "x"`.
+			return fmt.Errorf("body: %s", strings.TrimPrefix(err.Error(), "json: "))
+		}
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("body: more than one JSON value")
+	}
+	return nil
+}

@@ -1,0 +1,491 @@
+// Package api is tether's intent API: HTTP/1.1 over a Unix socket, as the
+// wire contract in ARCHITECTURE.md lays it out, and the small client the
+// `tether intent` command uses.
+//
+// The socket is the runner's way to declare a sandbox before creating it.
+// Its answers are promises about the disk: a 201 means the intent is
+// fsynced. Who may ask is decided by the kernel's view of the peer
+// (SO_PEERCRED), not by anything the client says.
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/tether-run/tether/spool"
+)
+
+// Timeouts of the server. Each is a field of Server; zero means the default.
+const (
+	// DefaultDeleteTimeout bounds one DELETE /v1/intents/{id}: the verified
+	// delete and the wait for the provider to confirm it gone. Past it the
+	// answer is 504 and the intent stays live for the drain.
+	DefaultDeleteTimeout = 30 * time.Second
+	// DefaultShutdownTimeout is how long Close lets requests in flight finish.
+	DefaultShutdownTimeout = 2 * time.Second
+	// readHeaderTimeout keeps a client that connects and says nothing from
+	// holding a connection forever.
+	readHeaderTimeout = 10 * time.Second
+	// staleDialTimeout bounds the probe of an existing socket file.
+	staleDialTimeout = time.Second
+)
+
+// Server serves the intent API on a Unix socket.
+type Server struct {
+	Journal *spool.Journal
+	// Labels are the scope labels from the configuration; a request's own
+	// labels are merged over them.
+	Labels map[string]string
+	// Provider and Account are journaled with each intent.
+	Provider, Account string
+	Version           string
+	// Delete resolves one intent now (verified delete, confirmed gone). Nil
+	// answers 501.
+	Delete func(ctx context.Context, id string) (spool.Intent, error)
+	// Observed is called in its own goroutine after a sandbox id was newly
+	// journaled (e.g. to enforce the auto-stop backstop). May be nil.
+	Observed func(spool.Intent)
+	// AllowUIDs may connect besides root and tether's own uid (the uid the
+	// child runs as). When set, the socket is made reachable for them
+	// (mode 0666, directory searchable); SO_PEERCRED stays the gate.
+	AllowUIDs []int
+	Logger    *slog.Logger
+
+	DeleteTimeout   time.Duration // default DefaultDeleteTimeout
+	ShutdownTimeout time.Duration // default DefaultShutdownTimeout
+
+	once     sync.Once
+	srv      *http.Server
+	handler  http.Handler
+	baseCtx  context.Context
+	cancel   context.CancelFunc
+	draining atomic.Bool
+}
+
+func (s *Server) init() {
+	s.once.Do(func() {
+		if s.Logger == nil {
+			s.Logger = slog.New(slog.DiscardHandler)
+		}
+		if s.DeleteTimeout <= 0 {
+			s.DeleteTimeout = DefaultDeleteTimeout
+		}
+		if s.ShutdownTimeout <= 0 {
+			s.ShutdownTimeout = DefaultShutdownTimeout
+		}
+		s.baseCtx, s.cancel = context.WithCancel(context.Background())
+		s.handler = s.routes()
+		s.srv = &http.Server{
+			Handler:           s.handler,
+			ReadHeaderTimeout: readHeaderTimeout,
+			BaseContext:       func(net.Listener) context.Context { return s.baseCtx },
+			ConnContext:       withPeer,
+			ErrorLog:          slog.NewLogLogger(s.Logger.Handler(), slog.LevelDebug),
+		}
+	})
+}
+
+// Handler is the API with its peer-credential check. Requests that did not
+// come through Serve (no SO_PEERCRED) are refused with 403.
+func (s *Server) Handler() http.Handler {
+	s.init()
+	return s.handler
+}
+
+// Listen creates the Unix socket at path: its directory is created 0700 if
+// missing and must not be writable by others (someone could swap the
+// socket); a stale socket file left by a dead tether is removed, a live one
+// is an error, and any other file there is left alone and reported.
+func (s *Server) Listen(path string) (net.Listener, error) {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("socket %s: create directory: %w", path, err)
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return nil, fmt.Errorf("socket %s: %w", path, err)
+	}
+	st, _ := fi.Sys().(*syscall.Stat_t)
+	if st != nil && int(st.Uid) != os.Geteuid() && st.Uid != 0 {
+		return nil, fmt.Errorf("socket directory %s: owned by uid %d, not by tether (uid %d) or root", dir, st.Uid, os.Geteuid())
+	}
+	if fi.Mode().Perm()&0o022 != 0 && fi.Mode()&os.ModeSticky == 0 {
+		return nil, fmt.Errorf("socket directory %s: mode %s lets others replace the socket; use a directory only tether's user can write", dir, fi.Mode().Perm())
+	}
+	if len(s.AllowUIDs) > 0 && fi.Mode().Perm()&0o011 != 0o011 {
+		if err := os.Chmod(dir, fi.Mode().Perm()|0o011); err != nil {
+			return nil, fmt.Errorf("socket directory %s: let the allowed uids reach the socket: %w", dir, err)
+		}
+	}
+	if err := removeStale(path); err != nil {
+		return nil, err
+	}
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		return nil, fmt.Errorf("socket %s: %w", path, err)
+	}
+	mode := os.FileMode(0o600)
+	if len(s.AllowUIDs) > 0 {
+		mode = 0o666
+	}
+	if err := os.Chmod(path, mode); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("socket %s: %w", path, err)
+	}
+	return l, nil
+}
+
+func removeStale(path string) error {
+	fi, err := os.Lstat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("socket %s: %w", path, err)
+	}
+	if fi.Mode()&os.ModeSocket == 0 {
+		return fmt.Errorf("socket %s: a file that is not a socket is in the way; remove it or choose another --socket", path)
+	}
+	if c, err := net.DialTimeout("unix", path, staleDialTimeout); err == nil {
+		c.Close()
+		return fmt.Errorf("socket %s: another process is serving it (is another tether running?)", path)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("socket %s: remove stale socket: %w", path, err)
+	}
+	return nil
+}
+
+// Serve answers requests on l until Close. It returns nil after Close.
+func (s *Server) Serve(l net.Listener) error {
+	s.init()
+	err := s.srv.Serve(l)
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// StopIntents makes POST /v1/intents answer 503 (a retry with a known key
+// still gets its intent); everything else keeps working until Close. Call
+// it when the drain starts, so no new sandbox is declared behind its back.
+func (s *Server) StopIntents() { s.draining.Store(true) }
+
+// Close stops serving: requests in flight get ShutdownTimeout to finish,
+// then their contexts are cancelled and connections closed.
+func (s *Server) Close() error {
+	s.init()
+	ctx, cancel := context.WithTimeout(context.Background(), s.ShutdownTimeout)
+	defer cancel()
+	err := s.srv.Shutdown(ctx)
+	s.cancel()
+	if err != nil {
+		return s.srv.Close()
+	}
+	return nil
+}
+
+// Actor is the server as an oklog/run actor on listener l.
+func (s *Server) Actor(l net.Listener) (execute func() error, interrupt func(error)) {
+	return func() error { return s.Serve(l) },
+		func(error) { s.Close() }
+}
+
+type peerKey struct{}
+
+type peer struct {
+	cred *unix.Ucred
+	err  error
+}
+
+// withPeer reads the connecting process's credentials from the kernel once
+// per connection.
+func withPeer(ctx context.Context, c net.Conn) context.Context {
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return context.WithValue(ctx, peerKey{}, peer{err: errors.New("not a Unix socket connection")})
+	}
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		return context.WithValue(ctx, peerKey{}, peer{err: err})
+	}
+	var p peer
+	if err := raw.Control(func(fd uintptr) {
+		p.cred, p.err = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil {
+		p.err = err
+	}
+	return context.WithValue(ctx, peerKey{}, p)
+}
+
+func (s *Server) allowed(uid int) bool {
+	return uid == 0 || uid == os.Geteuid() || uid == os.Getuid() || slices.Contains(s.AllowUIDs, uid)
+}
+
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/v1/health", s.methods(map[string]http.HandlerFunc{"GET": s.health}))
+	mux.HandleFunc("/v1/intents", s.methods(map[string]http.HandlerFunc{"GET": s.list, "POST": s.create}))
+	mux.HandleFunc("/v1/intents/{id}", s.methods(map[string]http.HandlerFunc{"GET": s.get, "DELETE": s.delete}))
+	mux.HandleFunc("/v1/intents/{id}/observe", s.methods(map[string]http.HandlerFunc{"POST": s.observe}))
+	mux.HandleFunc("/v1/intents/{id}/release", s.methods(map[string]http.HandlerFunc{"POST": s.release}))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path))
+	})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, _ := r.Context().Value(peerKey{}).(peer)
+		if p.cred == nil {
+			s.Logger.Warn("intent API: refused a connection without peer credentials", "err", p.err)
+			writeError(w, http.StatusForbidden, "peer credentials unavailable")
+			return
+		}
+		if !s.allowed(int(p.cred.Uid)) {
+			s.Logger.Warn("intent API: refused a connection from another user", "uid", p.cred.Uid, "pid", p.cred.Pid)
+			writeError(w, http.StatusForbidden, fmt.Sprintf("uid %d may not use this socket", p.cred.Uid))
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+// methods dispatches on the method itself so a wrong one gets a JSON 405
+// rather than ServeMux's plain-text one.
+func (s *Server) methods(m map[string]http.HandlerFunc) http.HandlerFunc {
+	allow := make([]string, 0, len(m))
+	for k := range m {
+		allow = append(allow, k)
+	}
+	slices.Sort(allow)
+	return func(w http.ResponseWriter, r *http.Request) {
+		h, ok := m[r.Method]
+		if !ok {
+			for _, a := range allow {
+				w.Header().Add("Allow", a)
+			}
+			writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed here", r.Method))
+			return
+		}
+		h(w, r)
+	}
+}
+
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	n, err := s.Journal.LiveCount()
+	if err != nil {
+		s.journalError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, Health{Owner: s.Journal.Owner(), Version: s.Version, Live: n})
+}
+
+func (s *Server) list(w http.ResponseWriter, r *http.Request) {
+	live, err := s.Journal.Live()
+	if err != nil {
+		s.journalError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string][]spool.Intent{"intents": live})
+}
+
+// replayHeader tells a client its create was a retry of an earlier one.
+const replayHeader = "Tether-Idempotent-Replay"
+
+func (s *Server) create(w http.ResponseWriter, r *http.Request) {
+	req, err := DecodeCreateRequest(r.Body)
+	if err != nil {
+		badRequest(w, err)
+		return
+	}
+	if s.draining.Load() {
+		if req.Key != "" {
+			if in, err := s.Journal.GetByKey(req.Key); err == nil {
+				w.Header().Set(replayHeader, "true")
+				writeJSON(w, http.StatusCreated, in)
+				return
+			}
+		}
+		writeError(w, http.StatusServiceUnavailable, "tether is draining: no new intents")
+		return
+	}
+	labels := make(map[string]string, len(s.Labels)+len(req.Labels))
+	for k, v := range s.Labels {
+		labels[k] = v
+	}
+	for k, v := range req.Labels {
+		labels[k] = v
+	}
+	in, created, err := s.Journal.Create(r.Context(), spool.NewIntent{
+		Key: req.Key, Labels: labels, OnDrain: req.OnDrain, Provider: s.Provider, Account: s.Account,
+	})
+	if err != nil {
+		s.journalError(w, err)
+		return
+	}
+	if created {
+		s.Logger.Debug("intent declared", "intent", in.ID, "name", in.Name)
+	} else {
+		w.Header().Set(replayHeader, "true")
+	}
+	writeJSON(w, http.StatusCreated, in)
+}
+
+// pathID returns the {id} of the request, or answers 400.
+func pathID(w http.ResponseWriter, r *http.Request) (string, bool) {
+	id := r.PathValue("id")
+	if err := spool.ValidateIntentID(id); err != nil {
+		badRequest(w, err)
+		return "", false
+	}
+	return id, true
+}
+
+func (s *Server) get(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathID(w, r)
+	if !ok {
+		return
+	}
+	in, err := s.Journal.Get(id)
+	if err != nil {
+		s.journalError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, in)
+}
+
+func (s *Server) observe(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathID(w, r)
+	if !ok {
+		return
+	}
+	req, err := DecodeObserveRequest(r.Body)
+	if err != nil {
+		badRequest(w, err)
+		return
+	}
+	in, recorded, err := s.Journal.ObserveRecorded(id, req.SandboxID)
+	if err != nil {
+		s.journalError(w, err)
+		return
+	}
+	if recorded && s.Observed != nil {
+		go s.Observed(in)
+	}
+	writeJSON(w, http.StatusOK, in)
+}
+
+func (s *Server) release(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathID(w, r)
+	if !ok {
+		return
+	}
+	req, err := DecodeReleaseRequest(r.Body)
+	if err != nil {
+		badRequest(w, err)
+		return
+	}
+	in, err := s.Journal.Release(id, req.Outcome)
+	if err != nil {
+		s.journalError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, in)
+}
+
+func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathID(w, r)
+	if !ok {
+		return
+	}
+	in, err := s.Journal.Get(id)
+	if err != nil {
+		s.journalError(w, err)
+		return
+	}
+	if !in.Live() {
+		writeJSON(w, http.StatusOK, in)
+		return
+	}
+	if s.Delete == nil {
+		writeError(w, http.StatusNotImplemented, "this tether has no provider to delete with")
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.DeleteTimeout)
+	defer cancel()
+	out, err := s.Delete(ctx, id)
+	if out.ID == "" {
+		if cur, gerr := s.Journal.Get(id); gerr == nil {
+			out = cur
+		} else {
+			out = in
+		}
+	}
+	if err == nil && !out.Live() {
+		writeJSON(w, http.StatusOK, out)
+		return
+	}
+	code, msg := http.StatusBadGateway, "the sandbox is not confirmed gone"
+	if err != nil {
+		msg = err.Error()
+	}
+	if errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
+		code = http.StatusGatewayTimeout
+		msg = fmt.Sprintf("not confirmed gone within %s: %s", s.DeleteTimeout, msg)
+	}
+	s.Logger.Warn("intent API: delete not confirmed", "intent", id, "err", msg)
+	writeJSONStatus(w, code, errorBody{Error: msg, Intent: &out})
+}
+
+// journalError maps the journal's errors onto HTTP codes.
+func (s *Server) journalError(w http.ResponseWriter, err error) {
+	switch {
+	case errors.Is(err, spool.ErrInvalid):
+		writeError(w, http.StatusBadRequest, err.Error())
+	case errors.Is(err, spool.ErrNotFound):
+		writeError(w, http.StatusNotFound, err.Error())
+	case errors.Is(err, spool.ErrObservedOther), errors.Is(err, spool.ErrIllegalTransition), errors.Is(err, spool.ErrIDTaken):
+		writeError(w, http.StatusConflict, err.Error())
+	case errors.Is(err, spool.ErrClosed), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		writeError(w, http.StatusServiceUnavailable, err.Error())
+	default:
+		s.Logger.Error("intent API: journal failed", "err", err)
+		writeError(w, http.StatusInternalServerError, err.Error())
+	}
+}
+
+func badRequest(w http.ResponseWriter, err error) {
+	if errors.Is(err, errTooLarge) {
+		writeError(w, http.StatusRequestEntityTooLarge, err.Error())
+		return
+	}
+	writeError(w, http.StatusBadRequest, err.Error())
+}
+
+func writeError(w http.ResponseWriter, code int, msg string) {
+	writeJSONStatus(w, code, errorBody{Error: msg})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) { writeJSONStatus(w, code, v) }
+
+func writeJSONStatus(w http.ResponseWriter, code int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		code, b = http.StatusInternalServerError, []byte(`{"error":"encoding the answer failed"}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	w.Write(append(b, '\n'))
+}

@@ -1,0 +1,601 @@
+package daytonatest
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// maxBody bounds a request body; the real API's bodies are small.
+const maxBody = 1 << 20
+
+// Paging bounds of GET /sandbox, as in the spec.
+const (
+	defaultPageLimit = 100
+	maxPageLimit     = 200
+)
+
+type ctxKey struct{}
+
+// routes builds the API. Every request goes through the fault layer and the
+// authentication check before its handler.
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	handle := func(pattern, route string, h http.HandlerFunc) {
+		mux.Handle(pattern, routeTag{route, h})
+	}
+	handle("POST /api/sandbox", RouteCreate, s.create)
+	handle("GET /api/sandbox", RouteList, s.list)
+	handle("GET /api/sandbox/{idOrName}", RouteGet, s.get)
+	handle("DELETE /api/sandbox/{idOrName}", RouteDelete, s.delete)
+	handle("POST /api/sandbox/{idOrName}/start", RouteStart, s.start)
+	handle("POST /api/sandbox/{idOrName}/stop", RouteStop, s.stop)
+	handle("POST /api/sandbox/{idOrName}/autostop/{interval}", RouteAutoStop, s.setInterval(RouteAutoStop))
+	handle("POST /api/sandbox/{idOrName}/autoarchive/{interval}", RouteAutoArchive, s.setInterval(RouteAutoArchive))
+	handle("POST /api/sandbox/{idOrName}/autodelete/{interval}", RouteAutoDelete, s.setInterval(RouteAutoDelete))
+	handle("PUT /api/sandbox/{idOrName}/labels", RouteLabels, s.replaceLabels)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.serve(mux, w, r)
+	})
+}
+
+// routeTag names a handler's route for counting and fault targeting.
+type routeTag struct {
+	route string
+	h     http.HandlerFunc
+}
+
+func (t routeTag) ServeHTTP(w http.ResponseWriter, r *http.Request) { t.h(w, r) }
+
+func (s *Server) serve(mux *http.ServeMux, w http.ResponseWriter, r *http.Request) {
+	h, pattern := mux.Handler(r)
+	route := RouteUnknown
+	if t, ok := h.(routeTag); ok && pattern != "" {
+		route = t.route
+	}
+
+	s.mu.Lock()
+	s.calls[route]++
+	d := s.decideLocked(route)
+	retryAfter, retryDate := s.faults.RetryAfter, s.faults.RetryAfterDate
+	s.mu.Unlock()
+
+	if !s.wait(r.Context(), d.latency) {
+		return
+	}
+	fail := func(f *Scripted) {
+		if f.Hang {
+			s.hang(r.Context())
+			return
+		}
+		if f.Status == http.StatusTooManyRequests {
+			if retryAfter <= 0 {
+				retryAfter = DefaultRetryAfter
+			}
+			if retryDate {
+				w.Header().Set("Retry-After", time.Now().Add(retryAfter).UTC().Format(http.TimeFormat))
+			} else {
+				w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(retryAfter.Seconds()))))
+			}
+			writeError(w, r, f.Status, "ThrottlerException: Too Many Requests")
+			return
+		}
+		writeError(w, r, f.Status, "Internal server error")
+	}
+	if d.before != nil {
+		fail(d.before)
+		return
+	}
+
+	org, status := s.authenticate(r)
+	if status != 0 {
+		writeError(w, r, status, http.StatusText(status))
+		return
+	}
+	if route == RouteUnknown {
+		writeError(w, r, http.StatusNotFound, fmt.Sprintf("Cannot %s %s", r.Method, r.URL.Path))
+		return
+	}
+	r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, org))
+	// The mux again, not h: only its ServeHTTP sets the path values.
+	if d.after == nil {
+		mux.ServeHTTP(w, r)
+		return
+	}
+	// The work is done, then the answer is replaced: the caller loses it.
+	mux.ServeHTTP(httptest.NewRecorder(), r)
+	fail(d.after)
+}
+
+// authenticate returns the organization the bearer token acts in, or the
+// status to refuse with.
+func (s *Server) authenticate(r *http.Request) (string, int) {
+	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok || token == "" {
+		return "", http.StatusUnauthorized
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if org, ok := s.keys[token]; ok {
+		return org, 0
+	}
+	if orgs, ok := s.jwts[token]; ok {
+		org := r.Header.Get("X-Daytona-Organization-ID")
+		if org == "" || !slices.Contains(orgs, org) {
+			return "", http.StatusForbidden
+		}
+		return org, 0
+	}
+	return "", http.StatusUnauthorized
+}
+
+// wait sleeps for d unless the request or the server ends first.
+func (s *Server) wait(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+	case <-s.closed:
+	}
+	return false
+}
+
+// hang blocks until the client gives up or the server closes.
+func (s *Server) hang(ctx context.Context) {
+	select {
+	case <-ctx.Done():
+	case <-s.closed:
+	}
+}
+
+func orgOf(r *http.Request) string { o, _ := r.Context().Value(ctxKey{}).(string); return o }
+
+// errorJSON is the real server's error body.
+type errorJSON struct {
+	StatusCode int    `json:"statusCode"`
+	Message    string `json:"message"`
+	Error      string `json:"error"`
+	Path       string `json:"path"`
+	Timestamp  string `json:"timestamp"`
+}
+
+func writeError(w http.ResponseWriter, r *http.Request, status int, msg string) {
+	writeJSON(w, status, errorJSON{
+		StatusCode: status, Message: msg, Error: http.StatusText(status),
+		Path: r.URL.Path, Timestamp: stamp(time.Now()),
+	})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+// createRequest is the CreateSandbox schema, the parts the simulator keeps.
+type createRequest struct {
+	Name                *string           `json:"name"`
+	Snapshot            string            `json:"snapshot"`
+	User                string            `json:"user"`
+	Env                 map[string]string `json:"env"`
+	Labels              map[string]string `json:"labels"`
+	Public              bool              `json:"public"`
+	NetworkBlockAll     bool              `json:"networkBlockAll"`
+	Target              string            `json:"target"`
+	CPU                 *int              `json:"cpu"`
+	GPU                 *int              `json:"gpu"`
+	Memory              *int              `json:"memory"`
+	Disk                *int              `json:"disk"`
+	AutoStopInterval    *int              `json:"autoStopInterval"`
+	AutoArchiveInterval *int              `json:"autoArchiveInterval"`
+	AutoDeleteInterval  *int              `json:"autoDeleteInterval"`
+}
+
+func decodeBody(r *http.Request, v any) error {
+	b, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
+	if err != nil {
+		return err
+	}
+	if len(b) == 0 {
+		return fmt.Errorf("empty body")
+	}
+	return json.Unmarshal(b, v)
+}
+
+func (s *Server) create(w http.ResponseWriter, r *http.Request) {
+	var req createRequest
+	if err := decodeBody(r, &req); err != nil {
+		writeError(w, r, http.StatusBadRequest, "Invalid request body: "+err.Error())
+		return
+	}
+	for _, iv := range []struct {
+		name string
+		v    *int
+	}{{"autoStopInterval", req.AutoStopInterval}, {"autoArchiveInterval", req.AutoArchiveInterval}} {
+		if iv.v != nil && *iv.v < 0 {
+			writeError(w, r, http.StatusBadRequest, iv.name+" must be a non-negative integer")
+			return
+		}
+	}
+	org := orgOf(r)
+
+	s.mu.Lock()
+	now := s.now()
+	if req.Name != nil && *req.Name != "" && s.byNameLocked(org, *req.Name, now) != nil {
+		s.mu.Unlock()
+		writeError(w, r, http.StatusConflict, fmt.Sprintf("Sandbox with name %s already exists", *req.Name))
+		return
+	}
+	rec := s.newRecordLocked(org, now)
+	if req.Name != nil && *req.Name != "" {
+		rec.name = *req.Name
+	}
+	rec.labels = copyLabels(req.Labels)
+	rec.env = copyLabels(req.Env)
+	rec.public, rec.networkBlockAll = req.Public, req.NetworkBlockAll
+	if req.Target != "" {
+		rec.target = req.Target
+	}
+	if req.Snapshot != "" {
+		rec.snapshot = req.Snapshot
+	}
+	if req.User != "" {
+		rec.user = req.User
+	}
+	setIf(&rec.cpu, req.CPU)
+	setIf(&rec.gpu, req.GPU)
+	setIf(&rec.memory, req.Memory)
+	setIf(&rec.disk, req.Disk)
+	setIf(&rec.autoStop, req.AutoStopInterval)
+	setIf(&rec.autoArchive, req.AutoArchiveInterval)
+	setIf(&rec.autoDelete, req.AutoDeleteInterval)
+	if rec.autoArchive == 0 {
+		rec.autoArchive = maxAutoArchive
+	}
+	rec.record(now)
+	if starting := s.faults.Starting; starting > 0 {
+		ready := now.Add(s.createDelay)
+		rec.steps = []step{{at: ready, state: stateStarting}, {at: ready.Add(starting), state: stateStarted}}
+	} else {
+		s.scheduleNatural(rec, now)
+	}
+	id := rec.id
+	startedAt, known := rec.startedAt()
+	wait := s.createWait
+	s.mu.Unlock()
+
+	// Like the real server, answer once the sandbox is started (or the wait
+	// is over). A client that gives up meanwhile leaves the sandbox behind.
+	if known {
+		wait = min(wait, time.Until(startedAt))
+	}
+	if !s.wait(r.Context(), wait) {
+		return
+	}
+	s.mu.Lock()
+	rec = s.sandboxes[id]
+	rec.advance(s.now())
+	out := rec.clone().sandboxJSON()
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, out)
+}
+
+// maxAutoArchive is what an auto-archive interval of 0 means: the maximum (30 days).
+const maxAutoArchive = 30 * 24 * 60
+
+// startedAt is when the scheduled steps reach `started`.
+func (r *record) startedAt() (time.Time, bool) {
+	if r.state == stateStarted {
+		return time.Time{}, true
+	}
+	if r.held {
+		return time.Time{}, false
+	}
+	for _, st := range r.steps {
+		if st.state == stateStarted {
+			return st.at, true
+		}
+	}
+	return time.Time{}, false
+}
+
+func setIf(dst *int, v *int) {
+	if v != nil {
+		*dst = *v
+	}
+}
+
+// withSandbox resolves {idOrName} in the caller's organization and runs f
+// under the lock; it answers 404 for an unknown or destroyed sandbox.
+func (s *Server) withSandbox(w http.ResponseWriter, r *http.Request, f func(rec *record, now time.Time)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	idOrName := r.PathValue("idOrName")
+	rec := s.lookupLocked(orgOf(r), idOrName, now)
+	if rec == nil {
+		writeError(w, r, http.StatusNotFound, fmt.Sprintf("Sandbox with ID or name %s not found", idOrName))
+		return
+	}
+	f(rec, now)
+}
+
+func (s *Server) get(w http.ResponseWriter, r *http.Request) {
+	s.withSandbox(w, r, func(rec *record, _ time.Time) {
+		writeJSON(w, http.StatusOK, rec.clone().sandboxJSON())
+	})
+}
+
+const msgInProgress = "Sandbox state change in progress"
+
+func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
+	s.withSandbox(w, r, func(rec *record, now time.Time) {
+		switch {
+		case rec.state == stateDestroying:
+			// Already on its way: the real server accepts the delete again.
+		case inProgress[rec.state]:
+			writeError(w, r, http.StatusConflict, msgInProgress)
+			return
+		default:
+			rec.beginDestroy(now)
+		}
+		writeJSON(w, http.StatusOK, rec.clone().sandboxJSON())
+	})
+}
+
+func (s *Server) stop(w http.ResponseWriter, r *http.Request) {
+	s.withSandbox(w, r, func(rec *record, now time.Time) {
+		switch {
+		case inProgress[rec.state]:
+			writeError(w, r, http.StatusConflict, msgInProgress)
+			return
+		case rec.state == stateStarted:
+			s.transition(rec, now, stateStopping)
+		}
+		writeJSON(w, http.StatusOK, rec.clone().sandboxJSON())
+	})
+}
+
+func (s *Server) start(w http.ResponseWriter, r *http.Request) {
+	s.withSandbox(w, r, func(rec *record, now time.Time) {
+		switch {
+		case inProgress[rec.state]:
+			writeError(w, r, http.StatusConflict, msgInProgress)
+			return
+		case rec.state == stateStopped, rec.state == stateError:
+			s.transition(rec, now, stateStarting)
+		case rec.state == stateArchived:
+			s.transition(rec, now, stateRestoring)
+		case rec.state == statePaused:
+			s.transition(rec, now, stateResuming)
+		}
+		writeJSON(w, http.StatusOK, rec.clone().sandboxJSON())
+	})
+}
+
+// transition starts a state change requested through the API.
+func (s *Server) transition(rec *record, now time.Time, state string) {
+	rec.state = state
+	rec.desiredState = desiredFor(state)
+	rec.errorReason = ""
+	rec.updatedAt = now
+	rec.held = false
+	rec.record(now)
+	s.scheduleNatural(rec, now)
+}
+
+func (s *Server) setInterval(route string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		f, err := strconv.ParseFloat(r.PathValue("interval"), 64)
+		if err != nil || f != math.Trunc(f) || math.Abs(f) > math.MaxInt32 {
+			writeError(w, r, http.StatusBadRequest, "interval must be an integer number of minutes")
+			return
+		}
+		minutes := int(f)
+		if minutes < 0 && route != RouteAutoDelete {
+			writeError(w, r, http.StatusBadRequest, route+" interval must be a non-negative integer")
+			return
+		}
+		s.withSandbox(w, r, func(rec *record, now time.Time) {
+			switch route {
+			case RouteAutoStop:
+				rec.autoStop = minutes
+			case RouteAutoArchive:
+				if minutes == 0 {
+					minutes = maxAutoArchive
+				}
+				rec.autoArchive = minutes
+			case RouteAutoDelete:
+				rec.autoDelete = minutes
+			}
+			rec.updatedAt = now
+			rec.record(now)
+			if route == RouteAutoDelete && minutes == 0 && rec.state == stateStopped {
+				// A stopped sandbox that becomes ephemeral is deleted at once.
+				rec.beginDestroy(now)
+			}
+			// The real server (NestJS) answers these POSTs with 201.
+			writeJSON(w, http.StatusCreated, rec.clone().sandboxJSON())
+		})
+	}
+}
+
+func (s *Server) replaceLabels(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Labels map[string]string `json:"labels"`
+	}
+	if err := decodeBody(r, &req); err != nil || req.Labels == nil {
+		writeError(w, r, http.StatusBadRequest, "labels must be an object of strings")
+		return
+	}
+	s.withSandbox(w, r, func(rec *record, now time.Time) {
+		rec.labels = copyLabels(req.Labels)
+		rec.updatedAt = now
+		rec.record(now)
+		writeJSON(w, http.StatusOK, map[string]any{"labels": rec.clone().labels})
+	})
+}
+
+// listJSON is the ListSandboxesResponse schema; nextCursor is null on the last page.
+type listJSON struct {
+	Items      []listItemJSON `json:"items"`
+	NextCursor *string        `json:"nextCursor"`
+}
+
+// list serves GET /sandbox from the lagged view: the world as it was
+// Faults.ListLag ago. Pages are keyset-paged on the sort order, so a cursor
+// stays valid while sandboxes come and go.
+func (s *Server) list(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	limit := defaultPageLimit
+	if v := q.Get("limit"); v != "" {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f < 1 || f > maxPageLimit {
+			writeError(w, r, http.StatusBadRequest, fmt.Sprintf("limit must be a number between 1 and %d", maxPageLimit))
+			return
+		}
+		limit = int(f)
+	}
+	var labels map[string]string
+	if v := q.Get("labels"); v != "" {
+		if err := json.Unmarshal([]byte(v), &labels); err != nil {
+			writeError(w, r, http.StatusBadRequest, "labels must be a JSON object of strings")
+			return
+		}
+	}
+	includeErrored := q.Get("includeErroredDeleted") == "true"
+	states := q["states"]
+	sortField, order := q.Get("sort"), q.Get("order")
+	if sortField == "" {
+		sortField = "createdAt"
+	}
+	if order == "" {
+		order = "desc"
+	}
+	if sortField != "createdAt" && sortField != "name" {
+		writeError(w, r, http.StatusBadRequest, "sort must be one of name, createdAt")
+		return
+	}
+	if order != "asc" && order != "desc" {
+		writeError(w, r, http.StatusBadRequest, "order must be one of asc, desc")
+		return
+	}
+	var after *cursor
+	if v := q.Get("cursor"); v != "" {
+		c, err := parseCursor(v)
+		if err != nil || c.Sort != sortField || c.Order != order {
+			writeError(w, r, http.StatusBadRequest, "Invalid cursor")
+			return
+		}
+		after = &c
+	}
+	idPrefix, namePrefix := strings.ToLower(q.Get("id")), strings.ToLower(q.Get("name"))
+
+	s.mu.Lock()
+	now := s.now()
+	seen := now.Add(-s.faults.ListLag)
+	type row struct {
+		v   view
+		seq uint64
+	}
+	var rows []row
+	for _, rec := range s.orgRecordsLocked(orgOf(r), now) {
+		v, ok := rec.viewAt(seen)
+		if !ok || v.state == stateDestroyed {
+			continue
+		}
+		if !includeErrored && v.desiredState == stateDestroyed && (v.state == stateError || v.state == "build_failed") {
+			continue
+		}
+		if !strings.HasPrefix(strings.ToLower(v.id), idPrefix) || !strings.HasPrefix(strings.ToLower(v.name), namePrefix) {
+			continue
+		}
+		if len(states) > 0 && !slices.Contains(states, v.state) {
+			continue
+		}
+		if !hasLabels(v.labels, labels) {
+			continue
+		}
+		rows = append(rows, row{v, rec.seq})
+	}
+	s.mu.Unlock()
+
+	less := func(a, b cursor) bool {
+		if sortField == "name" && a.Name != b.Name {
+			return a.Name < b.Name
+		}
+		return a.Seq < b.Seq
+	}
+	if order == "desc" {
+		asc := less
+		less = func(a, b cursor) bool { return asc(b, a) }
+	}
+	key := func(x row) cursor { return cursor{Sort: sortField, Order: order, Seq: x.seq, Name: x.v.name} }
+	sort.Slice(rows, func(i, j int) bool { return less(key(rows[i]), key(rows[j])) })
+	if after != nil {
+		i := sort.Search(len(rows), func(i int) bool { return less(*after, key(rows[i])) })
+		rows = rows[i:]
+	}
+	out := listJSON{Items: []listItemJSON{}}
+	for i, x := range rows {
+		if i == limit {
+			next := key(rows[i-1]).encode()
+			out.NextCursor = &next
+			break
+		}
+		out.Items = append(out.Items, x.v.listItemJSON())
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func hasLabels(have, want map[string]string) bool {
+	for k, v := range want {
+		if got, ok := have[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
+// cursor is the position after which the next page starts.
+type cursor struct {
+	Sort  string `json:"s"`
+	Order string `json:"o"`
+	Seq   uint64 `json:"q"`
+	Name  string `json:"n"`
+}
+
+func (c cursor) encode() string {
+	b, _ := json.Marshal(c) // a struct of strings and a number always marshals
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func parseCursor(s string) (cursor, error) {
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return cursor{}, err
+	}
+	var c cursor
+	err = json.Unmarshal(b, &c)
+	return c, err
+}

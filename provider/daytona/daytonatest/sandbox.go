@@ -1,0 +1,309 @@
+package daytonatest
+
+import (
+	"fmt"
+	"time"
+)
+
+// Daytona's own state words (SandboxState in the spec).
+const (
+	stateCreating   = "creating"
+	stateStarting   = "starting"
+	stateStarted    = "started"
+	stateStopping   = "stopping"
+	stateStopped    = "stopped"
+	stateDestroying = "destroying"
+	stateDestroyed  = "destroyed"
+	stateArchiving  = "archiving"
+	stateArchived   = "archived"
+	stateRestoring  = "restoring"
+	statePausing    = "pausing"
+	statePaused     = "paused"
+	stateResuming   = "resuming"
+	stateError      = "error"
+)
+
+// inProgress are the states in which the real server refuses another state
+// change with 409 "state change in progress".
+var inProgress = map[string]bool{
+	stateCreating: true, stateStarting: true, stateStopping: true, stateDestroying: true,
+	stateArchiving: true, stateRestoring: true, statePausing: true, stateResuming: true,
+	"resizing": true, "snapshotting": true, "forking": true, "pulling_snapshot": true,
+	"building_snapshot": true, "pending_build": true,
+}
+
+// settlesTo is where a transitional state ends up by itself.
+var settlesTo = map[string]string{
+	stateCreating:   stateStarted,
+	stateStarting:   stateStarted,
+	stateRestoring:  stateStarted,
+	stateResuming:   stateStarted,
+	stateStopping:   stateStopped,
+	stateArchiving:  stateArchived,
+	statePausing:    statePaused,
+	stateDestroying: stateDestroyed,
+}
+
+// desiredFor is the desired state that goes with a state.
+func desiredFor(state string) string {
+	switch state {
+	case stateStopping, stateStopped:
+		return stateStopped
+	case stateDestroying, stateDestroyed:
+		return stateDestroyed
+	case stateArchiving, stateArchived:
+		return stateArchived
+	case statePausing, statePaused:
+		return statePaused
+	}
+	return stateStarted
+}
+
+// record is one sandbox as the server stores it.
+type record struct {
+	view
+	seq             uint64
+	deleteRequested bool
+	held            bool   // Hold without end: no step runs until Release
+	steps           []step // future state changes, in time order
+	history         []version
+	srv             *Server // for timings and faults; read under srv.mu
+}
+
+// view is what GET and list show of a sandbox at one moment.
+type view struct {
+	id, org, name, target, snapshot, user string
+	labels, env                           map[string]string
+	public, networkBlockAll               bool
+	cpu, gpu, memory, disk                int
+	state, desiredState, errorReason      string
+	autoStop, autoArchive, autoDelete     int
+	createdAt, updatedAt                  time.Time
+}
+
+type step struct {
+	at    time.Time
+	state string
+}
+
+type version struct {
+	at time.Time
+	v  view
+}
+
+func (r *record) clone() view {
+	v := r.view
+	v.labels = copyLabels(r.labels)
+	v.env = copyLabels(r.env)
+	return v
+}
+
+// record appends the current view to the history the lagging list reads.
+func (r *record) record(at time.Time) {
+	r.history = append(r.history, version{at: at, v: r.clone()})
+}
+
+// viewAt is the sandbox as it was at t; false if it did not exist yet.
+func (r *record) viewAt(t time.Time) (view, bool) {
+	for i := len(r.history) - 1; i >= 0; i-- {
+		if !r.history[i].at.After(t) {
+			return r.history[i].v, true
+		}
+	}
+	return view{}, false
+}
+
+// advance applies every state change due by now, in order.
+func (r *record) advance(now time.Time) {
+	for !r.held && len(r.steps) > 0 && !r.steps[0].at.After(now) {
+		st := r.steps[0]
+		r.steps = r.steps[1:]
+		r.state = st.state
+		r.updatedAt = st.at
+		r.record(st.at)
+		r.entered(st.at)
+	}
+}
+
+// entered runs what the real server does on reaching a state by itself.
+func (r *record) entered(at time.Time) {
+	if r.state == stateStopped && r.autoDelete == 0 {
+		// autoDeleteInterval 0 ("ephemeral") deletes a sandbox when it stops;
+		// a sandbox that never stops is never deleted (the Agenta seed).
+		r.beginDestroy(at)
+	}
+}
+
+// beginDestroy is the synchronous part of a delete: the name is freed at
+// once and the sandbox is `destroying` until the runner has removed it.
+func (r *record) beginDestroy(at time.Time) {
+	if !r.deleteRequested {
+		r.name = fmt.Sprintf("DESTROYED_%s_%d", r.name, at.UnixMilli())
+	}
+	r.deleteRequested = true
+	r.state = stateDestroying
+	r.desiredState = stateDestroyed
+	r.updatedAt = at
+	r.held = false
+	r.steps = []step{{at: at.Add(r.srv.destroyDelay + r.srv.faults.Destroying), state: stateDestroyed}}
+	r.record(at)
+}
+
+// settle schedules the rest of the natural progression from the current
+// state, the first change happening at `at`.
+func (r *record) settle(at time.Time) {
+	r.steps = nil
+	state := r.state
+	for {
+		next, ok := settlesTo[state]
+		if !ok {
+			return
+		}
+		r.steps = append(r.steps, step{at: at, state: next})
+		state = next
+		at = at.Add(r.delayOf(next))
+	}
+}
+
+// delayOf is how long a state lasts before it settles.
+func (r *record) delayOf(state string) time.Duration {
+	switch state {
+	case stateCreating, stateStarting, stateRestoring, stateResuming:
+		return r.srv.createDelay
+	case stateStopping, stateArchiving, statePausing:
+		return r.srv.stopDelay
+	case stateDestroying:
+		return r.srv.destroyDelay + r.srv.faults.Destroying
+	}
+	return 0
+}
+
+func (r *record) export() Sandbox {
+	return Sandbox{
+		ID: r.id, Org: r.org, Name: r.name,
+		State: r.state, DesiredState: r.desiredState,
+		Labels:              copyLabels(r.labels),
+		AutoStopInterval:    r.autoStop,
+		AutoArchiveInterval: r.autoArchive,
+		AutoDeleteInterval:  r.autoDelete,
+		CreatedAt:           r.createdAt,
+		UpdatedAt:           r.updatedAt,
+		DeleteRequested:     r.deleteRequested,
+	}
+}
+
+// scheduleNatural moves a sandbox on from its current state after that
+// state's usual delay.
+func (s *Server) scheduleNatural(r *record, now time.Time) {
+	r.settle(now.Add(r.delayOf(r.state)))
+}
+
+// scheduleNaturalAt moves a sandbox on from its current state at `at`.
+func (s *Server) scheduleNaturalAt(r *record, at time.Time) {
+	r.settle(at)
+}
+
+const timeLayout = "2006-01-02T15:04:05.000Z"
+
+func stamp(t time.Time) string { return t.UTC().Format(timeLayout) }
+
+// sandboxJSON is the Sandbox schema; every property the spec requires is
+// always present (the generated Go client rejects a body without one).
+type sandboxJSON struct {
+	ID                  string            `json:"id"`
+	OrganizationID      string            `json:"organizationId"`
+	Name                string            `json:"name"`
+	Snapshot            string            `json:"snapshot"`
+	User                string            `json:"user"`
+	Env                 map[string]string `json:"env"`
+	Labels              map[string]string `json:"labels"`
+	Public              bool              `json:"public"`
+	NetworkBlockAll     bool              `json:"networkBlockAll"`
+	Target              string            `json:"target"`
+	CPU                 int               `json:"cpu"`
+	GPU                 int               `json:"gpu"`
+	Memory              int               `json:"memory"`
+	Disk                int               `json:"disk"`
+	State               string            `json:"state"`
+	DesiredState        string            `json:"desiredState"`
+	ErrorReason         string            `json:"errorReason,omitempty"`
+	BackupState         string            `json:"backupState"`
+	AutoStopInterval    int               `json:"autoStopInterval"`
+	AutoArchiveInterval int               `json:"autoArchiveInterval"`
+	AutoDeleteInterval  int               `json:"autoDeleteInterval"`
+	Volumes             []struct{}        `json:"volumes"`
+	CreatedAt           string            `json:"createdAt"`
+	UpdatedAt           string            `json:"updatedAt"`
+	SandboxClass        string            `json:"sandboxClass"`
+	RunnerID            string            `json:"runnerId"`
+	ToolboxProxyURL     string            `json:"toolboxProxyUrl"`
+}
+
+// listItemJSON is the SandboxListItem schema (no env, no network fields).
+type listItemJSON struct {
+	ID                  string            `json:"id"`
+	OrganizationID      string            `json:"organizationId"`
+	Name                string            `json:"name"`
+	Target              string            `json:"target"`
+	RunnerID            string            `json:"runnerId"`
+	SandboxClass        string            `json:"sandboxClass"`
+	State               string            `json:"state"`
+	DesiredState        string            `json:"desiredState"`
+	Snapshot            string            `json:"snapshot"`
+	User                string            `json:"user"`
+	ErrorReason         string            `json:"errorReason,omitempty"`
+	Public              bool              `json:"public"`
+	CPU                 int               `json:"cpu"`
+	GPU                 int               `json:"gpu"`
+	Memory              int               `json:"memory"`
+	Disk                int               `json:"disk"`
+	Labels              map[string]string `json:"labels"`
+	BackupState         string            `json:"backupState"`
+	AutoStopInterval    int               `json:"autoStopInterval"`
+	AutoArchiveInterval int               `json:"autoArchiveInterval"`
+	AutoDeleteInterval  int               `json:"autoDeleteInterval"`
+	CreatedAt           string            `json:"createdAt"`
+	UpdatedAt           string            `json:"updatedAt"`
+	ToolboxProxyURL     string            `json:"toolboxProxyUrl"`
+}
+
+const (
+	toolboxProxyURL = "https://proxy.app.daytona.io/toolbox"
+	runnerID        = "runner-sim-1"
+)
+
+func (v view) sandboxJSON() sandboxJSON {
+	return sandboxJSON{
+		ID: v.id, OrganizationID: v.org, Name: v.name, Snapshot: v.snapshot, User: v.user,
+		Env: nonNil(v.env), Labels: nonNil(v.labels),
+		Public: v.public, NetworkBlockAll: v.networkBlockAll, Target: v.target,
+		CPU: v.cpu, GPU: v.gpu, Memory: v.memory, Disk: v.disk,
+		State: v.state, DesiredState: v.desiredState, ErrorReason: v.errorReason,
+		BackupState:      "None",
+		AutoStopInterval: v.autoStop, AutoArchiveInterval: v.autoArchive, AutoDeleteInterval: v.autoDelete,
+		Volumes:   []struct{}{},
+		CreatedAt: stamp(v.createdAt), UpdatedAt: stamp(v.updatedAt),
+		SandboxClass: "container", RunnerID: runnerID, ToolboxProxyURL: toolboxProxyURL,
+	}
+}
+
+func (v view) listItemJSON() listItemJSON {
+	return listItemJSON{
+		ID: v.id, OrganizationID: v.org, Name: v.name, Target: v.target,
+		RunnerID: runnerID, SandboxClass: "container",
+		State: v.state, DesiredState: v.desiredState, Snapshot: v.snapshot, User: v.user,
+		ErrorReason: v.errorReason, Public: v.public,
+		CPU: v.cpu, GPU: v.gpu, Memory: v.memory, Disk: v.disk,
+		Labels: nonNil(v.labels), BackupState: "None",
+		AutoStopInterval: v.autoStop, AutoArchiveInterval: v.autoArchive, AutoDeleteInterval: v.autoDelete,
+		CreatedAt: stamp(v.createdAt), UpdatedAt: stamp(v.updatedAt),
+		ToolboxProxyURL: toolboxProxyURL,
+	}
+}
+
+func nonNil(m map[string]string) map[string]string {
+	if m == nil {
+		return map[string]string{}
+	}
+	return m
+}

@@ -1,0 +1,390 @@
+// Package daytonatest is a simulated Daytona API for tests and demos, in the
+// manner of net/http/httptest: NewServer starts it on a loopback port and
+// s.URL is the API base URL (ending in /api) to give to a Daytona client.
+//
+// It follows the official OpenAPI spec (the one shipped with
+// github.com/daytonaio/daytona/libs/api-client-go) and the real server's
+// behaviour where the spec is silent: sandboxes are per organization, names
+// are unique within one, state changes take time (creating → started,
+// stopping → stopped, destroying → destroyed), a delete renames the sandbox
+// at once to DESTROYED_<name>_<unixms> so the name is free again, and the list
+// endpoint is eventually consistent. Faults (latency, 5xx, 429, hung requests,
+// lost answers, stuck states, list lag) can be switched on per test, with a
+// seed so that a run can be repeated.
+//
+// State changes are computed lazily from the wall clock whenever the server
+// is asked, so no goroutine moves a sandbox behind a test's back: a test that
+// must hold a sandbox in a state uses Hold and Release.
+//
+// The simulator knows nothing of tether.
+package daytonatest
+
+import (
+	crand "crypto/rand"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"sync"
+	"time"
+)
+
+// Default key and organization every new server accepts.
+const (
+	DefaultKey = "test-key"
+	DefaultOrg = "org-1"
+)
+
+// Default timings. They are short so that tests run fast; `tether demo` and
+// benchmarks set realistic ones with the options below.
+const (
+	// DefaultCreateDelay is how long a new sandbox stays `creating`.
+	DefaultCreateDelay = 5 * time.Millisecond
+	// DefaultStopDelay is how long a stop stays `stopping` (and a start `starting`).
+	DefaultStopDelay = 5 * time.Millisecond
+	// DefaultDestroyDelay is how long a deleted sandbox stays `destroying`.
+	DefaultDestroyDelay = 5 * time.Millisecond
+	// DefaultCreateWait is how long POST /sandbox waits for the new sandbox to
+	// be started before it answers anyway: the real server waits 30 s.
+	DefaultCreateWait = 30 * time.Second
+)
+
+// Server is a simulated Daytona API.
+type Server struct {
+	// URL is the API base URL, e.g. http://127.0.0.1:41234/api. Empty for a
+	// server made with NewUnstartedServer until Start.
+	URL string
+
+	hs      *httptest.Server
+	handler http.Handler
+	closed  chan struct{}
+	once    sync.Once
+
+	mu        sync.Mutex
+	keys      map[string]string   // API key → organization
+	jwts      map[string][]string // JWT → organizations it may act in
+	sandboxes map[string]*record  // by id, across organizations
+	order     []string            // ids in creation order, for stable listing
+	calls     map[string]int      // by route name
+	faults    Faults
+	rng       *rand.Rand
+	scripted  map[string][]Scripted // by route name
+	seq       uint64                // tie-break for equal creation times
+
+	createDelay, stopDelay, destroyDelay, createWait time.Duration
+	now                                              func() time.Time
+}
+
+// Option configures a Server.
+type Option func(*Server)
+
+// WithCreateDelay sets how long a new (or restarted) sandbox stays `creating` (`starting`).
+func WithCreateDelay(d time.Duration) Option { return func(s *Server) { s.createDelay = d } }
+
+// WithStopDelay sets how long a stop stays `stopping`.
+func WithStopDelay(d time.Duration) Option { return func(s *Server) { s.stopDelay = d } }
+
+// WithDestroyDelay sets how long a deleted sandbox stays `destroying`.
+func WithDestroyDelay(d time.Duration) Option { return func(s *Server) { s.destroyDelay = d } }
+
+// WithCreateWait sets how long POST /sandbox waits for the sandbox to start
+// before answering (the real server waits up to 30 s; 0 answers at once).
+func WithCreateWait(d time.Duration) Option { return func(s *Server) { s.createWait = d } }
+
+// WithListLag makes GET /sandbox show the world as it was d ago (the same
+// as Faults.ListLag; a later SetFaults replaces it).
+func WithListLag(d time.Duration) Option { return func(s *Server) { s.faults.ListLag = d } }
+
+// WithFaults switches faults on from the start.
+func WithFaults(f Faults) Option { return func(s *Server) { s.setFaultsLocked(f) } }
+
+// NewServer starts a simulated Daytona API on a loopback port.
+func NewServer(opts ...Option) *Server {
+	s := NewUnstartedServer(opts...)
+	s.Start()
+	return s
+}
+
+// NewUnstartedServer returns a server that does not listen; use Handler to
+// serve it yourself (as `tether demo` does), or Start.
+func NewUnstartedServer(opts ...Option) *Server {
+	s := &Server{
+		closed:       make(chan struct{}),
+		keys:         map[string]string{DefaultKey: DefaultOrg},
+		jwts:         map[string][]string{},
+		sandboxes:    map[string]*record{},
+		calls:        map[string]int{},
+		scripted:     map[string][]Scripted{},
+		createDelay:  DefaultCreateDelay,
+		stopDelay:    DefaultStopDelay,
+		destroyDelay: DefaultDestroyDelay,
+		createWait:   DefaultCreateWait,
+		now:          time.Now,
+	}
+	s.setFaultsLocked(Faults{})
+	for _, o := range opts {
+		o(s)
+	}
+	s.handler = s.routes()
+	return s
+}
+
+// Start serves the API on a loopback port and sets URL.
+func (s *Server) Start() {
+	s.hs = httptest.NewServer(s.handler)
+	s.URL = s.hs.URL + "/api"
+}
+
+// Handler serves the API; its paths start with /api.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Close releases every hung request and stops the server.
+func (s *Server) Close() {
+	s.once.Do(func() { close(s.closed) })
+	if s.hs != nil {
+		s.hs.Close()
+	}
+}
+
+// AddKey lets key act in org. An org needs no other creation.
+func (s *Server) AddKey(key, org string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.keys[key] = org
+}
+
+// RemoveKey revokes a key; its calls answer 401 from then on.
+func (s *Server) RemoveKey(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.keys, key)
+}
+
+// AddJWT lets a JWT act in the given organizations, chosen per request by
+// the X-Daytona-Organization-ID header (as the real server does for JWTs).
+func (s *Server) AddJWT(token string, orgs ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.jwts[token] = append([]string(nil), orgs...)
+}
+
+// Sandbox is the simulator's view of one sandbox, for test assertions.
+type Sandbox struct {
+	ID, Org, Name        string
+	State, DesiredState  string
+	Labels               map[string]string
+	AutoStopInterval     int
+	AutoArchiveInterval  int
+	AutoDeleteInterval   int
+	CreatedAt, UpdatedAt time.Time
+	// DeleteRequested is true once a DELETE (or an auto-delete) was accepted.
+	DeleteRequested bool
+}
+
+// Sandboxes returns every sandbox of every organization, destroyed ones
+// included, in creation order, with their current states.
+func (s *Server) Sandboxes() []Sandbox {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	out := make([]Sandbox, 0, len(s.order))
+	for _, id := range s.order {
+		r := s.sandboxes[id]
+		r.advance(now)
+		out = append(out, r.export())
+	}
+	return out
+}
+
+// Sandbox returns one sandbox by id, destroyed or not.
+func (s *Server) Sandbox(id string) (Sandbox, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.sandboxes[id]
+	if !ok {
+		return Sandbox{}, false
+	}
+	r.advance(s.now())
+	return r.export(), true
+}
+
+// Calls returns how many requests each route received, by route name
+// (see the Route* constants), faulted ones included.
+func (s *Server) Calls() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]int, len(s.calls))
+	for k, v := range s.calls {
+		out[k] = v
+	}
+	return out
+}
+
+// SeedSandbox describes a sandbox planted by AddSandbox.
+type SeedSandbox struct {
+	Name   string // empty: the id
+	Labels map[string]string
+	// State to start in; empty means started. Transitional states move on
+	// as usual (creating → started, destroying → destroyed).
+	State              string
+	AutoStopInterval   *int // nil: the server default, 15
+	AutoDeleteInterval *int // nil: the server default, -1 (disabled)
+}
+
+// AddSandbox plants a sandbox in org without an API call, e.g. a foreign one
+// with the same name in another organization, or one with other labels.
+// It fails if the name is taken in that organization.
+func (s *Server) AddSandbox(org string, seed SeedSandbox) (Sandbox, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	if seed.Name != "" && s.byNameLocked(org, seed.Name, now) != nil {
+		return Sandbox{}, fmt.Errorf("daytonatest: sandbox with name %s already exists in %s", seed.Name, org)
+	}
+	r := s.newRecordLocked(org, now)
+	if seed.Name != "" {
+		r.name = seed.Name
+	}
+	r.labels = copyLabels(seed.Labels)
+	if seed.AutoStopInterval != nil {
+		r.autoStop = *seed.AutoStopInterval
+	}
+	if seed.AutoDeleteInterval != nil {
+		r.autoDelete = *seed.AutoDeleteInterval
+	}
+	state := seed.State
+	if state == "" {
+		state = stateStarted
+	}
+	r.state = state
+	r.desiredState = desiredFor(state)
+	r.record(now)
+	s.scheduleNatural(r, now)
+	return r.export(), nil
+}
+
+// Hold puts a sandbox into state now (e.g. "starting" or "destroying") and
+// keeps it there for d; afterwards it moves on as it naturally would
+// (starting → started, destroying → destroyed, ...). d <= 0 holds it until
+// Release. A sandbox held in `destroying` keeps its original name if it was
+// not deleted: use it on a deleted sandbox to model Daytona issue #3294.
+func (s *Server) Hold(id, state string, d time.Duration) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.sandboxes[id]
+	if !ok {
+		return fmt.Errorf("daytonatest: no sandbox %s", id)
+	}
+	now := s.now()
+	r.advance(now)
+	r.state = state
+	r.steps = nil
+	r.held = d <= 0
+	r.updatedAt = now
+	r.record(now)
+	if d > 0 {
+		s.scheduleNaturalAt(r, now.Add(d))
+	}
+	return nil
+}
+
+// Release ends a Hold: the sandbox moves on from its state now.
+func (s *Server) Release(id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.sandboxes[id]
+	if !ok {
+		return fmt.Errorf("daytonatest: no sandbox %s", id)
+	}
+	now := s.now()
+	r.advance(now)
+	r.held = false
+	s.scheduleNaturalAt(r, now)
+	r.advance(now)
+	return nil
+}
+
+// orgRecordsLocked returns the records of org, advanced to now, in creation order.
+func (s *Server) orgRecordsLocked(org string, now time.Time) []*record {
+	var out []*record
+	for _, id := range s.order {
+		r := s.sandboxes[id]
+		if r.org != org {
+			continue
+		}
+		r.advance(now)
+		out = append(out, r)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].seq < out[j].seq })
+	return out
+}
+
+// byNameLocked finds the sandbox of org with this exact name that is not destroyed.
+func (s *Server) byNameLocked(org, name string, now time.Time) *record {
+	for _, r := range s.orgRecordsLocked(org, now) {
+		if r.name == name && r.state != stateDestroyed {
+			return r
+		}
+	}
+	return nil
+}
+
+// lookupLocked resolves an id or a name the way the real server does: the id
+// first, then the name, within one organization, never a destroyed one.
+func (s *Server) lookupLocked(org, idOrName string, now time.Time) *record {
+	if r, ok := s.sandboxes[idOrName]; ok && r.org == org {
+		r.advance(now)
+		if r.state != stateDestroyed {
+			return r
+		}
+	}
+	return s.byNameLocked(org, idOrName, now)
+}
+
+func (s *Server) newRecordLocked(org string, now time.Time) *record {
+	s.seq++
+	id := newID()
+	r := &record{view: view{
+		id:           id,
+		org:          org,
+		name:         id,
+		labels:       map[string]string{},
+		env:          map[string]string{},
+		target:       "us",
+		snapshot:     "daytonaio/sandbox:latest",
+		user:         "daytona",
+		cpu:          1,
+		memory:       1,
+		disk:         3,
+		state:        stateCreating,
+		desiredState: stateStarted,
+		autoStop:     15,
+		autoArchive:  10080,
+		autoDelete:   -1,
+		createdAt:    now,
+		updatedAt:    now,
+	}, seq: s.seq}
+	r.srv = s
+	s.sandboxes[id] = r
+	s.order = append(s.order, id)
+	return r
+}
+
+// newID makes a UUID v4 like the real server's ids. It does not use the
+// fault seed, so that reseeding faults mid-test cannot repeat an id.
+func newID() string {
+	var b [16]byte
+	_, _ = crand.Read(b[:]) // never fails on supported platforms
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+func copyLabels(m map[string]string) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}

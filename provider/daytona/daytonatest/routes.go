@@ -281,13 +281,14 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	}
 	id := rec.id
 	startedAt, known := rec.startedAt()
+	untilStarted := startedAt.Sub(now)
 	wait := s.createWait
 	s.mu.Unlock()
 
 	// Like the real server, answer once the sandbox is started (or the wait
 	// is over). A client that gives up meanwhile leaves the sandbox behind.
 	if known {
-		wait = min(wait, time.Until(startedAt))
+		wait = min(wait, untilStarted)
 	}
 	if !s.wait(r.Context(), wait) {
 		return

@@ -96,6 +96,11 @@ func WithCreateWait(d time.Duration) Option { return func(s *Server) { s.createW
 // as Faults.ListLag; a later SetFaults replaces it).
 func WithListLag(d time.Duration) Option { return func(s *Server) { s.faults.ListLag = d } }
 
+// WithClock replaces the wall clock the simulated state changes follow,
+// so a test can move time by hand. Latency, hangs and the create wait still
+// pass in real time.
+func WithClock(now func() time.Time) Option { return func(s *Server) { s.now = now } }
+
 // WithFaults switches faults on from the start.
 func WithFaults(f Faults) Option { return func(s *Server) { s.setFaultsLocked(f) } }
 

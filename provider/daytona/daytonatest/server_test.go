@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -302,9 +303,18 @@ func TestStopStartAndStateConflicts(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, call := range map[string]func() (*http.Response, error){
-		"stop":   func() (*http.Response, error) { _, r, e := c.api.SandboxAPI.StopSandbox(c.ctx, id).Execute(); return r, e },
-		"start":  func() (*http.Response, error) { _, r, e := c.api.SandboxAPI.StartSandbox(c.ctx, id).Execute(); return r, e },
-		"delete": func() (*http.Response, error) { _, r, e := c.api.SandboxAPI.DeleteSandbox(c.ctx, id).Execute(); return r, e },
+		"stop": func() (*http.Response, error) {
+			_, r, e := c.api.SandboxAPI.StopSandbox(c.ctx, id).Execute()
+			return r, e
+		},
+		"start": func() (*http.Response, error) {
+			_, r, e := c.api.SandboxAPI.StartSandbox(c.ctx, id).Execute()
+			return r, e
+		},
+		"delete": func() (*http.Response, error) {
+			_, r, e := c.api.SandboxAPI.DeleteSandbox(c.ctx, id).Execute()
+			return r, e
+		},
 	} {
 		resp, err := call()
 		if status(resp) != http.StatusConflict {
@@ -482,35 +492,59 @@ func TestListFiltersAndPages(t *testing.T) {
 	}
 }
 
+// fakeClock is a hand-moved clock for the simulator's state changes.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *fakeClock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
 func TestListLagsBehind(t *testing.T) {
-	s := newServer(t, daytonatest.WithListLag(time.Hour))
+	clk := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	s := newServer(t, daytonatest.WithClock(clk.Now), daytonatest.WithListLag(5*time.Second),
+		daytonatest.WithCreateDelay(0), daytonatest.WithDestroyDelay(time.Second))
 	c := newClient(t, s, daytonatest.DefaultKey)
-	sb := c.create(t, "lagging", map[string]string{"x": "y"})
-	page, _, err := c.api.SandboxAPI.ListSandboxes(c.ctx).Execute()
-	if err != nil || len(page.GetItems()) != 0 {
-		t.Fatalf("a new sandbox is listed at once despite the lag: %v %v", page, err)
+	count := func() int {
+		t.Helper()
+		page, _, err := c.api.SandboxAPI.ListSandboxes(c.ctx).Execute()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(page.GetItems())
+	}
+	sb := c.create(t, "lagging", nil)
+	if n := count(); n != 0 {
+		t.Fatalf("a new sandbox is listed at once despite the lag: %d items", n)
 	}
 	// GET is consistent even while the list lags.
 	if _, resp, _ := c.api.SandboxAPI.GetSandbox(c.ctx, sb.GetId()).Execute(); status(resp) != 200 {
 		t.Fatalf("get: %d", status(resp))
 	}
-
-	s.SetFaults(daytonatest.Faults{}) // lag off: the list catches up
-	page, _, _ = c.api.SandboxAPI.ListSandboxes(c.ctx).Execute()
-	if len(page.GetItems()) != 1 {
-		t.Fatalf("list without lag = %d items, want 1", len(page.GetItems()))
+	clk.Add(6 * time.Second)
+	if n := count(); n != 1 {
+		t.Fatalf("after the lag: %d items, want 1", n)
 	}
 	if _, _, err := c.api.SandboxAPI.DeleteSandbox(c.ctx, sb.GetId()).Execute(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "destroyed", func() bool { r, _ := s.Sandbox(sb.GetId()); return r.State == "destroyed" })
-	s.SetFaults(daytonatest.Faults{ListLag: time.Hour})
-	// An hour ago it did not exist either; use a lag shorter than its age.
-	time.Sleep(time.Millisecond) // ensure the sandbox's age is measurable, not for synchronisation
-	age := time.Since(mustSandbox(t, s, sb.GetId()).CreatedAt)
-	s.SetFaults(daytonatest.Faults{ListLag: age / 2})
-	page, _, _ = c.api.SandboxAPI.ListSandboxes(c.ctx).Execute()
-	_ = page // whether it shows depends on when it was deleted; covered below
+	clk.Add(2 * time.Second) // destroyed by now, but the list still shows it
+	if _, resp, _ := c.api.SandboxAPI.GetSandbox(c.ctx, sb.GetId()).Execute(); status(resp) != 404 {
+		t.Fatalf("get after destroy: %d, want 404", status(resp))
+	}
+	page, _, _ := c.api.SandboxAPI.ListSandboxes(c.ctx).Execute()
+	if len(page.GetItems()) != 1 || page.GetItems()[0].GetName() != "lagging" {
+		t.Fatalf("lagging list = %+v, want the sandbox as it was before the delete", page.GetItems())
+	}
+	clk.Add(5 * time.Second)
+	if n := count(); n != 0 {
+		t.Fatalf("deleted sandbox still listed after the lag: %d items", n)
+	}
 }
 
 func mustSandbox(t *testing.T, s *daytonatest.Server, id string) daytonatest.Sandbox {

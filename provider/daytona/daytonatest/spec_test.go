@@ -100,7 +100,7 @@ func (v *validatingTransport) RoundTrip(req *http.Request) (*http.Response, erro
 	if resp.StatusCode < 300 {
 		out := &openapi3filter.ResponseValidationInput{
 			RequestValidationInput: in, Status: resp.StatusCode, Header: resp.Header,
-			Body: io.NopCloser(bytes.NewReader(rb)),
+			Body:    io.NopCloser(bytes.NewReader(rb)),
 			Options: &openapi3filter.Options{MultiError: true, IncludeResponseStatus: resp.StatusCode != http.StatusCreated},
 		}
 		if err := openapi3filter.ValidateResponse(context.Background(), out); err != nil {

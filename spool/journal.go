@@ -284,20 +284,29 @@ func (j *Journal) mutate(ctx context.Context, fn func(tx *bolt.Tx) error) error 
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	o := &op{fn: fn, done: make(chan error, 1)}
-	j.mu.RLock()
-	if j.closed {
-		j.mu.RUnlock()
-		return ErrClosed
+	o, err := j.submit(fn)
+	if err != nil {
+		return err
 	}
-	j.ops <- o
-	j.mu.RUnlock()
 	select {
 	case err := <-o.done:
 		return err
 	case <-ctx.Done():
 		return fmt.Errorf("journal: gave up waiting for the commit (it may still land): %w", ctx.Err())
 	}
+}
+
+// submit queues fn for the committer without waiting. Ops submitted one
+// after another from one goroutine commit in that order.
+func (j *Journal) submit(fn func(tx *bolt.Tx) error) (*op, error) {
+	o := &op{fn: fn, done: make(chan error, 1)}
+	j.mu.RLock()
+	defer j.mu.RUnlock()
+	if j.closed {
+		return nil, ErrClosed
+	}
+	j.ops <- o
+	return o, nil
 }
 
 // NewIntent is what a runner declares.
@@ -344,12 +353,21 @@ func (j *Journal) Create(ctx context.Context, n NewIntent) (in Intent, created b
 	if n.OnDrain == "" {
 		n.OnDrain = DrainDelete
 	}
-	err = j.mutate(ctx, func(tx *bolt.Tx) error {
-		in, created = Intent{}, false
+	err = j.mutate(ctx, j.createFn(n, &in, &created))
+	if err != nil {
+		return Intent{}, false, err
+	}
+	return in, created, nil
+}
+
+// createFn is Create's work inside a transaction; n is already validated.
+func (j *Journal) createFn(n NewIntent, out *Intent, created *bool) func(tx *bolt.Tx) error {
+	return func(tx *bolt.Tx) error {
+		*out, *created = Intent{}, false
 		if n.Key != "" {
 			if id := tx.Bucket(bucketKeys).Get([]byte(n.Key)); id != nil {
 				var err error
-				in, err = load(tx, string(id))
+				*out, err = load(tx, string(id))
 				return err
 			}
 		}
@@ -366,7 +384,7 @@ func (j *Journal) Create(ctx context.Context, n NewIntent) (in Intent, created b
 		}
 		labels[LabelOwner] = j.owner
 		labels[LabelIntent] = id
-		in = Intent{
+		*out = Intent{
 			ID: id, Name: NamePrefix + id, Labels: labels,
 			Provider: n.Provider, Account: n.Account, OnDrain: n.OnDrain,
 			State: Pending, Key: n.Key, CreatedAt: now, UpdatedAt: now,
@@ -376,16 +394,12 @@ func (j *Journal) Create(ctx context.Context, n NewIntent) (in Intent, created b
 				return err
 			}
 		}
-		if err := store(tx, in); err != nil {
+		if err := store(tx, *out); err != nil {
 			return err
 		}
-		created = true
+		*created = true
 		return nil
-	})
-	if err != nil {
-		return Intent{}, false, err
 	}
-	return in, created, nil
 }
 
 // update loads intent id, lets change decide (and refuse before any write),
@@ -395,7 +409,19 @@ func (j *Journal) update(id string, change func(in *Intent) (changed bool, err e
 		return Intent{}, fmt.Errorf("%w: %w", ErrNotFound, err)
 	}
 	var out Intent
-	err := j.mutate(context.Background(), func(tx *bolt.Tx) error {
+	err := j.mutate(context.Background(), updateFn(func(*bolt.Tx) (string, error) { return id, nil }, change, &out))
+	return out, err
+}
+
+// updateFn is update's work inside a transaction. resolve finds the intent
+// id inside the same transaction, so a spool file can refer to an intent a
+// file before it in the same batch declared.
+func updateFn(resolve func(tx *bolt.Tx) (string, error), change func(in *Intent) (bool, error), out *Intent) func(tx *bolt.Tx) error {
+	return func(tx *bolt.Tx) error {
+		id, err := resolve(tx)
+		if err != nil {
+			return err
+		}
 		in, err := load(tx, id)
 		if err != nil {
 			return err
@@ -410,10 +436,9 @@ func (j *Journal) update(id string, change func(in *Intent) (changed bool, err e
 				return err
 			}
 		}
-		out = in
+		*out = in
 		return nil
-	})
-	return out, err
+	}
 }
 
 // Observe records the provider's sandbox id for an intent: pending becomes
@@ -431,8 +456,13 @@ func (j *Journal) ObserveRecorded(id, sandboxID string) (in Intent, recorded boo
 	if err := ValidateSandboxID(sandboxID); err != nil {
 		return Intent{}, false, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	in, err = j.update(id, func(in *Intent) (bool, error) {
-		recorded = false
+	in, err = j.update(id, observeChange(sandboxID, &recorded))
+	return in, recorded, err
+}
+
+func observeChange(sandboxID string, recorded *bool) func(in *Intent) (bool, error) {
+	return func(in *Intent) (bool, error) {
+		*recorded = false
 		switch {
 		case in.SandboxID == sandboxID:
 			return false, nil
@@ -445,10 +475,9 @@ func (j *Journal) ObserveRecorded(id, sandboxID string) (in Intent, recorded boo
 			return false, fmt.Errorf("intent %s is %s, cannot observe a sandbox: %w", in.ID, in.State, ErrIllegalTransition)
 		}
 		in.SandboxID = sandboxID
-		recorded = true
+		*recorded = true
 		return true, nil
-	})
-	return in, recorded, err
+	}
 }
 
 // Transition moves an intent to state to, if the state machine allows it,
@@ -483,7 +512,11 @@ func (j *Journal) Release(id string, outcome string) (Intent, error) {
 	if outcome == "" {
 		outcome = OutcomeDeleted
 	}
-	return j.update(id, func(in *Intent) (bool, error) {
+	return j.update(id, releaseChange(outcome))
+}
+
+func releaseChange(outcome string) func(in *Intent) (bool, error) {
+	return func(in *Intent) (bool, error) {
 		if in.State == Released {
 			return false, nil
 		}
@@ -493,7 +526,7 @@ func (j *Journal) Release(id string, outcome string) (Intent, error) {
 		in.State = Released
 		in.Outcome = outcome
 		return true, nil
-	})
+	}
 }
 
 // Get returns the intent with that id, or ErrNotFound.

@@ -1,0 +1,351 @@
+package spool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	bolt "go.etcd.io/bbolt"
+)
+
+// DefaultRescanInterval is how often the intake lists the spool directory
+// even without a watcher event: a safety net for missed events (and the
+// only mechanism when inotify is unavailable). Events make the usual delay
+// far shorter.
+const DefaultRescanInterval = 5 * time.Second
+
+// RejectedDir is the subdirectory of the spool where invalid files go,
+// each beside a NAME.err file that says why.
+const RejectedDir = "rejected"
+
+// intakeChunk bounds the files read and journaled together: they share
+// group-committed transactions, and memory stays bounded in a burst.
+const intakeChunk = 512
+
+// Intake takes spool files: runners that cannot speak HTTP (or write while
+// tether is down) drop one JSON op per file into Dir, written as .NAME.tmp
+// and renamed to NAME.json, so a file is complete once it has its name.
+// Files are taken in lexical order, journaled, and only then removed;
+// every op is idempotent, so a file taken twice after a crash does no harm.
+type Intake struct {
+	Dir     string
+	Journal *Journal
+	// Labels are the scope labels; a file's labels are merged over them.
+	Labels map[string]string
+	// Provider and Account are journaled with each intent.
+	Provider, Account string
+	// Delete resolves one intent now (op "delete"). Nil: the op is logged
+	// and the intent left for the drain.
+	Delete func(ctx context.Context, id string) (Intent, error)
+	// Observed is called in its own goroutine after a sandbox id was newly
+	// journaled. May be nil.
+	Observed func(Intent)
+	Logger   *slog.Logger
+	// RescanInterval defaults to DefaultRescanInterval.
+	RescanInterval time.Duration
+
+	deletes sync.WaitGroup
+}
+
+// Run takes the files already in Dir, then watches it until ctx ends. It
+// returns nil when ctx ends, an error if the directory cannot be used or
+// the journal closes underneath it.
+func (in *Intake) Run(ctx context.Context) error {
+	if in.Logger == nil {
+		in.Logger = slog.New(slog.DiscardHandler)
+	}
+	if in.RescanInterval <= 0 {
+		in.RescanInterval = DefaultRescanInterval
+	}
+	if err := os.MkdirAll(filepath.Join(in.Dir, RejectedDir), 0o700); err != nil {
+		return fmt.Errorf("spool %s: %w", in.Dir, err)
+	}
+	defer in.deletes.Wait()
+
+	var events chan fsnotify.Event
+	var werrs chan error
+	if w, err := fsnotify.NewWatcher(); err != nil {
+		in.Logger.Warn("spool: no watcher, falling back to polling", "dir", in.Dir, "every", in.RescanInterval, "err", err)
+	} else {
+		defer w.Close()
+		if err := w.Add(in.Dir); err != nil {
+			in.Logger.Warn("spool: cannot watch, falling back to polling", "dir", in.Dir, "every", in.RescanInterval, "err", err)
+		} else {
+			events, werrs = w.Events, w.Errors
+		}
+	}
+	// Watch first, then scan: a file renamed in between is seen by both,
+	// and taking it twice is harmless; missing it would not be.
+	if err := in.scan(ctx); err != nil {
+		return err
+	}
+	tick := time.NewTicker(in.RescanInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-events:
+			if !ok {
+				events = nil
+				continue
+			}
+			// A rename into the directory reports Create; writes to a
+			// file that already has its final name are not a protocol step.
+			if !isSpoolName(filepath.Base(ev.Name)) || !ev.Has(fsnotify.Create) {
+				continue
+			}
+			// One scan takes every file there, so the events queued behind
+			// this one are already answered.
+			for drained := false; !drained; {
+				select {
+				case _, ok := <-events:
+					drained = !ok
+				default:
+					drained = true
+				}
+			}
+		case err, ok := <-werrs:
+			if !ok {
+				werrs = nil
+				continue
+			}
+			if errors.Is(err, fsnotify.ErrEventOverflow) {
+				in.Logger.Warn("spool: watcher overflowed, rescanning", "dir", in.Dir)
+			} else {
+				in.Logger.Warn("spool: watcher error, rescanning", "dir", in.Dir, "err", err)
+			}
+		case <-tick.C:
+		}
+		if err := in.scan(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+// isSpoolName: NAME.json, not a hidden (half-written .NAME.tmp) file.
+func isSpoolName(name string) bool {
+	return strings.HasSuffix(name, ".json") && !strings.HasPrefix(name, ".") && len(name) > len(".json")
+}
+
+// scan takes every spool file present, in lexical order.
+func (in *Intake) scan(ctx context.Context) error {
+	entries, err := os.ReadDir(in.Dir) // sorted by name
+	if err != nil {
+		in.Logger.Warn("spool: cannot list", "dir", in.Dir, "err", err)
+		return nil
+	}
+	names := make([]string, 0, len(entries))
+	for _, e := range entries {
+		if !e.IsDir() && isSpoolName(e.Name()) {
+			names = append(names, e.Name())
+		}
+	}
+	for len(names) > 0 && ctx.Err() == nil {
+		n := min(len(names), intakeChunk)
+		if err := in.take(ctx, names[:n]); err != nil {
+			return err
+		}
+		names = names[n:]
+	}
+	return nil
+}
+
+// pending is one spool file on its way through the journal.
+type pending struct {
+	name     string
+	op       FileOp
+	err      error // refused: the file is rejected with this reason
+	commit   *op
+	result   Intent
+	created  bool
+	recorded bool
+}
+
+// take journals a chunk of files in order: every op is queued before any
+// is awaited, so the chunk shares transactions, and in queue order, so a
+// file may refer to an intent declared by a file before it.
+func (in *Intake) take(ctx context.Context, names []string) error {
+	items := make([]*pending, 0, len(names))
+	for _, name := range names {
+		p := &pending{name: name}
+		data, err := readSpoolFile(filepath.Join(in.Dir, name))
+		if errors.Is(err, os.ErrNotExist) {
+			continue // taken by an earlier scan meanwhile
+		}
+		if err == nil {
+			p.op, err = DecodeSpoolFile(data)
+		}
+		if err != nil {
+			p.err = err
+		} else if fn, err := in.fn(p); err != nil {
+			p.err = err
+		} else if p.commit, err = in.Journal.submit(fn); err != nil {
+			return fmt.Errorf("spool %s: %w", in.Dir, err)
+		}
+		items = append(items, p)
+	}
+	for _, p := range items {
+		if p.commit != nil {
+			err := <-p.commit.done
+			if err != nil && !refused(err) {
+				// The journal failed, not the file: leave it for the next scan.
+				in.Logger.Error("spool: journal failed, file left for a retry", "file", p.name, "err", err)
+				continue
+			}
+			p.err = err
+		}
+		if p.err != nil {
+			in.reject(p.name, p.err)
+			continue
+		}
+		in.done(ctx, p)
+	}
+	return nil
+}
+
+// refused reports whether a journal error is about the op itself (the file
+// is rejected) rather than the journal (the file is kept for a retry).
+func refused(err error) bool {
+	for _, e := range []error{ErrInvalid, ErrNotFound, ErrIllegalTransition, ErrObservedOther, ErrIDTaken} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// fn builds the journal work for one decoded file.
+func (in *Intake) fn(p *pending) (func(tx *bolt.Tx) error, error) {
+	f := p.op
+	if f.Op == OpIntent {
+		labels := make(map[string]string, len(in.Labels)+len(f.Labels))
+		for k, v := range in.Labels {
+			labels[k] = v
+		}
+		for k, v := range f.Labels {
+			labels[k] = v
+		}
+		n := NewIntent{Key: f.ID, Labels: labels, OnDrain: f.OnDrain, Provider: in.Provider, Account: in.Account}
+		if isULID(f.ID) {
+			// The runner chose the intent id, so it knew the sandbox name
+			// (tether-<id>) before tether took the file.
+			n.ID = f.ID
+		}
+		if n.OnDrain == "" {
+			n.OnDrain = DrainDelete
+		}
+		if err := n.validate(); err != nil {
+			return nil, err
+		}
+		return in.Journal.createFn(n, &p.result, &p.created), nil
+	}
+	var change func(*Intent) (bool, error)
+	switch f.Op {
+	case OpObserve:
+		change = observeChange(f.SandboxID, &p.recorded)
+	case OpRelease:
+		outcome := f.Outcome
+		if outcome == "" {
+			outcome = OutcomeDeleted
+		}
+		change = releaseChange(outcome)
+	default: // delete: resolve the id now, delete after the commit
+		change = func(*Intent) (bool, error) { return false, nil }
+	}
+	return updateFn(resolveClientID(f.ID), change, &p.result), nil
+}
+
+// resolveClientID finds the intent a spool file names: by the client id
+// its "intent" file used as idempotency key, or by the intent's own id.
+func resolveClientID(clientID string) func(tx *bolt.Tx) (string, error) {
+	return func(tx *bolt.Tx) (string, error) {
+		if id := tx.Bucket(bucketKeys).Get([]byte(clientID)); id != nil {
+			return string(id), nil
+		}
+		if isULID(clientID) && tx.Bucket(bucketIntents).Get([]byte(clientID)) != nil {
+			return clientID, nil
+		}
+		return "", fmt.Errorf("id %q: no intent declared with this id: %w", clientID, ErrNotFound)
+	}
+}
+
+// done removes a journaled file and starts what follows from its op.
+func (in *Intake) done(ctx context.Context, p *pending) {
+	if err := os.Remove(filepath.Join(in.Dir, p.name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		in.Logger.Warn("spool: cannot remove a taken file (it will be taken again, harmlessly)", "file", p.name, "err", err)
+	}
+	in.Logger.Debug("spool: took file", "file", p.name, "op", p.op.Op, "intent", p.result.ID)
+	switch {
+	case p.recorded && in.Observed != nil:
+		go in.Observed(p.result)
+	case p.op.Op == OpDelete && p.result.Live():
+		if in.Delete == nil {
+			in.Logger.Warn("spool: delete requested but no provider is configured; the drain will handle it", "intent", p.result.ID)
+			return
+		}
+		id := p.result.ID
+		in.deletes.Add(1)
+		go func() {
+			defer in.deletes.Done()
+			out, err := in.Delete(ctx, id)
+			if err != nil || out.Live() {
+				in.Logger.Warn("spool: delete not confirmed; the intent stays live for the drain", "intent", id, "err", err)
+			}
+		}()
+	}
+}
+
+// reject moves a file to rejected/ beside a NAME.err that says why.
+func (in *Intake) reject(name string, reason error) {
+	dir := filepath.Join(in.Dir, RejectedDir)
+	base := strings.TrimSuffix(name, ".json")
+	in.Logger.Warn("spool: rejected file", "file", name, "reason", reason)
+	if err := os.WriteFile(filepath.Join(dir, base+".err"), []byte(reason.Error()+"\n"), 0o600); err != nil {
+		in.Logger.Error("spool: cannot write the reason of a rejected file", "file", name, "err", err)
+	}
+	if err := os.Rename(filepath.Join(in.Dir, name), filepath.Join(dir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		in.Logger.Error("spool: cannot move a rejected file; removing it", "file", name, "err", err)
+		os.Remove(filepath.Join(in.Dir, name))
+	}
+}
+
+// readSpoolFile reads a regular file without following a symlink or
+// blocking on a FIFO, at most MaxFileSize+1 bytes.
+func readSpoolFile(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if errors.Is(err, syscall.ELOOP) {
+		return nil, errors.New("a symbolic link, not a regular file")
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("not a regular file (%s)", fi.Mode().Type())
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > MaxFileSize {
+		return nil, fmt.Errorf("file larger than %d bytes", MaxFileSize)
+	}
+	return data, nil
+}

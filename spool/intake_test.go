@@ -1,0 +1,278 @@
+package spool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// spoolWrite writes a spool file the way the protocol says: .NAME.tmp, then
+// rename to NAME.json.
+func spoolWrite(t testing.TB, dir, name, content string) {
+	t.Helper()
+	tmp := filepath.Join(dir, "."+name+".tmp")
+	if err := os.WriteFile(tmp, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, name+".json")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitFor polls cond until it holds, failing after a generous bound.
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// spoolEmpty reports whether no NAME.json is left in dir.
+func spoolEmpty(dir string) bool {
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if isSpoolName(e.Name()) {
+			return false
+		}
+	}
+	return true
+}
+
+type intakeFixture struct {
+	dir string
+	j   *Journal
+	in  *Intake
+}
+
+func startIntake(t *testing.T, in *Intake, before func(dir string)) *intakeFixture {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "spool")
+	os.MkdirAll(dir, 0o700)
+	if before != nil {
+		before(dir)
+	}
+	j := openTemp(t)
+	in.Dir, in.Journal = dir, j
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- in.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return &intakeFixture{dir: dir, j: j, in: in}
+}
+
+func TestIntakeTakesFilesPresentBeforeStart(t *testing.T) {
+	f := startIntake(t, &Intake{Labels: map[string]string{"scope": "s"}, Provider: "daytona"}, func(dir string) {
+		spoolWrite(t, dir, "001", `{"op":"intent","id":"run-a","labels":{"team":"x"},"on_drain":"stop"}`)
+		spoolWrite(t, dir, "002", `{"op":"observe","id":"run-a","sandbox_id":"sb-a"}`)
+		spoolWrite(t, dir, "003", `{"op":"intent","id":"run-b"}`)
+		spoolWrite(t, dir, "004", `{"op":"release","id":"run-b","outcome":"kept"}`)
+	})
+	waitFor(t, "spool to empty", func() bool { return spoolEmpty(f.dir) })
+	a, err := f.j.GetByKey("run-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.State != Observed || a.SandboxID != "sb-a" || a.OnDrain != DrainStop || a.Labels["team"] != "x" ||
+		a.Labels["scope"] != "s" || a.Labels[LabelIntent] != a.ID || a.Provider != "daytona" {
+		t.Fatalf("run-a: %+v", a)
+	}
+	b, _ := f.j.GetByKey("run-b")
+	if b.State != Released || b.Outcome != OutcomeKept {
+		t.Fatalf("run-b: %+v", b)
+	}
+	if rej, _ := os.ReadDir(filepath.Join(f.dir, RejectedDir)); len(rej) != 0 {
+		t.Fatalf("rejected: %v", rej)
+	}
+}
+
+// TestIntakeLexicalOrder: files are taken by name, not by arrival; an op on
+// an intent whose file sorts later is rejected, in the reverse order it works.
+func TestIntakeLexicalOrder(t *testing.T) {
+	f := startIntake(t, &Intake{}, func(dir string) {
+		spoolWrite(t, dir, "b-intent", `{"op":"intent","id":"late"}`)
+		spoolWrite(t, dir, "a-observe", `{"op":"observe","id":"late","sandbox_id":"sb"}`)
+		spoolWrite(t, dir, "d-observe", `{"op":"observe","id":"early","sandbox_id":"sb"}`)
+		spoolWrite(t, dir, "c-intent", `{"op":"intent","id":"early"}`)
+	})
+	waitFor(t, "spool to empty", func() bool { return spoolEmpty(f.dir) })
+	late, _ := f.j.GetByKey("late")
+	early, _ := f.j.GetByKey("early")
+	if late.State != Pending || early.State != Observed {
+		t.Fatalf("late %s, early %s", late.State, early.State)
+	}
+	reason, err := os.ReadFile(filepath.Join(f.dir, RejectedDir, "a-observe.err"))
+	if err != nil || !strings.Contains(string(reason), "no intent declared") {
+		t.Fatalf("a-observe.err: %q %v", reason, err)
+	}
+}
+
+func TestIntakeRejects(t *testing.T) {
+	cases := map[string]struct{ content, says string }{
+		"malformed":   {`{"op":"intent",`, "malformed JSON"},
+		"not-object":  {`"intent"`, "JSON object"},
+		"unknown":     {`{"op":"intent","id":"a","extra":1}`, `unknown field "extra"`},
+		"bad-id":      {`{"op":"intent","id":"UPPER"}`, "[a-z0-9_-]"},
+		"no-op":       {`{"id":"a"}`, "op: missing"},
+		"bad-op":      {`{"op":"explode","id":"a"}`, `op "explode"`},
+		"reserved":    {`{"op":"intent","id":"a","labels":{"tether-owner":"x"}}`, "reserved"},
+		"bad-drain":   {`{"op":"intent","id":"a","on_drain":"keep"}`, "on_drain"},
+		"extra-field": {`{"op":"observe","id":"a","sandbox_id":"s","labels":{}}`, "labels: not allowed"},
+		"no-sandbox":  {`{"op":"observe","id":"a"}`, "sandbox_id"},
+		"unknown-id":  {`{"op":"release","id":"nobody"}`, "no intent declared"},
+		"two-values":  {`{"op":"delete","id":"a"}{}`, "more than one"},
+		"too-big":     {`{"op":"intent","id":"a","labels":{"k":"` + strings.Repeat("v", MaxFileSize) + `"}}`, "larger than"},
+	}
+	f := startIntake(t, &Intake{}, func(dir string) {
+		for name, c := range cases {
+			spoolWrite(t, dir, name, c.content)
+		}
+		os.Symlink("/etc/passwd", filepath.Join(dir, "link.json"))
+	})
+	cases["link"] = struct{ content, says string }{"", "symbolic link"}
+	waitFor(t, "spool to empty", func() bool { return spoolEmpty(f.dir) })
+	for name, c := range cases {
+		reason, err := os.ReadFile(filepath.Join(f.dir, RejectedDir, name+".err"))
+		if err != nil || !strings.Contains(string(reason), c.says) {
+			t.Errorf("%s.err = %q, %v; want it to say %q", name, reason, err, c.says)
+		}
+		if _, err := os.Lstat(filepath.Join(f.dir, RejectedDir, name+".json")); err != nil {
+			t.Errorf("%s.json not moved to rejected/: %v", name, err)
+		}
+	}
+	if all, _ := f.j.All(); len(all) != 0 {
+		t.Fatalf("rejected files reached the journal: %+v", all)
+	}
+}
+
+func TestIntakeIgnoresHalfWrittenFiles(t *testing.T) {
+	var dir string
+	f := startIntake(t, &Intake{}, func(d string) {
+		dir = d
+		os.WriteFile(filepath.Join(d, ".half.tmp"), []byte(`{"op":"intent","id":"ha`), 0o600)
+		os.WriteFile(filepath.Join(d, "notes.txt"), []byte(`not a spool file`), 0o600)
+	})
+	// A later complete file proves scans happened, before and after it.
+	spoolWrite(t, dir, "zz", `{"op":"intent","id":"marker"}`)
+	waitFor(t, "the marker", func() bool { _, err := f.j.GetByKey("marker"); return err == nil })
+	if b, err := os.ReadFile(filepath.Join(dir, ".half.tmp")); err != nil || string(b) != `{"op":"intent","id":"ha` {
+		t.Fatalf("half-written file touched: %q %v", b, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "notes.txt")); err != nil {
+		t.Fatal("a file that is not NAME.json was touched")
+	}
+	if rej, _ := os.ReadDir(filepath.Join(dir, RejectedDir)); len(rej) != 0 {
+		t.Fatalf("rejected: %v", rej)
+	}
+	// Once renamed, the same file is taken.
+	os.WriteFile(filepath.Join(dir, ".half.tmp"), []byte(`{"op":"intent","id":"half"}`), 0o600)
+	os.Rename(filepath.Join(dir, ".half.tmp"), filepath.Join(dir, "half.json"))
+	waitFor(t, "the renamed file", func() bool { _, err := f.j.GetByKey("half"); return err == nil })
+}
+
+func TestIntakeBurst(t *testing.T) {
+	const n = 5000
+	f := startIntake(t, &Intake{}, nil)
+	for i := 0; i < n; i++ {
+		spoolWrite(t, f.dir, fmt.Sprintf("%05d", i), fmt.Sprintf(`{"op":"intent","id":"burst-%d"}`, i))
+	}
+	waitFor(t, "5000 intents", func() bool { c, _ := f.j.LiveCount(); return c == n })
+	waitFor(t, "spool to empty", func() bool { return spoolEmpty(f.dir) })
+	live, _ := f.j.Live()
+	for i, in := range live {
+		if in.Key != fmt.Sprintf("burst-%d", i) {
+			t.Fatalf("intent %d is %s: not taken in lexical order", i, in.Key)
+		}
+	}
+}
+
+func TestIntakeIdempotentAndClientChosenID(t *testing.T) {
+	id := newID()
+	f := startIntake(t, &Intake{}, func(dir string) {
+		spoolWrite(t, dir, "1", `{"op":"intent","id":"`+id+`"}`)
+		spoolWrite(t, dir, "2", `{"op":"intent","id":"`+id+`"}`) // taken twice (a crash before remove)
+		spoolWrite(t, dir, "3", `{"op":"observe","id":"`+id+`","sandbox_id":"sb"}`)
+		spoolWrite(t, dir, "4", `{"op":"observe","id":"`+id+`","sandbox_id":"sb"}`)
+	})
+	waitFor(t, "spool to empty", func() bool { return spoolEmpty(f.dir) })
+	all, _ := f.j.All()
+	if len(all) != 1 || all[0].ID != id || all[0].Name != "tether-"+id || all[0].SandboxID != "sb" {
+		t.Fatalf("%+v", all)
+	}
+	if rej, _ := os.ReadDir(filepath.Join(f.dir, RejectedDir)); len(rej) != 0 {
+		t.Fatalf("rejected: %v", rej)
+	}
+}
+
+func TestIntakeDeleteAndObserved(t *testing.T) {
+	var mu sync.Mutex
+	var deleted []string
+	observed := make(chan Intent, 1)
+	var f *intakeFixture
+	f = startIntake(t, &Intake{
+		Delete: func(ctx context.Context, id string) (Intent, error) {
+			mu.Lock()
+			deleted = append(deleted, id)
+			mu.Unlock()
+			if _, err := f.j.Transition(id, Releasing, ""); err != nil {
+				return Intent{}, err
+			}
+			return f.j.Transition(id, Gone, "")
+		},
+		Observed: func(in Intent) { observed <- in },
+	}, nil)
+	spoolWrite(t, f.dir, "1", `{"op":"intent","id":"d"}`)
+	spoolWrite(t, f.dir, "2", `{"op":"observe","id":"d","sandbox_id":"sb-d"}`)
+	spoolWrite(t, f.dir, "3", `{"op":"delete","id":"d"}`)
+	waitFor(t, "the delete", func() bool { in, _ := f.j.GetByKey("d"); return in.State == Gone })
+	in, _ := f.j.GetByKey("d")
+	mu.Lock()
+	if len(deleted) != 1 || deleted[0] != in.ID {
+		t.Fatalf("deleted %v", deleted)
+	}
+	mu.Unlock()
+	select {
+	case o := <-observed:
+		if o.SandboxID != "sb-d" {
+			t.Fatalf("observed %+v", o)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Observed not called")
+	}
+}
+
+func TestIntakeStopsWhenJournalCloses(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "spool")
+	j := openTemp(t)
+	in := &Intake{Dir: dir, Journal: j}
+	done := make(chan error, 1)
+	go func() { done <- in.Run(context.Background()) }()
+	waitFor(t, "the spool directory", func() bool { _, err := os.Stat(filepath.Join(dir, RejectedDir)); return err == nil })
+	j.Close()
+	spoolWrite(t, dir, "after", `{"op":"intent","id":"x"}`)
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrClosed) {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not stop")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "after.json")); err != nil {
+		t.Fatal("a file the journal never took was removed")
+	}
+}

@@ -25,6 +25,7 @@ type Command interface {
 var commands = map[string]Command{
 	"version": &VersionCommand{},
 	"run":     &RunCommand{},
+	"intent":  &IntentCommand{},
 }
 
 // ExitCodeUsage is tether's exit code for its own errors: bad flags, no

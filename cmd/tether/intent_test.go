@@ -1,0 +1,225 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tether-run/tether/internal/api"
+	"github.com/tether-run/tether/spool"
+)
+
+// intentServer serves the intent API on a real socket in this process; the
+// binary under test is the real tether, talking to it.
+func intentServer(t *testing.T) (sock string, j *spool.Journal) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "tint")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	j, err = spool.Open(filepath.Join(dir, "journal.db"), spool.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &api.Server{Journal: j, Labels: map[string]string{"scope": "test"},
+		Delete: func(ctx context.Context, id string) (spool.Intent, error) {
+			if _, err := j.Transition(id, spool.Releasing, ""); err != nil {
+				return spool.Intent{}, err
+			}
+			return j.Transition(id, spool.Gone, "")
+		}}
+	sock = filepath.Join(dir, "tether.sock")
+	l, err := s.Listen(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Serve(l)
+	t.Cleanup(func() { s.Close(); j.Close() })
+	return sock, j
+}
+
+// tetherIntent runs `tether intent ARGS...` with env and returns stdout,
+// stderr and the exit code.
+func tetherIntent(t *testing.T, env []string, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(tetherBin, append([]string{"intent"}, args...)...)
+	cmd.Env = append(os.Environ(), "TETHER_SOCKET=", "TETHER_SPOOL=", "TETHER_OWNER=", "TETHER_LABELS=")
+	cmd.Env = append(cmd.Env, env...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return stdout.String(), stderr.String(), code
+}
+
+func decodeIntent(t *testing.T, out string) spool.Intent {
+	t.Helper()
+	var in spool.Intent
+	if err := json.Unmarshal([]byte(out), &in); err != nil {
+		t.Fatalf("not an intent: %q: %v", out, err)
+	}
+	return in
+}
+
+func TestIntentCommandOverSocket(t *testing.T) {
+	sock, j := intentServer(t)
+	env := []string{"TETHER_SOCKET=" + sock}
+
+	out, errOut, code := tetherIntent(t, env, "new", "--label", "team=a", "--on-drain", "stop", "--key", "k1")
+	if code != 0 {
+		t.Fatalf("new: exit %d: %s", code, errOut)
+	}
+	in := decodeIntent(t, out)
+	if in.State != spool.Pending || in.Labels["team"] != "a" || in.Labels["scope"] != "test" || in.OnDrain != spool.DrainStop {
+		t.Fatalf("new: %+v", in)
+	}
+	if got, err := j.Get(in.ID); err != nil || got.Key != "k1" {
+		t.Fatalf("not journaled: %+v %v", got, err)
+	}
+	out, _, _ = tetherIntent(t, env, "new", "--key", "k1")
+	if again := decodeIntent(t, out); again.ID != in.ID {
+		t.Fatalf("retry with the same key gave %s, want %s", again.ID, in.ID)
+	}
+
+	out, errOut, code = tetherIntent(t, env, "observe", in.ID, "sb-1")
+	if code != 0 || decodeIntent(t, out).SandboxID != "sb-1" {
+		t.Fatalf("observe: %d %s %s", code, out, errOut)
+	}
+	// Refused by tether: exit 1 and the reason printed.
+	_, errOut, code = tetherIntent(t, env, "observe", in.ID, "sb-2")
+	if code != ExitCodeRefused || !strings.Contains(errOut, "409") || !strings.Contains(errOut, "already observed") {
+		t.Fatalf("observe other: %d %s", code, errOut)
+	}
+	out, _, code = tetherIntent(t, env, "ls")
+	if code != 0 || strings.Count(out, "\n") != 1 || !strings.Contains(out, in.ID) {
+		t.Fatalf("ls: %d %q", code, out)
+	}
+	out, _, code = tetherIntent(t, env, "get", in.ID)
+	if code != 0 || decodeIntent(t, out).ID != in.ID {
+		t.Fatalf("get: %d %s", code, out)
+	}
+	// Flags may follow the arguments.
+	out, errOut, code = tetherIntent(t, env, "release", in.ID, "--outcome", "kept")
+	if rel := decodeIntent(t, out); code != 0 || rel.State != spool.Released || rel.Outcome != "kept" {
+		t.Fatalf("release: %d %s %s", code, out, errOut)
+	}
+
+	out, _, _ = tetherIntent(t, env, "new")
+	d := decodeIntent(t, out)
+	out, errOut, code = tetherIntent(t, env, "delete", d.ID)
+	if code != 0 || decodeIntent(t, out).State != spool.Gone {
+		t.Fatalf("delete: %d %s %s", code, out, errOut)
+	}
+	_, errOut, code = tetherIntent(t, env, "get", "01arz3ndektsv4rrffq69g5fav")
+	if code != ExitCodeRefused || !strings.Contains(errOut, "404") {
+		t.Fatalf("get unknown: %d %s", code, errOut)
+	}
+}
+
+func TestIntentCommandUsage(t *testing.T) {
+	sock, j := intentServer(t)
+	env := []string{"TETHER_SOCKET=" + sock}
+	for _, tc := range []struct {
+		name string
+		env  []string
+		args []string
+		says string
+	}{
+		{"no subcommand", env, nil, "Usage"},
+		{"unknown subcommand", env, []string{"frobnicate"}, "unknown subcommand"},
+		{"bad label", env, []string{"new", "--label", "novalue"}, "k=v"},
+		{"reserved label", env, []string{"new", "--label", "tether-owner=x"}, "reserved"},
+		{"bad on-drain", env, []string{"new", "--on-drain", "explode"}, "on_drain"},
+		{"missing argument", env, []string{"observe", "01arz3ndektsv4rrffq69g5fav"}, "takes 2"},
+		{"bad outcome", env, []string{"release", "01arz3ndektsv4rrffq69g5fav", "--outcome", "lost"}, "outcome"},
+		{"nowhere to send", nil, []string{"new"}, "TETHER_SOCKET"},
+		{"tether not up", []string{"TETHER_SOCKET=/nonexistent/t.sock"}, []string{"ls"}, "/nonexistent/t.sock"},
+		{"ls without socket", []string{"TETHER_SPOOL=" + t.TempDir()}, []string{"ls"}, "needs the socket"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, errOut, code := tetherIntent(t, tc.env, tc.args...)
+			if code != ExitCodeUsage || !strings.Contains(errOut, tc.says) {
+				t.Fatalf("exit %d, stderr %q; want %d saying %q", code, errOut, ExitCodeUsage, tc.says)
+			}
+		})
+	}
+	if all, _ := j.All(); len(all) != 0 {
+		t.Fatalf("a refused command reached the journal: %+v", all)
+	}
+}
+
+// TestIntentCommandSpool: with only $TETHER_SPOOL the CLI writes spool
+// files; an intake on that directory journals them in order.
+func TestIntentCommandSpool(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "spool")
+	os.MkdirAll(dir, 0o700)
+	env := []string{"TETHER_SPOOL=" + dir, "TETHER_OWNER=01arz3ndektsv4rrffq69g5fav"}
+	out, errOut, code := tetherIntent(t, env, "new", "--label", "team=a")
+	if code != 0 {
+		t.Fatalf("new: %d %s", code, errOut)
+	}
+	in := decodeIntent(t, out)
+	if spool.ValidateIntentID(in.ID) != nil || in.Name != "tether-"+in.ID || in.Labels[spool.LabelIntent] != in.ID ||
+		in.Labels[spool.LabelOwner] != "01arz3ndektsv4rrffq69g5fav" || in.Labels["team"] != "a" {
+		t.Fatalf("spool new: %+v", in)
+	}
+	if _, errOut, code := tetherIntent(t, env, "observe", in.ID, "sb-9"); code != 0 {
+		t.Fatalf("observe: %d %s", code, errOut)
+	}
+	out, _, code = tetherIntent(t, env, "new", "--key", "my-run")
+	if code != 0 || decodeIntent(t, out).ID != "my-run" {
+		t.Fatalf("new --key: %d %s", code, out)
+	}
+	if _, errOut, code := tetherIntent(t, env, "release", "my-run"); code != 0 {
+		t.Fatalf("release: %d %s", code, errOut)
+	}
+	if _, _, code := tetherIntent(t, env, "new", "--key", "Not Valid"); code != ExitCodeUsage {
+		t.Fatalf("invalid client id accepted: %d", code)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 4 {
+		t.Fatalf("want 4 spool files, got %v", entries)
+	}
+
+	j, err := spool.Open(filepath.Join(t.TempDir(), "journal.db"), spool.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- (&spool.Intake{Dir: dir, Journal: j}).Run(ctx) }()
+	deadline := time.Now().Add(waitLimit)
+	for {
+		got, err1 := j.Get(in.ID)
+		run, err2 := j.GetByKey("my-run")
+		if err1 == nil && err2 == nil && got.SandboxID == "sb-9" && run.State == spool.Released {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("spool files not taken: %+v %v / %+v %v", got, err1, run, err2)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if rej, _ := os.ReadDir(filepath.Join(dir, spool.RejectedDir)); len(rej) != 0 {
+		t.Fatalf("rejected: %v", rej)
+	}
+}

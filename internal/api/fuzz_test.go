@@ -1,0 +1,54 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	"github.com/tether-run/tether/spool"
+)
+
+// FuzzDecodeIntentRequest: no body makes the decoder panic, and whatever it
+// accepts is valid and survives a round trip unchanged.
+func FuzzDecodeIntentRequest(f *testing.F) {
+	for _, seed := range []string{
+		``, `{}`, `{"labels":{"team":"a"},"on_drain":"stop","key":"k-1"}`,
+		`{"labels":{"tether-owner":"x"}}`, `{"labels":{"":""}}`, `{"on_drain":"nuke"}`,
+		`{"key":"a b"}`, `{"labels":null}`, `{"labels":{"a":null}}`, `{"lables":{}}`,
+		`{} {}`, `[`, `{"labels":{"a":"\u0000"}}`, `{"key":"` + string(bytes.Repeat([]byte("k"), 200)) + `"}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		req, err := DecodeCreateRequest(bytes.NewReader(body))
+		if err != nil {
+			return
+		}
+		if err := spool.ValidateLabels(req.Labels); err != nil {
+			t.Fatalf("accepted invalid labels: %v", err)
+		}
+		if err := spool.ValidateOnDrain(req.OnDrain); err != nil {
+			t.Fatalf("accepted invalid on_drain: %v", err)
+		}
+		if req.Key != "" && spool.ValidateKey(req.Key) != nil {
+			t.Fatalf("accepted invalid key %q", req.Key)
+		}
+		again, _ := json.Marshal(req)
+		req2, err := DecodeCreateRequest(bytes.NewReader(again))
+		if err != nil || !reflect.DeepEqual(normal(req), normal(req2)) {
+			t.Fatalf("round trip: %+v → %s → %+v, %v", req, again, req2, err)
+		}
+		// The other bodies share the decoder; they must not panic either.
+		DecodeObserveRequest(bytes.NewReader(body))
+		DecodeReleaseRequest(bytes.NewReader(body))
+	})
+}
+
+// normal treats a nil and an empty label map alike (omitempty drops both).
+func normal(r CreateRequest) CreateRequest {
+	if len(r.Labels) == 0 {
+		r.Labels = nil
+	}
+	return r
+}

@@ -238,8 +238,9 @@ func (r *Reaper) Resolve(ctx context.Context, in spool.Intent) (spool.Intent, er
 	}
 
 	var (
-		failures int // consecutive failed calls: drives the retry backoff
-		polls    int // consecutive polls while the provider works
+		failures int   // consecutive failed calls: drives the retry backoff
+		polls    int   // consecutive polls while the provider works
+		last     error // why the previous step did not finish
 	)
 	for {
 		next, err := r.step(ctx, p, in)
@@ -249,12 +250,18 @@ func (r *Reaper) Resolve(ctx context.Context, in spool.Intent) (spool.Intent, er
 				r.logOutcome(log, in)
 				return in, nil
 			}
-			failures, polls = 0, 0
+			failures, polls, last = 0, 0, nil
 			continue
 		}
 		if ctx.Err() != nil {
+			// The call cut short by the deadline says less than the
+			// reason the intent was still live before it: keep both.
+			if last != nil {
+				err = fmt.Errorf("%w (before that: %w)", err, last)
+			}
 			return r.leave(in, err)
 		}
+		last = err
 		var wait time.Duration
 		switch {
 		case errors.Is(err, ErrNotCreated) || errors.Is(err, ErrInProgress):

@@ -61,7 +61,7 @@ func TestResolve(t *testing.T) {
 
 		{"never-observed name absent stays unresolved, never gone", nil, func(t *testing.T, w *world) {
 			in := w.intent(scope, spool.DrainDelete)
-			out, err := w.resolve(in, 300*time.Millisecond)
+			out, err := w.resolveUntil(in, "three lookups", func() bool { return w.srv.Calls()[daytonatest.RouteGet] >= 3 })
 			if !errors.Is(err, reaper.ErrNotCreated) {
 				t.Fatalf("err = %v, want ErrNotCreated", err)
 			}
@@ -157,7 +157,7 @@ func TestResolve(t *testing.T) {
 			// before the answer, as when it is killed mid-drain.
 			w.srv.Inject(daytonatest.RouteDelete, 1, daytonatest.Scripted{Hang: true, After: true})
 			w.r.CallTimeout = time.Minute
-			out, err := w.resolve(in, time.Second)
+			out, err := w.resolveUntil(in, "the delete to take effect", func() bool { return w.sandbox(sb.ID).DeleteRequested })
 			if err == nil || out.State != spool.Releasing {
 				t.Fatalf("first attempt: %s, %v; want releasing and an error", out.State, err)
 			}
@@ -192,7 +192,14 @@ func TestResolve(t *testing.T) {
 			in = w.observe(in, sb.ID)
 			// Deletes take an hour (Daytona issue #3294).
 			w.srv.SetFaults(daytonatest.Faults{Destroying: time.Hour})
-			out, err := w.resolve(in, time.Second)
+			var polls int
+			out, err := w.resolveUntil(in, "reads of a destroying sandbox", func() bool {
+				if !w.sandbox(sb.ID).DeleteRequested {
+					polls = w.srv.Calls()[daytonatest.RouteGet]
+					return false
+				}
+				return w.srv.Calls()[daytonatest.RouteGet] >= polls+3
+			})
 			if !errors.Is(err, reaper.ErrInProgress) || out.State != spool.Releasing {
 				t.Fatalf("while destroying: %s, %v; want releasing, ErrInProgress", out.State, err)
 			}
@@ -216,7 +223,9 @@ func TestResolve(t *testing.T) {
 				t.Fatal(err)
 			}
 			go func() {
-				waitFor(t, "two refused deletes", func() bool { return w.srv.Calls()[daytonatest.RouteDelete] >= 2 })
+				if !poll(func() bool { return w.srv.Calls()[daytonatest.RouteDelete] >= 2 }) {
+					t.Error("timed out waiting for two refused deletes")
+				}
 				if err := w.srv.Release(sb.ID); err != nil {
 					t.Error(err)
 				}
@@ -282,13 +291,9 @@ func TestResolve(t *testing.T) {
 			in = w.observe(in, sb.ID)
 			w.srv.Inject(daytonatest.RouteDelete, 1000, daytonatest.Scripted{Hang: true})
 			w.r.CallTimeout = time.Hour
-			start := time.Now()
-			out, err := w.resolve(in, 500*time.Millisecond)
-			if err == nil || out.State != spool.Releasing {
-				t.Fatalf("Resolve = %s, %v; want releasing with an error", out.State, err)
-			}
-			if took := time.Since(start); took > 15*time.Second {
-				t.Errorf("took %s for a 500 ms deadline", took)
+			out, err := w.resolveUntil(in, "the delete to hang", func() bool { return w.srv.Calls()[daytonatest.RouteDelete] >= 1 })
+			if !errors.Is(err, context.Canceled) || out.State != spool.Releasing {
+				t.Fatalf("Resolve = %s, %v; want releasing, ended by its context", out.State, err)
 			}
 			if !strings.Contains(w.journaled(in.ID).LastError, "delete") {
 				t.Errorf("journal's last error %q does not say the delete hung", w.journaled(in.ID).LastError)

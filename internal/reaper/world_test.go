@@ -181,16 +181,25 @@ func (w *world) resolve(in spool.Intent, timeout time.Duration) (spool.Intent, e
 	return out, err
 }
 
-// waitFor polls cond until it holds, for at most 20 s.
+// waitFor polls cond until it holds, for at most 20 s. Only the test's own
+// goroutine may call it; others use poll.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
+	if !poll(cond) {
+		t.Fatalf("timed out waiting for %s", what)
+	}
+}
+
+// poll reports whether cond came to hold within 20 s; it returns as soon as it does.
+func poll(cond func() bool) bool {
 	deadline := time.Now().Add(20 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+			return false
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+	return true
 }
 
 // spy is the real provider with the destructive calls recorded, and an
@@ -265,4 +274,38 @@ func (s *spy) stopped(id string) bool {
 		}
 	}
 	return false
+}
+
+// resolveUntil runs Resolve and ends its context once cond holds, as a
+// deadline would end it at that point; it returns what Resolve returned.
+// Driving the end by a condition, not a clock, keeps the test exact on a
+// loaded machine.
+func (w *world) resolveUntil(in spool.Intent, what string, cond func() bool) (spool.Intent, error) {
+	w.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), generous)
+	defer cancel()
+	type result struct {
+		in  spool.Intent
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		out, err := w.r.Resolve(ctx, in)
+		done <- result{out, err}
+	}()
+	waitFor(w.t, what, func() bool {
+		select {
+		case res := <-done:
+			done <- res
+			return true // finished before the condition: the caller's checks say whether that is wrong
+		default:
+			return cond()
+		}
+	})
+	cancel()
+	res := <-done
+	if res.err != nil && strings.Contains(res.err.Error(), apiKey) {
+		w.t.Errorf("the API key appears in an error: %v", res.err)
+	}
+	return res.in, res.err
 }

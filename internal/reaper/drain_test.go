@@ -149,7 +149,9 @@ func TestDrainReportsExactlyWhatIsLeft(t *testing.T) {
 	ctx, cancel := w.drainCtx(generous)
 	defer cancel()
 	go func() {
-		if !poll(func() bool { return len(w.live()) == len(absent) && strings.Contains(w.logs.String(), "drain in progress") }) {
+		if !poll(func() bool {
+			return len(w.live()) == len(absent) && strings.Contains(w.logs.String(), "drain in progress")
+		}) {
 			t.Error("timed out waiting for the five that exist to go")
 		}
 		cancel()

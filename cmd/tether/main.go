@@ -26,6 +26,8 @@ var commands = map[string]Command{
 	"version": &VersionCommand{},
 	"run":     &RunCommand{},
 	"intent":  &IntentCommand{},
+	"demo":    &DemoCommand{},
+	"drain":   &DrainCommand{},
 }
 
 // ExitCodeUsage is tether's exit code for its own errors: bad flags, no

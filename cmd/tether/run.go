@@ -46,12 +46,27 @@ func (*RunCommand) Run(ctx context.Context, args []string) error {
 	}
 
 	logger := newLogger(cfg, os.Stderr)
+	sc, err := openSidecar(cfg, logger)
+	if err != nil {
+		return &ExitError{Code: ExitCodeUsage, Err: fmt.Errorf("run: %w", err)}
+	}
+	defer sc.Close()
+	actors, err := sc.Actors()
+	if err != nil {
+		return &ExitError{Code: ExitCodeUsage, Err: fmt.Errorf("run: %w", err)}
+	}
 	st, err := supervisor.Run(ctx, supervisor.Config{
 		Command:         command,
+		Env:             sc.ChildEnv(),
 		Grace:           cfg.Grace,
 		SignalChildOnly: cfg.SignalChildOnly,
 		Logger:          logger,
+		Actors:          actors,
+		AfterChild:      sc.AfterChild,
 	})
+	if st.Code == 0 && cfg.OnUnresolved == "exit-code" && sc.Unresolved() > 0 {
+		return &ExitError{Code: ExitCodeUnresolved}
+	}
 	if err != nil {
 		// tether's own failure; the child's status still wins when it ran.
 		logger.Error("tether failed", "err", err)
@@ -81,5 +96,5 @@ func newLogger(cfg config.Config, w io.Writer) *slog.Logger {
 	} else {
 		h = slog.NewTextHandler(w, opts)
 	}
-	return slog.New(h).With("component", "tether")
+	return slog.New(h)
 }

@@ -1,0 +1,527 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/tether-run/tether/internal/samplerunner"
+	"github.com/tether-run/tether/provider/daytona/daytonatest"
+	"github.com/tether-run/tether/spool"
+)
+
+// DemoCommand is `tether demo`: the whole story on a machine with no
+// Daytona account. It serves the simulated Daytona API on loopback, runs a
+// sample runner under `tether run` (this same binary, as real processes),
+// ends it the way production does — SIGTERM as docker stop sends it, then a
+// SIGKILL of tether itself and a restart on the same journal — and checks
+// with the simulator that every sandbox ended confirmed gone.
+//
+// `tether demo runner [flags]` is the sample runner itself (package
+// samplerunner); the demo starts it as tether's child.
+type DemoCommand struct{}
+
+func (*DemoCommand) Synopsis() string {
+	return "show tether draining and replaying sandboxes against a simulated Daytona"
+}
+
+// Demo timing. The simulated API answers after demoLatency, sandboxes take
+// demoCreateDelay to start and demoDestroyDelay to be destroyed after a
+// delete, so deletion is asynchronous as on the real server.
+const (
+	demoLatency      = 20 * time.Millisecond
+	demoCreateDelay  = 200 * time.Millisecond
+	demoDestroyDelay = 300 * time.Millisecond
+	// demoPhaseTimeout bounds each phase; a phase that takes longer is a failure.
+	demoPhaseTimeout = 60 * time.Second
+	// dockerStopKill is when docker stop would SIGKILL (its default -t 10).
+	dockerStopKill = 10 * time.Second
+	demoAPIKey     = "demo-key"
+)
+
+func (*DemoCommand) Run(ctx context.Context, args []string) error {
+	if len(args) > 0 && args[0] == "runner" {
+		if code := samplerunner.Main(ctx, args[1:], os.Stdout, os.Stderr); code != 0 {
+			return &ExitError{Code: code}
+		}
+		return nil
+	}
+	fs := flag.NewFlagSet("tether demo", flag.ContinueOnError)
+	sandboxes := fs.Int("sandboxes", 4, "sandboxes the runner creates in each of the two runs")
+	faults := fs.String("faults", "", "simulated faults, e.g. latency=50ms,429=0.1,5xx=0.05,create-lost=0.2,destroying=1s,seed=1")
+	verbose := fs.Bool("verbose", false, "show every log line of tether")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), "Usage: tether demo [flags]\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return &ExitError{Code: ExitCodeUsage, Err: fmt.Errorf("demo: %w", err)}
+	}
+	if *sandboxes < 2 || *sandboxes > 500 {
+		return &ExitError{Code: ExitCodeUsage, Err: fmt.Errorf("demo: --sandboxes %d: must be between 2 and 500", *sandboxes)}
+	}
+	spec := "latency=" + demoLatency.String()
+	if *faults != "" {
+		spec += "," + *faults
+	}
+	f, err := daytonatest.ParseFaults(spec)
+	if err != nil {
+		return &ExitError{Code: ExitCodeUsage, Err: fmt.Errorf("demo: --faults: %w", err)}
+	}
+
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	d, err := newDemo(f, *verbose)
+	if err != nil {
+		return err
+	}
+	defer d.close()
+	if *faults != "" {
+		d.say("simulated faults: %s", f)
+	}
+	ok, err := d.run(ctx, *sandboxes)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return &ExitError{Code: 1, Err: errors.New("demo: some sandboxes did not end confirmed gone (see the table)")}
+	}
+	return nil
+}
+
+// demoRow is one sandbox in the final table.
+type demoRow struct {
+	intent, name, sandbox string
+	run                   int    // 1: ended by docker stop; 2: ended by kill -9 and restart
+	how                   string // created, unobserved, lost
+}
+
+type demo struct {
+	sim     *daytonatest.Server
+	self    string
+	dir     string
+	verbose bool
+	tty     bool
+	out     io.Writer
+
+	mu      sync.Mutex
+	rows    []demoRow
+	running *exec.Cmd // the tether process of the current phase
+	phases  []phaseTime
+}
+
+type phaseTime struct {
+	what string
+	took time.Duration
+}
+
+func newDemo(f daytonatest.Faults, verbose bool) (*demo, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("demo: find my own binary: %w", err)
+	}
+	// A short path: Unix socket paths are limited to about 100 bytes.
+	dir, err := os.MkdirTemp("", "tether-demo-")
+	if err != nil {
+		return nil, fmt.Errorf("demo: %w", err)
+	}
+	sim := daytonatest.NewServer(
+		daytonatest.WithCreateDelay(demoCreateDelay),
+		daytonatest.WithDestroyDelay(demoDestroyDelay),
+		daytonatest.WithFaults(f),
+	)
+	sim.AddKey(demoAPIKey, "demo-org")
+	return &demo{sim: sim, self: self, dir: dir, verbose: verbose, tty: isTerminal(os.Stdout), out: os.Stdout}, nil
+}
+
+// close leaves nothing behind: the tether of the current phase (and through
+// its parent-death signal, its runner), the simulator, the temp directory.
+func (d *demo) close() {
+	d.mu.Lock()
+	cmd := d.running
+	d.mu.Unlock()
+	if cmd != nil && cmd.Process != nil {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = cmd.Wait()
+	}
+	d.sim.Close()
+	_ = os.RemoveAll(d.dir)
+}
+
+func (d *demo) say(format string, a ...any) {
+	fmt.Fprintf(d.out, format+"\n", a...)
+}
+
+func (d *demo) step(n int, format string, a ...any) {
+	head := fmt.Sprintf("[%d/5] ", n)
+	if d.tty {
+		head = "\033[1m" + head + "\033[0m"
+	}
+	fmt.Fprintf(d.out, "\n"+head+format+"\n", a...)
+}
+
+func (d *demo) mark(ok bool) string {
+	switch {
+	case ok && d.tty:
+		return "\033[32m✓\033[0m"
+	case ok:
+		return "ok"
+	case d.tty:
+		return "\033[31m✗\033[0m"
+	default:
+		return "FAIL"
+	}
+}
+
+func (d *demo) journal() string { return filepath.Join(d.dir, "journal.db") }
+
+// run plays the five steps and prints the table; ok is true when every
+// sandbox ended confirmed gone.
+func (d *demo) run(ctx context.Context, n int) (bool, error) {
+	d.say("tether demo: a simulated Daytona API on %s, a journal in %s", d.sim.URL, d.dir)
+
+	d.step(1, "tether run starts a sample runner, which declares and creates %d sandboxes (auto-stop off, as in the seed's bug)", n)
+	start := time.Now()
+	t1, err := d.startTether(ctx, "run-1", "--sandboxes", fmt.Sprint(n), "--label", "run-1")
+	if err != nil {
+		return false, err
+	}
+	if err := d.awaitReady(ctx, t1, 1); err != nil {
+		return false, err
+	}
+	d.phase("run 1: declare and create", time.Since(start))
+	d.live(1, "running")
+
+	d.step(2, "docker stop: SIGTERM to tether (docker would SIGKILL %s later)", dockerStopKill)
+	start = time.Now()
+	code, err := t1.stop(ctx, syscall.SIGTERM)
+	if err != nil {
+		return false, err
+	}
+	took := time.Since(start)
+	d.phase("run 1: SIGTERM → child ended → drained → exit", took)
+	d.say("tether exited %d after %s (%s inside docker stop's %s)", code, took.Round(time.Millisecond), d.mark(took < dockerStopKill), dockerStopKill)
+	d.live(1, "after the drain")
+
+	d.step(3, "a second run creates %d more; the runner dies before reporting the last one's id to tether", n)
+	start = time.Now()
+	t2, err := d.startTether(ctx, "run-2", "--sandboxes", fmt.Sprint(n), "--unobserved", "1", "--label", "run-2")
+	if err != nil {
+		return false, err
+	}
+	if err := d.awaitReady(ctx, t2, 2); err != nil {
+		return false, err
+	}
+	d.phase("run 2: declare and create", time.Since(start))
+
+	d.step(4, "kill -9 tether: no cleanup code runs anywhere (the runner dies with it)")
+	if _, err := t2.stop(ctx, syscall.SIGKILL); err != nil {
+		return false, err
+	}
+	d.live(2, "leaked")
+
+	d.step(5, "tether restarts on the same journal and replays what the crash left")
+	start = time.Now()
+	t3, err := d.startTether(ctx, "restart", "--sandboxes", "0", "--wait-idle")
+	if err != nil {
+		return false, err
+	}
+	if err := d.awaitReady(ctx, t3, 0); err != nil {
+		return false, err
+	}
+	if code, err := t3.wait(ctx); err != nil {
+		return false, err
+	} else if code != 0 {
+		d.say("the restarted tether exited %d", code)
+	}
+	d.phase("restart: replay until no intent is live", time.Since(start))
+	d.live(2, "after the replay")
+
+	return d.table()
+}
+
+func (d *demo) phase(what string, took time.Duration) {
+	d.phases = append(d.phases, phaseTime{what, took})
+}
+
+// live prints what the simulated Daytona says of the sandboxes of one run.
+func (d *demo) live(run int, when string) {
+	var alive, gone []string
+	for _, r := range d.rowsOf(run) {
+		if r.sandbox == "" {
+			continue
+		}
+		sb, ok := d.sim.Sandbox(r.sandbox)
+		if ok && sb.State != "destroyed" {
+			alive = append(alive, fmt.Sprintf("%s (%s, auto-stop %d min)", r.name, sb.State, sb.AutoStopInterval))
+		} else {
+			gone = append(gone, r.name)
+		}
+	}
+	d.say("Daytona, %s: %d sandboxes alive, %d gone", when, len(alive), len(gone))
+	for _, a := range alive {
+		d.say("  alive: %s", a)
+	}
+}
+
+func (d *demo) rowsOf(run int) []demoRow {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []demoRow
+	for _, r := range d.rows {
+		if r.run == run {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// table prints one row per sandbox: whether tether's journal and the
+// simulated Daytona agree that it is gone, and by which path it went.
+func (d *demo) table() (bool, error) {
+	j, err := spool.Open(d.journal(), spool.Options{})
+	if err != nil {
+		return false, fmt.Errorf("demo: read the journal: %w", err)
+	}
+	defer j.Close()
+	d.mu.Lock()
+	rows := append([]demoRow(nil), d.rows...)
+	d.mu.Unlock()
+	sort.SliceStable(rows, func(a, b int) bool { return rows[a].run < rows[b].run })
+
+	d.say("")
+	tw := tabwriter.NewWriter(d.out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SANDBOX\tCREATED\tENDED BY\tJOURNAL\tDAYTONA\tCONFIRMED GONE")
+	all := true
+	for _, r := range rows {
+		in, err := j.Get(r.intent)
+		state := "missing"
+		if err == nil {
+			state = string(in.State)
+		}
+		sandbox := r.sandbox
+		if sandbox == "" && err == nil {
+			sandbox = in.SandboxID
+		}
+		daytonaState := "never created"
+		if sandbox != "" {
+			if sb, ok := d.sim.Sandbox(sandbox); ok {
+				daytonaState = sb.State
+			}
+		}
+		created := "run 1"
+		ended := "drain (SIGTERM)"
+		if r.run == 2 {
+			created, ended = "run 2", "replay (restart)"
+		}
+		if r.how != "created" {
+			created += ", " + r.how
+		}
+		ok := state == string(spool.Gone) && daytonaState == "destroyed"
+		all = all && ok
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.name, created, ended, state, daytonaState, d.mark(ok))
+	}
+	tw.Flush()
+	d.say("")
+	for _, p := range d.phases {
+		d.say("%-48s %s", p.what, p.took.Round(time.Millisecond))
+	}
+	if all {
+		d.say("\n%s every sandbox ended confirmed gone: deleted by tether and answered 404 by Daytona.", d.mark(true))
+	} else {
+		d.say("\n%s some sandboxes are not confirmed gone: tether keeps them in the journal and says so.", d.mark(false))
+	}
+	return all, nil
+}
+
+// demoTether is one `tether run` of the demo, with its runner's stdout.
+type demoTether struct {
+	cmd   *exec.Cmd
+	lines chan string
+	done  chan struct{}
+	err   error // of Wait, once done is closed
+}
+
+// startTether starts `tether run -- tether demo runner ARGS` on the demo's
+// journal, socket and spool, in its own process group so a Ctrl-C on the
+// demo's terminal reaches the demo, which then cleans up.
+func (d *demo) startTether(ctx context.Context, name string, runnerArgs ...string) (*demoTether, error) {
+	args := []string{"run",
+		"--journal", d.journal(),
+		"--socket", filepath.Join(d.dir, "tether.sock"),
+		"--spool", filepath.Join(d.dir, "spool"),
+		"--label", "demo=" + name,
+		"--", d.self, "demo", "runner"}
+	cmd := exec.Command(d.self, append(args, runnerArgs...)...)
+	cmd.Env = append(os.Environ(),
+		"DAYTONA_API_URL="+d.sim.URL,
+		"DAYTONA_API_KEY="+demoAPIKey,
+		"TETHER_LOG_FORMAT=text",
+	)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("demo: start tether: %w", err)
+	}
+	p := &demoTether{cmd: cmd, lines: make(chan string, 1024), done: make(chan struct{})}
+	d.mu.Lock()
+	d.running = cmd
+	d.mu.Unlock()
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		defer close(p.lines)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			p.lines <- sc.Text()
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			d.logLine(sc.Text())
+		}
+	}()
+	go func() {
+		wg.Wait()
+		p.err = cmd.Wait()
+		d.mu.Lock()
+		if d.running == cmd {
+			d.running = nil
+		}
+		d.mu.Unlock()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// logLine shows one log line of tether: all of them with --verbose, else
+// the ones that tell the story (signals, drain, replay, the report).
+func (d *demo) logLine(line string) {
+	if !d.verbose {
+		interesting := false
+		for _, w := range []string{"tether: ", "signal", "drain", "replay", "gone", "unresolved", "foreign", "backstop", "auto-stop", "child exited", "level=WARN", "level=ERROR"} {
+			if strings.Contains(line, w) {
+				interesting = true
+				break
+			}
+		}
+		if !interesting {
+			return
+		}
+	}
+	prefix := "    tether │ "
+	if d.tty {
+		prefix = "\033[2m" + prefix
+		line += "\033[0m"
+	}
+	fmt.Fprintln(d.out, prefix+line)
+}
+
+// awaitReady reads the runner's lines until it says ready, recording each
+// sandbox for the table under run.
+func (d *demo) awaitReady(ctx context.Context, p *demoTether, run int) error {
+	timeout := time.NewTimer(demoPhaseTimeout)
+	defer timeout.Stop()
+	for {
+		select {
+		case line, ok := <-p.lines:
+			if !ok {
+				<-p.done
+				return fmt.Errorf("demo: tether exited before its runner was ready: %v", p.err)
+			}
+			f := strings.Fields(line)
+			if len(f) == 1 && f[0] == "ready" {
+				return nil
+			}
+			if len(f) >= 4 && (f[0] == "created" || f[0] == "unobserved" || f[0] == "lost") {
+				r := demoRow{intent: f[1], name: f[2], run: run, how: f[0]}
+				if f[0] != "lost" {
+					r.sandbox = f[3]
+				}
+				d.mu.Lock()
+				d.rows = append(d.rows, r)
+				d.mu.Unlock()
+				what := "created " + r.sandbox
+				switch f[0] {
+				case "unobserved":
+					what = "created " + r.sandbox + ", but tether never hears the id"
+				case "lost":
+					what = "create failed: " + strings.Join(f[4:], " ")
+				}
+				d.say("  runner: %s %s", r.name, what)
+			}
+		case <-ctx.Done():
+			return fmt.Errorf("demo: interrupted")
+		case <-timeout.C:
+			return fmt.Errorf("demo: the runner was not ready within %s", demoPhaseTimeout)
+		}
+	}
+}
+
+// stop sends sig to tether alone (not its group: docker stop signals PID 1)
+// and waits for it to exit.
+func (p *demoTether) stop(ctx context.Context, sig syscall.Signal) (int, error) {
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		return 0, fmt.Errorf("demo: signal tether: %w", err)
+	}
+	return p.wait(ctx)
+}
+
+func (p *demoTether) wait(ctx context.Context) (int, error) {
+	go func() {
+		for range p.lines { // keep the pipe flowing
+		}
+	}()
+	timeout := time.NewTimer(demoPhaseTimeout)
+	defer timeout.Stop()
+	select {
+	case <-p.done:
+	case <-ctx.Done():
+		return 0, fmt.Errorf("demo: interrupted")
+	case <-timeout.C:
+		return 0, fmt.Errorf("demo: tether did not exit within %s", demoPhaseTimeout)
+	}
+	var ee *exec.ExitError
+	if errors.As(p.err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int(ws.Signal()), nil
+		}
+		return ee.ExitCode(), nil
+	}
+	if p.err != nil {
+		return 0, p.err
+	}
+	return 0, nil
+}
+
+// isTerminal reports whether f is a terminal (not a pipe or file, as in CI).
+func isTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}

@@ -1,0 +1,199 @@
+// Package samplerunner is a stand-in for an AI-agent runner, used by
+// `tether demo` and the end-to-end tests: it declares each sandbox to tether
+// over the socket API, creates it on Daytona through the official
+// api-client-go with the name and labels tether chose, reports the id, and
+// then behaves like a runner that is about to be killed — it holds the
+// sandboxes and never cleans up (its `finally` never runs).
+//
+// It prints one line per event on stdout so a test or the demo can follow it
+// without sleeping:
+//
+//	created <intent-id> <name> <sandbox-id>
+//	unobserved <intent-id> <name> <sandbox-id>   (id never reported to tether)
+//	lost <intent-id> <name> -                     (create failed; it may or may not have landed)
+//	released <intent-id> <name> <sandbox-id>
+//	ready
+package samplerunner
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/tether-run/tether/internal/api"
+	"github.com/tether-run/tether/provider"
+	"github.com/tether-run/tether/provider/daytona"
+	"github.com/tether-run/tether/spool"
+)
+
+// Options say what the runner does.
+type Options struct {
+	// Sandboxes is how many sandboxes it declares and creates.
+	Sandboxes int
+	// Unobserved: of those, how many (the last ones) it creates but never
+	// reports the id of — as if it died between the create and the observe.
+	Unobserved int
+	// Released: of those, how many (the first ones) it deletes itself and
+	// releases, as a runner whose cleanup did run for them.
+	Released int
+	// Label is added to every intent as run=<Label>.
+	Label string
+	// AutoStop is the autoStopInterval sent on create; 0 reproduces the
+	// seed's bug (auto-stop off), which tether's backstop then repairs.
+	AutoStop int
+	// Exit: after "ready", exit with this code at once; -1 holds until a
+	// signal, which then kills the runner with no cleanup.
+	Exit int
+	// WaitIdle: after "ready", wait until tether has no live intent (its
+	// boot replay is done), then exit 0.
+	WaitIdle bool
+}
+
+// createAttempts bounds the runner's own retries of a create that failed
+// with a retryable error (429, 5xx, timeout), as SDK callers do.
+const createAttempts = 5
+
+// Main parses args (the flags of Options) and runs the runner; it returns
+// the process exit code.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("runner", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o Options
+	fs.IntVar(&o.Sandboxes, "sandboxes", 3, "sandboxes to create")
+	fs.IntVar(&o.Unobserved, "unobserved", 0, "of those, how many are created but never reported to tether")
+	fs.IntVar(&o.Released, "released", 0, "of those, how many the runner deletes and releases itself")
+	fs.StringVar(&o.Label, "label", "demo", "value of the run=<label> scope label")
+	fs.IntVar(&o.AutoStop, "autostop", 0, "autoStopInterval minutes sent on create (0: off, as in the seed's bug)")
+	fs.IntVar(&o.Exit, "exit", -1, "exit with this code once ready; -1 holds until a signal")
+	fs.BoolVar(&o.WaitIdle, "wait-idle", false, "once ready, wait until tether has no live intent, then exit 0")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if err := Run(ctx, o, stdout); err != nil {
+		fmt.Fprintf(stderr, "runner: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// Run does what o says. With o.Exit >= 0 it exits the process itself.
+func Run(ctx context.Context, o Options, stdout io.Writer) error {
+	if o.Unobserved+o.Released > o.Sandboxes {
+		return fmt.Errorf("--unobserved %d plus --released %d is more than --sandboxes %d", o.Unobserved, o.Released, o.Sandboxes)
+	}
+	sock := os.Getenv("TETHER_SOCKET")
+	if sock == "" {
+		return errors.New("TETHER_SOCKET is not set: run me under tether run")
+	}
+	cfg, err := daytona.ConfigFromEnv()
+	if err != nil {
+		return err
+	}
+	cloud, err := daytona.New(cfg)
+	if err != nil {
+		return err
+	}
+	tether := api.NewClient(sock)
+	for i := 0; i < o.Sandboxes; i++ {
+		in, err := tether.CreateIntent(ctx, api.CreateRequest{
+			Labels:  map[string]string{"run": o.Label},
+			OnDrain: spool.DrainDelete,
+			Key:     o.Label + "-" + strconv.Itoa(i),
+		})
+		if err != nil {
+			return fmt.Errorf("declare sandbox %d: %w", i, err)
+		}
+		sb, err := create(ctx, cloud, in, o.AutoStop)
+		if err != nil {
+			// The create may have landed before it failed (the Paperclip
+			// seed); only tether can find out, by the name.
+			fmt.Fprintf(stdout, "lost %s %s - %v\n", in.ID, in.Name, err)
+			continue
+		}
+		if i >= o.Sandboxes-o.Unobserved {
+			fmt.Fprintf(stdout, "unobserved %s %s %s\n", in.ID, in.Name, sb.ID)
+			continue
+		}
+		if _, err := tether.Observe(ctx, in.ID, sb.ID); err != nil {
+			return fmt.Errorf("observe %s: %w", in.Name, err)
+		}
+		if i < o.Released {
+			if err := cloud.Delete(ctx, sb.ID); err != nil {
+				return fmt.Errorf("delete %s: %w", in.Name, err)
+			}
+			if _, err := tether.Release(ctx, in.ID, "deleted"); err != nil {
+				return fmt.Errorf("release %s: %w", in.Name, err)
+			}
+			fmt.Fprintf(stdout, "released %s %s %s\n", in.ID, in.Name, sb.ID)
+			continue
+		}
+		fmt.Fprintf(stdout, "created %s %s %s\n", in.ID, in.Name, sb.ID)
+	}
+	fmt.Fprintln(stdout, "ready")
+	if o.WaitIdle {
+		return waitIdle(ctx, tether)
+	}
+	if o.Exit >= 0 {
+		os.Exit(o.Exit)
+	}
+	// Hold the sandboxes like a runner mid-run. A signal ends the process
+	// the way it ends a Node or Python runner with no handler: at once,
+	// with no cleanup.
+	c := make(chan os.Signal, 1)
+	signal.Notify(c, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	select {
+	case s := <-c:
+		signal.Reset()
+		_ = syscall.Kill(os.Getpid(), s.(syscall.Signal))
+		select {}
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// create makes the sandbox, retrying what a retry can fix. A retry that
+// answers 409 means an earlier attempt landed although its answer was lost.
+func create(ctx context.Context, cloud *daytona.Provider, in spool.Intent, autoStop int) (provider.Sandbox, error) {
+	var err error
+	for attempt := 1; attempt <= createAttempts; attempt++ {
+		var sb provider.Sandbox
+		sb, err = cloud.Create(ctx, in.Name, in.Labels, &autoStop)
+		if err == nil {
+			return sb, nil
+		}
+		if errors.Is(err, provider.ErrConflict) || !provider.Retryable(err) {
+			return provider.Sandbox{}, err
+		}
+		select {
+		case <-time.After(time.Duration(attempt) * 200 * time.Millisecond):
+		case <-ctx.Done():
+			return provider.Sandbox{}, ctx.Err()
+		}
+	}
+	return provider.Sandbox{}, err
+}
+
+// waitIdle polls tether until no intent is live.
+func waitIdle(ctx context.Context, tether *api.Client) error {
+	for {
+		h, err := tether.Health(ctx)
+		if err != nil {
+			return err
+		}
+		if h.Live == 0 {
+			return nil
+		}
+		select {
+		case <-time.After(100 * time.Millisecond):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}

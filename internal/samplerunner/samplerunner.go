@@ -12,6 +12,8 @@
 //	unobserved <intent-id> <name> <sandbox-id>   (id never reported to tether)
 //	lost <intent-id> <name> -                     (create failed; it may or may not have landed)
 //	released <intent-id> <name> <sandbox-id>
+//	declared <intent-id> <name> -                  (declared, never created: --declared)
+//	pid <pid>                                      (its own pid, first: --print-pid)
 //	ready
 package samplerunner
 
@@ -54,6 +56,12 @@ type Options struct {
 	// WaitIdle: after "ready", wait until tether has no live intent (its
 	// boot replay is done), then exit 0.
 	WaitIdle bool
+	// Declared: after the sandboxes, how many more intents it declares but
+	// never creates, as a runner that died between the declare and the
+	// create (or whose create is still on its way).
+	Declared int
+	// PrintPID: print "pid <pid>" first, so a test can kill the runner alone.
+	PrintPID bool
 }
 
 // createAttempts bounds the runner's own retries of a create that failed
@@ -73,6 +81,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.AutoStop, "autostop", 0, "autoStopInterval minutes sent on create (0: off, as in the seed's bug)")
 	fs.IntVar(&o.Exit, "exit", -1, "exit with this code once ready; -1 holds until a signal")
 	fs.BoolVar(&o.WaitIdle, "wait-idle", false, "once ready, wait until tether has no live intent, then exit 0")
+	fs.IntVar(&o.Declared, "declared", 0, "intents declared after the sandboxes but never created")
+	fs.BoolVar(&o.PrintPID, "print-pid", false, `print "pid <pid>" first`)
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -85,6 +95,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // Run does what o says. With o.Exit >= 0 it exits the process itself.
 func Run(ctx context.Context, o Options, stdout io.Writer) error {
+	if o.Sandboxes < 0 || o.Unobserved < 0 || o.Released < 0 || o.Declared < 0 {
+		return errors.New("--sandboxes, --unobserved, --released and --declared must not be negative")
+	}
 	if o.Unobserved+o.Released > o.Sandboxes {
 		return fmt.Errorf("--unobserved %d plus --released %d is more than --sandboxes %d", o.Unobserved, o.Released, o.Sandboxes)
 	}
@@ -101,6 +114,9 @@ func Run(ctx context.Context, o Options, stdout io.Writer) error {
 		return err
 	}
 	tether := api.NewClient(sock)
+	if o.PrintPID {
+		fmt.Fprintf(stdout, "pid %d\n", os.Getpid())
+	}
 	for i := 0; i < o.Sandboxes; i++ {
 		in, err := tether.CreateIntent(ctx, api.CreateRequest{
 			Labels:  map[string]string{"run": o.Label},
@@ -135,6 +151,17 @@ func Run(ctx context.Context, o Options, stdout io.Writer) error {
 			continue
 		}
 		fmt.Fprintf(stdout, "created %s %s %s\n", in.ID, in.Name, sb.ID)
+	}
+	for i := 0; i < o.Declared; i++ {
+		in, err := tether.CreateIntent(ctx, api.CreateRequest{
+			Labels:  map[string]string{"run": o.Label},
+			OnDrain: spool.DrainDelete,
+			Key:     o.Label + "-declared-" + strconv.Itoa(i),
+		})
+		if err != nil {
+			return fmt.Errorf("declare intent %d: %w", i, err)
+		}
+		fmt.Fprintf(stdout, "declared %s %s -\n", in.ID, in.Name)
 	}
 	fmt.Fprintln(stdout, "ready")
 	if o.WaitIdle {

@@ -101,8 +101,8 @@ type outcome struct {
 	err error
 }
 
-// Drain resolves every given intent, Concurrency at a time, until each is
-// terminal or ctx ends, and reports the outcome. Each intent is isolated: a
+// Drain resolves every given intent, with at most Concurrency provider calls
+// in flight, until each is terminal or ctx ends, and reports the outcome. Each intent is isolated: a
 // hung or failing one holds only its own worker and never stops the others,
 // and a panic in one is reported as that intent's error. A running drain
 // logs its progress every ProgressInterval.
@@ -112,8 +112,9 @@ func (r *Reaper) Drain(ctx context.Context, intents []spool.Intent) Report {
 	results := make([]outcome, len(intents))
 	var resolved atomic.Int64
 
-	workers := min(orDefault(r.Concurrency, DefaultConcurrency), len(intents))
-	log.Info("drain started", "intents", len(intents), "concurrency", workers)
+	concurrency := orDefault(r.Concurrency, DefaultConcurrency)
+	workers := min(concurrency*IntentsPerCall, len(intents))
+	log.Info("drain started", "intents", len(intents), "concurrency", concurrency)
 	jobs := make(chan int)
 	var wg sync.WaitGroup
 	for range workers {

@@ -36,11 +36,16 @@ type Journal interface {
 
 // Defaults of the Reaper's settings, used when a field is zero.
 const (
-	// DefaultConcurrency: intents resolved at once by Drain. Each intent
-	// costs about three sequential calls (read, delete, confirm), so the
-	// drain takes about 3 x latency x N / concurrency; 64 drains 1,000
-	// sandboxes at 50 ms per call in about 2.4 s.
+	// DefaultConcurrency: provider calls in flight at once, across every
+	// intent this Reaper works on. Each intent costs about three sequential
+	// calls (read, delete, confirm), so a drain takes about
+	// 3 x latency x N / concurrency; 64 drains 1,000 sandboxes at 50 ms per
+	// call in about 2.4 s.
 	DefaultConcurrency = 64
+	// IntentsPerCall is how many intents Drain keeps open per call slot, so
+	// that a slot freed by one intent (waiting for its next call, or its
+	// journal write) is taken at once by another instead of idling.
+	IntentsPerCall = 4
 	// DefaultRetryBase is the first wait after a failed provider call
 	// (409, 429 without Retry-After, 5xx, timeout); it doubles per failure.
 	DefaultRetryBase = 100 * time.Millisecond
@@ -110,7 +115,8 @@ type Reaper struct {
 	AutoStopMinutes int
 	// NeverCreatedHorizon: default DefaultNeverCreatedHorizon.
 	NeverCreatedHorizon time.Duration
-	// Concurrency of Drain: default DefaultConcurrency.
+	// Concurrency bounds the provider calls in flight at once (default
+	// DefaultConcurrency). It is read once, at the first call.
 	Concurrency int
 
 	RetryBase        time.Duration // default DefaultRetryBase
@@ -126,7 +132,28 @@ type Reaper struct {
 
 	mu    sync.Mutex
 	locks map[string]chan struct{}
+	gate  *gate
 }
+
+func (r *Reaper) callGate() *gate {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.gate == nil {
+		r.gate = newGate(orDefault(r.Concurrency, DefaultConcurrency))
+	}
+	return r.gate
+}
+
+// Call priorities at the gate. What stops the billing goes first: the
+// delete (or stop) of a sandbox already verified, then the read that
+// verifies the next one, then the reads that only confirm a deletion. A
+// drain cut short by its deadline has then sent as many deletes as it
+// could; what it could not confirm, the next boot confirms by the id's 404.
+const (
+	prioConfirm = iota
+	prioRead
+	prioDestroy
+)
 
 func orDefault[T int | time.Duration | float64](v, def T) T {
 	if v == 0 {
@@ -191,7 +218,12 @@ func (r *Reaper) providerFor(in spool.Intent) (provider.Provider, error) {
 // call runs one provider call under CallTimeout. A call that ran out of its
 // own time while the caller's context is still alive is a hung request:
 // reported as ErrUnavailable, so it is retried.
-func (r *Reaper) call(ctx context.Context, what string, f func(context.Context) error) error {
+func (r *Reaper) call(ctx context.Context, prio int, what string, f func(context.Context) error) error {
+	g := r.callGate()
+	if err := g.acquire(ctx, prio); err != nil {
+		return fmt.Errorf("%s: waiting for a call slot: %w", what, err)
+	}
+	defer g.release()
 	cctx, cancel := context.WithTimeout(ctx, orDefault(r.CallTimeout, DefaultCallTimeout))
 	defer cancel()
 	err := f(cctx)
@@ -319,8 +351,12 @@ func (r *Reaper) step(ctx context.Context, p provider.Provider, in spool.Intent)
 	if in.SandboxID == "" {
 		return r.lookup(ctx, p, in)
 	}
+	prio := prioRead
+	if in.State == spool.Releasing {
+		prio = prioConfirm
+	}
 	var sb provider.Sandbox
-	err := r.call(ctx, "read sandbox "+in.SandboxID, func(ctx context.Context) (err error) {
+	err := r.call(ctx, prio, "read sandbox "+in.SandboxID, func(ctx context.Context) (err error) {
 		sb, err = p.Get(ctx, in.SandboxID)
 		return err
 	})
@@ -337,7 +373,7 @@ func (r *Reaper) step(ctx context.Context, p provider.Provider, in spool.Intent)
 // lookup finds a never-observed intent's sandbox by its exact creation name.
 func (r *Reaper) lookup(ctx context.Context, p provider.Provider, in spool.Intent) (spool.Intent, error) {
 	var sb provider.Sandbox
-	err := r.call(ctx, "look up name "+in.Name, func(ctx context.Context) (err error) {
+	err := r.call(ctx, prioRead, "look up name "+in.Name, func(ctx context.Context) (err error) {
 		sb, err = p.GetByName(ctx, in.Name)
 		return err
 	})
@@ -398,7 +434,7 @@ func (r *Reaper) act(ctx context.Context, p provider.Provider, in spool.Intent, 
 	if stop {
 		what, do = "stop sandbox "+sb.ID, p.Stop
 	}
-	err := r.call(ctx, what, func(ctx context.Context) error { return do(ctx, sb.ID) })
+	err := r.call(ctx, prioDestroy, what, func(ctx context.Context) error { return do(ctx, sb.ID) })
 	if errors.Is(err, provider.ErrNotFound) {
 		// Deleted meanwhile, or an earlier delete landed and lost its
 		// answer: the next read confirms by the observed id's 404.
@@ -498,7 +534,7 @@ func (r *Reaper) Backstop(ctx context.Context, in spool.Intent) error {
 
 func (r *Reaper) backstopOnce(ctx context.Context, p provider.Provider, in spool.Intent) error {
 	var sb provider.Sandbox
-	err := r.call(ctx, "backstop: read sandbox "+in.SandboxID, func(ctx context.Context) (err error) {
+	err := r.call(ctx, prioRead, "backstop: read sandbox "+in.SandboxID, func(ctx context.Context) (err error) {
 		sb, err = p.Get(ctx, in.SandboxID)
 		return err
 	})
@@ -511,7 +547,7 @@ func (r *Reaper) backstopOnce(ctx context.Context, p provider.Provider, in spool
 	if sb.AutoStopMinutes != 0 {
 		return nil
 	}
-	err = r.call(ctx, "backstop: set auto-stop of "+sb.ID, func(ctx context.Context) error {
+	err = r.call(ctx, prioDestroy, "backstop: set auto-stop of "+sb.ID, func(ctx context.Context) error {
 		return p.SetAutoStop(ctx, sb.ID, r.AutoStopMinutes)
 	})
 	if err == nil {

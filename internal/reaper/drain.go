@@ -96,6 +96,10 @@ func (rep *Report) add(in spool.Intent, err error) {
 	}
 }
 
+// progressQuietTicks is how many progress ticks without change pass
+// silently before the drain says again where it stands.
+const progressQuietTicks = 9
+
 type outcome struct {
 	in  spool.Intent
 	err error
@@ -134,12 +138,21 @@ func (r *Reaper) Drain(ctx context.Context, intents []spool.Intent) Report {
 		defer close(progressDone)
 		t := time.NewTicker(orDefault(r.ProgressInterval, DefaultProgressInterval))
 		defer t.Stop()
+		// Log when something moved, and now and then when nothing did (a
+		// replay can wait a long time for names that never appear).
+		last, quiet := int64(-1), 0
 		for {
 			select {
 			case <-stopProgress:
 				return
 			case <-t.C:
-				log.Info("drain in progress", "resolved", resolved.Load(), "of", len(intents), "elapsed", time.Since(start).Round(time.Millisecond))
+				n := resolved.Load()
+				if n == last && quiet < progressQuietTicks {
+					quiet++
+					continue
+				}
+				last, quiet = n, 0
+				log.Info("drain in progress", "resolved", n, "of", len(intents), "elapsed", time.Since(start).Round(time.Millisecond))
 			}
 		}
 	}()

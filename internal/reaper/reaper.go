@@ -57,8 +57,14 @@ const (
 	// DefaultPollInterval is the first wait while the provider is working:
 	// a sandbox destroying or stopping, or a name that has not appeared yet.
 	DefaultPollInterval = 100 * time.Millisecond
-	// DefaultPollMax caps the wait between polls.
+	// DefaultPollMax caps the wait between polls of a sandbox being
+	// deleted or stopped.
 	DefaultPollMax = 1 * time.Second
+	// DefaultLookupPollMax caps the wait between lookups of a name that has
+	// not appeared. Such an intent may wait for a long time (a boot replay
+	// polls it until the never-created horizon), so it polls more slowly
+	// than a deletion, to spare the provider's rate limit.
+	DefaultLookupPollMax = 5 * time.Second
 	// DefaultCallTimeout bounds one provider call, so a hung request is
 	// retried within the drain instead of holding the intent until the
 	// deadline. Providers have their own per-call timeout too.
@@ -124,6 +130,7 @@ type Reaper struct {
 	Jitter           float64       // default DefaultJitter; negative means none
 	PollInterval     time.Duration // default DefaultPollInterval
 	PollMax          time.Duration // default DefaultPollMax
+	LookupPollMax    time.Duration // default DefaultLookupPollMax
 	CallTimeout      time.Duration // default DefaultCallTimeout
 	ProgressInterval time.Duration // default DefaultProgressInterval
 
@@ -296,7 +303,10 @@ func (r *Reaper) Resolve(ctx context.Context, in spool.Intent) (spool.Intent, er
 		last = err
 		var wait time.Duration
 		switch {
-		case errors.Is(err, ErrNotCreated) || errors.Is(err, ErrInProgress):
+		case errors.Is(err, ErrNotCreated):
+			wait = r.backoff(polls, orDefault(r.PollInterval, DefaultPollInterval), orDefault(r.LookupPollMax, DefaultLookupPollMax), nil)
+			polls++
+		case errors.Is(err, ErrInProgress):
 			wait = r.backoff(polls, orDefault(r.PollInterval, DefaultPollInterval), orDefault(r.PollMax, DefaultPollMax), nil)
 			polls++
 		case errors.Is(err, provider.ErrUnauthorized) || errors.Is(err, ErrJournal) || errors.Is(err, ErrNoProvider):

@@ -74,10 +74,11 @@ func newWorld(t *testing.T, opts ...daytonatest.Option) *world {
 		Logger:          log,
 		AutoStopMinutes: 15,
 		// Short waits keep the tests quick; the logic is the same.
-		RetryBase:    10 * time.Millisecond,
-		RetryMax:     200 * time.Millisecond,
-		PollInterval: 10 * time.Millisecond,
-		PollMax:      100 * time.Millisecond,
+		RetryBase:     10 * time.Millisecond,
+		RetryMax:      200 * time.Millisecond,
+		PollInterval:  10 * time.Millisecond,
+		PollMax:       100 * time.Millisecond,
+		LookupPollMax: 200 * time.Millisecond,
 	}
 	t.Cleanup(func() { w.assertNoSecret() })
 	return w

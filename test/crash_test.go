@@ -1,0 +1,255 @@
+package e2e_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/tether-run/tether/provider/daytona/daytonatest"
+	"github.com/tether-run/tether/spool"
+)
+
+// intentNew runs `tether intent new` against the running tether, as a
+// shell runner would, and returns the intent it printed.
+func (w *world) intentNew(labels ...string) spool.Intent {
+	w.t.Helper()
+	args := []string{"intent", "new", "--socket", w.socket}
+	for _, l := range labels {
+		args = append(args, "--label", l)
+	}
+	cmd := exec.Command(bin.tether, args...)
+	cmd.Env = w.env
+	out, err := cmd.Output()
+	if err != nil {
+		var stderr string
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = string(ee.Stderr)
+		}
+		w.t.Fatalf("tether intent new: %v\n%s", err, stderr)
+	}
+	var in spool.Intent
+	if err := json.Unmarshal(out, &in); err != nil {
+		w.t.Fatalf("tether intent new printed %q: %v", out, err)
+	}
+	return in
+}
+
+// dead reports whether process pid has exited (gone, or a zombie no one
+// has reaped yet).
+func dead(pid int) (bool, string) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true, ""
+	}
+	// The state follows the command name in parentheses.
+	s := string(b)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
+		st := s[i+2]
+		return st == 'Z' || st == 'X', fmt.Sprintf("process %d in state %c", pid, st)
+	}
+	return false, "unreadable stat: " + s
+}
+
+func sortedIDs(ins []spool.Intent) []string {
+	out := make([]string, 0, len(ins))
+	for _, in := range ins {
+		out = append(out, in.ID)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// TestCrashReplay: tether is SIGKILLed with 20 live intents — 10 observed,
+// 4 created but never reported, 6 declared with `tether intent new` whose
+// creates land only after the crash (3), later still (2), or never with our
+// labels (an impostor takes the name). Restarted on the same journal, the
+// replay deletes every sandbox that exists, without making the new runner
+// wait; it keeps the never-seen ones live until they appear, then deletes
+// them; and it touches nothing that is not ours.
+func TestCrashReplay(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	p1 := w.run([]string{"--drain-timeout", drainTimeout}, "--sandboxes", "14", "--unobserved", "4", "--print-pid")
+	out := p1.ready()
+	created, unobserved := out.of("created"), out.of("unobserved")
+	if len(created) != 10 || len(unobserved) != 4 {
+		t.Fatalf("runner: %+v", out.lines)
+	}
+	var cli []spool.Intent
+	for range 6 {
+		cli = append(cli, w.intentNew("run=e2e", "via=cli"))
+	}
+	late, unseen, impostor := cli[:3], cli[3:5], cli[5]
+	// Twins in another account, with the exact names and labels of an
+	// observed intent and of a never-seen one.
+	w.plantTwin(w.intentOf(created[0].intent))
+	w.plantTwin(unseen[0])
+
+	if code := p1.stop(syscall.SIGKILL); code != 128+int(syscall.SIGKILL) {
+		t.Fatalf("tether exited %d, want 137", code)
+	}
+	// The runner dies with tether (parent-death signal): nothing of the
+	// first run cleans anything up.
+	eventually(t, "the runner dies with tether", func() (bool, string) { return dead(out.pid) })
+
+	journal := w.intents()
+	var live, observed int
+	for _, in := range journal {
+		if in.Live() {
+			live++
+		}
+		if in.State == spool.Observed {
+			observed++
+		}
+	}
+	if live != 20 || observed != 10 {
+		t.Fatalf("journal after the crash: %d live (%d observed), want 20 (10)", live, observed)
+	}
+	for _, l := range append(created, unobserved...) {
+		if sb, _ := w.sim.Sandbox(l.sandbox); sb.State != "started" {
+			t.Fatalf("sandbox %s is %s after the crash, want started (leaked)", l.sandbox, sb.State)
+		}
+	}
+	var lateSandboxes []string
+	for _, in := range late {
+		lateSandboxes = append(lateSandboxes, w.plantOurs(journal[in.ID]).ID)
+	}
+
+	p2 := w.run([]string{"--drain-timeout", drainTimeout}, "--sandboxes", "0")
+	p2.ready() // the runner starts while the replay works
+
+	exist := append(ids(append(created, unobserved...), sandboxOf), lateSandboxes...)
+	waiting := []string{unseen[0].ID, unseen[1].ID, impostor.ID}
+	sort.Strings(waiting)
+	eventually(t, "the replay deletes every sandbox that exists and waits for the others", func() (bool, string) {
+		for _, id := range exist {
+			if sb, _ := w.sim.Sandbox(id); sb.State != "destroyed" {
+				return false, fmt.Sprintf("sandbox %s is %s", id, sb.State)
+			}
+		}
+		ins, err := w.liveIntents()
+		if err != nil {
+			return false, err.Error()
+		}
+		got := sortedIDs(ins)
+		return strings.Join(got, ",") == strings.Join(waiting, ","), fmt.Sprintf("live %v, want %v", got, waiting)
+	})
+	ins, err := w.liveIntents()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range ins {
+		if in.State != spool.Pending || in.SandboxID != "" {
+			t.Errorf("never-seen intent %s: state %s, sandbox %q; want pending with none", in.ID, in.State, in.SandboxID)
+		}
+	}
+
+	// Now the stragglers land: two with our labels, and a sandbox of
+	// somebody else that took the third name.
+	var stragglers []string
+	for _, in := range unseen {
+		stragglers = append(stragglers, w.plantOurs(journal[in.ID]).ID)
+	}
+	labels := map[string]string{}
+	for k, v := range journal[impostor.ID].Labels {
+		labels[k] = v
+	}
+	labels[spool.LabelOwner] = "somebody-else"
+	w.plant(daytonatest.DefaultOrg, impostor.Name, labels)
+
+	eventually(t, "the replay resolves the stragglers", func() (bool, string) {
+		ins, err := w.liveIntents()
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(ins) == 0, fmt.Sprintf("%d live intents", len(ins))
+	})
+	if code := p2.stop(syscall.SIGTERM); code != 128+int(syscall.SIGTERM) {
+		t.Fatalf("restarted tether exited %d, want 143; stderr:\n%s", code, p2.stderr)
+	}
+
+	w.assertDestroyed(append(exist, stragglers...)...)
+	gone := ids(append(created, unobserved...), intentOf)
+	for _, in := range append(late, unseen...) {
+		gone = append(gone, in.ID)
+	}
+	w.assertJournal(spool.Gone, gone...)
+	w.assertJournal(spool.Foreign, impostor.ID)
+	if !strings.Contains(p2.stderr.String(), "replay: done") && !strings.Contains(p2.stderr.String(), "replay: resolving") {
+		t.Errorf("the restarted tether did not log its replay:\n%s", p2.stderr)
+	}
+}
+
+// TestOfflineDrain: after tether was SIGKILLed, `tether drain --journal`
+// from the host resolves what it left. A never-created intent keeps it
+// from finishing (exit 3, named in the report) until its sandbox lands;
+// the next drain deletes that one and exits 0.
+func TestOfflineDrain(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	p := w.run([]string{"--drain-timeout", drainTimeout}, "--sandboxes", "6", "--unobserved", "2", "--declared", "1")
+	out := p.ready()
+	left, declared := out.of("created", "unobserved"), out.of("declared")
+	if len(left) != 6 || len(declared) != 1 {
+		t.Fatalf("runner: %+v", out.lines)
+	}
+	pending := w.intentOf(declared[0].intent)
+	w.plantTwin(pending) // the same name in another account must not count
+	if code := p.stop(syscall.SIGKILL); code != 128+int(syscall.SIGKILL) {
+		t.Fatalf("tether exited %d, want 137", code)
+	}
+
+	code, stderr := w.runTether("drain", "--journal", w.journal, "--drain-timeout", "2s")
+	if code != 3 {
+		t.Fatalf("tether drain exited %d, want 3 (one never-created intent); stderr:\n%s", code, stderr)
+	}
+	rep := mustReport(t, stderr)
+	if rep.total != 7 || rep.left != 1 || rep.counts["gone"] != 6 {
+		t.Errorf("report: %d intents, %d left, counts %v; want 7, 6 gone, 1 left", rep.total, rep.left, rep.counts)
+	}
+	it, ok := rep.unresolved[pending.ID]
+	if !ok || len(rep.unresolved) != 1 || it.name != pending.Name || it.state != "pending" || it.sandbox != "-" {
+		t.Errorf("report's unresolved %v, want only %s (%s), pending, no sandbox", rep.unresolved, pending.ID, pending.Name)
+	}
+	w.assertDestroyed(ids(left, sandboxOf)...)
+	w.assertJournal(spool.Gone, ids(left, intentOf)...)
+	w.assertJournal(spool.Pending, pending.ID)
+
+	// Its create lands at last; the next cron run of the drain takes it.
+	sb := w.plantOurs(pending)
+	code, stderr = w.runTether("drain", "--journal", w.journal)
+	if code != 0 {
+		t.Fatalf("tether drain exited %d, want 0; stderr:\n%s", code, stderr)
+	}
+	rep = mustReport(t, stderr)
+	if rep.total != 1 || rep.left != 0 || rep.counts["gone"] != 1 {
+		t.Errorf("report: %d intents, %d left, counts %v; want the 1 gone", rep.total, rep.left, rep.counts)
+	}
+	w.assertDestroyed(sb.ID)
+	w.assertJournal(spool.Gone, pending.ID)
+
+	// Nothing left: a third run has nothing to do.
+	if code, stderr := w.runTether("drain", "--journal", w.journal); code != 0 {
+		t.Fatalf("tether drain of an empty journal exited %d; stderr:\n%s", code, stderr)
+	}
+}
+
+// TestDrainRefusesMissingJournal: a cron pointed at the wrong path must not
+// create an empty journal and call that a success.
+func TestDrainRefusesMissingJournal(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	missing := w.journal + ".missing"
+	code, stderr := w.runTether("drain", "--journal", missing)
+	if code != 125 {
+		t.Fatalf("tether drain of a missing journal exited %d, want 125; stderr:\n%s", code, stderr)
+	}
+	if _, err := os.Stat(missing); err == nil {
+		t.Errorf("tether drain created %s", missing)
+	}
+}

@@ -1,0 +1,600 @@
+// Package e2e_test proves tether's promise end to end: nothing outlives the
+// runner. Every test runs the real tether binary and the real sample runner
+// (test/runner) as processes, with real signals, a real bbolt journal and a
+// real Unix socket, against the simulated Daytona API of daytonatest, and
+// judges by what the simulator says happened to each sandbox, by the journal
+// once tether has exited, and by tether's exit code and stderr report.
+//
+// No test sleeps to synchronise: each waits for a line of the runner, for a
+// process to exit, or polls a condition under a generous bound.
+package e2e_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/tether-run/tether/internal/api"
+	"github.com/tether-run/tether/provider/daytona/daytonatest"
+	"github.com/tether-run/tether/spool"
+)
+
+// Bounds of every wait. They are far above what the steps take on an idle
+// machine, so that only a real hang fails a test on a loaded one.
+const (
+	// waitBound bounds a poll of a condition and a runner's "ready".
+	waitBound = 30 * time.Second
+	// exitBound bounds the wait for a tether process to exit.
+	exitBound = 60 * time.Second
+	// pollEvery is the interval of condition polls.
+	pollEvery = 20 * time.Millisecond
+	// drainTimeout is given to every tether whose drain must converge; the
+	// report then proves it did, before this deadline.
+	drainTimeout = "30s"
+)
+
+// Simulated timings: short, but long enough that deletion is visibly
+// asynchronous (destroying, then 404).
+const (
+	simCreateDelay  = 10 * time.Millisecond
+	simDestroyDelay = 50 * time.Millisecond
+)
+
+// otherOrg is a second account in the same simulator.
+const otherOrg = "org-other"
+
+var bin struct{ tether, runner string }
+
+func TestMain(m *testing.M) {
+	os.Exit(testMain(m))
+}
+
+func testMain(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "tether-e2e-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	bin.tether = filepath.Join(dir, "tether")
+	bin.runner = filepath.Join(dir, "runner")
+	for out, pkg := range map[string]string{
+		bin.tether: "github.com/tether-run/tether/cmd/tether",
+		bin.runner: "github.com/tether-run/tether/test/runner",
+	} {
+		cmd := exec.Command("go", "build", "-o", out, pkg)
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			fmt.Fprintf(os.Stderr, "build %s: %v\n", pkg, err)
+			return 1
+		}
+	}
+	return m.Run()
+}
+
+// world is one test's universe: a simulated Daytona account, a journal,
+// socket and spool directory, and sandboxes planted in the same simulator
+// that are not ours and must never be touched.
+type world struct {
+	t       *testing.T
+	sim     *daytonatest.Server
+	dir     string
+	journal string
+	socket  string
+	spool   string
+	owner   string // tether-owner of the journal
+	env     []string
+
+	mu      sync.Mutex
+	foreign map[string]daytonatest.Sandbox // planted, by id, as planted
+}
+
+func newWorld(t *testing.T, opts ...daytonatest.Option) *world {
+	t.Helper()
+	sim := daytonatest.NewServer(append([]daytonatest.Option{
+		daytonatest.WithCreateDelay(simCreateDelay),
+		daytonatest.WithDestroyDelay(simDestroyDelay),
+	}, opts...)...)
+	t.Cleanup(sim.Close)
+	sim.AddKey("other-key", otherOrg)
+	// A short path: Unix socket paths are limited to about 100 bytes.
+	dir, err := os.MkdirTemp("", "tt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	w := &world{
+		t: t, sim: sim, dir: dir,
+		journal: filepath.Join(dir, "journal.db"),
+		socket:  filepath.Join(dir, "t.sock"),
+		spool:   filepath.Join(dir, "spool"),
+		foreign: map[string]daytonatest.Sandbox{},
+	}
+	// Open the journal once to learn its owner id, as an operator could
+	// from a volume, so that foreign sandboxes can be planted with this
+	// very owner's label before tether ever starts.
+	j, err := spool.Open(w.journal, spool.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.owner = j.Owner()
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "TETHER_") || strings.HasPrefix(kv, "DAYTONA_") {
+			continue
+		}
+		w.env = append(w.env, kv)
+	}
+	w.env = append(w.env,
+		"DAYTONA_API_URL="+sim.URL,
+		"DAYTONA_API_KEY="+daytonatest.DefaultKey,
+		"TETHER_LOG_FORMAT=text",
+	)
+	w.plantNeighbours()
+	// Whatever a test did, nothing foreign may have been touched.
+	t.Cleanup(w.checkForeignUntouched)
+	return w
+}
+
+func newIntentID() string { return strings.ToLower(ulid.Make().String()) }
+
+// plantNeighbours plants, in our own account, a sandbox of another owner
+// and one of another run of this same owner, both named and labelled like
+// tether's, with auto-stop off so that even the backstop would show.
+func (w *world) plantNeighbours() {
+	otherOwner := newIntentID()
+	id1, id2 := newIntentID(), newIntentID()
+	w.plant(daytonatest.DefaultOrg, "tether-"+id1, map[string]string{
+		spool.LabelOwner: otherOwner, spool.LabelIntent: id1, "run": "e2e",
+	})
+	w.plant(daytonatest.DefaultOrg, "tether-"+id2, map[string]string{
+		spool.LabelOwner: w.owner, spool.LabelIntent: id2, "run": "another-run",
+	})
+}
+
+// plantTwin plants, in another account, a sandbox with exactly the name and
+// labels of one of ours: only the account tells them apart.
+func (w *world) plantTwin(in spool.Intent) {
+	w.plant(otherOrg, in.Name, in.Labels)
+}
+
+func (w *world) plant(org, name string, labels map[string]string) daytonatest.Sandbox {
+	w.t.Helper()
+	off := 0
+	sb, err := w.sim.AddSandbox(org, daytonatest.SeedSandbox{Name: name, Labels: labels, AutoStopInterval: &off})
+	if err != nil {
+		w.t.Fatalf("plant %s in %s: %v", name, org, err)
+	}
+	w.mu.Lock()
+	w.foreign[sb.ID] = sb
+	w.mu.Unlock()
+	return sb
+}
+
+// plantOurs makes the sandbox of intent in appear in our account, as a
+// create that landed late would: exact name, the intent's labels.
+func (w *world) plantOurs(in spool.Intent) daytonatest.Sandbox {
+	w.t.Helper()
+	off := 0
+	sb, err := w.sim.AddSandbox(daytonatest.DefaultOrg, daytonatest.SeedSandbox{Name: in.Name, Labels: in.Labels, AutoStopInterval: &off})
+	if err != nil {
+		w.t.Fatalf("plant %s: %v", in.Name, err)
+	}
+	return sb
+}
+
+// checkForeignUntouched: every planted foreign sandbox is started, was
+// never asked to be deleted, kept its auto-stop and labels; and every
+// sandbox that was asked to be deleted is in our account with our owner.
+func (w *world) checkForeignUntouched() {
+	t := w.t
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for id, was := range w.foreign {
+		sb, ok := w.sim.Sandbox(id)
+		switch {
+		case !ok:
+			t.Errorf("foreign sandbox %s (%s in %s) vanished", id, was.Name, was.Org)
+		case sb.DeleteRequested || sb.State != "started" || sb.Name != was.Name:
+			t.Errorf("foreign sandbox %s (%s in %s) was touched: state %s, delete requested %v, name now %s", id, was.Name, was.Org, sb.State, sb.DeleteRequested, sb.Name)
+		case sb.AutoStopInterval != was.AutoStopInterval:
+			t.Errorf("foreign sandbox %s (%s in %s): auto-stop changed from %d to %d", id, was.Name, was.Org, was.AutoStopInterval, sb.AutoStopInterval)
+		case !sameLabels(sb.Labels, was.Labels):
+			t.Errorf("foreign sandbox %s (%s in %s): labels changed from %v to %v", id, was.Name, was.Org, was.Labels, sb.Labels)
+		}
+	}
+	for _, sb := range w.sim.Sandboxes() {
+		if !sb.DeleteRequested {
+			continue
+		}
+		if sb.Org != daytonatest.DefaultOrg || sb.Labels[spool.LabelOwner] != w.owner {
+			t.Errorf("sandbox %s (%s in %s, owner %q) was deleted but is not this tether's", sb.ID, sb.Name, sb.Org, sb.Labels[spool.LabelOwner])
+		}
+	}
+}
+
+func sameLabels(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if bv, ok := b[k]; !ok || bv != v {
+			return false
+		}
+	}
+	return true
+}
+
+// --- tether processes ---
+
+// proc is one tether process: its stdout lines (the runner's, passed
+// through), its whole stderr (tether's logs and report), its exit.
+type proc struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	lines  chan string
+	stderr *lockedBuffer
+	done   chan struct{}
+	err    error // of Wait, once done is closed
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// tetherArgs are the flags every `tether run` and `tether drain` of w gets.
+func (w *world) tetherArgs(sub string) []string {
+	args := []string{sub, "--journal", w.journal}
+	if sub == "run" {
+		args = append(args, "--socket", w.socket, "--spool", w.spool, "--label", "e2e=yes")
+	}
+	return args
+}
+
+// run starts `tether run [flags] -- runner [runnerArgs]`.
+func (w *world) run(flags []string, runnerArgs ...string) *proc {
+	args := append(w.tetherArgs("run"), flags...)
+	args = append(args, "--", bin.runner, "--label", "e2e")
+	return w.start(append(args, runnerArgs...)...)
+}
+
+// start starts the tether binary with args, in its own process group (as
+// PID 1 of a container is: signals reach it alone).
+func (w *world) start(args ...string) *proc {
+	t := w.t
+	t.Helper()
+	cmd := exec.Command(bin.tether, args...)
+	cmd.Env = w.env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{t: t, cmd: cmd, lines: make(chan string, 4096), stderr: &lockedBuffer{}, done: make(chan struct{})}
+	cmd.Stderr = p.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start tether: %v", err)
+	}
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			p.lines <- sc.Text()
+		}
+		close(p.lines)
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-p.done
+		}
+		if t.Failed() {
+			t.Logf("tether %v stderr:\n%s", args[0], p.stderr.String())
+		}
+	})
+	return p
+}
+
+// runnerLine is one sandbox the runner told about.
+type runnerLine struct{ how, intent, name, sandbox string }
+
+// runnerOut is what the runner said before "ready".
+type runnerOut struct {
+	pid   int
+	lines []runnerLine
+}
+
+func (o runnerOut) of(how ...string) []runnerLine {
+	var out []runnerLine
+	for _, l := range o.lines {
+		for _, h := range how {
+			if l.how == h {
+				out = append(out, l)
+			}
+		}
+	}
+	return out
+}
+
+// ready reads the runner's lines until "ready".
+func (p *proc) ready() runnerOut {
+	p.t.Helper()
+	var out runnerOut
+	timeout := time.NewTimer(waitBound)
+	defer timeout.Stop()
+	for {
+		select {
+		case line, ok := <-p.lines:
+			if !ok {
+				<-p.done
+				p.t.Fatalf("tether exited (%v) before the runner was ready; stderr:\n%s", p.err, p.stderr)
+			}
+			f := strings.Fields(line)
+			switch {
+			case len(f) == 1 && f[0] == "ready":
+				return out
+			case len(f) == 2 && f[0] == "pid":
+				out.pid, _ = strconv.Atoi(f[1])
+			case len(f) >= 4:
+				out.lines = append(out.lines, runnerLine{how: f[0], intent: f[1], name: f[2], sandbox: f[3]})
+			}
+		case <-timeout.C:
+			p.t.Fatalf("the runner was not ready within %s; stderr:\n%s", waitBound, p.stderr)
+		}
+	}
+}
+
+// wait waits for tether to exit and returns its exit code, 128+N when
+// signal N killed it.
+func (p *proc) wait() int {
+	p.t.Helper()
+	go func() {
+		for range p.lines { // keep the pipe flowing
+		}
+	}()
+	select {
+	case <-p.done:
+	case <-time.After(exitBound):
+		p.t.Fatalf("tether did not exit within %s; stderr:\n%s", exitBound, p.stderr)
+	}
+	var ee *exec.ExitError
+	if errors.As(p.err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int(ws.Signal())
+		}
+		return ee.ExitCode()
+	}
+	if p.err != nil {
+		p.t.Fatalf("tether: %v", p.err)
+	}
+	return 0
+}
+
+// signal sends sig to tether alone, as docker stop does to PID 1.
+func (p *proc) signal(sig syscall.Signal) {
+	p.t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		p.t.Fatalf("signal tether: %v", err)
+	}
+}
+
+// stop signals tether and returns its exit code.
+func (p *proc) stop(sig syscall.Signal) int {
+	p.signal(sig)
+	return p.wait()
+}
+
+// intentOf asks the running tether for one intent.
+func (w *world) intentOf(id string) spool.Intent {
+	w.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
+	defer cancel()
+	in, err := w.client().Get(ctx, id)
+	if err != nil {
+		w.t.Fatalf("get intent %s: %v", id, err)
+	}
+	return in
+}
+
+// client speaks to the running tether's socket.
+func (w *world) client() *api.Client { return api.NewClient(w.socket) }
+
+// runTether runs the tether binary to its end (e.g. `tether drain`) and
+// returns its exit code and stderr.
+func (w *world) runTether(args ...string) (int, string) {
+	w.t.Helper()
+	p := w.start(args...)
+	return p.wait(), p.stderr.String()
+}
+
+// --- the report ---
+
+// report is tether's drain report, read back from its stderr.
+type report struct {
+	total, left int
+	counts      map[string]int        // summary line per state
+	unresolved  map[string]reportItem // by intent id
+	foreign     map[string]reportItem // by intent id
+}
+
+type reportItem struct{ name, sandbox, state, why string }
+
+var (
+	reportHead       = regexp.MustCompile(`^tether: drain: (\d+) intents in \S+, (\d+) left live$`)
+	reportCount      = regexp.MustCompile(`^tether:   (\S+)\s+(\d+)$`)
+	reportUnresolved = regexp.MustCompile(`^tether:   unresolved (\S+) intent=(\S+) sandbox=(\S+) state=(\S+): (.*)$`)
+	reportForeign    = regexp.MustCompile(`^tether:   foreign (\S+) intent=(\S+) sandbox=(\S+): (.*)$`)
+)
+
+// parseReport reads the last drain report of stderr; ok is false if there
+// is none (a drain with nothing live prints none).
+func parseReport(stderr string) (rep report, ok bool) {
+	for _, line := range strings.Split(stderr, "\n") {
+		if m := reportHead.FindStringSubmatch(line); m != nil {
+			rep = report{counts: map[string]int{}, unresolved: map[string]reportItem{}, foreign: map[string]reportItem{}}
+			rep.total, _ = strconv.Atoi(m[1])
+			rep.left, _ = strconv.Atoi(m[2])
+			ok = true
+			continue
+		}
+		if !ok {
+			continue
+		}
+		if m := reportUnresolved.FindStringSubmatch(line); m != nil {
+			rep.unresolved[m[2]] = reportItem{name: m[1], sandbox: m[3], state: m[4], why: m[5]}
+		} else if m := reportForeign.FindStringSubmatch(line); m != nil {
+			rep.foreign[m[2]] = reportItem{name: m[1], sandbox: m[3], why: m[4]}
+		} else if m := reportCount.FindStringSubmatch(line); m != nil {
+			rep.counts[m[1]], _ = strconv.Atoi(m[2])
+		}
+	}
+	return rep, ok
+}
+
+func mustReport(t *testing.T, stderr string) report {
+	t.Helper()
+	rep, ok := parseReport(stderr)
+	if !ok {
+		t.Fatalf("no drain report on tether's stderr:\n%s", stderr)
+	}
+	return rep
+}
+
+// --- the simulator's truth and the journal's ---
+
+// assertDestroyed: each sandbox id is known to the simulator, was asked to
+// be deleted, and is destroyed (it answers 404).
+func (w *world) assertDestroyed(ids ...string) {
+	w.t.Helper()
+	for _, id := range ids {
+		sb, ok := w.sim.Sandbox(id)
+		switch {
+		case !ok:
+			w.t.Errorf("sandbox %s: unknown to the simulator", id)
+		case sb.State != "destroyed" || !sb.DeleteRequested:
+			w.t.Errorf("sandbox %s (%s): state %s, delete requested %v; want destroyed", id, sb.Name, sb.State, sb.DeleteRequested)
+		}
+	}
+}
+
+// ours returns every sandbox of our account that carries our owner label.
+func (w *world) ours() []daytonatest.Sandbox {
+	var out []daytonatest.Sandbox
+	for _, sb := range w.sim.Sandboxes() {
+		if sb.Org == daytonatest.DefaultOrg && sb.Labels[spool.LabelOwner] == w.owner && sb.Labels["run"] != "another-run" {
+			out = append(out, sb)
+		}
+	}
+	return out
+}
+
+// byIntent finds our sandbox (destroyed or not) created for intent id.
+func (w *world) byIntent(id string) (daytonatest.Sandbox, bool) {
+	for _, sb := range w.ours() {
+		if sb.Labels[spool.LabelIntent] == id {
+			return sb, true
+		}
+	}
+	return daytonatest.Sandbox{}, false
+}
+
+// intents reads the journal (tether must have exited), by id.
+func (w *world) intents() map[string]spool.Intent {
+	w.t.Helper()
+	j, err := spool.Open(w.journal, spool.Options{})
+	if err != nil {
+		w.t.Fatalf("open the journal: %v", err)
+	}
+	defer j.Close()
+	all, err := j.All()
+	if err != nil {
+		w.t.Fatalf("read the journal: %v", err)
+	}
+	out := make(map[string]spool.Intent, len(all))
+	for _, in := range all {
+		out[in.ID] = in
+	}
+	return out
+}
+
+// assertJournal: each intent id is in the journal in state want.
+func (w *world) assertJournal(want spool.State, ids ...string) {
+	w.t.Helper()
+	all := w.intents()
+	for _, id := range ids {
+		in, ok := all[id]
+		if !ok {
+			w.t.Errorf("intent %s: not in the journal", id)
+			continue
+		}
+		if in.State != want {
+			w.t.Errorf("intent %s (%s): journal state %s, want %s (last error: %s)", id, in.Name, in.State, want, in.LastError)
+		}
+	}
+}
+
+// eventually polls cond until it holds, for at most waitBound.
+func eventually(t *testing.T, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(waitBound)
+	for {
+		ok, why := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s: %s", what, waitBound, why)
+		}
+		time.Sleep(pollEvery)
+	}
+}
+
+// liveIntents lists the live intents of the running tether.
+func (w *world) liveIntents() ([]spool.Intent, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return w.client().List(ctx)
+}
+
+func ids(lines []runnerLine, field func(runnerLine) string) []string {
+	out := make([]string, 0, len(lines))
+	for _, l := range lines {
+		out = append(out, field(l))
+	}
+	return out
+}
+
+func intentOf(l runnerLine) string  { return l.intent }
+func sandboxOf(l runnerLine) string { return l.sandbox }

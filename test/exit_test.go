@@ -1,0 +1,136 @@
+package e2e_test
+
+import (
+	"syscall"
+	"testing"
+
+	"github.com/tether-run/tether/spool"
+)
+
+// TestChildEndDrains: however the runner ends — a clean exit, a crash, a
+// SIGKILL — every sandbox it created is deleted and confirmed gone, even
+// the one whose id it never reported, and tether exits with its code.
+func TestChildEndDrains(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		runner []string // how the runner ends, beyond the common flags
+		kill   bool     // the test SIGKILLs the runner once it is ready
+		want   int
+	}{
+		{name: "exit0", runner: []string{"--exit", "0"}, want: 0},
+		{name: "exit1", runner: []string{"--exit", "1"}, want: 1},
+		{name: "sigkill", kill: true, want: 128 + int(syscall.SIGKILL)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t)
+			p := w.run([]string{"--drain-timeout", drainTimeout},
+				append([]string{"--sandboxes", "5", "--unobserved", "1", "--released", "1", "--print-pid"}, tc.runner...)...)
+			out := p.ready()
+			if tc.kill {
+				if out.pid <= 0 {
+					t.Fatal("the runner printed no pid")
+				}
+				if err := syscall.Kill(out.pid, syscall.SIGKILL); err != nil {
+					t.Fatalf("kill the runner: %v", err)
+				}
+			}
+			if code := p.wait(); code != tc.want {
+				t.Fatalf("tether exited %d, want the child's %d; stderr:\n%s", code, tc.want, p.stderr)
+			}
+
+			left := out.of("created", "unobserved")
+			if len(left) != 4 {
+				t.Fatalf("runner created %d sandboxes it did not clean up, want 4: %+v", len(left), out.lines)
+			}
+			w.assertDestroyed(ids(left, sandboxOf)...)
+			w.assertJournal(spool.Gone, ids(left, intentOf)...)
+			released := out.of("released")
+			if len(released) != 1 {
+				t.Fatalf("runner released %d, want 1: %+v", len(released), out.lines)
+			}
+			w.assertDestroyed(ids(released, sandboxOf)...) // by the runner itself
+			w.assertJournal(spool.Released, ids(released, intentOf)...)
+
+			rep := mustReport(t, p.stderr.String())
+			if rep.total != 4 || rep.left != 0 || rep.counts["gone"] != 4 || rep.counts["unresolved"] != 0 {
+				t.Errorf("report: %d intents, %d left, counts %v; want 4 intents, all gone", rep.total, rep.left, rep.counts)
+			}
+		})
+	}
+}
+
+// TestSigtermDrainsFifty: docker stop (SIGTERM to tether) with 50 live
+// sandboxes: the signal reaches the runner, which dies of it, and every
+// sandbox is confirmed gone before the drain deadline; tether exits with
+// the child's status, 143.
+func TestSigtermDrainsFifty(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	p := w.run([]string{"--drain-timeout", drainTimeout}, "--sandboxes", "50")
+	out := p.ready()
+	created := out.of("created")
+	if len(created) != 50 {
+		t.Fatalf("runner created %d sandboxes, want 50", len(created))
+	}
+	// A twin of one of ours, with the very same name and labels, in
+	// another account that shares the simulator.
+	w.plantTwin(w.intentOf(created[0].intent))
+
+	if code := p.stop(syscall.SIGTERM); code != 128+int(syscall.SIGTERM) {
+		t.Fatalf("tether exited %d, want 143; stderr:\n%s", code, p.stderr)
+	}
+	w.assertDestroyed(ids(created, sandboxOf)...)
+	w.assertJournal(spool.Gone, ids(created, intentOf)...)
+	rep := mustReport(t, p.stderr.String())
+	if rep.total != 50 || rep.left != 0 || rep.counts["gone"] != 50 {
+		t.Errorf("report: %d intents, %d left, counts %v; want 50 gone", rep.total, rep.left, rep.counts)
+	}
+}
+
+// TestOnUnresolved: an intent whose sandbox never appeared stays live after
+// the drain; with --on-unresolved=exit-code a child that exited 0 makes
+// tether exit 3, and the report names the intent either way.
+func TestOnUnresolved(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		mode string
+		want int
+	}{
+		{"exit-code", 3},
+		{"ignore", 0},
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t)
+			// The drain cannot end the never-created intent before its
+			// horizon, so it runs to this short deadline.
+			p := w.run([]string{"--drain-timeout", "2s", "--on-unresolved", tc.mode},
+				"--sandboxes", "2", "--declared", "1", "--exit", "0")
+			out := p.ready()
+			if code := p.wait(); code != tc.want {
+				t.Fatalf("tether exited %d, want %d; stderr:\n%s", code, tc.want, p.stderr)
+			}
+			created, declared := out.of("created"), out.of("declared")
+			if len(created) != 2 || len(declared) != 1 {
+				t.Fatalf("runner: %+v", out.lines)
+			}
+			w.assertDestroyed(ids(created, sandboxOf)...)
+			w.assertJournal(spool.Gone, ids(created, intentOf)...)
+			w.assertJournal(spool.Pending, declared[0].intent)
+
+			rep := mustReport(t, p.stderr.String())
+			if rep.total != 3 || rep.left != 1 || rep.counts["gone"] != 2 {
+				t.Errorf("report: %d intents, %d left, counts %v; want 3, 2 gone, 1 left", rep.total, rep.left, rep.counts)
+			}
+			it, ok := rep.unresolved[declared[0].intent]
+			if !ok || len(rep.unresolved) != 1 {
+				t.Fatalf("report's unresolved %v, want exactly %s", rep.unresolved, declared[0].intent)
+			}
+			if it.name != declared[0].name || it.sandbox != "-" || it.state != "pending" || it.why == "" {
+				t.Errorf("report line %+v, want name %s, no sandbox, pending, with a reason", it, declared[0].name)
+			}
+		})
+	}
+}

@@ -19,8 +19,10 @@ const ParentDeathSignal = syscall.SIGKILL
 // maxSignal is the highest signal number: SIGRTMAX.
 const maxSignal = 64
 
-// reservedSignal: 32 and 33 are glibc's (thread cancellation, setxid).
-func reservedSignal(sig syscall.Signal) bool { return sig == 32 || sig == 33 }
+// reservedSignal: the Go runtime keeps 32 to 34 for the C libraries (glibc's
+// thread cancellation and setxid, musl's synccall); os/signal cannot catch
+// them, so they are neither caught nor forwarded.
+func reservedSignal(sig syscall.Signal) bool { return sig >= 32 && sig <= 34 }
 
 // becomeSubreaper makes orphaned descendants tether's children, so they are
 // reaped here and not left as zombies under an init that does not reap.

@@ -10,7 +10,7 @@ import (
 // forwardedSignals is every signal tether catches and passes on: all but
 // those that cannot be caught (KILL, STOP), SIGCHLD (tether's own business:
 // it drives the reaper), SIGURG (the Go runtime preempts goroutines with it)
-// and, on Linux, 32 and 33 (the C library's own).
+// and, on Linux, 32 to 34 (reserved by the Go runtime for the C libraries).
 func forwardedSignals() []os.Signal {
 	var sigs []os.Signal
 	for n := 1; n <= maxSignal; n++ {

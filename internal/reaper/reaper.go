@@ -23,12 +23,12 @@ import (
 	"github.com/tether-run/tether/spool"
 )
 
-// Journal is the part of spool.Journal the reaper uses. Every method writes
-// (and fsyncs) before it returns, which is what lets the reaper journal an id
-// or a releasing state before the provider call it protects.
+// Journal is the part of spool.Journal the reaper uses. Every write is
+// fsynced before it returns, which is what lets the reaper journal an id or
+// a releasing state before the provider call it protects. Which intents to
+// resolve is the caller's choice (Drain takes them as an argument).
 type Journal interface {
 	Get(id string) (spool.Intent, error)
-	Live() ([]spool.Intent, error)
 	Observe(id, sandboxID string) (spool.Intent, error)
 	Transition(id string, to spool.State, lastErr string) (spool.Intent, error)
 	Note(id string, lastErr string) (spool.Intent, error)

@@ -1,6 +1,7 @@
 package daytonatest
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -62,6 +63,16 @@ func (s *Server) serve(mux *http.ServeMux, w http.ResponseWriter, r *http.Reques
 	route := RouteUnknown
 	if t, ok := h.(routeTag); ok && pattern != "" {
 		route = t.route
+	}
+
+	// Read the body up front: only once it is read does net/http notice a
+	// client that hangs up, which a hung request waits for.
+	if r.Body != nil {
+		b, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
+		if err != nil {
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(b))
 	}
 
 	s.mu.Lock()

@@ -1,0 +1,567 @@
+// Package daytona is tether's Provider for Daytona sandboxes, over the
+// official generated client (github.com/daytonaio/daytona/libs/api-client-go).
+//
+// It is configured like Daytona's own SDKs (DAYTONA_API_KEY, or
+// DAYTONA_JWT_TOKEN with DAYTONA_ORGANIZATION_ID; DAYTONA_API_URL;
+// DAYTONA_TARGET), maps HTTP answers onto the provider package's sentinel
+// errors so the reaper can decide to retry, wait or give up, bounds every
+// call with its own timeout, and never lets a credential reach an error or
+// a log line.
+package daytona
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	apiclient "github.com/daytonaio/daytona/libs/api-client-go"
+
+	"github.com/tether-run/tether/provider"
+)
+
+const (
+	// DefaultAPIURL is Daytona's cloud API, the SDKs' default.
+	DefaultAPIURL = "https://app.daytona.io/api"
+	// DefaultCallTimeout bounds each API call when Config.CallTimeout is zero.
+	// The caller's context may end a call sooner.
+	DefaultCallTimeout = 10 * time.Second
+	// maxErrorMessage bounds how much of a server's error message an error keeps.
+	maxErrorMessage = 300
+	// listPageLimit is the page size asked of GET /sandbox (the spec's maximum).
+	listPageLimit = 200
+	// maxListPages bounds a List so that a server that keeps answering with a
+	// next cursor cannot loop it forever.
+	maxListPages = 1000
+)
+
+// Environment variables, the same names the official SDKs read.
+const (
+	EnvAPIKey         = "DAYTONA_API_KEY"
+	EnvJWTToken       = "DAYTONA_JWT_TOKEN"
+	EnvOrganizationID = "DAYTONA_ORGANIZATION_ID"
+	EnvAPIURL         = "DAYTONA_API_URL"
+	EnvServerURL      = "DAYTONA_SERVER_URL" // deprecated by Daytona; read when DAYTONA_API_URL is unset
+	EnvTarget         = "DAYTONA_TARGET"
+)
+
+// Config says how to reach one Daytona account.
+type Config struct {
+	// APIKey authenticates; when set it wins over JWTToken, as in the SDKs.
+	APIKey string
+	// APIURL is the API base URL, ending in /api (DefaultAPIURL if empty).
+	APIURL string
+	// Target is the region new sandboxes are created in (empty: the
+	// organization's default).
+	Target string
+	// JWTToken with OrganizationID authenticates when there is no APIKey.
+	JWTToken       string
+	OrganizationID string
+	// CallTimeout bounds each call (DefaultCallTimeout if zero).
+	CallTimeout time.Duration
+	// HTTPClient makes the calls (a new client if nil). Its own Timeout, if
+	// any, applies on top of CallTimeout.
+	HTTPClient *http.Client
+	// Logger receives debug lines about failed calls (slog.Default() if nil).
+	// Credentials never appear in them.
+	Logger *slog.Logger
+}
+
+// ConfigFromEnv reads the Daytona SDKs' environment variables, with their
+// precedence: DAYTONA_API_KEY over DAYTONA_JWT_TOKEN (which then needs
+// DAYTONA_ORGANIZATION_ID); DAYTONA_API_URL, else the deprecated
+// DAYTONA_SERVER_URL, else DefaultAPIURL; DAYTONA_TARGET.
+func ConfigFromEnv() (Config, error) {
+	cfg := Config{
+		APIKey:         os.Getenv(EnvAPIKey),
+		JWTToken:       os.Getenv(EnvJWTToken),
+		OrganizationID: os.Getenv(EnvOrganizationID),
+		APIURL:         os.Getenv(EnvAPIURL),
+		Target:         os.Getenv(EnvTarget),
+	}
+	if cfg.APIURL == "" {
+		cfg.APIURL = os.Getenv(EnvServerURL)
+	}
+	if cfg.APIURL == "" {
+		cfg.APIURL = DefaultAPIURL
+	}
+	if err := cfg.checkCredentials(); err != nil {
+		return Config{}, err
+	}
+	return cfg, nil
+}
+
+func (c Config) checkCredentials() error {
+	if c.APIKey == "" && c.JWTToken == "" {
+		return errors.New("no Daytona credentials: set DAYTONA_API_KEY, or both DAYTONA_JWT_TOKEN and DAYTONA_ORGANIZATION_ID")
+	}
+	if c.APIKey == "" && c.OrganizationID == "" {
+		return errors.New("DAYTONA_ORGANIZATION_ID is required when authenticating with DAYTONA_JWT_TOKEN")
+	}
+	return nil
+}
+
+// String keeps the credentials out of any %v of a Config.
+func (c Config) String() string {
+	return fmt.Sprintf("daytona.Config{APIURL: %q, Target: %q, OrganizationID: %q, APIKey: %s, JWTToken: %s, CallTimeout: %s}",
+		redactURL(c.APIURL), c.Target, c.OrganizationID, secretMark(c.APIKey), secretMark(c.JWTToken), c.CallTimeout)
+}
+
+// GoString keeps the credentials out of a %#v of a Config.
+func (c Config) GoString() string { return c.String() }
+
+// LogValue keeps the credentials out of a Config given to slog.
+func (c Config) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.String("api_url", redactURL(c.APIURL)),
+		slog.String("target", c.Target),
+		slog.String("organization_id", c.OrganizationID),
+		slog.String("api_key", secretMark(c.APIKey)),
+		slog.String("jwt_token", secretMark(c.JWTToken)),
+	)
+}
+
+func secretMark(s string) string {
+	if s == "" {
+		return `""`
+	}
+	return "[REDACTED]"
+}
+
+// Fingerprint names an account without revealing its key: a hash of the
+// normalised API URL and the key. tether journals it with each intent and
+// refuses to act on an intent recorded under another fingerprint.
+func Fingerprint(apiURL, key string) string {
+	h := sha256.New()
+	h.Write([]byte(normaliseURL(apiURL)))
+	h.Write([]byte{0})
+	h.Write([]byte(key))
+	return "daytona:" + hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+func normaliseURL(s string) string {
+	u, err := url.Parse(strings.TrimSpace(s))
+	if err != nil {
+		return strings.TrimRight(strings.TrimSpace(s), "/")
+	}
+	u.Scheme = strings.ToLower(u.Scheme)
+	u.Host = strings.ToLower(u.Host)
+	u.Path = strings.TrimRight(u.Path, "/")
+	return u.String()
+}
+
+// Provider is one Daytona account. It is safe for concurrent use.
+type Provider struct {
+	api     *apiclient.APIClient
+	token   string
+	secrets []string
+	account string
+	target  string
+	timeout time.Duration
+	log     *slog.Logger
+}
+
+var _ provider.Provider = (*Provider)(nil)
+
+// New checks cfg and returns a Provider. It makes no call.
+func New(cfg Config) (*Provider, error) {
+	if err := cfg.checkCredentials(); err != nil {
+		return nil, err
+	}
+	if cfg.APIURL == "" {
+		cfg.APIURL = DefaultAPIURL
+	}
+	u, err := url.Parse(cfg.APIURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("daytona API URL %q: want http(s)://host/path", redactURL(cfg.APIURL))
+	}
+	if cfg.CallTimeout < 0 {
+		return nil, fmt.Errorf("daytona call timeout %s: must not be negative", cfg.CallTimeout)
+	}
+	if cfg.CallTimeout == 0 {
+		cfg.CallTimeout = DefaultCallTimeout
+	}
+	hc := cfg.HTTPClient
+	if hc == nil {
+		hc = &http.Client{}
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+
+	ac := apiclient.NewConfiguration()
+	ac.Servers = apiclient.ServerConfigurations{{URL: strings.TrimRight(cfg.APIURL, "/")}}
+	ac.HTTPClient = hc
+	ac.UserAgent = "tether"
+	p := &Provider{target: cfg.Target, timeout: cfg.CallTimeout, log: log}
+	if cfg.APIKey != "" {
+		p.token = cfg.APIKey
+		p.account = Fingerprint(cfg.APIURL, cfg.APIKey)
+	} else {
+		// A JWT is short-lived, so the account is the organization it acts in.
+		p.token = cfg.JWTToken
+		p.account = Fingerprint(cfg.APIURL, "organization:"+cfg.OrganizationID)
+		ac.AddDefaultHeader("X-Daytona-Organization-ID", cfg.OrganizationID)
+	}
+	for _, s := range []string{cfg.APIKey, cfg.JWTToken} {
+		if s != "" {
+			p.secrets = append(p.secrets, s, url.QueryEscape(s), url.PathEscape(s))
+		}
+	}
+	p.api = apiclient.NewAPIClient(ac)
+	return p, nil
+}
+
+// Name is "daytona".
+func (p *Provider) Name() string { return "daytona" }
+
+// Account is the fingerprint of the credentials in use.
+func (p *Provider) Account() string { return p.account }
+
+// Get reads a sandbox by id. The API resolves ids and names alike, so an
+// answer for another id (a sandbox whose name happens to be this id) is
+// treated as not found.
+func (p *Provider) Get(ctx context.Context, id string) (provider.Sandbox, error) {
+	var sb *apiclient.Sandbox
+	err := p.call(ctx, "get", id, func(ctx context.Context) (*http.Response, error) {
+		var resp *http.Response
+		var err error
+		sb, resp, err = p.api.SandboxAPI.GetSandbox(ctx, id).Execute()
+		return resp, err
+	})
+	if err != nil {
+		return provider.Sandbox{}, err
+	}
+	if sb.GetId() != id {
+		return provider.Sandbox{}, fmt.Errorf("daytona get %s: the answer is sandbox %s: %w", id, sb.GetId(), provider.ErrNotFound)
+	}
+	return fromSandbox(sb), nil
+}
+
+// GetByName reads the sandbox with exactly this name. GET /sandbox/{idOrName}
+// tries ids first, so an answer with another name falls back to a list
+// filtered by name.
+func (p *Provider) GetByName(ctx context.Context, name string) (provider.Sandbox, error) {
+	var sb *apiclient.Sandbox
+	err := p.call(ctx, "get", name, func(ctx context.Context) (*http.Response, error) {
+		var resp *http.Response
+		var err error
+		sb, resp, err = p.api.SandboxAPI.GetSandbox(ctx, name).Execute()
+		return resp, err
+	})
+	if err != nil {
+		return provider.Sandbox{}, err
+	}
+	if sb.GetName() == name {
+		return fromSandbox(sb), nil
+	}
+	items, err := p.list(ctx, nil, name)
+	if err != nil {
+		return provider.Sandbox{}, err
+	}
+	for _, it := range items {
+		if it.Name == name {
+			return it, nil
+		}
+	}
+	return provider.Sandbox{}, fmt.Errorf("daytona get by name %s: %w", name, provider.ErrNotFound)
+}
+
+// List returns the sandboxes whose labels include every given pair, all pages.
+func (p *Provider) List(ctx context.Context, labels map[string]string) ([]provider.Sandbox, error) {
+	return p.list(ctx, labels, "")
+}
+
+func (p *Provider) list(ctx context.Context, labels map[string]string, namePrefix string) ([]provider.Sandbox, error) {
+	var filter string
+	if len(labels) > 0 {
+		b, err := json.Marshal(labels)
+		if err != nil {
+			return nil, fmt.Errorf("daytona list: labels: %w", err)
+		}
+		filter = string(b)
+	}
+	var out []provider.Sandbox
+	cursor := ""
+	for range maxListPages {
+		var page *apiclient.ListSandboxesResponse
+		err := p.call(ctx, "list", filter, func(ctx context.Context) (*http.Response, error) {
+			req := p.api.SandboxAPI.ListSandboxes(ctx).Limit(listPageLimit)
+			if filter != "" {
+				req = req.Labels(filter)
+			}
+			if namePrefix != "" {
+				req = req.Name(namePrefix)
+			}
+			if cursor != "" {
+				req = req.Cursor(cursor)
+			}
+			var resp *http.Response
+			var err error
+			page, resp, err = req.Execute()
+			return resp, err
+		})
+		if err != nil {
+			return nil, err
+		}
+		for i := range page.Items {
+			out = append(out, fromListItem(&page.Items[i]))
+		}
+		next := page.GetNextCursor()
+		if next == "" || next == cursor {
+			return out, nil
+		}
+		cursor = next
+	}
+	return nil, fmt.Errorf("daytona list: more than %d pages: %w", maxListPages, provider.ErrUnavailable)
+}
+
+// Delete asks Daytona to delete the sandbox. Daytona deletes asynchronously:
+// the sandbox is `destroying`, renamed, and only later does GET answer 404.
+func (p *Provider) Delete(ctx context.Context, id string) error {
+	return p.call(ctx, "delete", id, func(ctx context.Context) (*http.Response, error) {
+		_, resp, err := p.api.SandboxAPI.DeleteSandbox(ctx, id).Execute()
+		return resp, err
+	})
+}
+
+// Stop asks Daytona to stop the sandbox (it passes through `stopping`).
+func (p *Provider) Stop(ctx context.Context, id string) error {
+	return p.call(ctx, "stop", id, func(ctx context.Context) (*http.Response, error) {
+		_, resp, err := p.api.SandboxAPI.StopSandbox(ctx, id).Execute()
+		return resp, err
+	})
+}
+
+// SetAutoStop sets the idle auto-stop interval; 0 disables auto-stop.
+func (p *Provider) SetAutoStop(ctx context.Context, id string, minutes int) error {
+	if minutes < 0 {
+		return fmt.Errorf("daytona autostop %s: %d minutes: must not be negative", id, minutes)
+	}
+	return p.call(ctx, "autostop", id, func(ctx context.Context) (*http.Response, error) {
+		_, resp, err := p.api.SandboxAPI.SetAutostopInterval(ctx, id, float32(minutes)).Execute()
+		return resp, err
+	})
+}
+
+// Create makes a sandbox with this name and labels, in the configured target.
+// autoStopMinutes nil leaves the server's default (15). It is what a runner
+// does; tether itself uses it only in tests and the demo.
+func (p *Provider) Create(ctx context.Context, name string, labels map[string]string, autoStopMinutes *int) (provider.Sandbox, error) {
+	req := apiclient.NewCreateSandbox()
+	if name != "" {
+		req.SetName(name)
+	}
+	if labels != nil {
+		req.SetLabels(labels)
+	}
+	if p.target != "" {
+		req.SetTarget(p.target)
+	}
+	if autoStopMinutes != nil {
+		if *autoStopMinutes < 0 {
+			return provider.Sandbox{}, fmt.Errorf("daytona create %s: auto-stop %d minutes: must not be negative", name, *autoStopMinutes)
+		}
+		req.SetAutoStopInterval(int32(*autoStopMinutes))
+	}
+	var sb *apiclient.Sandbox
+	err := p.call(ctx, "create", name, func(ctx context.Context) (*http.Response, error) {
+		var resp *http.Response
+		var err error
+		sb, resp, err = p.api.SandboxAPI.CreateSandbox(ctx).CreateSandbox(*req).Execute()
+		return resp, err
+	})
+	if err != nil {
+		return provider.Sandbox{}, err
+	}
+	return fromSandbox(sb), nil
+}
+
+// call runs one API call under its own timeout and turns its failure into
+// an error the reaper can act on, with every credential removed.
+func (p *Provider) call(ctx context.Context, op, target string, do func(ctx context.Context) (*http.Response, error)) error {
+	cctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	resp, err := do(context.WithValue(cctx, apiclient.ContextAccessToken, p.token))
+	if err == nil {
+		return nil
+	}
+	err = p.classify(ctx, cctx, resp, err)
+	err = fmt.Errorf("daytona %s %s: %w", op, p.redact(target), err)
+	p.log.Debug("daytona call failed", "op", op, "target", p.redact(target), "status", statusOf(resp), "err", err.Error())
+	return err
+}
+
+func statusOf(resp *http.Response) int {
+	if resp == nil {
+		return 0
+	}
+	return resp.StatusCode
+}
+
+// classify maps an answer (or its absence) onto the provider's errors.
+func (p *Provider) classify(ctx, cctx context.Context, resp *http.Response, err error) error {
+	if resp == nil || resp.StatusCode < 300 {
+		// No answer, or a success whose body did not arrive whole.
+		switch {
+		case ctx.Err() != nil:
+			// The caller's own deadline or cancellation: not ours to retry.
+			return fmt.Errorf("no answer: %w", ctx.Err())
+		case cctx.Err() != nil:
+			return fmt.Errorf("%w: no answer within %s", provider.ErrUnavailable, p.timeout)
+		case resp == nil:
+			return &redactedError{msg: "no answer: " + p.redact(err.Error()), kind: provider.ErrUnavailable}
+		}
+		return &redactedError{msg: fmt.Sprintf("HTTP %d with an unreadable body: %s", resp.StatusCode, p.redact(err.Error())), kind: provider.ErrUnavailable}
+	}
+	msg := p.serverMessage(resp)
+	code := resp.StatusCode
+	switch {
+	case code == http.StatusNotFound:
+		return &redactedError{msg: msg, kind: provider.ErrNotFound}
+	case code == http.StatusConflict:
+		return &redactedError{msg: msg, kind: provider.ErrConflict}
+	case code == http.StatusTooManyRequests:
+		return fmt.Errorf("%w: %s", &provider.RateLimitError{RetryAfter: retryAfter(resp.Header.Get("Retry-After"), time.Now())}, msg)
+	case code == http.StatusUnauthorized || code == http.StatusForbidden:
+		return &redactedError{msg: msg, kind: provider.ErrUnauthorized}
+	case code >= 500 || code == http.StatusRequestTimeout:
+		return &redactedError{msg: msg, kind: provider.ErrUnavailable}
+	}
+	return &redactedError{msg: msg}
+}
+
+// serverMessage is the status and the server's message, redacted and bounded.
+func (p *Provider) serverMessage(resp *http.Response) string {
+	status := "HTTP " + strconv.Itoa(resp.StatusCode)
+	if resp.Body == nil {
+		return status
+	}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	var e struct {
+		Message json.RawMessage `json:"message"`
+	}
+	text := strings.TrimSpace(string(b))
+	if json.Unmarshal(b, &e) == nil && len(e.Message) > 0 {
+		var s string
+		if json.Unmarshal(e.Message, &s) == nil {
+			text = s
+		} else {
+			text = string(e.Message) // NestJS validation errors are arrays
+		}
+	}
+	text = p.redact(text)
+	if len(text) > maxErrorMessage {
+		text = text[:maxErrorMessage] + "…"
+	}
+	if text == "" {
+		return status
+	}
+	return status + ": " + text
+}
+
+// redact removes every credential (and its URL-escaped forms) from s.
+func (p *Provider) redact(s string) string {
+	for _, secret := range p.secrets {
+		s = strings.ReplaceAll(s, secret, "[REDACTED]")
+	}
+	return s
+}
+
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
+}
+
+// redactedError is a failure whose message is already free of credentials;
+// it matches its provider sentinel with errors.Is.
+type redactedError struct {
+	msg  string
+	kind error // a provider sentinel, or nil
+}
+
+func (e *redactedError) Error() string {
+	if e.kind == nil {
+		return e.msg
+	}
+	return e.kind.Error() + ": " + e.msg
+}
+
+func (e *redactedError) Unwrap() error { return e.kind }
+
+// retryAfter reads a Retry-After header: seconds, or an HTTP date.
+func retryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if secs, err := strconv.ParseFloat(v, 64); err == nil {
+		if secs <= 0 {
+			return 0
+		}
+		return time.Duration(secs * float64(time.Second))
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		if d := t.Sub(now); d > 0 {
+			return d
+		}
+	}
+	return 0
+}
+
+func fromSandbox(sb *apiclient.Sandbox) provider.Sandbox {
+	return provider.Sandbox{
+		ID:              sb.GetId(),
+		Name:            sb.GetName(),
+		State:           mapState(sb.GetState()),
+		Labels:          sb.GetLabels(),
+		AutoStopMinutes: int(sb.GetAutoStopInterval()),
+		CreatedAt:       parseTime(sb.GetCreatedAt()),
+	}
+}
+
+func fromListItem(it *apiclient.SandboxListItem) provider.Sandbox {
+	return provider.Sandbox{
+		ID:              it.GetId(),
+		Name:            it.GetName(),
+		State:           mapState(it.GetState()),
+		Labels:          it.GetLabels(),
+		AutoStopMinutes: int(it.GetAutoStopInterval()),
+		CreatedAt:       parseTime(it.GetCreatedAt()),
+	}
+}
+
+// mapState maps Daytona's state onto the provider's words. Daytona's own
+// words are the provider's (started, stopped, archived, destroying,
+// destroyed, ...); a state this client version does not know is "unknown".
+func mapState(s apiclient.SandboxState) string {
+	switch s {
+	case "":
+		return "unknown"
+	case apiclient.SANDBOXSTATE_UNKNOWN_DEFAULT_OPEN_API:
+		return "unknown"
+	}
+	return string(s)
+}
+
+func parseTime(s string) time.Time {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}
+	}
+	return t
+}

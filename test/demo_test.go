@@ -1,0 +1,70 @@
+package e2e_test
+
+import (
+	"bytes"
+	"context"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestDemo runs `tether demo` as CI does, stdout a pipe (no TTY): it exits
+// 0 and its final table lists every sandbox of both runs as gone in the
+// journal, destroyed in Daytona, and ok — with and without faults.
+func TestDemo(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"plain", nil},
+		{"faults", []string{"--faults", "latency=30ms,429=0.1,5xx=0.05,seed=7"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(context.Background(), exitBound*2)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, bin.tether, append([]string{"demo"}, tc.args...)...)
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			err := cmd.Run()
+			out := stdout.String()
+			if err != nil {
+				t.Fatalf("tether demo: %v\nstdout:\n%s\nstderr:\n%s", err, out, stderr.String())
+			}
+			if strings.Contains(out, "\033[") {
+				t.Errorf("demo wrote terminal escapes to a pipe:\n%s", out)
+			}
+			rows := demoTable(out)
+			if len(rows) != 8 { // 4 sandboxes in each of the two runs
+				t.Fatalf("demo table has %d rows, want 8:\n%s", len(rows), out)
+			}
+			for _, r := range rows {
+				f := strings.Fields(r)
+				if !strings.HasPrefix(f[0], "tether-") || !strings.Contains(r, " gone ") || f[len(f)-2] != "destroyed" || f[len(f)-1] != "ok" {
+					t.Errorf("demo row is not gone/destroyed/ok: %q", r)
+				}
+			}
+			if !strings.Contains(out, "every sandbox ended confirmed gone") {
+				t.Errorf("demo does not conclude that every sandbox is gone:\n%s", out)
+			}
+		})
+	}
+}
+
+// demoTable returns the rows of the demo's final table, header excluded.
+func demoTable(out string) []string {
+	var rows []string
+	in := false
+	for _, line := range strings.Split(out, "\n") {
+		switch {
+		case strings.HasPrefix(line, "SANDBOX "):
+			in, rows = true, nil
+		case in && strings.TrimSpace(line) == "":
+			in = false
+		case in:
+			rows = append(rows, line)
+		}
+	}
+	return rows
+}

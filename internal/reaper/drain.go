@@ -106,10 +106,11 @@ type outcome struct {
 }
 
 // Drain resolves every given intent, with at most Concurrency provider calls
-// in flight, until each is terminal or ctx ends, and reports the outcome. Each intent is isolated: a
-// hung or failing one holds only its own worker and never stops the others,
-// and a panic in one is reported as that intent's error. A running drain
-// logs its progress every ProgressInterval.
+// in flight, until each is terminal or ctx ends, and reports the outcome.
+// Each intent is isolated: a hung call holds one call slot and its own
+// intent, a failing intent waits out its backoff without holding a slot, and
+// a panic in one is reported as that intent's error. A running drain logs
+// its progress every ProgressInterval while something moves.
 func (r *Reaper) Drain(ctx context.Context, intents []spool.Intent) Report {
 	start := time.Now()
 	log := r.log()

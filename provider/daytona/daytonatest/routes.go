@@ -82,6 +82,9 @@ func (s *Server) serve(mux *http.ServeMux, w http.ResponseWriter, r *http.Reques
 	s.mu.Unlock()
 
 	if !s.wait(r.Context(), d.latency) {
+		if r.Context().Err() == nil {
+			abort() // the server closed
+		}
 		return
 	}
 	fail := func(f *Scripted) {
@@ -171,8 +174,13 @@ func (s *Server) hang(ctx context.Context) {
 	select {
 	case <-ctx.Done():
 	case <-s.closed:
+		abort()
 	}
 }
+
+// abort drops the connection without an answer, as a server going away
+// does; net/http recovers this panic quietly.
+func abort() { panic(http.ErrAbortHandler) }
 
 func orgOf(r *http.Request) string { o, _ := r.Context().Value(ctxKey{}).(string); return o }
 
@@ -302,6 +310,9 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		wait = min(wait, untilStarted)
 	}
 	if !s.wait(r.Context(), wait) {
+		if r.Context().Err() == nil {
+			abort() // the server closed
+		}
 		return
 	}
 	s.mu.Lock()

@@ -567,3 +567,44 @@ func TestKeyNeverLeaks(t *testing.T) {
 		t.Error("nothing was redacted: did the server echo the key at all?")
 	}
 }
+
+func BenchmarkGet(b *testing.B) {
+	s := daytonatest.NewServer(daytonatest.WithCreateDelay(0))
+	defer s.Close()
+	p, err := daytona.New(daytona.Config{APIKey: daytonatest.DefaultKey, APIURL: s.URL})
+	if err != nil {
+		b.Fatal(err)
+	}
+	sb, err := p.Create(context.Background(), "bench", nil, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := p.Get(context.Background(), sb.ID); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkList1000(b *testing.B) {
+	s := daytonatest.NewServer()
+	defer s.Close()
+	for i := range 1000 {
+		labels := map[string]string{"scope": fmt.Sprint(i % 2)}
+		if _, err := s.AddSandbox(daytonatest.DefaultOrg, daytonatest.SeedSandbox{Labels: labels}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	p, err := daytona.New(daytona.Config{APIKey: daytonatest.DefaultKey, APIURL: s.URL})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		got, err := p.List(context.Background(), map[string]string{"scope": "1"})
+		if err != nil || len(got) != 500 {
+			b.Fatal(len(got), err)
+		}
+	}
+}

@@ -54,7 +54,9 @@ type Faults struct {
 	// (Daytona issue #3294: deletes that take a long while).
 	Destroying time.Duration
 	// Starting keeps every new sandbox `starting` this long after `creating`;
-	// meanwhile delete and stop answer 409 (state change in progress).
+	// meanwhile delete and stop answer 409 (state change in progress). POST
+	// /sandbox waits for it like any start, up to the create wait (30 s by
+	// default; see WithCreateWait). Hold(id, "starting", 0) pins one sandbox.
 	Starting time.Duration
 	// ListLag makes GET /sandbox show the world as it was ListLag ago: a new
 	// sandbox shows up, and a deleted one disappears, only after the lag.

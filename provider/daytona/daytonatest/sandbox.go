@@ -98,9 +98,24 @@ func (r *record) clone() view {
 	return v
 }
 
+// historyKeep is how many versions a sandbox keeps before older ones that
+// no lagging list can still see are dropped.
+const historyKeep = 16
+
 // record appends the current view to the history the lagging list reads.
 func (r *record) record(at time.Time) {
 	r.history = append(r.history, version{at: at, v: r.clone()})
+	if len(r.history) <= historyKeep {
+		return
+	}
+	// Keep the newest version at or before the oldest moment a list can
+	// show (at - ListLag), and everything after it.
+	seen := at.Add(-r.srv.faults.ListLag)
+	i := 0
+	for i+1 < len(r.history) && !r.history[i+1].at.After(seen) {
+		i++
+	}
+	r.history = r.history[i:]
 }
 
 // viewAt is the sandbox as it was at t; false if it did not exist yet.

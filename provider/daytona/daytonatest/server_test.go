@@ -594,3 +594,38 @@ func TestUnknownRoute(t *testing.T) {
 		t.Errorf("calls = %v", s.Calls())
 	}
 }
+
+func TestBadRequests(t *testing.T) {
+	s := newServer(t)
+	for _, tt := range []struct{ method, path, body string }{
+		{"POST", "/sandbox", `{"name":`},
+		{"POST", "/sandbox", ``},
+		{"POST", "/sandbox", `{"autoStopInterval":-1}`},
+		{"POST", "/sandbox", `{"labels":{"a":1}}`},
+		{"PUT", "/sandbox/x/labels", `{}`},
+		{"POST", "/sandbox/x/autostop/abc", ``},
+		{"POST", "/sandbox/x/autostop/1.5", ``},
+		{"GET", "/sandbox?limit=0", ``},
+		{"GET", "/sandbox?limit=201", ``},
+		{"GET", "/sandbox?sort=cpu", ``},
+		{"GET", "/sandbox?order=up", ``},
+	} {
+		req, _ := http.NewRequest(tt.method, s.URL+tt.path, strings.NewReader(tt.body))
+		req.Header.Set("Authorization", "Bearer "+daytonatest.DefaultKey)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 400 {
+			t.Errorf("%s %s %s: status %d, want 400", tt.method, tt.path, tt.body, resp.StatusCode)
+			continue
+		}
+		assertErrorBody(t, string(b), 400, "/api"+strings.Split(tt.path, "?")[0])
+	}
+	if n := len(s.Sandboxes()); n != 0 {
+		t.Errorf("a bad request created %d sandboxes", n)
+	}
+}

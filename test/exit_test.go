@@ -1,6 +1,8 @@
 package e2e_test
 
 import (
+	"fmt"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -133,4 +135,63 @@ func TestOnUnresolved(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRepeatedSignalDuringDrain: docker stop sent twice, or a Ctrl-C after
+// it, neither restarts nor aborts a running drain. One sandbox is held in
+// destroying so that the drain is provably still running when each signal
+// arrives; once it is let go, the one drain finishes and reports once.
+func TestRepeatedSignalDuringDrain(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	p := w.run([]string{"--drain-timeout", drainTimeout}, "--sandboxes", "5")
+	out := p.ready()
+	created := out.of("created")
+	if len(created) != 5 {
+		t.Fatalf("runner: %+v", out.lines)
+	}
+	held := created[0].sandbox
+	if err := w.sim.Hold(held, "destroying", 0); err != nil {
+		t.Fatal(err)
+	}
+	p.signal(syscall.SIGTERM)
+	eventually(t, "the drain starts", func() (bool, string) {
+		return strings.Contains(p.stderr.String(), "drain: resolving every live intent"), "no drain in the log"
+	})
+	const caught = "signal received after the child ended; finishing the drain"
+	for i, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGTERM} {
+		p.signal(sig)
+		eventually(t, "tether notes the signal and drains on", func() (bool, string) {
+			n := strings.Count(p.stderr.String(), caught)
+			return n == i+1, fmt.Sprintf("%d signals noted", n)
+		})
+	}
+	// The other four are done while the held one still blocks nothing but itself.
+	eventually(t, "the other sandboxes go while one hangs", func() (bool, string) {
+		for _, l := range created[1:] {
+			if sb, _ := w.sim.Sandbox(l.sandbox); sb.State != "destroyed" {
+				return false, fmt.Sprintf("sandbox %s is %s", l.sandbox, sb.State)
+			}
+		}
+		return true, ""
+	})
+	if err := w.sim.Release(held); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(); code != 128+int(syscall.SIGTERM) {
+		t.Fatalf("tether exited %d, want 143; stderr:\n%s", code, p.stderr)
+	}
+	stderr := p.stderr.String()
+	if n := strings.Count(stderr, "drain: resolving every live intent"); n != 1 {
+		t.Errorf("the drain ran %d times, want once", n)
+	}
+	rep := mustReport(t, stderr)
+	if rep.total != 5 || rep.left != 0 || rep.counts["gone"] != 5 {
+		t.Errorf("report: %d intents, %d left, counts %v; want 5 gone", rep.total, rep.left, rep.counts)
+	}
+	w.assertDestroyed(ids(created[1:], sandboxOf)...)
+	if sb, _ := w.sim.Sandbox(held); sb.State != "destroyed" {
+		t.Errorf("held sandbox %s is %s", held, sb.State)
+	}
+	w.assertJournal(spool.Gone, ids(created, intentOf)...)
 }

@@ -97,6 +97,16 @@ func runHelper(args []string) int {
 		return 0
 	case "record":
 		return recordSignals(role)
+	case "readline": // read one line from stdin (a terminal in the TTY tests)
+		event(role, fmt.Sprintf("pid %d", os.Getpid()))
+		event(role, "ready")
+		line, err := bufio.NewReader(os.Stdin).ReadString('\n')
+		if err != nil {
+			event(role, "read error "+err.Error())
+			return 1
+		}
+		event(role, "read "+strings.TrimSpace(line))
+		return 0
 	case "orphans": // orphans N: leave N orphaned grandchildren, then record
 		n := args[1]
 		spawner := exec.Command(os.Args[0], "spawner", n)

@@ -1,0 +1,166 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// openPTY returns a new pseudo-terminal's master and its terminal side.
+func openPTY(t *testing.T) (master, tty *os.File) {
+	t.Helper()
+	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Skipf("no pseudo-terminals: %v", err)
+	}
+	if err := unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatal(err)
+	}
+	n, err := unix.IoctlGetInt(int(m.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close(); s.Close() })
+	// Drain what the terminal echoes, so it never blocks a writer.
+	go io.Copy(io.Discard, m)
+	return m, s
+}
+
+// startTetherOnTTY runs tether as a shell would run a foreground job: as the
+// leader of a session whose controlling terminal is tty.
+func startTetherOnTTY(t *testing.T, tty *os.File, args []string, env ...string) (*exec.Cmd, string, chan struct{}) {
+	t.Helper()
+	events := filepath.Join(t.TempDir(), "events")
+	cmd := exec.Command(tetherBin, append([]string{"run"}, args...)...)
+	cmd.Env = append(os.Environ(), helperEnv+"=1", "HELPER_EVENTS="+events)
+	cmd.Env = append(cmd.Env, isolatedEnv(t)...)
+	cmd.Env = append(cmd.Env, env...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-done
+		for _, l := range readLines(events) {
+			if _, rest, ok := strings.Cut(l, " pid "); ok {
+				var pid int
+				fmt.Sscan(rest, &pid)
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	})
+	return cmd, events, done
+}
+
+func waitDone(t *testing.T, cmd *exec.Cmd, done chan struct{}) int {
+	t.Helper()
+	select {
+	case <-done:
+	case <-time.After(waitLimit):
+		t.Fatalf("tether still running after %s", waitLimit)
+	}
+	return cmd.ProcessState.ExitCode()
+}
+
+// TestRunTTYCtrlCReachesChildOnce: in a terminal the kernel sends Ctrl-C's
+// SIGINT to the foreground group, which must be the child's (so it can also
+// read the terminal), and tether must not forward a second one.
+func TestRunTTYCtrlCReachesChildOnce(t *testing.T) {
+	t.Parallel()
+	master, tty := openPTY(t)
+	cmd, events, done := startTetherOnTTY(t, tty, append([]string{"--grace", "1h", "--"}, helperCommand("record")...), "HELPER_GRANDCHILD=1")
+	waitEvent(t, events, "child ready")
+	if _, err := master.Write([]byte{0x03}); err != nil { // Ctrl-C
+		t.Fatal(err)
+	}
+	if got := waitDone(t, cmd, done); got != 0 {
+		t.Fatalf("exit code %d, want 0 (the child exits 0 on its SIGINT)", got)
+	}
+	lines := readLines(events)
+	for _, role := range []string{"child", "grandchild"} {
+		n := 0
+		for _, l := range lines {
+			if l == role+" SIGINT" {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Errorf("%s got SIGINT %d times, want exactly once: %q", role, n, lines)
+		}
+	}
+}
+
+// TestRunTTYChildReadsTerminal: the child is in the terminal's foreground,
+// so reading it does not stop the child with SIGTTIN.
+func TestRunTTYChildReadsTerminal(t *testing.T) {
+	t.Parallel()
+	master, tty := openPTY(t)
+	cmd, events, done := startTetherOnTTY(t, tty, append([]string{"--"}, helperCommand("readline")...))
+	waitEvent(t, events, "child ready")
+	if _, err := master.Write([]byte("hello from the terminal\n")); err != nil {
+		t.Fatal(err)
+	}
+	if got := waitDone(t, cmd, done); got != 0 {
+		t.Fatalf("exit code %d, want 0; events %q", got, readLines(events))
+	}
+	if !hasLine(readLines(events), "child read hello from the terminal") {
+		t.Fatalf("the child did not read the terminal: %q", readLines(events))
+	}
+}
+
+// TestRunTTYCtrlZStopsTheJob: Ctrl-Z stops the child; tether takes the
+// terminal back and stops too (so a shell sees the job stopped); SIGCONT
+// (the shell's fg) gives the terminal back to the child and wakes it.
+func TestRunTTYCtrlZStopsTheJob(t *testing.T) {
+	t.Parallel()
+	master, tty := openPTY(t)
+	cmd, events, done := startTetherOnTTY(t, tty, append([]string{"--"}, helperCommand("readline")...))
+	waitEvent(t, events, "child ready")
+	child := eventPID(t, events, "child")
+	if _, err := master.Write([]byte{0x1a}); err != nil { // Ctrl-Z
+		t.Fatal(err)
+	}
+	tether := cmd.Process.Pid
+	waitFor(t, "the child and tether to be stopped", func() bool {
+		return procState(child) == 'T' && procState(tether) == 'T'
+	})
+	fg, err := unix.IoctlGetInt(int(master.Fd()), unix.TIOCGPGRP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fg != tether {
+		t.Fatalf("terminal's foreground group %d, want tether's %d after Ctrl-Z", fg, tether)
+	}
+	if err := syscall.Kill(tether, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the child to be in the foreground again", func() bool {
+		fg, err := unix.IoctlGetInt(int(master.Fd()), unix.TIOCGPGRP)
+		return err == nil && fg == child && procState(child) != 'T'
+	})
+	if _, err := master.Write([]byte("resumed\n")); err != nil {
+		t.Fatal(err)
+	}
+	if got := waitDone(t, cmd, done); got != 0 {
+		t.Fatalf("exit code %d, want 0; events %q", got, readLines(events))
+	}
+	if !hasLine(readLines(events), "child read resumed") {
+		t.Fatalf("the child did not read the terminal after fg: %q", readLines(events))
+	}
+}

@@ -444,6 +444,7 @@ func (w *world) runTether(args ...string) (int, string) {
 // report is tether's drain report, read back from its stderr.
 type report struct {
 	total, left int
+	elapsed     time.Duration
 	counts      map[string]int        // summary line per state
 	unresolved  map[string]reportItem // by intent id
 	foreign     map[string]reportItem // by intent id
@@ -452,7 +453,7 @@ type report struct {
 type reportItem struct{ name, sandbox, state, why string }
 
 var (
-	reportHead       = regexp.MustCompile(`^tether: drain: (\d+) intents in \S+, (\d+) left live$`)
+	reportHead       = regexp.MustCompile(`^tether: drain: (\d+) intents in (\S+), (\d+) left live$`)
 	reportCount      = regexp.MustCompile(`^tether:   (\S+)\s+(\d+)$`)
 	reportUnresolved = regexp.MustCompile(`^tether:   unresolved (\S+) intent=(\S+) sandbox=(\S+) state=(\S+): (.*)$`)
 	reportForeign    = regexp.MustCompile(`^tether:   foreign (\S+) intent=(\S+) sandbox=(\S+): (.*)$`)
@@ -465,7 +466,8 @@ func parseReport(stderr string) (rep report, ok bool) {
 		if m := reportHead.FindStringSubmatch(line); m != nil {
 			rep = report{counts: map[string]int{}, unresolved: map[string]reportItem{}, foreign: map[string]reportItem{}}
 			rep.total, _ = strconv.Atoi(m[1])
-			rep.left, _ = strconv.Atoi(m[2])
+			rep.elapsed, _ = time.ParseDuration(m[2])
+			rep.left, _ = strconv.Atoi(m[3])
 			ok = true
 			continue
 		}

@@ -51,7 +51,9 @@ func openSidecar(cfg config.Config, log *slog.Logger) (*sidecar, error) {
 	sc := &sidecar{cfg: cfg, log: log, journal: j}
 	prov, err := openProvider(log)
 	if err != nil {
-		log.Warn("no provider: intents are journaled, but nothing can be deleted until tether has credentials", "err", err)
+		// Quiet by default: tether is also a plain supervisor. The drain
+		// reports every intent it could not resolve for want of a provider.
+		log.Debug("no provider: intents are journaled, but nothing can be deleted until tether has credentials", "err", err)
 	} else {
 		sc.account = prov.Account()
 	}
@@ -216,7 +218,7 @@ func drainJournal(ctx context.Context, j *spool.Journal, r *reaper.Reaper, timeo
 		return nil, fmt.Errorf("drain: read the journal: %w", err)
 	}
 	if len(live) == 0 {
-		log.Info("drain: no live intent; nothing to do")
+		log.Debug("drain: no live intent; nothing to do")
 		return &reaper.Report{}, nil
 	}
 	dctx, cancel := context.WithTimeout(ctx, timeout)

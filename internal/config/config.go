@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tether-run/tether/spool"
 )
 
 // Config holds every setting of tether run (and the subset other subcommands use).
@@ -255,6 +257,11 @@ func (c *Config) Validate() error {
 	}
 	if len(c.Socket) > 100 {
 		bad("--socket %q: longer than a Unix socket path may be (%d > 100 bytes)", c.Socket, len(c.Socket))
+	}
+	// Scope labels go on every intent; checked here so a bad one stops
+	// tether at start instead of failing every create with a 400.
+	if err := spool.ValidateLabels(c.Labels); err != nil {
+		bad("--label: %v", err)
 	}
 	return errors.Join(errs...)
 }

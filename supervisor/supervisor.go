@@ -137,6 +137,8 @@ type supervisor struct {
 	exited     chan struct{} // closed when the main child has been reaped
 	groupEmpty chan struct{} // closed when no process is left in its group
 
+	childDone chan struct{} // closed when the child actor returns: the child and its group are gone
+
 	stopOnce sync.Once
 	stopReq  chan struct{} // closed on the first TERM/INT or stop request: grace starts
 	killOnce sync.Once
@@ -170,6 +172,7 @@ func newSupervisor(cfg Config) *supervisor {
 		chld:       make(chan os.Signal, 1),
 		exited:     make(chan struct{}),
 		groupEmpty: make(chan struct{}),
+		childDone:  make(chan struct{}),
 		stopReq:    make(chan struct{}),
 		killReq:    make(chan struct{}),
 	}
@@ -199,9 +202,15 @@ func (s *supervisor) run(ctx context.Context) (Status, error) {
 	defer func() { close(stopReaper); <-reaperDone }()
 
 	var g run.Group
-	g.Add(s.childActor, func(error) { s.requestStop("run group interrupted") })
-	sigStop := make(chan struct{})
-	g.Add(func() error { return s.signalActor(ctx, sigStop) }, func(error) { close(sigStop) })
+	g.Add(s.childActor, func(err error) {
+		// Another actor ended the run (or the child did, and this is a
+		// no-op): stop the child as a SIGTERM to tether would.
+		s.forward(syscall.SIGTERM)
+		s.requestStop(fmt.Sprintf("run ended: %v", err))
+	})
+	// The signal actor outlives the interrupt: until the child is gone, a
+	// second TERM/INT must still kill it at once.
+	g.Add(func() error { return s.signalActor(ctx, s.childDone) }, func(error) {})
 	for _, a := range s.cfg.Actors {
 		a := a
 		g.Add(func() error {
@@ -271,6 +280,7 @@ func statusOf(ws syscall.WaitStatus) Status {
 // childActor starts the child and returns once it and its process group are
 // gone, escalating from TERM to KILL as the stop and kill requests say.
 func (s *supervisor) childActor() error {
+	defer close(s.childDone)
 	if err := s.start(); err != nil {
 		s.log.Error("cannot start the child", "command", s.cfg.Command, "err", err)
 		return nil // recorded in startStatus; the child "ended" at once
@@ -345,8 +355,9 @@ func (s *supervisor) requestKill() {
 	s.killOnce.Do(func() { close(s.killReq) })
 }
 
-// signalActor forwards signals until interrupted. The first TERM/INT (or the
-// end of ctx) starts the grace period, the second kills the group at once.
+// signalActor forwards signals until the child actor is done. The first
+// TERM/INT (or the end of ctx) starts the grace period, the second kills the
+// group at once.
 func (s *supervisor) signalActor(ctx context.Context, stop <-chan struct{}) error {
 	done := ctx.Done()
 	stops := 0

@@ -264,6 +264,11 @@ func (s *supervisor) childStatus() Status {
 	if s.startStatus != nil {
 		return *s.startStatus
 	}
+	if !s.reaped {
+		// Still there KillWait after its SIGKILL (uninterruptible sleep).
+		return Status{Code: 128 + int(syscall.SIGKILL), Signal: syscall.SIGKILL,
+			Err: fmt.Errorf("child %d did not exit within %s of SIGKILL", s.pid, KillWait)}
+	}
 	return statusOf(s.status)
 }
 

@@ -128,9 +128,15 @@ func runHelper(args []string) int {
 			}
 		}
 		return 0
-	case "orphan":
-		event(role, "exiting")
-		return 0
+	case "orphan": // waits, orphaned, until the test creates HELPER_EVENTS.release
+		event(role, fmt.Sprintf("pid %d", os.Getpid()))
+		event(role, "waiting")
+		for {
+			if _, err := os.Stat(os.Getenv("HELPER_EVENTS") + ".release"); err == nil {
+				return 0
+			}
+			time.Sleep(5 * time.Millisecond) // poll; the test's own wait bounds it
+		}
 	}
 	fmt.Fprintln(os.Stderr, "helper: unknown command", args[0])
 	return 2

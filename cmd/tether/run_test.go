@@ -331,19 +331,27 @@ func TestRunReapsOrphansAsPID1(t *testing.T) {
 	})
 }
 
-// assertOrphansReaped waits until every orphan has said it is exiting and
-// tether's only child left is the main child: no orphan is alive or a zombie.
+// assertOrphansReaped checks that the orphans were re-parented to tether
+// (its children are the main child and every orphan), releases them, and
+// waits until tether's only child is the main child again: every orphan was
+// reaped, none is left a zombie.
 func assertOrphansReaped(t *testing.T, events string, orphans, tether int) {
 	t.Helper()
-	waitFor(t, fmt.Sprintf("%d orphans to exit", orphans), func() bool {
+	waitFor(t, fmt.Sprintf("%d orphans to start", orphans), func() bool {
 		n := 0
 		for _, l := range readLines(events) {
-			if l == "orphan exiting" {
+			if l == "orphan waiting" {
 				n++
 			}
 		}
 		return n == orphans
 	})
+	waitFor(t, "the orphans to be re-parented to tether", func() bool {
+		return len(childrenOf(tether)) == orphans+1
+	})
+	if err := os.WriteFile(events+".release", nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	waitFor(t, "tether to reap every orphan (no zombies among its children)", func() bool {
 		kids := childrenOf(tether)
 		if len(kids) != 1 {

@@ -140,12 +140,59 @@ func isSpoolName(name string) bool {
 	return strings.HasSuffix(name, ".json") && !strings.HasPrefix(name, ".") && len(name) > len(".json")
 }
 
-// scan takes every spool file present, in lexical order.
+// scan takes every spool file present, in lexical order, until a listing
+// finds none.
+//
+// A directory listing is not a snapshot: files renamed in while it runs may
+// or may not appear, so one listing can hold a runner's second file and
+// miss its first. Any file seen by a first listing existed before a second
+// one started, and so did every file its writer renamed in before it; the
+// second listing has them all. So a round takes, from the second listing,
+// the files that sort no later than the last name of the first; the rest
+// wait for the next round.
 func (in *Intake) scan(ctx context.Context) error {
+	for ctx.Err() == nil {
+		first, err := in.list()
+		if err != nil || len(first) == 0 {
+			return nil
+		}
+		second, err := in.list()
+		if err != nil {
+			return nil
+		}
+		last := first[len(first)-1]
+		names := second
+		for k, name := range second {
+			if name > last {
+				names = second[:k]
+				break
+			}
+		}
+		handled := 0
+		for len(names) > 0 && ctx.Err() == nil {
+			n := min(len(names), intakeChunk)
+			h, err := in.take(ctx, names[:n])
+			if err != nil {
+				return err
+			}
+			handled += h
+			names = names[n:]
+		}
+		if handled == 0 {
+			// Only files the journal could not take are left: they wait
+			// for the next event or rescan instead of a busy loop.
+			return nil
+		}
+	}
+	return nil
+}
+
+// list returns the names of the spool files in Dir, sorted.
+func (in *Intake) list() ([]string, error) {
 	entries, err := os.ReadDir(in.Dir) // sorted by name
 	if err != nil {
 		in.Logger.Warn("spool: cannot list", "dir", in.Dir, "err", err)
-		return nil
+		return nil, err
 	}
 	names := make([]string, 0, len(entries))
 	for _, e := range entries {
@@ -153,14 +200,7 @@ func (in *Intake) scan(ctx context.Context) error {
 			names = append(names, e.Name())
 		}
 	}
-	for len(names) > 0 && ctx.Err() == nil {
-		n := min(len(names), intakeChunk)
-		if err := in.take(ctx, names[:n]); err != nil {
-			return err
-		}
-		names = names[n:]
-	}
-	return nil
+	return names, nil
 }
 
 // pending is one spool file on its way through the journal.
@@ -177,7 +217,8 @@ type pending struct {
 // take journals a chunk of files in order: every op is queued before any
 // is awaited, so the chunk shares transactions, and in queue order, so a
 // file may refer to an intent declared by a file before it.
-func (in *Intake) take(ctx context.Context, names []string) error {
+// It returns how many files it removed or rejected.
+func (in *Intake) take(ctx context.Context, names []string) (handled int, err error) {
 	items := make([]*pending, 0, len(names))
 	for _, name := range names {
 		p := &pending{name: name}
@@ -193,7 +234,7 @@ func (in *Intake) take(ctx context.Context, names []string) error {
 		} else if fn, err := in.fn(p); err != nil {
 			p.err = err
 		} else if p.commit, err = in.Journal.submit(fn); err != nil {
-			return fmt.Errorf("spool %s: %w", in.Dir, err)
+			return handled, fmt.Errorf("spool %s: %w", in.Dir, err)
 		}
 		items = append(items, p)
 	}
@@ -207,13 +248,14 @@ func (in *Intake) take(ctx context.Context, names []string) error {
 			}
 			p.err = err
 		}
+		handled++
 		if p.err != nil {
 			in.reject(p.name, p.err)
 			continue
 		}
 		in.done(ctx, p)
 	}
-	return nil
+	return handled, nil
 }
 
 // refused reports whether a journal error is about the op itself (the file

@@ -23,6 +23,19 @@ import (
 // far shorter.
 const DefaultRescanInterval = 5 * time.Second
 
+// DefaultWatchDelay is how long the intake waits before it starts its
+// inotify watcher. Closing an inotify descriptor costs the kernel an RCU
+// grace period (about 10 ms here), which a child that lives a few
+// milliseconds would pay on every `tether run`; a runner that lives longer
+// than this never notices. Files renamed in meanwhile are taken by the scan
+// that follows the start of the watcher, so none is missed.
+const DefaultWatchDelay = 250 * time.Millisecond
+
+// FinalScanTimeout bounds the last scan the intake makes when it is stopped:
+// the files the child renamed in just before it exited are journaled
+// before the drain starts.
+const FinalScanTimeout = 5 * time.Second
+
 // RejectedDir is the subdirectory of the spool where invalid files go,
 // each beside a NAME.err file that says why.
 const RejectedDir = "rejected"
@@ -52,12 +65,16 @@ type Intake struct {
 	Logger   *slog.Logger
 	// RescanInterval defaults to DefaultRescanInterval.
 	RescanInterval time.Duration
+	// WatchDelay defaults to DefaultWatchDelay; negative starts the watcher at once.
+	WatchDelay time.Duration
 
 	deletes sync.WaitGroup
 }
 
-// Run takes the files already in Dir, then watches it until ctx ends. It
-// returns nil when ctx ends, an error if the directory cannot be used or
+// Run takes the files already in Dir, then watches it until ctx ends, and
+// then takes what is there one last time (within FinalScanTimeout), so that
+// what the child wrote before it exited reaches the journal before the drain.
+// It returns nil when ctx ends, an error if the directory cannot be used or
 // the journal closes underneath it.
 func (in *Intake) Run(ctx context.Context) error {
 	if in.Logger == nil {
@@ -66,34 +83,42 @@ func (in *Intake) Run(ctx context.Context) error {
 	if in.RescanInterval <= 0 {
 		in.RescanInterval = DefaultRescanInterval
 	}
+	if in.WatchDelay == 0 {
+		in.WatchDelay = DefaultWatchDelay
+	}
 	if err := os.MkdirAll(filepath.Join(in.Dir, RejectedDir), 0o700); err != nil {
 		return fmt.Errorf("spool %s: %w", in.Dir, err)
 	}
 	defer in.deletes.Wait()
 
-	var events chan fsnotify.Event
-	var werrs chan error
-	if w, err := fsnotify.NewWatcher(); err != nil {
-		in.Logger.Warn("spool: no watcher, falling back to polling", "dir", in.Dir, "every", in.RescanInterval, "err", err)
-	} else {
-		defer w.Close()
-		if err := w.Add(in.Dir); err != nil {
-			in.Logger.Warn("spool: cannot watch, falling back to polling", "dir", in.Dir, "every", in.RescanInterval, "err", err)
-		} else {
-			events, werrs = w.Events, w.Errors
-		}
-	}
-	// Watch first, then scan: a file renamed in between is seen by both,
-	// and taking it twice is harmless; missing it would not be.
 	if err := in.scan(ctx); err != nil {
 		return err
 	}
+	var (
+		w      *fsnotify.Watcher
+		events chan fsnotify.Event
+		werrs  chan error
+	)
+	defer func() {
+		if w != nil {
+			w.Close()
+		}
+	}()
+	watchAt := time.NewTimer(max(in.WatchDelay, 0))
+	defer watchAt.Stop()
 	tick := time.NewTicker(in.RescanInterval)
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return nil
+			return in.finalScan()
+		case <-watchAt.C:
+			// Watch first, then scan: a file renamed in between is seen by
+			// both, and taking it twice is harmless; missing it would not be.
+			w = in.watch()
+			if w != nil {
+				events, werrs = w.Events, w.Errors
+			}
 		case ev, ok := <-events:
 			if !ok {
 				events = nil
@@ -128,11 +153,37 @@ func (in *Intake) Run(ctx context.Context) error {
 		}
 		if err := in.scan(ctx); err != nil {
 			if ctx.Err() != nil {
-				return nil
+				return in.finalScan()
 			}
 			return err
 		}
 	}
+}
+
+// watch starts the inotify watcher on Dir; nil (polling every
+// RescanInterval) when inotify is unavailable.
+func (in *Intake) watch() *fsnotify.Watcher {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		in.Logger.Warn("spool: no watcher, falling back to polling", "dir", in.Dir, "every", in.RescanInterval, "err", err)
+		return nil
+	}
+	if err := w.Add(in.Dir); err != nil {
+		w.Close()
+		in.Logger.Warn("spool: cannot watch, falling back to polling", "dir", in.Dir, "every", in.RescanInterval, "err", err)
+		return nil
+	}
+	return w
+}
+
+// finalScan takes the files present when the intake is stopped.
+func (in *Intake) finalScan() error {
+	ctx, cancel := context.WithTimeout(context.Background(), FinalScanTimeout)
+	defer cancel()
+	if err := in.scan(ctx); err != nil {
+		in.Logger.Warn("spool: last scan before the drain failed; the files stay for the next start", "dir", in.Dir, "err", err)
+	}
+	return nil
 }
 
 // isSpoolName: NAME.json, not a hidden (half-written .NAME.tmp) file.

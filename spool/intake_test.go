@@ -276,3 +276,38 @@ func TestIntakeStopsWhenJournalCloses(t *testing.T) {
 		t.Fatal("a file the journal never took was removed")
 	}
 }
+
+// A file the child renamed in just before it exited is journaled by the
+// last scan, before Run returns (and so before the drain): here ctx is over
+// before the intake even starts, so only that last scan can take it.
+func TestIntakeFinalScanTakesLateFiles(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "spool")
+	os.MkdirAll(dir, 0o700)
+	j := openTemp(t)
+	spoolWrite(t, dir, "001", `{"op":"intent","id":"late","labels":{}}`)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	in := &Intake{Dir: dir, Journal: j, WatchDelay: time.Hour, RescanInterval: time.Hour}
+	if err := in.Run(ctx); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if _, err := j.GetByKey("late"); err != nil {
+		t.Fatalf("the file written before the stop was not journaled: %v", err)
+	}
+	if !spoolEmpty(dir) {
+		t.Fatal("the file was journaled but not removed")
+	}
+}
+
+// Files renamed in before the watcher starts (it starts after WatchDelay)
+// are not missed, with no periodic rescan to fall back on.
+func TestIntakeDelayedWatcherMissesNothing(t *testing.T) {
+	f := startIntake(t, &Intake{WatchDelay: 50 * time.Millisecond, RescanInterval: time.Hour}, nil)
+	for i := 0; i < 3; i++ {
+		spoolWrite(t, f.dir, fmt.Sprintf("%03d", i), fmt.Sprintf(`{"op":"intent","id":"early-%d","labels":{}}`, i))
+	}
+	waitFor(t, "the early files journaled", func() bool { n, _ := f.j.LiveCount(); return n == 3 })
+	// And after the watcher is up, events drive the intake.
+	spoolWrite(t, f.dir, "100", `{"op":"intent","id":"later","labels":{}}`)
+	waitFor(t, "the later file journaled", func() bool { _, err := f.j.GetByKey("later"); return err == nil })
+}

@@ -24,8 +24,6 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/tether-run/tether/spool"
 )
 
@@ -208,8 +206,9 @@ func (s *Server) Actor(l net.Listener) (execute func() error, interrupt func(err
 type peerKey struct{}
 
 type peer struct {
-	cred *unix.Ucred
-	err  error
+	known    bool // the kernel told us who it is; the zero peer is nobody
+	uid, pid int
+	err      error
 }
 
 // withPeer reads the connecting process's credentials from the kernel once
@@ -225,7 +224,8 @@ func withPeer(ctx context.Context, c net.Conn) context.Context {
 	}
 	var p peer
 	if err := raw.Control(func(fd uintptr) {
-		p.cred, p.err = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+		p.uid, p.pid, p.err = peerCred(int(fd))
+		p.known = p.err == nil
 	}); err != nil {
 		p.err = err
 	}
@@ -248,14 +248,14 @@ func (s *Server) routes() http.Handler {
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, _ := r.Context().Value(peerKey{}).(peer)
-		if p.cred == nil {
+		if !p.known {
 			s.Logger.Warn("intent API: refused a connection without peer credentials", "err", p.err)
 			writeError(w, http.StatusForbidden, "peer credentials unavailable")
 			return
 		}
-		if !s.allowed(int(p.cred.Uid)) {
-			s.Logger.Warn("intent API: refused a connection from another user", "uid", p.cred.Uid, "pid", p.cred.Pid)
-			writeError(w, http.StatusForbidden, fmt.Sprintf("uid %d may not use this socket", p.cred.Uid))
+		if !s.allowed(p.uid) {
+			s.Logger.Warn("intent API: refused a connection from another user", "uid", p.uid, "pid", p.pid)
+			writeError(w, http.StatusForbidden, fmt.Sprintf("uid %d may not use this socket", p.uid))
 			return
 		}
 		mux.ServeHTTP(w, r)

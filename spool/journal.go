@@ -172,6 +172,27 @@ func openBolt(path string, timeout time.Duration) (db *bolt.DB, err error) {
 	return bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout, NoFreelistSync: true, FreelistType: bolt.FreelistMapType})
 }
 
+// readyJournal returns the owner of a journal that has every bucket and the
+// schema this tether reads; ok is false when initJournal has work to do (or
+// an error to report).
+func readyJournal(db *bolt.DB) (owner string, ok bool) {
+	_ = db.View(func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		if meta == nil || string(meta.Get(keySchema)) != strconv.Itoa(SchemaVersion) {
+			return nil
+		}
+		for _, b := range [][]byte{bucketIntents, bucketKeys, bucketLive} {
+			if tx.Bucket(b) == nil {
+				return nil
+			}
+		}
+		owner = string(meta.Get(keyOwner))
+		ok = isULID(owner)
+		return nil
+	})
+	return owner, ok
+}
+
 // initJournal creates the buckets and the owner id of a new journal, and
 // checks an existing one is a tether journal of a known schema.
 func initJournal(db *bolt.DB) (owner string, err error) {
@@ -180,6 +201,11 @@ func initJournal(db *bolt.DB) (owner string, err error) {
 			err = fmt.Errorf("corrupt journal: %v", r)
 		}
 	}()
+	// A journal already set up is only read: a write transaction would
+	// cost two fdatasyncs on every start for nothing.
+	if owner, ok := readyJournal(db); ok {
+		return owner, nil
+	}
 	err = db.Update(func(tx *bolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
 		if meta == nil {

@@ -511,6 +511,21 @@ func (w *world) assertDestroyed(ids ...string) {
 	}
 }
 
+// eventuallyDestroyed waits for deletions someone else (the runner) asked
+// for to complete, then asserts them as assertDestroyed does.
+func (w *world) eventuallyDestroyed(ids ...string) {
+	w.t.Helper()
+	eventually(w.t, "the deletions complete", func() (bool, string) {
+		for _, id := range ids {
+			if sb, _ := w.sim.Sandbox(id); sb.State != "destroyed" {
+				return false, fmt.Sprintf("sandbox %s is %s", id, sb.State)
+			}
+		}
+		return true, ""
+	})
+	w.assertDestroyed(ids...)
+}
+
 // ours returns every sandbox of our account that carries our owner label.
 func (w *world) ours() []daytonatest.Sandbox {
 	var out []daytonatest.Sandbox

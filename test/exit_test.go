@@ -52,7 +52,7 @@ func TestChildEndDrains(t *testing.T) {
 			if len(released) != 1 {
 				t.Fatalf("runner released %d, want 1: %+v", len(released), out.lines)
 			}
-			w.assertDestroyed(ids(released, sandboxOf)...) // by the runner itself
+			w.eventuallyDestroyed(ids(released, sandboxOf)...) // by the runner itself, asynchronously
 			w.assertJournal(spool.Released, ids(released, intentOf)...)
 
 			rep := mustReport(t, p.stderr.String())
@@ -197,4 +197,29 @@ func TestRepeatedSignalDuringDrain(t *testing.T) {
 		t.Errorf("held sandbox %s is %s", held, sb.State)
 	}
 	w.assertJournal(spool.Gone, ids(created, intentOf)...)
+}
+
+// TestRunnerCleansUpInGrace: a runner with its own shutdown handler gets
+// tether's grace period to use it: the socket API still serves while the
+// child is alive, so it deletes and releases its sandboxes itself, and the
+// drain finds nothing left to do. tether exits with the child's 0.
+func TestRunnerCleansUpInGrace(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	p := w.run([]string{"--drain-timeout", drainTimeout, "--on-unresolved", "exit-code"}, "--sandboxes", "4", "--cleanup-on-signal")
+	created := p.ready().of("created")
+	if len(created) != 4 {
+		t.Fatalf("runner created %d, want 4", len(created))
+	}
+	if code := p.stop(syscall.SIGTERM); code != 0 {
+		t.Fatalf("tether exited %d, want the child's 0; stderr:\n%s", code, p.stderr)
+	}
+	// Released, not gone: the runner did the work, not tether's drain,
+	// which had nothing left to report.
+	w.assertJournal(spool.Released, ids(created, intentOf)...)
+	if rep, ok := parseReport(p.stderr.String()); ok {
+		t.Errorf("the drain had work left after the runner released everything: %+v", rep)
+	}
+	// The runner's deletes are asynchronous, as on Daytona.
+	w.eventuallyDestroyed(ids(created, sandboxOf)...)
 }

@@ -62,6 +62,10 @@ type Options struct {
 	Declared int
 	// PrintPID: print "pid <pid>" first, so a test can kill the runner alone.
 	PrintPID bool
+	// CleanupOnSignal: on SIGTERM/SIGINT, delete and release every sandbox
+	// it holds, as a runner whose shutdown handler runs within tether's
+	// grace period (the Agenta seed's fix), then exit 0.
+	CleanupOnSignal bool
 }
 
 // createAttempts bounds the runner's own retries of a create that failed
@@ -83,6 +87,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.WaitIdle, "wait-idle", false, "once ready, wait until tether has no live intent, then exit 0")
 	fs.IntVar(&o.Declared, "declared", 0, "intents declared after the sandboxes but never created")
 	fs.BoolVar(&o.PrintPID, "print-pid", false, `print "pid <pid>" first`)
+	fs.BoolVar(&o.CleanupOnSignal, "cleanup-on-signal", false, "on SIGTERM/SIGINT, delete and release every sandbox held, then exit 0")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -114,6 +119,7 @@ func Run(ctx context.Context, o Options, stdout io.Writer) error {
 		return err
 	}
 	tether := api.NewClient(sock)
+	var held []heldSandbox // created, observed, not released
 	if o.PrintPID {
 		fmt.Fprintf(stdout, "pid %d\n", os.Getpid())
 	}
@@ -151,6 +157,7 @@ func Run(ctx context.Context, o Options, stdout io.Writer) error {
 			continue
 		}
 		fmt.Fprintf(stdout, "created %s %s %s\n", in.ID, in.Name, sb.ID)
+		held = append(held, heldSandbox{in, sb.ID})
 	}
 	for i := 0; i < o.Declared; i++ {
 		in, err := tether.CreateIntent(ctx, api.CreateRequest{
@@ -177,12 +184,38 @@ func Run(ctx context.Context, o Options, stdout io.Writer) error {
 	signal.Notify(c, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	select {
 	case s := <-c:
+		if o.CleanupOnSignal {
+			return cleanup(ctx, cloud, tether, held, stdout)
+		}
 		signal.Reset()
 		_ = syscall.Kill(os.Getpid(), s.(syscall.Signal))
 		select {}
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+type heldSandbox struct {
+	in        spool.Intent
+	sandboxID string
+}
+
+// cleanup is a runner's own shutdown handler: it deletes each sandbox it
+// holds and tells tether, which must still be serving during its grace.
+func cleanup(ctx context.Context, cloud *daytona.Provider, tether *api.Client, held []heldSandbox, stdout io.Writer) error {
+	var errs []error
+	for _, h := range held {
+		if err := cloud.Delete(ctx, h.sandboxID); err != nil && !errors.Is(err, provider.ErrNotFound) {
+			errs = append(errs, fmt.Errorf("delete %s: %w", h.in.Name, err))
+			continue
+		}
+		if _, err := tether.Release(ctx, h.in.ID, "deleted"); err != nil {
+			errs = append(errs, fmt.Errorf("release %s: %w", h.in.Name, err))
+			continue
+		}
+		fmt.Fprintf(stdout, "released %s %s %s\n", h.in.ID, h.in.Name, h.sandboxID)
+	}
+	return errors.Join(errs...)
 }
 
 // create makes the sandbox, retrying what a retry can fix. A retry that

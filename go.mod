@@ -3,19 +3,20 @@ module github.com/tether-run/tether
 go 1.26.8
 
 require (
-	github.com/daytonaio/daytona/libs/api-client-go v0.190.0 // indirect
-	github.com/fsnotify/fsnotify v1.10.1 // indirect
-	github.com/getkin/kin-openapi v0.153.0 // indirect
+	github.com/daytonaio/daytona/libs/api-client-go v0.190.0
+	github.com/fsnotify/fsnotify v1.10.1
+	github.com/getkin/kin-openapi v0.153.0
+	github.com/oklog/run v1.2.0
+	github.com/oklog/ulid/v2 v2.1.2
+	go.etcd.io/bbolt v1.5.0
+	golang.org/x/sys v0.50.0
+)
+
+require (
 	github.com/go-openapi/jsonpointer v0.22.5 // indirect
 	github.com/go-openapi/swag/jsonname v0.25.5 // indirect
 	github.com/gorilla/mux v1.8.0 // indirect
-	github.com/oklog/run v1.2.0 // indirect
-	github.com/oklog/ulid/v2 v2.1.2 // indirect
-	github.com/rogpeppe/go-internal v1.16.0 // indirect
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3 // indirect
-	go.etcd.io/bbolt v1.5.0 // indirect
-	go.uber.org/goleak v1.3.0 // indirect
 	go.yaml.in/yaml/v4 v4.0.0 // indirect
-	golang.org/x/sys v0.50.0 // indirect
 	golang.org/x/text v0.14.0 // indirect
 )

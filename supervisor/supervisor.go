@@ -69,6 +69,9 @@ type Config struct {
 	Stdout, Stderr io.Writer
 
 	Actors []Actor
+	// Signals, from Catch, are the forwarded signals caught since then; nil
+	// makes Run catch them itself.
+	Signals *Signals
 
 	// AfterChild runs once the child and what was left of its process group
 	// are gone (the drain hooks in here), with Run's context. Signals keep
@@ -165,10 +168,13 @@ func newSupervisor(cfg Config) *supervisor {
 	if cfg.Stderr == nil {
 		cfg.Stderr = os.Stderr
 	}
+	if cfg.Signals == nil {
+		cfg.Signals = Catch()
+	}
 	return &supervisor{
 		cfg:        cfg,
 		log:        cfg.Logger,
-		sigs:       make(chan os.Signal, 64),
+		sigs:       cfg.Signals.c,
 		chld:       make(chan os.Signal, 1),
 		exited:     make(chan struct{}),
 		groupEmpty: make(chan struct{}),
@@ -189,8 +195,10 @@ func (s *supervisor) run(ctx context.Context) (Status, error) {
 	// Both before the fork: a child that exits at once must still wake the
 	// reaper, and a signal sent at once must still be forwarded.
 	signal.Notify(s.chld, syscall.SIGCHLD)
-	signal.Notify(s.sigs, forwardedSignals()...)
-	defer signal.Stop(s.sigs)
+	s.cfg.Signals.wait()
+	// Stopping costs what catching did (one round trip per signal); the
+	// caller is usually about to exit, so it is not made to wait for it.
+	defer func() { go signal.Stop(s.sigs) }()
 	defer signal.Stop(s.chld)
 
 	reaperDone := make(chan struct{})

@@ -45,6 +45,9 @@ func (*RunCommand) Run(ctx context.Context, args []string) error {
 		return usageError(supervisor.ErrNoCommand)
 	}
 
+	// Catching 60-odd signals takes the Go runtime a few milliseconds:
+	// let it overlap the opening of the journal and the socket.
+	signals := supervisor.Catch()
 	logger := newLogger(cfg, os.Stderr)
 	sc, err := openSidecar(cfg, logger)
 	if err != nil {
@@ -63,6 +66,7 @@ func (*RunCommand) Run(ctx context.Context, args []string) error {
 		Logger:          logger,
 		Actors:          actors,
 		AfterChild:      sc.AfterChild,
+		Signals:         signals,
 	})
 	if st.Code == 0 && cfg.OnUnresolved == "exit-code" && sc.Unresolved() > 0 {
 		return &ExitError{Code: ExitCodeUnresolved}

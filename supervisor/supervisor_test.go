@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"go.uber.org/goleak"
 	"io"
 	"log/slog"
 	"os"
@@ -29,7 +30,8 @@ func TestMain(m *testing.M) {
 	}
 	// The helpers are this binary; under -race each would sleep 1 s at exit.
 	os.Setenv("GORACE", strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
-	os.Exit(m.Run())
+	// Run leaves nothing running behind it: no reaper, copier or actor goroutine.
+	goleak.VerifyTestMain(m)
 }
 
 func runHelper(args []string) int {

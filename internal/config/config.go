@@ -35,7 +35,7 @@ type Config struct {
 
 	// Drain.
 	DrainTimeout        time.Duration // deadline of the whole drain
-	DrainConcurrency    int           // intents resolved at once
+	DrainConcurrency    int           // provider calls in flight during a drain
 	OnUnresolved        string        // exit-code or ignore
 	NeverCreatedHorizon time.Duration // a never-seen name older than this closes as never-created
 
@@ -170,7 +170,7 @@ func (c *Config) Bind(fs *flag.FlagSet) error {
 	b.string(&c.Socket, "socket", EnvSocket, "path of the Unix socket of the intent API")
 	b.string(&c.Spool, "spool", EnvSpool, "spool directory for intent files")
 	b.duration(&c.DrainTimeout, "drain-timeout", EnvDrainTimeout, "deadline of the drain after the child exits")
-	b.int(&c.DrainConcurrency, "drain-concurrency", EnvDrainConc, "intents resolved at once during a drain")
+	b.int(&c.DrainConcurrency, "drain-concurrency", EnvDrainConc, "provider calls in flight during a drain (deletes first, then verifying reads, then confirmations)")
 	b.string(&c.OnUnresolved, "on-unresolved", EnvOnUnresolved, "when intents stay live after the drain: ignore, or exit-code (exit "+strconv.Itoa(UnresolvedExitCode)+" if the child exited 0)")
 	b.duration(&c.NeverCreatedHorizon, "never-created-after", EnvNeverCreated, "a pending intent whose name was never seen for this long closes as never-created")
 	b.int(&c.DaytonaAutoStop, "daytona-autostop", EnvDaytonaAutoStop, "Daytona auto-stop minutes enforced on sandboxes that have it disabled (>= 1)")

@@ -1,9 +1,14 @@
 package e2e_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"fmt"
+	"io"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -67,4 +72,57 @@ func demoTable(out string) []string {
 		}
 	}
 	return rows
+}
+
+// TestDemoInterruptLeavesNothing: Ctrl-C in the middle of the demo ends it
+// with every process it started gone and its temp directory removed.
+func TestDemoInterruptLeavesNothing(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command(bin.tether, "demo", "--sandboxes", "50")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Interrupt once the first run's runner is creating sandboxes, so a
+	// tether and its runner are alive.
+	var dir string
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		line := sc.Text()
+		if _, after, ok := strings.Cut(line, "a journal in "); ok {
+			dir = strings.TrimSpace(after)
+		}
+		if strings.HasPrefix(line, "  runner: ") {
+			break
+		}
+	}
+	if dir == "" {
+		t.Fatal("the demo did not say where its journal is")
+	}
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	go io.Copy(io.Discard, stdout)
+	if err := cmd.Wait(); err == nil {
+		t.Error("an interrupted demo exited 0")
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("temp directory %s left behind (stat: %v)", dir, err)
+	}
+	// The demo waited for its tether; the runner dies with it (parent-death
+	// signal), which takes a moment to be reaped by whoever adopted it.
+	eventually(t, "no process of the demo left", func() (bool, string) {
+		procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+		for _, p := range procs {
+			b, err := os.ReadFile(p)
+			if err == nil && bytes.Contains(b, []byte(dir)) {
+				return false, fmt.Sprintf("%s: %q", p, bytes.ReplaceAll(b, []byte{0}, []byte{' '}))
+			}
+		}
+		return true, ""
+	})
 }

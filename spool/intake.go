@@ -343,7 +343,7 @@ func (in *Intake) fn(p *pending) (func(tx *bolt.Tx) error, error) {
 		if err := n.validate(); err != nil {
 			return nil, err
 		}
-		return in.Journal.createFn(n, &p.result, &p.created), nil
+		return in.Journal.createFn(n, &p.result, &p.created)
 	}
 	var change func(*Intent) (bool, error)
 	switch f.Op {

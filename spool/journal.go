@@ -1,6 +1,7 @@
 package spool
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -394,59 +395,133 @@ func (n NewIntent) validate() error {
 // Create journals a new pending intent and returns it once it is fsynced.
 // If n.Key was used before, it returns that intent and created=false.
 func (j *Journal) Create(ctx context.Context, n NewIntent) (in Intent, created bool, err error) {
+	in, _, created, err = j.CreateJSON(ctx, n)
+	return in, created, err
+}
+
+// CreateJSON is Create, also returning the intent's JSON exactly as it is
+// journaled (json.Marshal of the Intent), so a server can answer with it
+// without encoding the intent a second time.
+func (j *Journal) CreateJSON(ctx context.Context, n NewIntent) (in Intent, raw []byte, created bool, err error) {
 	if err := n.validate(); err != nil {
-		return Intent{}, false, fmt.Errorf("%w: %w", ErrInvalid, err)
+		return Intent{}, nil, false, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	if n.OnDrain == "" {
 		n.OnDrain = DrainDelete
 	}
-	err = j.mutate(ctx, j.createFn(n, &in, &created))
+	c, err := j.prepareCreate(n)
 	if err != nil {
-		return Intent{}, false, err
+		return Intent{}, nil, false, err
 	}
-	return in, created, nil
+	if err := j.mutate(ctx, c.fn); err != nil {
+		return Intent{}, nil, false, err
+	}
+	if !c.created {
+		// A retry with a known key: the journaled intent, decoded here
+		// rather than inside the shared transaction.
+		in, err := decode([]byte(c.in.ID), c.raw)
+		return in, c.raw, false, err
+	}
+	return c.in, c.raw, true, nil
 }
 
-// createFn is Create's work inside a transaction; n is already validated.
-func (j *Journal) createFn(n NewIntent, out *Intent, created *bool) func(tx *bolt.Tx) error {
+// createOp is one Create. The intent is built and encoded by the caller
+// (prepareCreate), so the single commit loop only looks up the key and the
+// id and writes bytes: per-intent CPU spent there delays every waiter of
+// the batch.
+type createOp struct {
+	key     []byte
+	in      Intent
+	raw     []byte // the record; after a key hit, a copy of the earlier one
+	created bool
+}
+
+// prepareCreate builds and encodes the intent n (already validated) would
+// create. Its id is taken now, so ids follow the order callers prepared
+// them, not the order of the commit.
+func (j *Journal) prepareCreate(n NewIntent) (*createOp, error) {
+	id := n.ID
+	if id == "" {
+		id = newID()
+	}
+	now := time.Now().UTC()
+	labels := make(map[string]string, len(n.Labels)+2)
+	for k, v := range n.Labels {
+		labels[k] = v
+	}
+	labels[LabelOwner] = j.owner
+	labels[LabelIntent] = id
+	c := &createOp{in: Intent{
+		ID: id, Name: NamePrefix + id, Labels: labels,
+		Provider: n.Provider, Account: n.Account, OnDrain: n.OnDrain,
+		State: Pending, Key: n.Key, CreatedAt: now, UpdatedAt: now,
+	}}
+	if n.Key != "" {
+		c.key = []byte(n.Key)
+	}
+	raw, err := json.Marshal(c.in)
+	if err != nil {
+		return nil, fmt.Errorf("intent %s: encode: %w", id, err)
+	}
+	c.raw = raw
+	return c, nil
+}
+
+// fn is the createOp's work inside the shared transaction: refuse or
+// replay before any write, then three puts.
+func (c *createOp) fn(tx *bolt.Tx) error {
+	c.created = false
+	if c.key != nil {
+		if id := tx.Bucket(bucketKeys).Get(c.key); id != nil {
+			v := tx.Bucket(bucketIntents).Get(id)
+			if v == nil {
+				return fmt.Errorf("intent %s: %w", id, ErrNotFound)
+			}
+			// bbolt's memory is only valid inside the transaction.
+			c.in.ID, c.raw = string(id), bytes.Clone(v)
+			return nil
+		}
+	}
+	id := []byte(c.in.ID)
+	intents := tx.Bucket(bucketIntents)
+	if intents.Get(id) != nil {
+		return fmt.Errorf("intent %s: %w", c.in.ID, ErrIDTaken)
+	}
+	if c.key != nil {
+		if err := tx.Bucket(bucketKeys).Put(c.key, id); err != nil {
+			return &writeError{fmt.Errorf("write %s/%s: %w", bucketKeys, truncate(string(c.key)), err)}
+		}
+	}
+	if err := intents.Put(id, c.raw); err != nil {
+		return &writeError{fmt.Errorf("write %s/%s: %w", bucketIntents, c.in.ID, err)}
+	}
+	if err := tx.Bucket(bucketLive).Put(id, []byte{}); err != nil {
+		return &writeError{fmt.Errorf("write %s/%s: %w", bucketLive, c.in.ID, err)}
+	}
+	c.created = true
+	return nil
+}
+
+// createFn is Create's work inside a transaction for callers that collect
+// the result themselves (the spool intake); n is already validated.
+func (j *Journal) createFn(n NewIntent, out *Intent, created *bool) (func(tx *bolt.Tx) error, error) {
+	c, err := j.prepareCreate(n)
+	if err != nil {
+		return nil, err
+	}
 	return func(tx *bolt.Tx) error {
 		*out, *created = Intent{}, false
-		if n.Key != "" {
-			if id := tx.Bucket(bucketKeys).Get([]byte(n.Key)); id != nil {
-				var err error
-				*out, err = load(tx, string(id))
-				return err
-			}
-		}
-		id := n.ID
-		if id == "" {
-			id = newID()
-		} else if tx.Bucket(bucketIntents).Get([]byte(id)) != nil {
-			return fmt.Errorf("intent %s: %w", id, ErrIDTaken)
-		}
-		now := time.Now().UTC()
-		labels := make(map[string]string, len(n.Labels)+2)
-		for k, v := range n.Labels {
-			labels[k] = v
-		}
-		labels[LabelOwner] = j.owner
-		labels[LabelIntent] = id
-		*out = Intent{
-			ID: id, Name: NamePrefix + id, Labels: labels,
-			Provider: n.Provider, Account: n.Account, OnDrain: n.OnDrain,
-			State: Pending, Key: n.Key, CreatedAt: now, UpdatedAt: now,
-		}
-		if n.Key != "" {
-			if err := put(tx, bucketKeys, n.Key, []byte(id)); err != nil {
-				return err
-			}
-		}
-		if err := store(tx, *out); err != nil {
+		if err := c.fn(tx); err != nil {
 			return err
 		}
-		*created = true
+		if !c.created {
+			var err error
+			*out, err = decode([]byte(c.in.ID), c.raw)
+			return err
+		}
+		*out, *created = c.in, true
 		return nil
-	}
+	}, nil
 }
 
 // update loads intent id, lets change decide (and refuse before any write),

@@ -328,7 +328,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	for k, v := range req.Labels {
 		labels[k] = v
 	}
-	in, created, err := s.Journal.Create(r.Context(), spool.NewIntent{
+	in, raw, created, err := s.Journal.CreateJSON(r.Context(), spool.NewIntent{
 		Key: req.Key, Labels: labels, OnDrain: req.OnDrain, Provider: s.Provider, Account: s.Account,
 	})
 	if err != nil {
@@ -340,7 +340,8 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	} else {
 		w.Header().Set(replayHeader, "true")
 	}
-	writeJSON(w, http.StatusCreated, in)
+	// The journaled record is the intent's JSON: answer with it as is.
+	writeRaw(w, http.StatusCreated, raw)
 }
 
 // pathID returns the {id} of the request, or answers 400.
@@ -485,7 +486,19 @@ func writeJSONStatus(w http.ResponseWriter, code int, v any) {
 	if err != nil {
 		code, b = http.StatusInternalServerError, []byte(`{"error":"encoding the answer failed"}`)
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	w.Write(append(b, '\n'))
+	writeRaw(w, code, b)
 }
+
+// contentTypeJSON is shared by every answer (the header map takes the
+// slice as is; nothing appends to it).
+var contentTypeJSON = []string{"application/json"}
+
+// writeRaw answers with b, already JSON, and a newline.
+func writeRaw(w http.ResponseWriter, code int, b []byte) {
+	w.Header()["Content-Type"] = contentTypeJSON
+	w.WriteHeader(code)
+	w.Write(b)
+	w.Write(newline)
+}
+
+var newline = []byte{'\n'}

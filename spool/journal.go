@@ -29,6 +29,10 @@ const DefaultLockTimeout = time.Second
 // in the batch wait for the whole batch's encoding.
 const DefaultMaxBatch = 1024
 
+// appendFillPercent is how full bbolt packs the pages it splits in the
+// buckets keyed by intent id (bbolt's default, 0.5, suits random inserts).
+const appendFillPercent = 1.0
+
 // SchemaVersion is the layout of the journal's buckets. A journal written
 // with another version is refused, never rewritten.
 const SchemaVersion = 1
@@ -254,6 +258,19 @@ func syncDir(dir string) {
 // process, so ids sort in creation order.
 func newID() string { return strings.ToLower(ulid.Make().String()) }
 
+// idMu makes the id and the creation time of concurrent creates one step,
+// so intents sorted by id (the order the journal keeps) are also sorted by
+// CreatedAt.
+var idMu sync.Mutex
+
+// newIDAt is newID with the creation time taken in the same step.
+func newIDAt() (string, time.Time) {
+	idMu.Lock()
+	defer idMu.Unlock()
+	now := time.Now().UTC()
+	return newID(), now
+}
+
 // Owner is the journal's owner id, created once with the journal.
 func (j *Journal) Owner() string { return j.owner }
 
@@ -307,6 +324,12 @@ func (j *Journal) commitLoop() {
 func (j *Journal) commit(batch []*op) {
 	results := make([]error, len(batch))
 	err := j.db.Update(func(tx *bolt.Tx) error {
+		// Intent ids are ULIDs taken in creation order, so new intents are
+		// appended at the end of these two buckets: packing their pages
+		// full halves the pages each commit writes, and bbolt writes each
+		// page with its own pwrite before the fdatasync.
+		tx.Bucket(bucketIntents).FillPercent = appendFillPercent
+		tx.Bucket(bucketLive).FillPercent = appendFillPercent
 		for i, o := range batch {
 			results[i] = o.fn(tx)
 			var we *writeError
@@ -440,11 +463,12 @@ type createOp struct {
 // create. Its id is taken now, so ids follow the order callers prepared
 // them, not the order of the commit.
 func (j *Journal) prepareCreate(n NewIntent) (*createOp, error) {
-	id := n.ID
+	id, now := n.ID, time.Time{}
 	if id == "" {
-		id = newID()
+		id, now = newIDAt()
+	} else {
+		now = time.Now().UTC()
 	}
-	now := time.Now().UTC()
 	labels := make(map[string]string, len(n.Labels)+2)
 	for k, v := range n.Labels {
 		labels[k] = v

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -381,5 +382,28 @@ func TestCorruptFileLeftInPlace(t *testing.T) {
 				t.Fatal("the file was changed")
 			}
 		})
+	}
+}
+
+// The server answers a create with CreateJSON's bytes: they must be the
+// intent's JSON, on the first create and on a replay by key alike.
+func TestCreateJSONIsTheIntent(t *testing.T) {
+	j := openTemp(t)
+	for _, want := range []bool{true, false} {
+		in, raw, created, err := j.CreateJSON(t.Context(), NewIntent{Key: "k", Labels: map[string]string{"a": "b"}})
+		if err != nil || created != want {
+			t.Fatalf("created=%v (want %v): %v", created, want, err)
+		}
+		enc, err := json.Marshal(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(raw) != string(enc) {
+			t.Fatalf("created=%v: raw\n%s\nis not the intent\n%s", created, raw, enc)
+		}
+		got, err := j.Get(in.ID)
+		if err != nil || !reflect.DeepEqual(got, in) {
+			t.Fatalf("journaled %+v, returned %+v (%v)", got, in, err)
+		}
 	}
 }

@@ -72,6 +72,9 @@ type Server struct {
 	baseCtx  context.Context
 	cancel   context.CancelFunc
 	draining atomic.Bool
+	// euid and uid are tether's own, read once: each is a system call, and
+	// the check runs on every request.
+	euid, uid int
 }
 
 func (s *Server) init() {
@@ -85,6 +88,7 @@ func (s *Server) init() {
 		if s.ShutdownTimeout <= 0 {
 			s.ShutdownTimeout = DefaultShutdownTimeout
 		}
+		s.euid, s.uid = os.Geteuid(), os.Getuid()
 		s.baseCtx, s.cancel = context.WithCancel(context.Background())
 		s.handler = s.routes()
 		s.srv = &http.Server{
@@ -233,7 +237,7 @@ func withPeer(ctx context.Context, c net.Conn) context.Context {
 }
 
 func (s *Server) allowed(uid int) bool {
-	return uid == 0 || uid == os.Geteuid() || uid == os.Getuid() || slices.Contains(s.AllowUIDs, uid)
+	return uid == 0 || uid == s.euid || uid == s.uid || slices.Contains(s.AllowUIDs, uid)
 }
 
 func (s *Server) routes() http.Handler {

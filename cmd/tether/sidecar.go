@@ -101,7 +101,12 @@ func (sc *sidecar) deleteNow(ctx context.Context, id string) (spool.Intent, erro
 }
 
 // observed repairs the auto-stop backstop of a newly observed sandbox.
+// Without a provider there is nothing to repair it with; the drain reports
+// the intent instead.
 func (sc *sidecar) observed(in spool.Intent) {
+	if sc.reaper.Provider == nil {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), backstopTimeout)
 	defer cancel()
 	if err := sc.reaper.Backstop(ctx, in); err != nil {

@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -120,10 +119,11 @@ type demo struct {
 	tty     bool
 	out     io.Writer
 
+	rows   []demoRow // appended by awaitReady, in run order
+	phases []phaseTime
+
 	mu      sync.Mutex
-	rows    []demoRow
-	running *exec.Cmd // the tether process of the current phase
-	phases  []phaseTime
+	running *exec.Cmd // the tether process of the current phase; also read by close
 }
 
 type phaseTime struct {
@@ -281,8 +281,6 @@ func (d *demo) live(run int, when string) {
 }
 
 func (d *demo) rowsOf(run int) []demoRow {
-	d.mu.Lock()
-	defer d.mu.Unlock()
 	var out []demoRow
 	for _, r := range d.rows {
 		if r.run == run {
@@ -300,16 +298,11 @@ func (d *demo) table() (bool, error) {
 		return false, fmt.Errorf("demo: read the journal: %w", err)
 	}
 	defer j.Close()
-	d.mu.Lock()
-	rows := append([]demoRow(nil), d.rows...)
-	d.mu.Unlock()
-	sort.SliceStable(rows, func(a, b int) bool { return rows[a].run < rows[b].run })
-
 	d.say("")
 	tw := tabwriter.NewWriter(d.out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SANDBOX\tCREATED\tENDED BY\tJOURNAL\tDAYTONA\tCONFIRMED GONE")
 	all := true
-	for _, r := range rows {
+	for _, r := range d.rows {
 		in, err := j.Get(r.intent)
 		state := "missing"
 		if err == nil {
@@ -464,9 +457,7 @@ func (d *demo) awaitReady(ctx context.Context, p *demoTether, run int) error {
 				if f[0] != "lost" {
 					r.sandbox = f[3]
 				}
-				d.mu.Lock()
 				d.rows = append(d.rows, r)
-				d.mu.Unlock()
 				what := "created " + r.sandbox
 				switch f[0] {
 				case "unobserved":

@@ -20,6 +20,9 @@ import (
 	"github.com/tether-run/tether/supervisor"
 )
 
+// providerName is journaled with every intent; Daytona is the only provider.
+const providerName = "daytona"
+
 // backstopTimeout bounds the auto-stop repair tether makes after each
 // observe; it runs in the background and never delays an answer.
 const backstopTimeout = 30 * time.Second
@@ -129,7 +132,7 @@ func (sc *sidecar) Actors() ([]supervisor.Actor, error) {
 	srv := &api.Server{
 		Journal:  sc.journal,
 		Labels:   sc.cfg.Labels,
-		Provider: "daytona",
+		Provider: providerName,
 		Account:  sc.account,
 		Version:  version(),
 		Delete:   sc.deleteNow,
@@ -146,7 +149,7 @@ func (sc *sidecar) Actors() ([]supervisor.Actor, error) {
 		Dir:      sc.cfg.Spool,
 		Journal:  sc.journal,
 		Labels:   sc.cfg.Labels,
-		Provider: "daytona",
+		Provider: providerName,
 		Account:  sc.account,
 		Delete:   sc.deleteNow,
 		Observed: sc.observed,
@@ -188,8 +191,8 @@ func (sc *sidecar) replay(ctx context.Context, left []spool.Intent) {
 		sc.log.Info("replay: cut short by the end of the child; the drain takes over", "resolved", rep.Total-rep.Live(), "live", rep.Live())
 		return
 	}
+	// The reaper has logged each intent it left live or found foreign.
 	sc.log.Info("replay: done", "gone", rep.Gone, "stopped", rep.Stopped, "never_created", rep.NeverCreated, "foreign", len(rep.Foreign), "unresolved", rep.Live(), "took", rep.Elapsed.Round(time.Millisecond))
-	logItems(sc.log, "replay", rep)
 }
 
 // AfterChild drains every live intent under --drain-timeout once the child
@@ -244,12 +247,3 @@ func drainJournal(ctx context.Context, j *spool.Journal, r *reaper.Reaper, timeo
 }
 
 var errUnresolved = errors.New("unresolved intents stay in the journal")
-
-func logItems(log *slog.Logger, phase string, rep reaper.Report) {
-	for _, it := range rep.Unresolved {
-		log.Warn(phase+": unresolved", "name", it.Name, "intent", it.ID, "sandbox", it.SandboxID, "state", it.State, "err", it.LastError)
-	}
-	for _, it := range rep.Foreign {
-		log.Warn(phase+": foreign, not touched", "name", it.Name, "intent", it.ID, "sandbox", it.SandboxID, "why", it.LastError)
-	}
-}

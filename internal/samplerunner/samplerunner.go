@@ -124,11 +124,7 @@ func Run(ctx context.Context, o Options, stdout io.Writer) error {
 		fmt.Fprintf(stdout, "pid %d\n", os.Getpid())
 	}
 	for i := 0; i < o.Sandboxes; i++ {
-		in, err := tether.CreateIntent(ctx, api.CreateRequest{
-			Labels:  map[string]string{"run": o.Label},
-			OnDrain: spool.DrainDelete,
-			Key:     o.Label + "-" + strconv.Itoa(i),
-		})
+		in, err := declare(ctx, tether, o.Label, strconv.Itoa(i))
 		if err != nil {
 			return fmt.Errorf("declare sandbox %d: %w", i, err)
 		}
@@ -160,11 +156,7 @@ func Run(ctx context.Context, o Options, stdout io.Writer) error {
 		held = append(held, heldSandbox{in, sb.ID})
 	}
 	for i := 0; i < o.Declared; i++ {
-		in, err := tether.CreateIntent(ctx, api.CreateRequest{
-			Labels:  map[string]string{"run": o.Label},
-			OnDrain: spool.DrainDelete,
-			Key:     o.Label + "-declared-" + strconv.Itoa(i),
-		})
+		in, err := declare(ctx, tether, o.Label, "declared-"+strconv.Itoa(i))
 		if err != nil {
 			return fmt.Errorf("declare intent %d: %w", i, err)
 		}
@@ -193,6 +185,16 @@ func Run(ctx context.Context, o Options, stdout io.Writer) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// declare asks tether for an intent under run=<label>, with an idempotency
+// key unique to this sandbox of this run, so a retried request is harmless.
+func declare(ctx context.Context, tether *api.Client, label, which string) (spool.Intent, error) {
+	return tether.CreateIntent(ctx, api.CreateRequest{
+		Labels:  map[string]string{"run": label},
+		OnDrain: spool.DrainDelete,
+		Key:     label + "-" + which,
+	})
 }
 
 type heldSandbox struct {

@@ -1,7 +1,6 @@
 package spool
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +14,8 @@ import (
 	"time"
 
 	"github.com/oklog/ulid/v2"
+
+	"github.com/tether-run/tether/internal/durable"
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 )
@@ -103,20 +104,16 @@ func (j *Journal) Stats() CommitStats {
 }
 
 // op is one mutation waiting for the committer. fn runs inside the shared
-// write transaction; it must check everything before it writes, so that a
-// refused op leaves the transaction untouched for the others. Writes go
-// through put/del, whose failures abort the whole batch.
+// write transaction. If it fails, the transaction is rolled back and the
+// other ops of the batch are run again without it (as bbolt's own Batch
+// does), so a failing op never leaves a half-write beside its neighbours'.
 type op struct {
 	fn   func(tx *bolt.Tx) error
 	done chan error
 }
 
-// writeError marks a failed write: the transaction may be half-changed, so
-// the whole batch is rolled back and every op in it fails.
-type writeError struct{ err error }
-
-func (e *writeError) Error() string { return e.err.Error() }
-func (e *writeError) Unwrap() error { return e.err }
+// errRollback aborts a batch's transaction after one op failed.
+var errRollback = errors.New("journal: rolled back to rerun the batch without a failed op")
 
 // Open opens (or creates) the journal at path, creating its directory. A
 // journal locked by another process fails within opts.LockTimeout with
@@ -144,7 +141,7 @@ func Open(path string, opts Options) (j *Journal, err error) {
 	}
 	if fresh {
 		// The file's directory entry must survive a power loss as well.
-		syncDir(filepath.Dir(path))
+		_ = durable.SyncDir(filepath.Dir(path))
 	}
 	owner, err := initJournal(db)
 	if err != nil {
@@ -247,13 +244,6 @@ func initJournal(db *bolt.DB) (owner string, err error) {
 	return owner, err
 }
 
-func syncDir(dir string) {
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync()
-		d.Close()
-	}
-}
-
 // newID returns a fresh lower-case ULID. ulid.Make is monotonic within the
 // process, so ids sort in creation order.
 func newID() string { return strings.ToLower(ulid.Make().String()) }
@@ -322,76 +312,117 @@ func (j *Journal) commitLoop() {
 }
 
 func (j *Journal) commit(batch []*op) {
-	results := make([]error, len(batch))
-	err := j.db.Update(func(tx *bolt.Tx) error {
-		// Intent ids are ULIDs taken in creation order, so new intents are
-		// appended at the end of these two buckets: packing their pages
-		// full halves the pages each commit writes, and bbolt writes each
-		// page with its own pwrite before the fdatasync.
-		tx.Bucket(bucketIntents).FillPercent = appendFillPercent
-		tx.Bucket(bucketLive).FillPercent = appendFillPercent
-		for i, o := range batch {
-			results[i] = o.fn(tx)
-			var we *writeError
-			if errors.As(results[i], &we) {
-				return we.err
+	for len(batch) > 0 {
+		failed, ferr := -1, error(nil)
+		err := j.db.Update(func(tx *bolt.Tx) error {
+			// Intent ids are ULIDs taken in creation order, so new intents are
+			// appended at the end of these two buckets: packing their pages
+			// full halves the pages each commit writes, and bbolt writes each
+			// page with its own pwrite before the fdatasync.
+			tx.Bucket(bucketIntents).FillPercent = appendFillPercent
+			tx.Bucket(bucketLive).FillPercent = appendFillPercent
+			for i, o := range batch {
+				if err := o.fn(tx); err != nil {
+					failed, ferr = i, err
+					return errRollback
+				}
+			}
+			return nil
+		})
+		if failed >= 0 {
+			// Nothing of this transaction is on disk: the failed op gets its
+			// error, the others run again in a new one.
+			batch[failed].done <- ferr
+			batch = append(batch[:failed:failed], batch[failed+1:]...)
+			continue
+		}
+		for _, o := range batch {
+			if err != nil {
+				o.done <- fmt.Errorf("journal %s: commit: %w", j.path, err)
+			} else {
+				o.done <- nil
 			}
 		}
-		return nil
-	})
-	for i, o := range batch {
-		if err != nil {
-			o.done <- fmt.Errorf("journal %s: commit: %w", j.path, err)
-		} else {
-			o.done <- results[i]
-		}
+		return
 	}
 }
 
-// mutate runs fn in a group-committed transaction and returns once that
-// transaction is on disk (or failed). If ctx ends first the mutation may
-// still be committed; callers with an idempotency key can retry safely.
-func (j *Journal) mutate(ctx context.Context, fn func(tx *bolt.Tx) error) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	o, err := j.submit(fn)
-	if err != nil {
-		return err
-	}
-	select {
-	case err := <-o.done:
-		return err
-	case <-ctx.Done():
-		return fmt.Errorf("journal: gave up waiting for the commit (it may still land): %w", ctx.Err())
-	}
+// Change is one prepared mutation of the journal: what an intake (the socket
+// API, the spool directory, the Daytona API proxy) asks of it. Prepare it
+// with PrepareCreate, PrepareObserve, PrepareRelease or PrepareGet, Submit
+// it, then Wait for it. Changes submitted one after another commit in that
+// order, and those queued together share one transaction and one fsync; a
+// change that is refused is rolled back alone.
+type Change struct {
+	op       op
+	run      func(tx *bolt.Tx) error
+	intent   Intent
+	created  bool
+	recorded bool
 }
 
-// submit queues fn for the committer without waiting. Ops submitted one
-// after another from one goroutine commit in that order.
-func (j *Journal) submit(fn func(tx *bolt.Tx) error) (*op, error) {
-	o := &op{fn: fn, done: make(chan error, 1)}
+// Submit queues c for the committer without waiting for it.
+func (j *Journal) Submit(c *Change) error {
+	c.op = op{fn: c.run, done: make(chan error, 1)}
 	j.mu.RLock()
 	defer j.mu.RUnlock()
 	if j.closed {
-		return nil, ErrClosed
+		return ErrClosed
 	}
-	j.ops <- o
-	return o, nil
+	j.ops <- &c.op
+	return nil
+}
+
+// Wait returns the intent as c left it, once c is on disk (or refused). If
+// ctx ends first the change may still be committed; callers with an
+// idempotency key can retry safely.
+func (c *Change) Wait(ctx context.Context) (Intent, error) {
+	select {
+	case err := <-c.op.done:
+		if err != nil {
+			return Intent{}, err
+		}
+		return c.intent, nil
+	case <-ctx.Done():
+		return Intent{}, fmt.Errorf("journal: gave up waiting for the commit (it may still land): %w", ctx.Err())
+	}
+}
+
+// Created reports whether a committed create made a new intent (false: an
+// idempotent retry answered with the live intent it had made before).
+func (c *Change) Created() bool { return c.created }
+
+// Recorded reports whether a committed observe recorded the sandbox id
+// (false when it was already known), so a caller acts once per sandbox.
+func (c *Change) Recorded() bool { return c.recorded }
+
+// Apply submits c and waits for it.
+func (j *Journal) Apply(ctx context.Context, c *Change) (Intent, error) {
+	if err := ctx.Err(); err != nil {
+		return Intent{}, err
+	}
+	if err := j.Submit(c); err != nil {
+		return Intent{}, err
+	}
+	return c.Wait(ctx)
 }
 
 // NewIntent is what a runner declares.
 type NewIntent struct {
-	// Key makes Create idempotent: a key used before returns that intent.
+	// Key makes Create idempotent: a key used before returns that intent
+	// while it is live; once it has ended, the key names a new intent.
 	Key string
-	// Labels are the scope labels; the ownership labels are added by Create.
+	// Labels are the scope and request labels (MergeLabels); Create adds
+	// the ownership labels.
 	Labels  map[string]string
 	OnDrain OnDrain // empty means delete
 	// Provider and Account are journaled with the intent for the reaper.
 	Provider, Account string
-	// ID, if set, is the intent id to use (a lower-case ULID chosen by the
-	// client, e.g. a spool file written while tether was not up, so the
-	// runner knew the sandbox name in advance). Empty: Create picks one.
+	// ID, if set, is the intent id the client chose ([a-z0-9_-], e.g. in a
+	// spool file written while tether was not up), so it knew the sandbox
+	// name, NamePrefix+ID, in advance. The same id again returns that
+	// intent while it is live and is refused once it has ended: a name is
+	// never handed out twice. Empty: Create picks a ULID.
 	ID string
 }
 
@@ -415,158 +446,127 @@ func (n NewIntent) validate() error {
 	return nil
 }
 
-// Create journals a new pending intent and returns it once it is fsynced.
-// If n.Key was used before, it returns that intent and created=false.
-func (j *Journal) Create(ctx context.Context, n NewIntent) (in Intent, created bool, err error) {
-	in, _, created, err = j.CreateJSON(ctx, n)
-	return in, created, err
+// MergeLabels merges label sets, later ones over earlier ones: the scope
+// labels of the configuration, then a request's own.
+func MergeLabels(sets ...map[string]string) map[string]string {
+	n := 0
+	for _, s := range sets {
+		n += len(s)
+	}
+	out := make(map[string]string, n)
+	for _, s := range sets {
+		for k, v := range s {
+			out[k] = v
+		}
+	}
+	return out
 }
 
-// CreateJSON is Create, also returning the intent's JSON exactly as it is
-// journaled (json.Marshal of the Intent), so a server can answer with it
-// without encoding the intent a second time.
-func (j *Journal) CreateJSON(ctx context.Context, n NewIntent) (in Intent, raw []byte, created bool, err error) {
-	if err := n.validate(); err != nil {
-		return Intent{}, nil, false, fmt.Errorf("%w: %w", ErrInvalid, err)
-	}
+// Plan is the intent that n, declared at now in the journal of owner, is
+// journaled as: its name and the labels the sandbox must carry. The journal
+// builds every new intent with it, and a client that writes a spool file
+// uses it to know the name and labels before tether takes the file.
+func Plan(owner string, n NewIntent, now time.Time) Intent {
+	labels := MergeLabels(n.Labels, map[string]string{LabelOwner: owner, LabelIntent: n.ID})
 	if n.OnDrain == "" {
 		n.OnDrain = DrainDelete
 	}
-	c, err := j.prepareCreate(n)
-	if err != nil {
-		return Intent{}, nil, false, err
-	}
-	if err := j.mutate(ctx, c.fn); err != nil {
-		return Intent{}, nil, false, err
-	}
-	if !c.created {
-		// A retry with a known key: the journaled intent, decoded here
-		// rather than inside the shared transaction.
-		in, err := decode([]byte(c.in.ID), c.raw)
-		return in, c.raw, false, err
-	}
-	return c.in, c.raw, true, nil
-}
-
-// createOp is one Create. The intent is built and encoded by the caller
-// (prepareCreate), so the single commit loop only looks up the key and the
-// id and writes bytes: per-intent CPU spent there delays every waiter of
-// the batch.
-type createOp struct {
-	key     []byte
-	in      Intent
-	raw     []byte // the record; after a key hit, a copy of the earlier one
-	created bool
-}
-
-// prepareCreate builds and encodes the intent n (already validated) would
-// create. Its id is taken now, so ids follow the order callers prepared
-// them, not the order of the commit.
-func (j *Journal) prepareCreate(n NewIntent) (*createOp, error) {
-	id, now := n.ID, time.Time{}
-	if id == "" {
-		id, now = newIDAt()
-	} else {
-		now = time.Now().UTC()
-	}
-	labels := make(map[string]string, len(n.Labels)+2)
-	for k, v := range n.Labels {
-		labels[k] = v
-	}
-	labels[LabelOwner] = j.owner
-	labels[LabelIntent] = id
-	c := &createOp{in: Intent{
-		ID: id, Name: NamePrefix + id, Labels: labels,
+	return Intent{
+		ID: n.ID, Name: NamePrefix + n.ID, Labels: labels,
 		Provider: n.Provider, Account: n.Account, OnDrain: n.OnDrain,
 		State: Pending, Key: n.Key, CreatedAt: now, UpdatedAt: now,
-	}}
-	if n.Key != "" {
-		c.key = []byte(n.Key)
 	}
-	raw, err := json.Marshal(c.in)
+}
+
+// Create journals a new pending intent and returns it once it is fsynced.
+// If n.Key names a live intent, it returns that one and created=false.
+func (j *Journal) Create(ctx context.Context, n NewIntent) (in Intent, created bool, err error) {
+	c, err := j.PrepareCreate(n)
 	if err != nil {
-		return nil, fmt.Errorf("intent %s: encode: %w", id, err)
+		return Intent{}, false, err
 	}
-	c.raw = raw
+	in, err = j.Apply(ctx, c)
+	return in, c.created, err
+}
+
+// PrepareCreate prepares Create. The intent is built and encoded here, in
+// the caller's goroutine, so the single commit loop only looks up the key
+// and the id and writes bytes: per-intent CPU spent there delays every
+// waiter of the batch. Its id is taken now, so ids follow the order callers
+// prepared them, not the order of the commit.
+func (j *Journal) PrepareCreate(n NewIntent) (*Change, error) {
+	if err := n.validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	now := time.Now().UTC()
+	if n.ID == "" {
+		n.ID, now = newIDAt()
+	}
+	planned := Plan(j.owner, n, now)
+	raw, err := json.Marshal(planned)
+	if err != nil {
+		return nil, fmt.Errorf("intent %s: encode: %w", n.ID, err)
+	}
+	c := &Change{}
+	key, id, chosen := []byte(n.Key), []byte(n.ID), n.Key == "" && n.ID != ""
+	c.run = func(tx *bolt.Tx) error {
+		c.created, c.intent = false, Intent{}
+		intents, keys := tx.Bucket(bucketIntents), tx.Bucket(bucketKeys)
+		if len(key) > 0 {
+			if old := keys.Get(key); old != nil {
+				in, err := load(tx, string(old))
+				if err != nil {
+					return err
+				}
+				if in.Live() {
+					c.intent = in
+					return nil
+				}
+				// The key's intent has ended: the key names a new one.
+			}
+		}
+		if v := intents.Get(id); v != nil {
+			in, err := decode(id, v)
+			if err != nil {
+				return err
+			}
+			if chosen && in.Live() {
+				c.intent = in // the same spool file taken twice
+				return nil
+			}
+			return fmt.Errorf("intent %s is %s: %w", n.ID, in.State, ErrIDTaken)
+		}
+		if len(key) > 0 {
+			if err := keys.Put(key, id); err != nil {
+				return err
+			}
+		}
+		if err := intents.Put(id, raw); err != nil {
+			return err
+		}
+		if err := tx.Bucket(bucketLive).Put(id, []byte{}); err != nil {
+			return err
+		}
+		c.intent, c.created = planned, true
+		return nil
+	}
 	return c, nil
 }
 
-// fn is the createOp's work inside the shared transaction: refuse or
-// replay before any write, then three puts.
-func (c *createOp) fn(tx *bolt.Tx) error {
-	c.created = false
-	if c.key != nil {
-		if id := tx.Bucket(bucketKeys).Get(c.key); id != nil {
-			v := tx.Bucket(bucketIntents).Get(id)
-			if v == nil {
-				return fmt.Errorf("intent %s: %w", id, ErrNotFound)
-			}
-			// bbolt's memory is only valid inside the transaction.
-			c.in.ID, c.raw = string(id), bytes.Clone(v)
-			return nil
-		}
-	}
-	id := []byte(c.in.ID)
-	intents := tx.Bucket(bucketIntents)
-	if intents.Get(id) != nil {
-		return fmt.Errorf("intent %s: %w", c.in.ID, ErrIDTaken)
-	}
-	if c.key != nil {
-		if err := tx.Bucket(bucketKeys).Put(c.key, id); err != nil {
-			return &writeError{fmt.Errorf("write %s/%s: %w", bucketKeys, truncate(string(c.key)), err)}
-		}
-	}
-	if err := intents.Put(id, c.raw); err != nil {
-		return &writeError{fmt.Errorf("write %s/%s: %w", bucketIntents, c.in.ID, err)}
-	}
-	if err := tx.Bucket(bucketLive).Put(id, []byte{}); err != nil {
-		return &writeError{fmt.Errorf("write %s/%s: %w", bucketLive, c.in.ID, err)}
-	}
-	c.created = true
-	return nil
+// PrepareGet prepares a read of intent id in commit order, so an intake can
+// act on an intent a change queued before it declared.
+func (j *Journal) PrepareGet(id string) (*Change, error) {
+	return j.prepareUpdate(id, func(*Intent) (bool, error) { return false, nil }), nil
 }
 
-// createFn is Create's work inside a transaction for callers that collect
-// the result themselves (the spool intake); n is already validated.
-func (j *Journal) createFn(n NewIntent, out *Intent, created *bool) (func(tx *bolt.Tx) error, error) {
-	c, err := j.prepareCreate(n)
-	if err != nil {
-		return nil, err
-	}
-	return func(tx *bolt.Tx) error {
-		*out, *created = Intent{}, false
-		if err := c.fn(tx); err != nil {
-			return err
-		}
-		if !c.created {
-			var err error
-			*out, err = decode([]byte(c.in.ID), c.raw)
-			return err
-		}
-		*out, *created = c.in, true
-		return nil
-	}, nil
-}
-
-// update loads intent id, lets change decide (and refuse before any write),
-// and stores the result if change reports it changed something.
-func (j *Journal) update(id string, change func(in *Intent) (changed bool, err error)) (Intent, error) {
-	if err := ValidateIntentID(id); err != nil {
-		return Intent{}, fmt.Errorf("%w: %w", ErrNotFound, err)
-	}
-	var out Intent
-	err := j.mutate(context.Background(), updateFn(func(*bolt.Tx) (string, error) { return id, nil }, change, &out))
-	return out, err
-}
-
-// updateFn is update's work inside a transaction. resolve finds the intent
-// id inside the same transaction, so a spool file can refer to an intent a
-// file before it in the same batch declared.
-func updateFn(resolve func(tx *bolt.Tx) (string, error), change func(in *Intent) (bool, error), out *Intent) func(tx *bolt.Tx) error {
-	return func(tx *bolt.Tx) error {
-		id, err := resolve(tx)
-		if err != nil {
-			return err
+// prepareUpdate loads intent id inside the transaction, lets change decide
+// (and refuse before anything is written), and stores the result if change
+// reports it changed something.
+func (j *Journal) prepareUpdate(id string, change func(in *Intent) (changed bool, err error)) *Change {
+	c := &Change{}
+	c.run = func(tx *bolt.Tx) error {
+		if err := ValidateIntentID(id); err != nil {
+			return fmt.Errorf("%w: %w", ErrNotFound, err)
 		}
 		in, err := load(tx, id)
 		if err != nil {
@@ -582,9 +582,14 @@ func updateFn(resolve func(tx *bolt.Tx) (string, error), change func(in *Intent)
 				return err
 			}
 		}
-		*out = in
+		c.intent = in
 		return nil
 	}
+	return c
+}
+
+func (j *Journal) update(id string, change func(in *Intent) (changed bool, err error)) (Intent, error) {
+	return j.Apply(context.Background(), j.prepareUpdate(id, change))
 }
 
 // Observe records the provider's sandbox id for an intent: pending becomes
@@ -599,16 +604,22 @@ func (j *Journal) Observe(id, sandboxID string) (Intent, error) {
 // ObserveRecorded is Observe, also reporting whether this call recorded the
 // id (false when it was already known), so a caller acts once per sandbox.
 func (j *Journal) ObserveRecorded(id, sandboxID string) (in Intent, recorded bool, err error) {
-	if err := ValidateSandboxID(sandboxID); err != nil {
-		return Intent{}, false, fmt.Errorf("%w: %w", ErrInvalid, err)
+	c, err := j.PrepareObserve(id, sandboxID)
+	if err != nil {
+		return Intent{}, false, err
 	}
-	in, err = j.update(id, observeChange(sandboxID, &recorded))
-	return in, recorded, err
+	in, err = j.Apply(context.Background(), c)
+	return in, c.recorded, err
 }
 
-func observeChange(sandboxID string, recorded *bool) func(in *Intent) (bool, error) {
-	return func(in *Intent) (bool, error) {
-		*recorded = false
+// PrepareObserve prepares Observe.
+func (j *Journal) PrepareObserve(id, sandboxID string) (*Change, error) {
+	if err := ValidateSandboxID(sandboxID); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	var c *Change
+	c = j.prepareUpdate(id, func(in *Intent) (bool, error) {
+		c.recorded = false
 		switch {
 		case in.SandboxID == sandboxID:
 			return false, nil
@@ -621,9 +632,10 @@ func observeChange(sandboxID string, recorded *bool) func(in *Intent) (bool, err
 			return false, fmt.Errorf("intent %s is %s, cannot observe a sandbox: %w", in.ID, in.State, ErrIllegalTransition)
 		}
 		in.SandboxID = sandboxID
-		*recorded = true
+		c.recorded = true
 		return true, nil
-	}
+	})
+	return c, nil
 }
 
 // Transition moves an intent to state to, if the state machine allows it,
@@ -652,17 +664,22 @@ func (j *Journal) Note(id string, lastErr string) (Intent, error) {
 // deleted or kept; empty means deleted): the intent becomes released and
 // tether stops tracking it. Releasing a released intent again changes nothing.
 func (j *Journal) Release(id string, outcome string) (Intent, error) {
+	c, err := j.PrepareRelease(id, outcome)
+	if err != nil {
+		return Intent{}, err
+	}
+	return j.Apply(context.Background(), c)
+}
+
+// PrepareRelease prepares Release.
+func (j *Journal) PrepareRelease(id string, outcome string) (*Change, error) {
 	if err := ValidateOutcome(outcome); err != nil {
-		return Intent{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	if outcome == "" {
 		outcome = OutcomeDeleted
 	}
-	return j.update(id, releaseChange(outcome))
-}
-
-func releaseChange(outcome string) func(in *Intent) (bool, error) {
-	return func(in *Intent) (bool, error) {
+	return j.prepareUpdate(id, func(in *Intent) (bool, error) {
 		if in.State == Released {
 			return false, nil
 		}
@@ -672,7 +689,7 @@ func releaseChange(outcome string) func(in *Intent) (bool, error) {
 		in.State = Released
 		in.Outcome = outcome
 		return true, nil
-	}
+	}), nil
 }
 
 // Get returns the intent with that id, or ErrNotFound.
@@ -703,7 +720,8 @@ func (j *Journal) GetByKey(key string) (Intent, error) {
 	return in, err
 }
 
-// Live returns the live intents (pending, observed, releasing) in creation order.
+// Live returns the live intents (pending, observed, releasing) in id order:
+// creation order for the ULIDs tether picks.
 func (j *Journal) Live() ([]Intent, error) {
 	out := []Intent{}
 	err := j.view(func(tx *bolt.Tx) error {
@@ -775,7 +793,7 @@ func decode(k, v []byte) (Intent, error) {
 func store(tx *bolt.Tx, in Intent) error {
 	v, err := json.Marshal(in)
 	if err != nil {
-		return &writeError{fmt.Errorf("intent %s: encode: %w", in.ID, err)}
+		return fmt.Errorf("intent %s: encode: %w", in.ID, err)
 	}
 	if err := put(tx, bucketIntents, in.ID, v); err != nil {
 		return err
@@ -783,10 +801,7 @@ func store(tx *bolt.Tx, in Intent) error {
 	if in.Live() {
 		return put(tx, bucketLive, in.ID, nil)
 	}
-	if err := tx.Bucket(bucketLive).Delete([]byte(in.ID)); err != nil {
-		return &writeError{err}
-	}
-	return nil
+	return tx.Bucket(bucketLive).Delete([]byte(in.ID))
 }
 
 func put(tx *bolt.Tx, bucket []byte, k string, v []byte) error {
@@ -794,7 +809,7 @@ func put(tx *bolt.Tx, bucket []byte, k string, v []byte) error {
 		v = []byte{}
 	}
 	if err := tx.Bucket(bucket).Put([]byte(k), v); err != nil {
-		return &writeError{fmt.Errorf("write %s/%s: %w", bucket, truncate(k), err)}
+		return fmt.Errorf("write %s/%s: %w", bucket, truncate(k), err)
 	}
 	return nil
 }

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/rand"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -385,25 +384,112 @@ func TestCorruptFileLeftInPlace(t *testing.T) {
 	}
 }
 
-// The server answers a create with CreateJSON's bytes: they must be the
-// intent's JSON, on the first create and on a replay by key alike.
-func TestCreateJSONIsTheIntent(t *testing.T) {
+// Create answers with the intent exactly as journaled, on the first create
+// and on a replay by key alike.
+func TestCreateReturnsTheJournaledIntent(t *testing.T) {
 	j := openTemp(t)
 	for _, want := range []bool{true, false} {
-		in, raw, created, err := j.CreateJSON(t.Context(), NewIntent{Key: "k", Labels: map[string]string{"a": "b"}})
+		in, created, err := j.Create(t.Context(), NewIntent{Key: "k", Labels: map[string]string{"a": "b"}})
 		if err != nil || created != want {
 			t.Fatalf("created=%v (want %v): %v", created, want, err)
-		}
-		enc, err := json.Marshal(in)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if string(raw) != string(enc) {
-			t.Fatalf("created=%v: raw\n%s\nis not the intent\n%s", created, raw, enc)
 		}
 		got, err := j.Get(in.ID)
 		if err != nil || !reflect.DeepEqual(got, in) {
 			t.Fatalf("journaled %+v, returned %+v (%v)", got, in, err)
 		}
+	}
+}
+
+// A key names one live intent: once its intent has ended, the same key
+// declares a new intent with a new name (a restarted runner reusing its
+// keys must not get a finished intent, whose name Daytona may hand out again).
+func TestCreateKeyOfFinishedIntentDeclaresANewOne(t *testing.T) {
+	j := openTemp(t)
+	for _, end := range []func(id string) error{
+		func(id string) error { _, err := j.Release(id, ""); return err },
+		func(id string) error {
+			if _, err := j.Transition(id, Releasing, ""); err != nil {
+				return err
+			}
+			_, err := j.Transition(id, Gone, "")
+			return err
+		},
+	} {
+		key := "restart-" + newID()
+		first, _, err := j.Create(t.Context(), NewIntent{Key: key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := end(first.ID); err != nil {
+			t.Fatal(err)
+		}
+		second, created, err := j.Create(t.Context(), NewIntent{Key: key})
+		if err != nil || !created || second.ID == first.ID || second.Name == first.Name || !second.Live() {
+			t.Fatalf("after the end of %s: %+v created=%v %v", first.ID, second, created, err)
+		}
+		if byKey, _ := j.GetByKey(key); byKey.ID != second.ID {
+			t.Fatalf("the key still names %s", byKey.ID)
+		}
+		if old, _ := j.Get(first.ID); old.Live() {
+			t.Fatalf("the old intent came back: %+v", old)
+		}
+	}
+}
+
+// A client-chosen id (a spool file) is the sandbox's name: once its intent
+// has ended it is refused, naming the state, never handed out again.
+func TestCreateChosenIDOfFinishedIntentRefused(t *testing.T) {
+	j := openTemp(t)
+	if _, _, err := j.Create(t.Context(), NewIntent{ID: "run-7"}); err != nil {
+		t.Fatal(err)
+	}
+	if again, created, err := j.Create(t.Context(), NewIntent{ID: "run-7"}); err != nil || created || again.ID != "run-7" {
+		t.Fatalf("retry while live: %+v %v %v", again, created, err)
+	}
+	if _, err := j.Release("run-7", ""); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := j.Create(t.Context(), NewIntent{ID: "run-7"})
+	if !errors.Is(err, ErrIDTaken) || !strings.Contains(err.Error(), "released") {
+		t.Fatalf("reuse of a finished id: %v", err)
+	}
+}
+
+// A change that fails inside a shared transaction leaves nothing behind,
+// even what it wrote before failing, and its neighbours in the batch still
+// commit (bbolt's Batch discipline, enforced rather than promised).
+func TestBatchRollsBackAFailedChange(t *testing.T) {
+	j := openTemp(t)
+	var changes []*Change
+	for i, id := range []string{"a", "b", "half", "c"} {
+		c, err := j.PrepareCreate(NewIntent{ID: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 2 {
+			create := c.run
+			c.run = func(tx *bolt.Tx) error {
+				if err := create(tx); err != nil {
+					return err
+				}
+				return errors.New("failed after writing")
+			}
+		}
+		if err := j.Submit(c); err != nil {
+			t.Fatal(err)
+		}
+		changes = append(changes, c)
+	}
+	for i, c := range changes {
+		_, err := c.Wait(t.Context())
+		if (i == 2) != (err != nil) {
+			t.Fatalf("change %d: %v", i, err)
+		}
+	}
+	if _, err := j.Get("half"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("the failed change's write survived: %v", err)
+	}
+	if n, _ := j.LiveCount(); n != 3 {
+		t.Fatalf("%d live intents, want a, b, c", n)
 	}
 }

@@ -24,8 +24,9 @@ const (
 	MaxKey = 128
 	// MaxSandboxID is the longest provider sandbox id in bytes.
 	MaxSandboxID = 128
-	// MaxClientID is the longest spool client id in bytes.
-	MaxClientID = 64
+	// MaxIntentID is the longest intent id in bytes (a spool writer may
+	// choose its own).
+	MaxIntentID = 64
 )
 
 // ValidateLabels checks request labels: at most MaxLabels; keys of 1 to
@@ -98,25 +99,20 @@ func ValidateSandboxID(id string) error {
 	return nil
 }
 
-// ValidateIntentID checks that id is a lower-case ULID, the form every
-// intent id has.
+// ValidateIntentID checks an intent id: 1 to MaxIntentID characters of
+// [a-z0-9_-], starting with a letter or digit. tether's own ids are
+// lower-case ULIDs; a spool writer may choose its own. The sandbox name
+// NamePrefix+id is then made of lower-case letters, digits, '-' and '_',
+// which Daytona accepts as a name.
 func ValidateIntentID(id string) error {
-	if !isULID(id) {
-		return fmt.Errorf("id %q: not an intent id (a lower-case ULID of 26 characters)", truncate(id))
-	}
-	return nil
-}
-
-// ValidateClientID checks a spool client id: 1 to MaxClientID bytes of
-// [a-z0-9_-].
-func ValidateClientID(id string) error {
-	if id == "" || len(id) > MaxClientID {
-		return fmt.Errorf("id: must be 1 to %d characters of [a-z0-9_-]", MaxClientID)
+	if id == "" || len(id) > MaxIntentID {
+		return fmt.Errorf("id: not an intent id (1 to %d characters of [a-z0-9_-])", MaxIntentID)
 	}
 	for i := 0; i < len(id); i++ {
 		c := id[i]
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
-			return fmt.Errorf("id %q: must be 1 to %d characters of [a-z0-9_-]", truncate(id), MaxClientID)
+		alnum := c >= 'a' && c <= 'z' || c >= '0' && c <= '9'
+		if !alnum && (i == 0 || c != '_' && c != '-') {
+			return fmt.Errorf("id %q: not an intent id (1 to %d characters of [a-z0-9_-], starting with a letter or digit)", truncate(id), MaxIntentID)
 		}
 	}
 	return nil

@@ -30,7 +30,7 @@ func (s *supervisor) start() error {
 
 	files, closeAfterFork, copies, err := s.stdio()
 	if err != nil {
-		return s.failStart(Status{Code: 125, Err: fmt.Errorf("connect the child's stdio: %w", err)}, true)
+		return s.failStart(Status{Code: ExitCodeOwnError, Err: fmt.Errorf("connect the child's stdio: %w", err)}, true)
 	}
 	attr := &syscall.ProcAttr{
 		Env:   childEnv(s.cfg.Env),
@@ -97,7 +97,7 @@ func classifyStartError(name string, err error) (Status, bool) {
 		errors.Is(err, syscall.ENOEXEC), errors.Is(err, syscall.EISDIR), errors.Is(err, syscall.ETXTBSY):
 		return Status{Code: ExitCodeNotExecutable, Err: fmt.Errorf("cannot execute: %w", err)}, false
 	}
-	return Status{Code: 125, Err: fmt.Errorf("start %s: %w", name, err)}, true
+	return Status{Code: ExitCodeOwnError, Err: fmt.Errorf("start %s: %w", name, err)}, true
 }
 
 // stdio returns the three descriptors the child gets. An *os.File is passed

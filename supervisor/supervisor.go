@@ -114,7 +114,7 @@ var ErrNoCommand = errors.New("no command to run: give one after --, e.g. tether
 // failed for lack of resources); the child's fate is in Status.
 func Run(ctx context.Context, cfg Config) (Status, error) {
 	if len(cfg.Command) == 0 || cfg.Command[0] == "" {
-		return Status{Code: 125, Err: ErrNoCommand}, ErrNoCommand
+		return Status{Code: ExitCodeOwnError, Err: ErrNoCommand}, ErrNoCommand
 	}
 	s := newSupervisor(cfg)
 	return s.run(ctx)
@@ -277,17 +277,24 @@ func (s *supervisor) childStatus() Status {
 		return Status{Code: 128 + int(syscall.SIGKILL), Signal: syscall.SIGKILL,
 			Err: fmt.Errorf("child %d did not exit within %s of SIGKILL", s.pid, KillWait)}
 	}
-	return statusOf(s.status)
+	return StatusOf(s.status)
 }
 
-func statusOf(ws syscall.WaitStatus) Status {
+// ExitCodeOwnError is the exit status of a child tether could not run (or
+// whose end it could not read): 125, as docker run and podman use it, so it
+// does not collide with a child's own 126, 127 or 128+N.
+const ExitCodeOwnError = 125
+
+// StatusOf is the Status of a wait status: the exit code, or 128+N for a
+// child that died of signal N, as a shell reports it.
+func StatusOf(ws syscall.WaitStatus) Status {
 	switch {
 	case ws.Exited():
 		return Status{Code: ws.ExitStatus()}
 	case ws.Signaled():
 		return Status{Code: 128 + int(ws.Signal()), Signal: ws.Signal()}
 	}
-	return Status{Code: 125, Err: fmt.Errorf("unexpected wait status %#x", uint32(ws))}
+	return Status{Code: ExitCodeOwnError, Err: fmt.Errorf("unexpected wait status %#x", uint32(ws))}
 }
 
 // childActor starts the child and returns once it and its process group are
@@ -336,7 +343,7 @@ func (s *supervisor) childActor() error {
 			exited = nil
 			s.mu.Lock()
 			left := !s.groupGone
-			st := statusOf(s.status)
+			st := StatusOf(s.status)
 			s.mu.Unlock()
 			s.log.Debug("child exited", "pid", s.pid, "code", st.Code)
 			if left {

@@ -5,17 +5,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"go.uber.org/goleak"
 	"io"
 	"log/slog"
 	"os"
 	"os/signal"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/tether-run/tether/internal/testutil"
 )
 
 // helperEnv makes the re-executed test binary act as the child (runHelper).
@@ -65,35 +67,6 @@ func testConfig(t *testing.T, args ...string) Config {
 		Stdin:   strings.NewReader(""),
 		Stdout:  io.Discard,
 		Stderr:  io.Discard,
-	}
-}
-
-// syncBuffer is a bytes.Buffer safe to read while the child writes it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitLimit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 
@@ -161,7 +134,7 @@ func TestRunActorsRunAndAreInterruptedWhenTheChildEnds(t *testing.T) {
 
 func TestRunFailingActorStopsTheChild(t *testing.T) {
 	cfg := testConfig(t, "until-term")
-	out := &syncBuffer{}
+	out := &testutil.Buffer{}
 	cfg.Stdout = out
 	boom := errors.New("socket gone")
 	cfg.Actors = []Actor{{
@@ -187,7 +160,7 @@ func TestRunFailingActorStopsTheChild(t *testing.T) {
 
 func TestRunContextEndStopsTheChild(t *testing.T) {
 	cfg := testConfig(t, "until-term")
-	out := &syncBuffer{}
+	out := &testutil.Buffer{}
 	cfg.Stdout = out
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -241,13 +214,13 @@ func TestRunEnvLastValueWins(t *testing.T) {
 // while the drain runs is logged, not obeyed (its default would kill tether).
 func TestRunSignalsDuringAfterChildDoNotAbortIt(t *testing.T) {
 	cfg := testConfig(t, "exit", "0")
-	logs := &syncBuffer{}
+	logs := &testutil.Buffer{}
 	cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	cfg.AfterChild = func(ctx context.Context, st Status) error {
 		if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
 			return err
 		}
-		waitFor(t, "the SIGTERM to be logged", func() bool {
+		testutil.WaitFor(t, "the SIGTERM to be logged", func() bool {
 			return strings.Contains(logs.String(), "signal received after the child ended")
 		})
 		return nil

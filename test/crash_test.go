@@ -10,13 +10,14 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/tether-run/tether/internal/api"
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
 	"github.com/tether-run/tether/spool"
 )
 
 // intentNew runs `tether intent new` against the running tether, as a
 // shell runner would, and returns the intent it printed.
-func (w *world) intentNew(labels ...string) spool.Intent {
+func (w *world) intentNew(labels ...string) api.Intent {
 	w.t.Helper()
 	args := []string{"intent", "new", "--socket", w.socket}
 	for _, l := range labels {
@@ -32,7 +33,7 @@ func (w *world) intentNew(labels ...string) spool.Intent {
 		}
 		w.t.Fatalf("tether intent new: %v\n%s", err, stderr)
 	}
-	var in spool.Intent
+	var in api.Intent
 	if err := json.Unmarshal(out, &in); err != nil {
 		w.t.Fatalf("tether intent new printed %q: %v", out, err)
 	}
@@ -55,7 +56,7 @@ func dead(pid int) (bool, string) {
 	return false, "unreadable stat: " + s
 }
 
-func sortedIDs(ins []spool.Intent) []string {
+func sortedIDs(ins []api.Intent) []string {
 	out := make([]string, 0, len(ins))
 	for _, in := range ins {
 		out = append(out, in.ID)
@@ -80,15 +81,16 @@ func TestCrashReplay(t *testing.T) {
 	if len(created) != 10 || len(unobserved) != 4 {
 		t.Fatalf("runner: %+v", out.lines)
 	}
-	var cli []spool.Intent
+	var cli []api.Intent
 	for range 6 {
 		cli = append(cli, w.intentNew("run=e2e", "via=cli"))
 	}
 	late, unseen, impostor := cli[:3], cli[3:5], cli[5]
 	// Twins in another account, with the exact names and labels of an
 	// observed intent and of a never-seen one.
-	w.plantTwin(w.intentOf(created[0].intent))
-	w.plantTwin(unseen[0])
+	twin := w.intentOf(created[0].intent)
+	w.plantTwin(twin.Name, twin.Labels)
+	w.plantTwin(unseen[0].Name, unseen[0].Labels)
 
 	if code := p1.stop(syscall.SIGKILL); code != 128+int(syscall.SIGKILL) {
 		t.Fatalf("tether exited %d, want 137", code)
@@ -117,7 +119,7 @@ func TestCrashReplay(t *testing.T) {
 	}
 	var lateSandboxes []string
 	for _, in := range late {
-		lateSandboxes = append(lateSandboxes, w.plantOurs(journal[in.ID]).ID)
+		lateSandboxes = append(lateSandboxes, w.plantOurs(journal[in.ID].Name, journal[in.ID].Labels).ID)
 	}
 
 	p2 := w.run([]string{"--drain-timeout", drainTimeout}, "--sandboxes", "0")
@@ -153,7 +155,7 @@ func TestCrashReplay(t *testing.T) {
 	// somebody else that took the third name.
 	var stragglers []string
 	for _, in := range unseen {
-		stragglers = append(stragglers, w.plantOurs(journal[in.ID]).ID)
+		stragglers = append(stragglers, w.plantOurs(journal[in.ID].Name, journal[in.ID].Labels).ID)
 	}
 	labels := map[string]string{}
 	for k, v := range journal[impostor.ID].Labels {
@@ -199,7 +201,7 @@ func TestOfflineDrain(t *testing.T) {
 		t.Fatalf("runner: %+v", out.lines)
 	}
 	pending := w.intentOf(declared[0].intent)
-	w.plantTwin(pending) // the same name in another account must not count
+	w.plantTwin(pending.Name, pending.Labels) // the same name in another account must not count
 	if code := p.stop(syscall.SIGKILL); code != 128+int(syscall.SIGKILL) {
 		t.Fatalf("tether exited %d, want 137", code)
 	}
@@ -221,7 +223,7 @@ func TestOfflineDrain(t *testing.T) {
 	w.assertJournal(spool.Pending, pending.ID)
 
 	// Its create lands at last; the next cron run of the drain takes it.
-	sb := w.plantOurs(pending)
+	sb := w.plantOurs(pending.Name, pending.Labels)
 	code, stderr = w.runTether("drain", "--journal", w.journal)
 	if code != 0 {
 		t.Fatalf("tether drain exited %d, want 0; stderr:\n%s", code, stderr)

@@ -1,6 +1,6 @@
 // Package e2e_test proves tether's promise end to end: nothing outlives the
 // runner. Every test runs the real tether binary and the real sample runner
-// (test/runner) as processes, with real signals, a real bbolt journal and a
+// (examples/go) as processes, with real signals, a real bbolt journal and a
 // real Unix socket, against the simulated Daytona API of daytonatest, and
 // judges by what the simulator says happened to each sandbox, by the journal
 // once tether has exited, and by tether's exit code and stderr report.
@@ -11,7 +11,6 @@ package e2e_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -25,6 +24,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tether-run/tether/internal/testutil"
 
 	"github.com/oklog/ulid/v2"
 
@@ -74,7 +75,7 @@ func testMain(m *testing.M) int {
 	bin.runner = filepath.Join(dir, "runner")
 	for out, pkg := range map[string]string{
 		bin.tether: "github.com/tether-run/tether/cmd/tether",
-		bin.runner: "github.com/tether-run/tether/test/runner",
+		bin.runner: "github.com/tether-run/tether/examples/go",
 	} {
 		cmd := exec.Command("go", "build", "-o", out, pkg)
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
@@ -170,8 +171,8 @@ func (w *world) plantNeighbours() {
 
 // plantTwin plants, in another account, a sandbox with exactly the name and
 // labels of one of ours: only the account tells them apart.
-func (w *world) plantTwin(in spool.Intent) {
-	w.plant(otherOrg, in.Name, in.Labels)
+func (w *world) plantTwin(name string, labels map[string]string) {
+	w.plant(otherOrg, name, labels)
 }
 
 func (w *world) plant(org, name string, labels map[string]string) daytonatest.Sandbox {
@@ -189,12 +190,12 @@ func (w *world) plant(org, name string, labels map[string]string) daytonatest.Sa
 
 // plantOurs makes the sandbox of intent in appear in our account, as a
 // create that landed late would: exact name, the intent's labels.
-func (w *world) plantOurs(in spool.Intent) daytonatest.Sandbox {
+func (w *world) plantOurs(name string, labels map[string]string) daytonatest.Sandbox {
 	w.t.Helper()
 	off := 0
-	sb, err := w.sim.AddSandbox(daytonatest.DefaultOrg, daytonatest.SeedSandbox{Name: in.Name, Labels: in.Labels, AutoStopInterval: &off})
+	sb, err := w.sim.AddSandbox(daytonatest.DefaultOrg, daytonatest.SeedSandbox{Name: name, Labels: labels, AutoStopInterval: &off})
 	if err != nil {
-		w.t.Fatalf("plant %s: %v", in.Name, err)
+		w.t.Fatalf("plant %s: %v", name, err)
 	}
 	return sb
 }
@@ -249,26 +250,9 @@ type proc struct {
 	t      *testing.T
 	cmd    *exec.Cmd
 	lines  chan string
-	stderr *lockedBuffer
+	stderr *testutil.Buffer
 	done   chan struct{}
 	err    error // of Wait, once done is closed
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // tetherArgs are the flags every `tether run` and `tether drain` of w gets.
@@ -299,7 +283,7 @@ func (w *world) start(args ...string) *proc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &proc{t: t, cmd: cmd, lines: make(chan string, 4096), stderr: &lockedBuffer{}, done: make(chan struct{})}
+	p := &proc{t: t, cmd: cmd, lines: make(chan string, 4096), stderr: &testutil.Buffer{}, done: make(chan struct{})}
 	cmd.Stderr = p.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start tether: %v", err)
@@ -417,7 +401,7 @@ func (p *proc) stop(sig syscall.Signal) int {
 }
 
 // intentOf asks the running tether for one intent.
-func (w *world) intentOf(id string) spool.Intent {
+func (w *world) intentOf(id string) api.Intent {
 	w.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
 	defer cancel()
@@ -599,7 +583,7 @@ func eventually(t *testing.T, what string, cond func() (bool, string)) {
 }
 
 // liveIntents lists the live intents of the running tether.
-func (w *world) liveIntents() ([]spool.Intent, error) {
+func (w *world) liveIntents() ([]api.Intent, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return w.client().List(ctx)

@@ -80,7 +80,8 @@ func TestSigtermDrainsFifty(t *testing.T) {
 	}
 	// A twin of one of ours, with the very same name and labels, in
 	// another account that shares the simulator.
-	w.plantTwin(w.intentOf(created[0].intent))
+	twin := w.intentOf(created[0].intent)
+	w.plantTwin(twin.Name, twin.Labels)
 
 	if code := p.stop(syscall.SIGTERM); code != 128+int(syscall.SIGTERM) {
 		t.Fatalf("tether exited %d, want 143; stderr:\n%s", code, p.stderr)

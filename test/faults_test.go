@@ -163,7 +163,7 @@ func TestFaultsReportExactly(t *testing.T) {
 	}
 	var late []string
 	for _, l := range declared {
-		late = append(late, w.plantOurs(journal[l.intent]).ID)
+		late = append(late, w.plantOurs(journal[l.intent].Name, journal[l.intent].Labels).ID)
 	}
 	code, stderr := w.runTether("drain", "--journal", w.journal)
 	if code != 0 {

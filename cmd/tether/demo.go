@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -17,9 +16,10 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/tether-run/tether/internal/samplerunner"
+	"github.com/tether-run/tether/examples/go/samplerunner"
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
 	"github.com/tether-run/tether/spool"
+	"github.com/tether-run/tether/supervisor"
 )
 
 // DemoCommand is `tether demo`: the whole story on a machine with no
@@ -58,22 +58,15 @@ func (*DemoCommand) Run(ctx context.Context, args []string) error {
 		}
 		return nil
 	}
-	fs := flag.NewFlagSet("tether demo", flag.ContinueOnError)
+	fs := newFlags("demo", "Usage: tether demo [flags]\n       tether demo runner [flags]   (the sample runner the demo starts)\n\nRuns the whole story against a simulated Daytona on loopback: a sample runner\nunder tether run, stopped as docker stop does, then tether kill -9ed and\nrestarted on the same journal; exits 0 only if every sandbox ended confirmed gone.\n")
 	sandboxes := fs.Int("sandboxes", 4, "sandboxes the runner creates in each of the two runs")
 	faults := fs.String("faults", "", "simulated faults, e.g. latency=50ms,429=0.1,5xx=0.05,create-lost=0.2,destroying=1s,seed=1")
 	verbose := fs.Bool("verbose", false, "show every log line of tether")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), "Usage: tether demo [flags]\n\nFlags:\n")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return &ExitError{Code: ExitCodeUsage, Err: fmt.Errorf("demo: %w", err)}
+	if err := parseFlags(fs, args, 0); err != nil {
+		return helped(err)
 	}
 	if *sandboxes < 2 || *sandboxes > 500 {
-		return &ExitError{Code: ExitCodeUsage, Err: fmt.Errorf("demo: --sandboxes %d: must be between 2 and 500", *sandboxes)}
+		return usageError(fs, fmt.Errorf("--sandboxes %d: must be between 2 and 500", *sandboxes))
 	}
 	spec := "latency=" + demoLatency.String()
 	if *faults != "" {
@@ -81,7 +74,7 @@ func (*DemoCommand) Run(ctx context.Context, args []string) error {
 	}
 	f, err := daytonatest.ParseFaults(spec)
 	if err != nil {
-		return &ExitError{Code: ExitCodeUsage, Err: fmt.Errorf("demo: --faults: %w", err)}
+		return usageError(fs, fmt.Errorf("--faults: %w", err))
 	}
 
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
@@ -500,8 +493,8 @@ func (p *demoTether) wait(ctx context.Context) (int, error) {
 	}
 	var ee *exec.ExitError
 	if errors.As(p.err, &ee) {
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return 128 + int(ws.Signal()), nil
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok {
+			return supervisor.StatusOf(ws).Code, nil
 		}
 		return ee.ExitCode(), nil
 	}

@@ -3,12 +3,12 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"time"
 
 	"github.com/tether-run/tether/internal/config"
+	"github.com/tether-run/tether/internal/reaper"
 	"github.com/tether-run/tether/spool"
 )
 
@@ -28,32 +28,27 @@ func (*DrainCommand) Synopsis() string {
 	return "resolve every live intent of a journal now (no child), and report"
 }
 
+var drainUsage = `Usage: tether drain [--journal PATH] [--drain-timeout D] [flags]
+
+Deletes (or stops) every sandbox the journal still holds live, owner-verified
+and confirmed gone, with the Daytona credentials of the environment.
+Exit: 0 when nothing live is left, ` + fmt.Sprint(ExitCodeUnresolved) + ` when intents stay live, ` + fmt.Sprint(ExitCodeUsage) + ` for a
+usage error or a journal that cannot be opened.
+`
+
 func (*DrainCommand) Run(ctx context.Context, args []string) error {
 	cfg := config.Default()
 	cfg.DrainTimeout = DefaultOfflineDrainTimeout
-	fs := flag.NewFlagSet("tether drain", flag.ContinueOnError)
-	envErr := cfg.Bind(fs)
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), "Usage: tether drain [--journal PATH] [--drain-timeout D]\n\n"+
-			"Deletes (or stops) every sandbox the journal still holds live, owner-verified and\n"+
-			"confirmed gone, with the Daytona credentials of the environment. Exits 0 when nothing\n"+
-			"live is left, "+fmt.Sprint(ExitCodeUnresolved)+" otherwise.\n\nFlags:\n")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return &ExitError{Code: ExitCodeUsage, Err: fmt.Errorf("drain: %w", err)}
+	fs := newFlags("drain", drainUsage)
+	envErr := cfg.Bind(fs, config.Journal, config.Drain, config.Log)
+	if err := parseFlags(fs, args, 0); err != nil {
+		return helped(err)
 	}
 	if envErr != nil {
-		return &ExitError{Code: ExitCodeUsage, Err: fmt.Errorf("drain: %w", envErr)}
-	}
-	if fs.NArg() > 0 {
-		return &ExitError{Code: ExitCodeUsage, Err: fmt.Errorf("drain: unexpected argument %q", fs.Arg(0))}
+		return usageError(fs, envErr)
 	}
 	if err := cfg.Validate(); err != nil {
-		return &ExitError{Code: ExitCodeUsage, Err: fmt.Errorf("drain: %w", err)}
+		return usageError(fs, err)
 	}
 	if _, err := os.Stat(cfg.Journal); err != nil {
 		// Never create an empty journal where the operator expected one.
@@ -70,8 +65,8 @@ func (*DrainCommand) Run(ctx context.Context, args []string) error {
 		return &ExitError{Code: ExitCodeUsage, Err: fmt.Errorf("drain: %w", err)}
 	}
 	r := newReaper(cfg, j, prov, log)
-	if _, err := drainJournal(ctx, j, r, cfg.DrainTimeout, log, os.Stderr); err != nil {
-		if errors.Is(err, errUnresolved) {
+	if _, err := r.DrainLive(ctx, j, cfg.DrainTimeout, os.Stderr); err != nil {
+		if errors.Is(err, reaper.ErrUnresolved) {
 			return &ExitError{Code: ExitCodeUnresolved}
 		}
 		return err

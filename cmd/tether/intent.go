@@ -2,15 +2,11 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -18,6 +14,7 @@ import (
 
 	"github.com/tether-run/tether/internal/api"
 	"github.com/tether-run/tether/internal/config"
+	"github.com/tether-run/tether/internal/spooldir"
 	"github.com/tether-run/tether/spool"
 )
 
@@ -50,116 +47,200 @@ const intentUsage = `Usage:
 
 Speaks the socket at $TETHER_SOCKET (or --socket). When only $TETHER_SPOOL
 (or --spool) is set, new/observe/release/delete write spool files instead;
-"new" then chooses the intent id itself (a ULID, or --key if given) and
-prints the intent as it will be journaled once tether takes the file.
+"new" then chooses the intent id itself (--key if given, else a ULID) and
+prints the intent as tether will journal it — the name and labels (the
+scope labels of $TETHER_LABELS and the owner of $TETHER_OWNER included) to
+create the sandbox with.
 
 Output: one intent as JSON per line. Exit: 0 ok, 1 refused by tether (the
 error is printed), 125 usage or tether unreachable.
 `
 
+// intentArgs is what one `tether intent` call carries.
+type intentArgs struct {
+	pos     []string
+	labels  map[string]string
+	onDrain string
+	key     string
+	outcome string
+}
+
+// intentSub is one subcommand of `tether intent`: its arguments and flags,
+// what it checks before anything is sent, and what it does over the socket
+// and (if it can) through the spool directory.
+type intentSub struct {
+	args     []string // names of the positional arguments
+	flags    func(fs *flag.FlagSet, a *intentArgs)
+	validate func(a *intentArgs) error
+	socket   func(ctx context.Context, cl *api.Client, a *intentArgs) error
+	spool    func(dir string, a *intentArgs) error // nil: needs the socket
+}
+
+var intentSubs = map[string]intentSub{
+	"new": {
+		flags: func(fs *flag.FlagSet, a *intentArgs) {
+			fs.Var(config.LabelFlag(a.labels), "label", "label k=v for the sandbox; repeatable")
+			fs.StringVar(&a.onDrain, "on-drain", string(spool.DrainDelete), "what the drain does with the sandbox: delete or stop")
+			fs.StringVar(&a.key, "key", "", "idempotency key: the same key again returns the same live intent")
+		},
+		validate: func(a *intentArgs) error {
+			err := errors.Join(spool.ValidateLabels(a.labels), spool.ValidateOnDrain(spool.OnDrain(a.onDrain)))
+			if a.key != "" {
+				err = errors.Join(err, spool.ValidateKey(a.key))
+			}
+			return err
+		},
+		socket: func(ctx context.Context, cl *api.Client, a *intentArgs) error {
+			return printed(cl.CreateIntent(ctx, api.CreateRequest{Labels: a.labels, OnDrain: spool.OnDrain(a.onDrain), Key: a.key}))
+		},
+		spool: spoolNew,
+	},
+	"observe": {
+		args:     []string{"ID", "SANDBOX_ID"},
+		validate: func(a *intentArgs) error { return spool.ValidateSandboxID(a.pos[1]) },
+		socket: func(ctx context.Context, cl *api.Client, a *intentArgs) error {
+			return printed(cl.Observe(ctx, a.pos[0], a.pos[1]))
+		},
+		spool: func(dir string, a *intentArgs) error {
+			return writeSpool(dir, spooldir.FileOp{Op: spooldir.OpObserve, ID: a.pos[0], SandboxID: a.pos[1]})
+		},
+	},
+	"release": {
+		args: []string{"ID"},
+		flags: func(fs *flag.FlagSet, a *intentArgs) {
+			fs.StringVar(&a.outcome, "outcome", spool.OutcomeDeleted, "what the runner did: deleted or kept")
+		},
+		validate: func(a *intentArgs) error { return spool.ValidateOutcome(a.outcome) },
+		socket: func(ctx context.Context, cl *api.Client, a *intentArgs) error {
+			return printed(cl.Release(ctx, a.pos[0], a.outcome))
+		},
+		spool: func(dir string, a *intentArgs) error {
+			return writeSpool(dir, spooldir.FileOp{Op: spooldir.OpRelease, ID: a.pos[0], Outcome: a.outcome})
+		},
+	},
+	"delete": {
+		args: []string{"ID"},
+		socket: func(ctx context.Context, cl *api.Client, a *intentArgs) error {
+			return printed(cl.Delete(ctx, a.pos[0]))
+		},
+		spool: func(dir string, a *intentArgs) error {
+			return writeSpool(dir, spooldir.FileOp{Op: spooldir.OpDelete, ID: a.pos[0]})
+		},
+	},
+	"get": {
+		args: []string{"ID"},
+		socket: func(ctx context.Context, cl *api.Client, a *intentArgs) error {
+			return printed(cl.Get(ctx, a.pos[0]))
+		},
+	},
+	"ls": {
+		socket: func(ctx context.Context, cl *api.Client, a *intentArgs) error {
+			list, err := cl.List(ctx)
+			if err != nil {
+				return refusedOrFailed(err)
+			}
+			for _, in := range list {
+				printJSON(in)
+			}
+			return nil
+		},
+	},
+}
+
 func (c *IntentCommand) Run(ctx context.Context, args []string) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprint(os.Stderr, intentUsage)
-		if len(args) == 0 {
-			return &ExitError{Code: ExitCodeUsage}
-		}
+	if len(args) == 0 {
+		return &ExitError{Code: ExitCodeUsage, Err: errors.New("intent: which subcommand? new, observe, release, delete, ls or get (see tether intent -h)")}
+	}
+	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(stdout, intentUsage)
 		return nil
 	}
-	sub, args := args[0], args[1:]
-	fs := flag.NewFlagSet("tether intent "+sub, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	name, args := args[0], args[1:]
+	sub, ok := intentSubs[name]
+	if !ok {
+		return &ExitError{Code: ExitCodeUsage, Err: fmt.Errorf("intent: unknown subcommand %q (see tether intent -h)", name)}
+	}
+	fs := newFlags("intent "+name, intentUsage)
 	socket := fs.String("socket", os.Getenv(config.EnvSocket), "intent API socket ($"+config.EnvSocket+")")
 	spoolDir := fs.String("spool", os.Getenv(config.EnvSpool), "spool directory, used when no socket is set ($"+config.EnvSpool+")")
 	timeout := fs.Duration("timeout", DefaultIntentTimeout, "bound on the whole call")
-	labels := map[string]string{}
-	var onDrain, key, outcome string
-	var nargs int
-	switch sub {
-	case "new":
-		fs.Func("label", "label k=v for the sandbox; repeatable", func(s string) error {
-			k, v, ok := strings.Cut(s, "=")
-			if !ok {
-				return fmt.Errorf("want k=v, got %q", s)
-			}
-			labels[k] = v
-			return nil
-		})
-		fs.StringVar(&onDrain, "on-drain", "delete", "what the drain does with the sandbox: delete or stop")
-		fs.StringVar(&key, "key", "", "idempotency key: the same key again returns the same intent")
-	case "observe":
-		nargs = 2
-	case "release":
-		nargs = 1
-		fs.StringVar(&outcome, "outcome", spool.OutcomeDeleted, "what the runner did: deleted or kept")
-	case "delete", "get":
-		nargs = 1
-	case "ls":
-	default:
-		return intentUsageError(fmt.Errorf("unknown subcommand %q", sub))
+	a := &intentArgs{labels: map[string]string{}}
+	if sub.flags != nil {
+		sub.flags(fs, a)
 	}
 	pos, err := parseInterspersed(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprint(os.Stderr, intentUsage)
-		return nil
-	}
 	if err != nil {
-		return intentUsageError(err)
+		return helped(err)
 	}
-	if len(pos) != nargs {
-		return intentUsageError(fmt.Errorf("%s takes %d argument(s), got %d", sub, nargs, len(pos)))
+	if len(pos) != len(sub.args) {
+		return usageError(fs, fmt.Errorf("takes %d argument(s) %s, got %d", len(sub.args), strings.Join(sub.args, " "), len(pos)))
 	}
+	a.pos = pos
 	// Check what the request carries here, so a typo is a usage error and
 	// the spool never gets a file tether would reject.
-	var verr error
-	switch sub {
-	case "new":
-		verr = errors.Join(spool.ValidateLabels(labels), spool.ValidateOnDrain(spool.OnDrain(onDrain)))
-		if key != "" {
-			verr = errors.Join(verr, spool.ValidateKey(key))
+	for _, id := range pos[:min(len(pos), 1)] {
+		if err := spool.ValidateIntentID(id); err != nil {
+			return usageError(fs, err)
 		}
-	case "observe":
-		verr = spool.ValidateSandboxID(pos[1])
-	case "release":
-		verr = spool.ValidateOutcome(outcome)
 	}
-	if verr != nil {
-		return intentUsageError(verr)
+	if sub.validate != nil {
+		if err := sub.validate(a); err != nil {
+			return usageError(fs, err)
+		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 
-	if *socket == "" {
-		if *spoolDir == "" {
-			return intentUsageError(fmt.Errorf("neither $%s nor $%s is set (is this running under tether run?)", config.EnvSocket, config.EnvSpool))
-		}
-		return c.spool(*spoolDir, sub, pos, labels, spool.OnDrain(onDrain), key, outcome)
-	}
-
-	cl := api.NewClient(*socket)
-	switch sub {
-	case "new":
-		return printed(cl.CreateIntent(ctx, api.CreateRequest{Labels: labels, OnDrain: spool.OnDrain(onDrain), Key: key}))
-	case "observe":
-		return printed(cl.Observe(ctx, pos[0], pos[1]))
-	case "release":
-		return printed(cl.Release(ctx, pos[0], outcome))
-	case "delete":
-		return printed(cl.Delete(ctx, pos[0]))
-	case "get":
-		return printed(cl.Get(ctx, pos[0]))
-	default: // ls
-		list, err := cl.List(ctx)
-		if err != nil {
-			return refusedOrFailed(err)
-		}
-		for _, in := range list {
-			printJSON(in)
-		}
-		return nil
+	switch {
+	case *socket != "":
+		return sub.socket(ctx, api.NewClient(*socket), a)
+	case *spoolDir == "":
+		return usageError(fs, fmt.Errorf("neither $%s nor $%s is set (is this running under tether run?)", config.EnvSocket, config.EnvSpool))
+	case sub.spool == nil:
+		return usageError(fs, fmt.Errorf("%s needs the socket ($%s); only the spool is set", name, config.EnvSocket))
+	default:
+		return sub.spool(*spoolDir, a)
 	}
 }
 
-func printed(in spool.Intent, err error) error {
+// spoolNew declares an intent through the spool: the id is chosen here, so
+// the name and labels tether will verify are known now, and printed.
+func spoolNew(dir string, a *intentArgs) error {
+	owner := os.Getenv(config.EnvOwner)
+	if owner == "" {
+		return &ExitError{Code: ExitCodeUsage, Err: fmt.Errorf("intent new: without a socket, $%s must be set (tether run gives it to the child): the sandbox must carry the owner label", config.EnvOwner)}
+	}
+	scope, err := config.ParseLabels(os.Getenv(config.EnvLabels))
+	if os.Getenv(config.EnvLabels) == "" {
+		scope, err = nil, nil
+	}
+	if err != nil {
+		return &ExitError{Code: ExitCodeUsage, Err: fmt.Errorf("intent new: $%s: %w", config.EnvLabels, err)}
+	}
+	id := a.key
+	if id == "" {
+		id = strings.ToLower(ulid.Make().String())
+	}
+	if err := spool.ValidateIntentID(id); err != nil {
+		return &ExitError{Code: ExitCodeUsage, Err: fmt.Errorf("intent new: --key: without a socket the key is the intent id, and so the sandbox name: %w", err)}
+	}
+	f := spooldir.FileOp{Op: spooldir.OpIntent, ID: id, Labels: a.labels, OnDrain: spool.OnDrain(a.onDrain)}
+	if err := writeSpool(dir, f); err != nil {
+		return err
+	}
+	n := spool.NewIntent{ID: id, Labels: spool.MergeLabels(scope, a.labels), OnDrain: f.OnDrain}
+	printJSON(api.View(spool.Plan(owner, n, time.Now().UTC())))
+	return nil
+}
+
+func writeSpool(dir string, f spooldir.FileOp) error {
+	if _, err := spooldir.Write(dir, f); err != nil {
+		return fmt.Errorf("intent: spool %s: %w", dir, err)
+	}
+	return nil
+}
+
+func printed(in api.Intent, err error) error {
 	if err != nil {
 		var e *api.Error
 		if errors.As(err, &e) && e.Intent != nil {
@@ -173,7 +254,7 @@ func printed(in spool.Intent, err error) error {
 
 func printJSON(v any) {
 	b, _ := json.Marshal(v)
-	fmt.Println(string(b))
+	fmt.Fprintln(stdout, string(b))
 }
 
 // refusedOrFailed: tether's answer of 4xx/5xx exits 1, not reaching tether 125.
@@ -183,10 +264,6 @@ func refusedOrFailed(err error) error {
 		return &ExitError{Code: ExitCodeRefused, Err: fmt.Errorf("intent: %w", err)}
 	}
 	return fmt.Errorf("intent: %w", err)
-}
-
-func intentUsageError(err error) error {
-	return &ExitError{Code: ExitCodeUsage, Err: fmt.Errorf("intent: %w (see tether intent -h)", err)}
 }
 
 // parseInterspersed parses flags wherever they stand among the arguments
@@ -201,7 +278,7 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 	var pos []string
 	for {
-		if err := fs.Parse(args); err != nil {
+		if err := parseFlags(fs, args, -1); err != nil {
 			return nil, err
 		}
 		rest := fs.Args()
@@ -211,108 +288,4 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 		pos = append(pos, rest[0])
 		args = rest[1:]
 	}
-}
-
-// spool writes one spool file for sub. Names start with the wall clock in
-// nanoseconds so that the files of one runner, written one after another,
-// sort (and are taken) in the order they were written.
-func (c *IntentCommand) spool(dir, sub string, pos []string, labels map[string]string, onDrain spool.OnDrain, key, outcome string) error {
-	var f spool.FileOp
-	var out *spool.Intent
-	switch sub {
-	case "new":
-		id := key
-		if id == "" {
-			id = strings.ToLower(ulid.Make().String())
-		}
-		if err := spool.ValidateClientID(id); err != nil {
-			return intentUsageError(fmt.Errorf("--key: without a socket the key is the spool client id: %w", err))
-		}
-		f = spool.FileOp{Op: spool.OpIntent, ID: id, Labels: labels, OnDrain: onDrain}
-		out = spoolIntent(id, labels, onDrain)
-	case "observe":
-		f = spool.FileOp{Op: spool.OpObserve, ID: pos[0], SandboxID: pos[1]}
-	case "release":
-		f = spool.FileOp{Op: spool.OpRelease, ID: pos[0], Outcome: outcome}
-	case "delete":
-		f = spool.FileOp{Op: spool.OpDelete, ID: pos[0]}
-	default:
-		return intentUsageError(fmt.Errorf("%s needs the socket ($%s); only the spool is set", sub, config.EnvSocket))
-	}
-	if err := spool.ValidateClientID(f.ID); err != nil {
-		return intentUsageError(err)
-	}
-	data, err := json.Marshal(f)
-	if err != nil {
-		return err
-	}
-	var rnd [4]byte
-	rand.Read(rnd[:])
-	name := fmt.Sprintf("%020d-%s-%s", time.Now().UnixNano(), sub, hex.EncodeToString(rnd[:]))
-	if err := writeSpoolFile(dir, name, data); err != nil {
-		return fmt.Errorf("intent: spool %s: %w", dir, err)
-	}
-	if out != nil {
-		printJSON(*out)
-	}
-	return nil
-}
-
-// spoolIntent is the intent as tether will journal it from a spool file:
-// its name is known when the client chose a ULID id; the owner label when
-// $TETHER_OWNER is set; scope labels from $TETHER_LABELS.
-func spoolIntent(id string, labels map[string]string, onDrain spool.OnDrain) *spool.Intent {
-	all := map[string]string{}
-	if v := os.Getenv(config.EnvLabels); v != "" {
-		for _, kv := range strings.Split(v, ",") {
-			if k, val, ok := strings.Cut(strings.TrimSpace(kv), "="); ok && k != "" {
-				all[k] = val
-			}
-		}
-	}
-	for k, v := range labels {
-		all[k] = v
-	}
-	in := &spool.Intent{Labels: all, OnDrain: onDrain, State: spool.Pending, Key: id, CreatedAt: time.Now().UTC()}
-	in.UpdatedAt = in.CreatedAt
-	if spool.ValidateIntentID(id) == nil {
-		in.ID, in.Name = id, spool.NamePrefix+id
-		all[spool.LabelIntent] = id
-	} else {
-		in.ID = id // the client id; tether assigns the intent id
-	}
-	if owner := os.Getenv(config.EnvOwner); owner != "" {
-		all[spool.LabelOwner] = owner
-	}
-	return in
-}
-
-// writeSpoolFile writes .NAME.tmp, fsyncs it, and renames it to NAME.json:
-// tether never sees a half-written file, and the file survives a crash of
-// the machine once this returns.
-func writeSpoolFile(dir, name string, data []byte) error {
-	tmp := filepath.Join(dir, "."+name+".tmp")
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(append(data, '\n'))
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, filepath.Join(dir, name+".json"))
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync()
-		d.Close()
-	}
-	return nil
 }

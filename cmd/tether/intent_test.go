@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +18,8 @@ import (
 	"time"
 
 	"github.com/tether-run/tether/internal/api"
+	"github.com/tether-run/tether/internal/intake"
+	"github.com/tether-run/tether/internal/spooldir"
 	"github.com/tether-run/tether/spool"
 )
 
@@ -33,13 +36,13 @@ func intentServer(t *testing.T) (sock string, j *spool.Journal) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &api.Server{Journal: j, Labels: map[string]string{"scope": "test"},
+	s := &api.Server{Intake: &intake.Intake{Journal: j, Labels: map[string]string{"scope": "test"},
 		Delete: func(ctx context.Context, id string) (spool.Intent, error) {
 			if _, err := j.Transition(id, spool.Releasing, ""); err != nil {
 				return spool.Intent{}, err
 			}
 			return j.Transition(id, spool.Gone, "")
-		}}
+		}}}
 	sock = filepath.Join(dir, "tether.sock")
 	l, err := s.Listen(sock)
 	if err != nil {
@@ -118,8 +121,11 @@ func TestIntentCommandOverSocket(t *testing.T) {
 	}
 	// Flags may follow the arguments.
 	out, errOut, code = tetherIntent(t, env, "release", in.ID, "--outcome", "kept")
-	if rel := decodeIntent(t, out); code != 0 || rel.State != spool.Released || rel.Outcome != "kept" {
+	if rel := decodeIntent(t, out); code != 0 || rel.State != spool.Released {
 		t.Fatalf("release: %d %s %s", code, out, errOut)
+	}
+	if got, _ := j.Get(in.ID); got.Outcome != "kept" {
+		t.Fatalf("journaled outcome %q, want kept", got.Outcome)
 	}
 
 	out, _, _ = tetherIntent(t, env, "new")
@@ -143,7 +149,7 @@ func TestIntentCommandUsage(t *testing.T) {
 		args []string
 		says string
 	}{
-		{"no subcommand", env, nil, "Usage"},
+		{"no subcommand", env, nil, "which subcommand"},
 		{"unknown subcommand", env, []string{"frobnicate"}, "unknown subcommand"},
 		{"bad label", env, []string{"new", "--label", "novalue"}, "k=v"},
 		{"reserved label", env, []string{"new", "--label", "tether-owner=x"}, "reserved"},
@@ -171,14 +177,19 @@ func TestIntentCommandUsage(t *testing.T) {
 func TestIntentCommandSpool(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "spool")
 	os.MkdirAll(dir, 0o700)
-	env := []string{"TETHER_SPOOL=" + dir, "TETHER_OWNER=01arz3ndektsv4rrffq69g5fav"}
+	j, err := spool.Open(filepath.Join(t.TempDir(), "journal.db"), spool.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	env := []string{"TETHER_SPOOL=" + dir, "TETHER_OWNER=" + j.Owner(), "TETHER_LABELS=scope=s"}
 	out, errOut, code := tetherIntent(t, env, "new", "--label", "team=a")
 	if code != 0 {
 		t.Fatalf("new: %d %s", code, errOut)
 	}
 	in := decodeIntent(t, out)
 	if spool.ValidateIntentID(in.ID) != nil || in.Name != "tether-"+in.ID || in.Labels[spool.LabelIntent] != in.ID ||
-		in.Labels[spool.LabelOwner] != "01arz3ndektsv4rrffq69g5fav" || in.Labels["team"] != "a" {
+		in.Labels["scope"] != "s" || in.Labels["team"] != "a" {
 		t.Fatalf("spool new: %+v", in)
 	}
 	if _, errOut, code := tetherIntent(t, env, "observe", in.ID, "sb-9"); code != 0 {
@@ -198,19 +209,14 @@ func TestIntentCommandSpool(t *testing.T) {
 	if len(entries) != 4 {
 		t.Fatalf("want 4 spool files, got %v", entries)
 	}
-
-	j, err := spool.Open(filepath.Join(t.TempDir(), "journal.db"), spool.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer j.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- (&spool.Intake{Dir: dir, Journal: j}).Run(ctx) }()
+	reader := &spooldir.Reader{Intake: &intake.Intake{Journal: j, Labels: map[string]string{"scope": "s"}}, Dir: dir}
+	go func() { done <- reader.Run(ctx) }()
 	deadline := time.Now().Add(waitLimit)
 	for {
 		got, err1 := j.Get(in.ID)
-		run, err2 := j.GetByKey("my-run")
+		run, err2 := j.Get("my-run")
 		if err1 == nil && err2 == nil && got.SandboxID == "sb-9" && run.State == spool.Released {
 			break
 		}
@@ -223,8 +229,14 @@ func TestIntentCommandSpool(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if rej, _ := os.ReadDir(filepath.Join(dir, spool.RejectedDir)); len(rej) != 0 {
+	if rej, _ := os.ReadDir(filepath.Join(dir, spooldir.RejectedDir)); len(rej) != 0 {
 		t.Fatalf("rejected: %v", rej)
+	}
+	// What the CLI printed is what tether journaled and will verify: the
+	// name and every label, the scope labels of $TETHER_LABELS included.
+	got, _ := j.Get(in.ID)
+	if got.Name != in.Name || !reflect.DeepEqual(got.Labels, in.Labels) {
+		t.Fatalf("printed %s %v, journaled %s %v", in.Name, in.Labels, got.Name, got.Labels)
 	}
 }
 

@@ -9,9 +9,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sort"
 	"strings"
+
+	"github.com/tether-run/tether/supervisor"
 )
 
 // Command is one subcommand. Run returns nil for exit 0, an *ExitError for a
@@ -31,9 +34,8 @@ var commands = map[string]Command{
 }
 
 // ExitCodeUsage is tether's exit code for its own errors: bad flags, no
-// command, a journal it cannot open. 125 as docker run and podman use it, so
-// it does not collide with the child's 126/127/128+N.
-const ExitCodeUsage = 125
+// command, a journal it cannot open (supervisor.ExitCodeOwnError).
+const ExitCodeUsage = supervisor.ExitCodeOwnError
 
 // ExitError carries an exit code chosen by a subcommand (e.g. the child's).
 // Err, if set, is printed; a nil Err exits silently with Code.
@@ -57,17 +59,19 @@ func main() {
 
 // Main runs the subcommand named by args[0] and returns the process exit code.
 func Main(ctx context.Context, args []string) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		usage()
-		if len(args) == 0 {
-			return ExitCodeUsage
-		}
+	switch {
+	case len(args) == 0:
+		usage(os.Stderr)
+		return ExitCodeUsage
+	case args[0] == "-h" || args[0] == "--help" || args[0] == "help":
+		usage(stdout)
 		return 0
+	case args[0] == "--version" || args[0] == "-version":
+		args = []string{"version"}
 	}
 	cmd, ok := commands[args[0]]
 	if !ok {
-		fmt.Fprintf(os.Stderr, "tether: unknown command %q\n\n", args[0])
-		usage()
+		fmt.Fprintf(os.Stderr, "tether: unknown command %q (see tether -h)\n", args[0])
 		return ExitCodeUsage
 	}
 	err := cmd.Run(ctx, args[1:])
@@ -89,7 +93,7 @@ func exitCode(err error) int {
 	return ExitCodeUsage
 }
 
-func usage() {
+func usage(w io.Writer) {
 	names := make([]string, 0, len(commands))
 	for n := range commands {
 		names = append(names, n)
@@ -100,6 +104,6 @@ func usage() {
 	for _, n := range names {
 		fmt.Fprintf(&b, "  %-8s %s\n", n, commands[n].Synopsis())
 	}
-	b.WriteString("\nRun 'tether <command> -h' for the flags of a command.\n")
-	fmt.Fprint(os.Stderr, b.String())
+	b.WriteString("\nRun 'tether <command> -h' for the flags of a command; 'tether --version' for the version.\n")
+	fmt.Fprint(w, b.String())
 }

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-run/tether/internal/testutil"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -220,22 +222,10 @@ func hasLine(lines []string, want string) bool {
 	return false
 }
 
-// waitFor polls cond until it holds or waitLimit passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitLimit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", waitLimit, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // waitEvent waits until the events file has the line want.
 func waitEvent(t *testing.T, events, want string) {
 	t.Helper()
-	waitFor(t, fmt.Sprintf("event %q (have %q)", want, readLines(events)), func() bool {
+	testutil.WaitFor(t, fmt.Sprintf("event %q (have %q)", want, readLines(events)), func() bool {
 		return hasLine(readLines(events), want)
 	})
 }

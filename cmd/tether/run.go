@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -19,30 +17,29 @@ type RunCommand struct{}
 
 func (*RunCommand) Synopsis() string { return "run a command under tether's supervision" }
 
+const runUsage = `Usage: tether run [flags] -- CMD [ARGS...]
+
+Runs CMD as tether's child: forwards signals to its process group, reaps
+zombies (as PID 1 or subreaper), serves the intent API to it, drains every
+live intent when it ends, and exits with its exit code.
+`
+
 func (*RunCommand) Run(ctx context.Context, args []string) error {
 	cfg := config.Default()
-	fs := flag.NewFlagSet("tether run", flag.ContinueOnError)
-	fs.SetOutput(io.Discard) // errors are returned (exit 125); -h prints below
-	fs.Usage = func() {}
-	envErr := cfg.Bind(fs)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(os.Stderr)
-			fmt.Fprint(os.Stderr, "Usage: tether run [flags] -- CMD [ARGS...]\n\nFlags:\n")
-			fs.PrintDefaults()
-			return nil
-		}
-		return usageError(err)
+	fs := newFlags("run", runUsage)
+	envErr := cfg.Bind(fs, config.All)
+	if err := parseFlags(fs, args, -1); err != nil {
+		return helped(err)
 	}
 	if envErr != nil {
-		return usageError(envErr)
+		return usageError(fs, envErr)
 	}
 	if err := cfg.Validate(); err != nil {
-		return usageError(err)
+		return usageError(fs, err)
 	}
 	command := fs.Args()
 	if len(command) == 0 {
-		return usageError(supervisor.ErrNoCommand)
+		return usageError(fs, supervisor.ErrNoCommand)
 	}
 
 	// Catching 60-odd signals takes the Go runtime a few milliseconds:
@@ -83,10 +80,6 @@ func (*RunCommand) Run(ctx context.Context, args []string) error {
 	}
 	// The reason a child could not be started is already logged.
 	return &ExitError{Code: st.Code}
-}
-
-func usageError(err error) error {
-	return &ExitError{Code: ExitCodeUsage, Err: fmt.Errorf("run: %w (see tether run -h)", err)}
 }
 
 // newLogger writes tether's logs to w (stderr), never to the child's stdout.

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-run/tether/internal/testutil"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -308,7 +310,7 @@ func TestRunReapsOrphansAsPID1(t *testing.T) {
 	waitEvent(t, events, "child ready")
 	// tether's pid outside the namespace: the one child of unshare.
 	var tether int
-	waitFor(t, "tether under unshare", func() bool {
+	testutil.WaitFor(t, "tether under unshare", func() bool {
 		for pid := range childrenOf(cmd.Process.Pid) {
 			tether = pid
 		}
@@ -318,7 +320,7 @@ func TestRunReapsOrphansAsPID1(t *testing.T) {
 	if err := syscall.Kill(tether, syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "unshare to exit", func() bool {
+	testutil.WaitFor(t, "unshare to exit", func() bool {
 		select {
 		case err := <-done:
 			if err != nil {
@@ -337,7 +339,7 @@ func TestRunReapsOrphansAsPID1(t *testing.T) {
 // reaped, none is left a zombie.
 func assertOrphansReaped(t *testing.T, events string, orphans, tether int) {
 	t.Helper()
-	waitFor(t, fmt.Sprintf("%d orphans to start", orphans), func() bool {
+	testutil.WaitFor(t, fmt.Sprintf("%d orphans to start", orphans), func() bool {
 		n := 0
 		for _, l := range readLines(events) {
 			if l == "orphan waiting" {
@@ -346,13 +348,13 @@ func assertOrphansReaped(t *testing.T, events string, orphans, tether int) {
 		}
 		return n == orphans
 	})
-	waitFor(t, "the orphans to be re-parented to tether", func() bool {
+	testutil.WaitFor(t, "the orphans to be re-parented to tether", func() bool {
 		return len(childrenOf(tether)) == orphans+1
 	})
 	if err := os.WriteFile(events+".release", nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "tether to reap every orphan (no zombies among its children)", func() bool {
+	testutil.WaitFor(t, "tether to reap every orphan (no zombies among its children)", func() bool {
 		kids := childrenOf(tether)
 		if len(kids) != 1 {
 			return false
@@ -389,7 +391,7 @@ func TestRunParentDeathKillsChild(t *testing.T) {
 	child := eventPID(t, p.events, "child")
 	p.signal(t, syscall.SIGKILL)
 	p.wait(t)
-	waitFor(t, "the child to die with tether", func() bool {
+	testutil.WaitFor(t, "the child to die with tether", func() bool {
 		st := procState(child)
 		return st == 0 || st == 'Z'
 	})

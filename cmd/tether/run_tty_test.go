@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-run/tether/internal/testutil"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -137,7 +139,7 @@ func TestRunTTYCtrlZStopsTheJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	tether := cmd.Process.Pid
-	waitFor(t, "the child and tether to be stopped", func() bool {
+	testutil.WaitFor(t, "the child and tether to be stopped", func() bool {
 		return procState(child) == 'T' && procState(tether) == 'T'
 	})
 	fg, err := unix.IoctlGetInt(int(master.Fd()), unix.TIOCGPGRP)
@@ -150,7 +152,7 @@ func TestRunTTYCtrlZStopsTheJob(t *testing.T) {
 	if err := syscall.Kill(tether, syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the child to be in the foreground again", func() bool {
+	testutil.WaitFor(t, "the child to be in the foreground again", func() bool {
 		fg, err := unix.IoctlGetInt(int(master.Fd()), unix.TIOCGPGRP)
 		return err == nil && fg == child && procState(child) != 'T'
 	})

@@ -3,39 +3,36 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
-	"io"
 	"log/slog"
 	"os"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/tether-run/tether/internal/api"
 	"github.com/tether-run/tether/internal/config"
+	"github.com/tether-run/tether/internal/intake"
 	"github.com/tether-run/tether/internal/reaper"
+	"github.com/tether-run/tether/internal/spooldir"
 	"github.com/tether-run/tether/provider"
 	"github.com/tether-run/tether/provider/daytona"
 	"github.com/tether-run/tether/spool"
 	"github.com/tether-run/tether/supervisor"
 )
 
-// providerName is journaled with every intent; Daytona is the only provider.
-const providerName = "daytona"
-
 // backstopTimeout bounds the auto-stop repair tether makes after each
 // observe; it runs in the background and never delays an answer.
 const backstopTimeout = 30 * time.Second
 
 // sidecar is what tether runs beside the child: the journal, the provider,
-// the reaper, the socket API, the spool intake and the boot replay, handed
-// to the supervisor as actors, and the drain it runs once the child is gone.
+// the reaper, the intakes (socket API, spool directory) and the boot
+// replay, handed to the supervisor as actors, and the drain it runs once
+// the child is gone. It only wires; each piece lives in its own package.
 type sidecar struct {
 	cfg     config.Config
 	log     *slog.Logger
 	journal *spool.Journal
 	reaper  *reaper.Reaper
-	account string
+	intake  *intake.Intake
 
 	// report is the drain's, once AfterChild has run.
 	mu     sync.Mutex
@@ -53,14 +50,23 @@ func openSidecar(cfg config.Config, log *slog.Logger) (*sidecar, error) {
 	}
 	sc := &sidecar{cfg: cfg, log: log, journal: j}
 	prov, err := openProvider(log)
+	account := ""
 	if err != nil {
 		// Quiet by default: tether is also a plain supervisor. The drain
 		// reports every intent it could not resolve for want of a provider.
 		log.Debug("no provider: intents are journaled, but nothing can be deleted until tether has credentials", "err", err)
 	} else {
-		sc.account = prov.Account()
+		account = prov.Account()
 	}
 	sc.reaper = newReaper(cfg, j, prov, log)
+	sc.intake = &intake.Intake{
+		Journal:  j,
+		Labels:   cfg.Labels,
+		Provider: daytona.ProviderName,
+		Account:  account,
+		Delete:   sc.deleteNow,
+		Observed: sc.observed,
+	}
 	return sc, nil
 }
 
@@ -117,27 +123,28 @@ func (sc *sidecar) observed(in spool.Intent) {
 	}
 }
 
-// ChildEnv is what the child learns of tether.
+// ChildEnv is what the child learns of tether: where to declare intents,
+// the owner id and the scope labels tether verifies on every sandbox (so a
+// runner that writes spool files, or the CLI without a socket, knows the
+// exact labels to create the sandbox with).
 func (sc *sidecar) ChildEnv() []string {
-	return []string{
+	env := []string{
 		config.EnvSocket + "=" + sc.cfg.Socket,
 		config.EnvSpool + "=" + sc.cfg.Spool,
 		config.EnvOwner + "=" + sc.journal.Owner(),
 	}
+	if len(sc.cfg.Labels) > 0 {
+		env = append(env, config.EnvLabels+"="+config.FormatLabels(sc.cfg.Labels))
+	}
+	return env
 }
 
 // Actors are the socket API, the spool intake and the boot replay. They are
 // ready before the child starts, so its first request finds the socket.
 func (sc *sidecar) Actors() ([]supervisor.Actor, error) {
 	srv := &api.Server{
-		Journal:  sc.journal,
-		Labels:   sc.cfg.Labels,
-		Provider: providerName,
-		Account:  sc.account,
-		Version:  version(),
-		Delete:   sc.deleteNow,
-		Observed: sc.observed,
-		Logger:   sc.log.With("component", "api"),
+		Intake:  sc.withLogger("api"),
+		Version: version(),
 	}
 	l, err := srv.Listen(sc.cfg.Socket)
 	if err != nil {
@@ -145,17 +152,8 @@ func (sc *sidecar) Actors() ([]supervisor.Actor, error) {
 	}
 	serve, stopServe := srv.Actor(l)
 
-	intake := &spool.Intake{
-		Dir:      sc.cfg.Spool,
-		Journal:  sc.journal,
-		Labels:   sc.cfg.Labels,
-		Provider: providerName,
-		Account:  sc.account,
-		Delete:   sc.deleteNow,
-		Observed: sc.observed,
-		Logger:   sc.log.With("component", "spool"),
-	}
-	intakeCtx, stopIntake := context.WithCancel(context.Background())
+	reader := &spooldir.Reader{Intake: sc.withLogger("spool"), Dir: sc.cfg.Spool}
+	readerCtx, stopReader := context.WithCancel(context.Background())
 
 	// What an earlier run left live is replayed in the background: the
 	// child must not wait for slow provider calls. Intents the child
@@ -163,46 +161,37 @@ func (sc *sidecar) Actors() ([]supervisor.Actor, error) {
 	left, err := sc.journal.Live()
 	if err != nil {
 		l.Close()
-		stopIntake()
+		stopReader()
 		return nil, err
 	}
 	replayCtx, stopReplay := context.WithCancel(context.Background())
 
 	return []supervisor.Actor{
 		{Name: "api", Execute: serve, Interrupt: stopServe},
-		{Name: "spool", Execute: func() error { return intake.Run(intakeCtx) }, Interrupt: func(error) { stopIntake() }},
+		{Name: "spool", Execute: func() error { return reader.Run(readerCtx) }, Interrupt: func(error) { stopReader() }},
 		{Name: "replay", Execute: func() error {
-			sc.replay(replayCtx, left)
+			sc.reaper.Replay(replayCtx, left)
 			<-replayCtx.Done() // an actor that returns would end the group
 			return nil
 		}, Interrupt: func(error) { stopReplay() }},
 	}, nil
 }
 
-// replay resolves the intents an earlier run left live. If the child exits
-// first, the replay is cut short and the drain takes over what is left.
-func (sc *sidecar) replay(ctx context.Context, left []spool.Intent) {
-	if len(left) == 0 {
-		return
-	}
-	sc.log.Info("replay: resolving intents an earlier run left live", "live", len(left))
-	rep := sc.reaper.Drain(ctx, left)
-	if ctx.Err() != nil {
-		sc.log.Info("replay: cut short by the end of the child; the drain takes over", "resolved", rep.Total-rep.Live(), "live", rep.Live())
-		return
-	}
-	// The reaper has logged each intent it left live or found foreign.
-	sc.log.Info("replay: done", "gone", rep.Gone, "stopped", rep.Stopped, "never_created", rep.NeverCreated, "foreign", len(rep.Foreign), "unresolved", rep.Live(), "took", rep.Elapsed.Round(time.Millisecond))
+// withLogger is the shared intake with a logger named for one intake.
+func (sc *sidecar) withLogger(component string) *intake.Intake {
+	in := *sc.intake
+	in.Logger = sc.log.With("component", component)
+	return &in
 }
 
 // AfterChild drains every live intent under --drain-timeout once the child
 // and its process group are gone.
 func (sc *sidecar) AfterChild(ctx context.Context, st supervisor.Status) error {
-	rep, err := drainJournal(ctx, sc.journal, sc.reaper, sc.cfg.DrainTimeout, sc.log, os.Stderr)
+	rep, err := sc.reaper.DrainLive(ctx, sc.journal, sc.cfg.DrainTimeout, os.Stderr)
 	sc.mu.Lock()
-	sc.report = rep
+	sc.report = &rep
 	sc.mu.Unlock()
-	if errors.Is(err, errUnresolved) {
+	if errors.Is(err, reaper.ErrUnresolved) {
 		return nil // reported; --on-unresolved decides what it does to the exit code
 	}
 	return err
@@ -217,33 +206,3 @@ func (sc *sidecar) Unresolved() int {
 	}
 	return sc.report.Live()
 }
-
-// drainJournal resolves every live intent of j within timeout, logs
-// progress through the reaper, and writes the report to w.
-func drainJournal(ctx context.Context, j *spool.Journal, r *reaper.Reaper, timeout time.Duration, log *slog.Logger, w io.Writer) (*reaper.Report, error) {
-	live, err := j.Live()
-	if err != nil {
-		return nil, fmt.Errorf("drain: read the journal: %w", err)
-	}
-	if len(live) == 0 {
-		log.Debug("drain: no live intent; nothing to do")
-		return &reaper.Report{}, nil
-	}
-	dctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	log.Info("drain: resolving every live intent", "live", len(live), "deadline", timeout)
-	rep := r.Drain(dctx, live)
-	// The report is for people (and log scrapers): one line per state,
-	// one per intent left live, on stderr beside the logs.
-	var b strings.Builder
-	rep.Write(&b)
-	for _, line := range strings.Split(strings.TrimRight(b.String(), "\n"), "\n") {
-		fmt.Fprintln(w, "tether: "+line)
-	}
-	if rep.Live() > 0 {
-		return &rep, fmt.Errorf("drain: %d intents left live: %w", rep.Live(), errUnresolved)
-	}
-	return &rep, nil
-}
-
-var errUnresolved = errors.New("unresolved intents stay in the journal")

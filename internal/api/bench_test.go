@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tether-run/tether/internal/intake"
 	"github.com/tether-run/tether/spool"
 )
 
@@ -111,7 +112,7 @@ func BenchmarkIntentAck(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer j.Close()
-			s := &Server{Journal: j}
+			s := &Server{Intake: &intake.Intake{Journal: j}}
 			// The socket stays off the measured disk (which may be a FUSE
 			// mount, see testdata/slowfs): only the journal is measured.
 			sockDir, err := os.MkdirTemp("", "tsock")

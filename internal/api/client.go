@@ -11,8 +11,6 @@ import (
 	"net/http"
 	"net/url"
 	"time"
-
-	"github.com/tether-run/tether/spool"
 )
 
 // DefaultDialTimeout bounds connecting to the socket; a tether that is up
@@ -44,7 +42,7 @@ type Error struct {
 	Status  int
 	Message string
 	// Intent is the intent as it stands, when tether sent it (a failed delete).
-	Intent *spool.Intent
+	Intent *Intent
 }
 
 func (e *Error) Error() string {
@@ -52,39 +50,39 @@ func (e *Error) Error() string {
 }
 
 // CreateIntent declares an intent; with req.Key set a retry returns the same one.
-func (c *Client) CreateIntent(ctx context.Context, req CreateRequest) (spool.Intent, error) {
-	var in spool.Intent
+func (c *Client) CreateIntent(ctx context.Context, req CreateRequest) (Intent, error) {
+	var in Intent
 	return in, c.do(ctx, http.MethodPost, "/v1/intents", req, &in)
 }
 
 // Observe records the provider's sandbox id for intent id.
-func (c *Client) Observe(ctx context.Context, id, sandboxID string) (spool.Intent, error) {
-	var in spool.Intent
+func (c *Client) Observe(ctx context.Context, id, sandboxID string) (Intent, error) {
+	var in Intent
 	return in, c.do(ctx, http.MethodPost, "/v1/intents/"+url.PathEscape(id)+"/observe", ObserveRequest{SandboxID: sandboxID}, &in)
 }
 
 // Release tells tether the runner handled the sandbox (outcome deleted or kept).
-func (c *Client) Release(ctx context.Context, id, outcome string) (spool.Intent, error) {
-	var in spool.Intent
+func (c *Client) Release(ctx context.Context, id, outcome string) (Intent, error) {
+	var in Intent
 	return in, c.do(ctx, http.MethodPost, "/v1/intents/"+url.PathEscape(id)+"/release", ReleaseRequest{Outcome: outcome}, &in)
 }
 
 // Delete asks tether to delete the sandbox now and waits for the verdict.
-func (c *Client) Delete(ctx context.Context, id string) (spool.Intent, error) {
-	var in spool.Intent
+func (c *Client) Delete(ctx context.Context, id string) (Intent, error) {
+	var in Intent
 	return in, c.do(ctx, http.MethodDelete, "/v1/intents/"+url.PathEscape(id), nil, &in)
 }
 
 // Get reads one intent.
-func (c *Client) Get(ctx context.Context, id string) (spool.Intent, error) {
-	var in spool.Intent
+func (c *Client) Get(ctx context.Context, id string) (Intent, error) {
+	var in Intent
 	return in, c.do(ctx, http.MethodGet, "/v1/intents/"+url.PathEscape(id), nil, &in)
 }
 
 // List returns the live intents.
-func (c *Client) List(ctx context.Context) ([]spool.Intent, error) {
+func (c *Client) List(ctx context.Context) ([]Intent, error) {
 	var out struct {
-		Intents []spool.Intent `json:"intents"`
+		Intents []Intent `json:"intents"`
 	}
 	return out.Intents, c.do(ctx, http.MethodGet, "/v1/intents", nil, &out)
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/tether-run/tether/spool"
 )
@@ -43,8 +44,35 @@ type Health struct {
 // errorBody is every error answer; Intent is set when the intent is still
 // live after a failed delete.
 type errorBody struct {
-	Error  string        `json:"error"`
-	Intent *spool.Intent `json:"intent,omitempty"`
+	Error  string  `json:"error"`
+	Intent *Intent `json:"intent,omitempty"`
+}
+
+// Intent is an intent as the wire contract shows it (docs/ARCHITECTURE.md):
+// the journal's record without what only tether needs (the account
+// fingerprint, the runner's release outcome).
+type Intent struct {
+	ID        string            `json:"id"`
+	Name      string            `json:"name"`
+	Labels    map[string]string `json:"labels"`
+	Provider  string            `json:"provider"`
+	OnDrain   spool.OnDrain     `json:"on_drain"`
+	State     spool.State       `json:"state"`
+	SandboxID string            `json:"sandbox_id"`
+	Key       string            `json:"key,omitempty"`
+	Attempts  int               `json:"attempts,omitempty"`
+	LastError string            `json:"last_error,omitempty"`
+	CreatedAt time.Time         `json:"created_at"`
+	UpdatedAt time.Time         `json:"updated_at"`
+}
+
+// View is the wire form of a journaled intent.
+func View(in spool.Intent) Intent {
+	return Intent{
+		ID: in.ID, Name: in.Name, Labels: in.Labels, Provider: in.Provider, OnDrain: in.OnDrain,
+		State: in.State, SandboxID: in.SandboxID, Key: in.Key, Attempts: in.Attempts,
+		LastError: in.LastError, CreatedAt: in.CreatedAt, UpdatedAt: in.UpdatedAt,
+	}
 }
 
 // DecodeCreateRequest reads and validates a create body. An empty body is

@@ -24,6 +24,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tether-run/tether/internal/intake"
 	"github.com/tether-run/tether/spool"
 )
 
@@ -44,19 +45,8 @@ const (
 
 // Server serves the intent API on a Unix socket.
 type Server struct {
-	Journal *spool.Journal
-	// Labels are the scope labels from the configuration; a request's own
-	// labels are merged over them.
-	Labels map[string]string
-	// Provider and Account are journaled with each intent.
-	Provider, Account string
-	Version           string
-	// Delete resolves one intent now (verified delete, confirmed gone). Nil
-	// answers 501.
-	Delete func(ctx context.Context, id string) (spool.Intent, error)
-	// Observed is called in its own goroutine after a sandbox id was newly
-	// journaled (e.g. to enforce the auto-stop backstop). May be nil.
-	Observed func(spool.Intent)
+	*intake.Intake
+	Version string
 	// AllowUIDs may connect besides root and tether's own uid (the uid the
 	// child runs as). When set, the socket is made reachable for them
 	// (mode 0666, directory searchable); SO_PEERCRED stays the gate.
@@ -75,13 +65,12 @@ type Server struct {
 	// euid and uid are tether's own, read once: each is a system call, and
 	// the check runs on every request.
 	euid, uid int
+	log       *slog.Logger
 }
 
 func (s *Server) init() {
 	s.once.Do(func() {
-		if s.Logger == nil {
-			s.Logger = slog.New(slog.DiscardHandler)
-		}
+		s.log = s.Log()
 		if s.DeleteTimeout <= 0 {
 			s.DeleteTimeout = DefaultDeleteTimeout
 		}
@@ -96,7 +85,7 @@ func (s *Server) init() {
 			ReadHeaderTimeout: readHeaderTimeout,
 			BaseContext:       func(net.Listener) context.Context { return s.baseCtx },
 			ConnContext:       withPeer,
-			ErrorLog:          slog.NewLogLogger(s.Logger.Handler(), slog.LevelDebug),
+			ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 		}
 	})
 }
@@ -253,12 +242,12 @@ func (s *Server) routes() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, _ := r.Context().Value(peerKey{}).(peer)
 		if !p.known {
-			s.Logger.Warn("intent API: refused a connection without peer credentials", "err", p.err)
+			s.log.Warn("intent API: refused a connection without peer credentials", "err", p.err)
 			writeError(w, http.StatusForbidden, "peer credentials unavailable")
 			return
 		}
 		if !s.allowed(p.uid) {
-			s.Logger.Warn("intent API: refused a connection from another user", "uid", p.uid, "pid", p.pid)
+			s.log.Warn("intent API: refused a connection from another user", "uid", p.uid, "pid", p.pid)
 			writeError(w, http.StatusForbidden, fmt.Sprintf("uid %d may not use this socket", p.uid))
 			return
 		}
@@ -302,7 +291,11 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 		s.journalError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string][]spool.Intent{"intents": live})
+	views := make([]Intent, len(live))
+	for i, in := range live {
+		views[i] = View(in)
+	}
+	writeJSON(w, http.StatusOK, map[string][]Intent{"intents": views})
 }
 
 // replayHeader tells a client its create was a retry of an earlier one.
@@ -316,36 +309,26 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	}
 	if s.draining.Load() {
 		if req.Key != "" {
-			if in, err := s.Journal.GetByKey(req.Key); err == nil {
+			if in, err := s.Journal.GetByKey(req.Key); err == nil && in.Live() {
 				w.Header().Set(replayHeader, "true")
-				writeJSON(w, http.StatusCreated, in)
+				writeJSON(w, http.StatusCreated, View(in))
 				return
 			}
 		}
 		writeError(w, http.StatusServiceUnavailable, "tether is draining: no new intents")
 		return
 	}
-	labels := make(map[string]string, len(s.Labels)+len(req.Labels))
-	for k, v := range s.Labels {
-		labels[k] = v
-	}
-	for k, v := range req.Labels {
-		labels[k] = v
-	}
-	in, raw, created, err := s.Journal.CreateJSON(r.Context(), spool.NewIntent{
-		Key: req.Key, Labels: labels, OnDrain: req.OnDrain, Provider: s.Provider, Account: s.Account,
-	})
+	in, created, err := s.Journal.Create(r.Context(), s.NewIntent(req.Labels, req.OnDrain, req.Key, ""))
 	if err != nil {
 		s.journalError(w, err)
 		return
 	}
 	if created {
-		s.Logger.Debug("intent declared", "intent", in.ID, "name", in.Name)
+		s.log.Debug("intent declared", "intent", in.ID, "name", in.Name)
 	} else {
 		w.Header().Set(replayHeader, "true")
 	}
-	// The journaled record is the intent's JSON: answer with it as is.
-	writeRaw(w, http.StatusCreated, raw)
+	writeJSON(w, http.StatusCreated, View(in))
 }
 
 // pathID returns the {id} of the request, or answers 400.
@@ -368,7 +351,7 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 		s.journalError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, in)
+	writeJSON(w, http.StatusOK, View(in))
 }
 
 func (s *Server) observe(w http.ResponseWriter, r *http.Request) {
@@ -381,15 +364,18 @@ func (s *Server) observe(w http.ResponseWriter, r *http.Request) {
 		badRequest(w, err)
 		return
 	}
-	in, recorded, err := s.Journal.ObserveRecorded(id, req.SandboxID)
+	c, err := s.Journal.PrepareObserve(id, req.SandboxID)
 	if err != nil {
 		s.journalError(w, err)
 		return
 	}
-	if recorded && s.Observed != nil {
-		go s.Observed(in)
+	in, err := s.Journal.Apply(r.Context(), c)
+	if err != nil {
+		s.journalError(w, err)
+		return
 	}
-	writeJSON(w, http.StatusOK, in)
+	s.Committed(c, in)
+	writeJSON(w, http.StatusOK, View(in))
 }
 
 func (s *Server) release(w http.ResponseWriter, r *http.Request) {
@@ -407,7 +393,7 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request) {
 		s.journalError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, in)
+	writeJSON(w, http.StatusOK, View(in))
 }
 
 func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
@@ -421,7 +407,7 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !in.Live() {
-		writeJSON(w, http.StatusOK, in)
+		writeJSON(w, http.StatusOK, View(in))
 		return
 	}
 	if s.Delete == nil {
@@ -439,7 +425,7 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if err == nil && !out.Live() {
-		writeJSON(w, http.StatusOK, out)
+		writeJSON(w, http.StatusOK, View(out))
 		return
 	}
 	code, msg := http.StatusBadGateway, "the sandbox is not confirmed gone"
@@ -450,8 +436,9 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
 		code = http.StatusGatewayTimeout
 		msg = fmt.Sprintf("not confirmed gone within %s: %s", s.DeleteTimeout, msg)
 	}
-	s.Logger.Warn("intent API: delete not confirmed", "intent", id, "err", msg)
-	writeJSONStatus(w, code, errorBody{Error: msg, Intent: &out})
+	s.log.Warn("intent API: delete not confirmed", "intent", id, "err", msg)
+	v := View(out)
+	writeJSON(w, code, errorBody{Error: msg, Intent: &v})
 }
 
 // journalError maps the journal's errors onto HTTP codes.
@@ -466,7 +453,7 @@ func (s *Server) journalError(w http.ResponseWriter, err error) {
 	case errors.Is(err, spool.ErrClosed), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 	default:
-		s.Logger.Error("intent API: journal failed", "err", err)
+		s.log.Error("intent API: journal failed", "err", err)
 		writeError(w, http.StatusInternalServerError, err.Error())
 	}
 }
@@ -480,12 +467,10 @@ func badRequest(w http.ResponseWriter, err error) {
 }
 
 func writeError(w http.ResponseWriter, code int, msg string) {
-	writeJSONStatus(w, code, errorBody{Error: msg})
+	writeJSON(w, code, errorBody{Error: msg})
 }
 
-func writeJSON(w http.ResponseWriter, code int, v any) { writeJSONStatus(w, code, v) }
-
-func writeJSONStatus(w http.ResponseWriter, code int, v any) {
+func writeJSON(w http.ResponseWriter, code int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		code, b = http.StatusInternalServerError, []byte(`{"error":"encoding the answer failed"}`)

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-run/tether/internal/intake"
 	"github.com/tether-run/tether/spool"
 )
 
@@ -55,7 +56,7 @@ func serveForever(journal, sock string) int {
 		fmt.Println("error:", err)
 		return 1
 	}
-	s := &Server{Journal: j, Version: "test"}
+	s := &Server{Intake: &intake.Intake{Journal: j}, Version: "test"}
 	l, err := s.Listen(sock)
 	if err != nil {
 		fmt.Println("error:", err)
@@ -92,6 +93,9 @@ type fixture struct {
 func start(t *testing.T, s *Server) *fixture {
 	t.Helper()
 	dir := shortDir(t)
+	if s.Intake == nil {
+		s.Intake = &intake.Intake{}
+	}
 	if s.Journal == nil {
 		j, err := spool.Open(filepath.Join(dir, "journal.db"), spool.Options{})
 		if err != nil {
@@ -140,10 +144,10 @@ func (f *fixture) raw(t *testing.T, method, path, body string) (int, string) {
 func TestEndpoints(t *testing.T) {
 	var observedCalls atomic.Int32
 	observed := make(chan spool.Intent, 4)
-	f := start(t, &Server{
-		Labels: map[string]string{"scope": "ci", "team": "default"}, Provider: "daytona", Account: "acct", Version: "v9",
+	f := start(t, &Server{Version: "v9", Intake: &intake.Intake{
+		Labels: map[string]string{"scope": "ci", "team": "default"}, Provider: "daytona", Account: "acct",
 		Observed: func(in spool.Intent) { observedCalls.Add(1); observed <- in },
-	})
+	}})
 	ctx := t.Context()
 
 	h, err := f.client.Health(ctx)
@@ -155,8 +159,15 @@ func TestEndpoints(t *testing.T) {
 		t.Fatal(err)
 	}
 	if in.State != spool.Pending || in.Name != "tether-"+in.ID || in.OnDrain != spool.DrainStop ||
-		in.Provider != "daytona" || in.Account != "acct" {
+		in.Provider != "daytona" {
 		t.Fatalf("created %+v", in)
+	}
+	// The account is journaled for the reaper, not part of the wire contract.
+	if got, _ := f.j.Get(in.ID); got.Account != "acct" {
+		t.Fatalf("journaled account %q", got.Account)
+	}
+	if _, body := f.raw(t, "GET", "/v1/intents/"+in.ID, ""); strings.Contains(body, `"account"`) || strings.Contains(body, `"outcome"`) {
+		t.Fatalf("undocumented fields on the wire: %s", body)
 	}
 	if in.Labels["scope"] != "ci" || in.Labels["team"] != "a" || in.Labels[spool.LabelOwner] != f.j.Owner() || in.Labels[spool.LabelIntent] != in.ID {
 		t.Fatalf("labels %v", in.Labels)
@@ -194,8 +205,11 @@ func TestEndpoints(t *testing.T) {
 		t.Fatalf("health live %d", h.Live)
 	}
 	rel, err := f.client.Release(ctx, in.ID, "kept")
-	if err != nil || rel.State != spool.Released || rel.Outcome != "kept" {
+	if err != nil || rel.State != spool.Released {
 		t.Fatalf("release: %+v %v", rel, err)
+	}
+	if got, _ := f.j.Get(in.ID); got.Outcome != "kept" {
+		t.Fatalf("journaled outcome %q", got.Outcome)
 	}
 	if list, _ := f.client.List(ctx); len(list) != 0 {
 		t.Fatalf("released intent still listed: %+v", list)
@@ -231,7 +245,7 @@ func TestDelete(t *testing.T) {
 			return in, ctx.Err()
 		}
 	}
-	f := start(t, &Server{Delete: del, DeleteTimeout: 200 * time.Millisecond})
+	f := start(t, &Server{Intake: &intake.Intake{Delete: del}, DeleteTimeout: 200 * time.Millisecond})
 	j = f.j
 	ctx := t.Context()
 	for _, tc := range []struct {
@@ -301,9 +315,9 @@ func TestRequestErrors(t *testing.T) {
 		{"bad key", "POST", "/v1/intents", `{"key":"a b"}`, 400, "key"},
 		{"too large", "POST", "/v1/intents", `{"key":"` + long + `"}`, 413, "larger than"},
 		{"bad id get", "GET", "/v1/intents/NOT-AN-ID", "", 400, "not an intent id"},
-		{"bad id observe", "POST", "/v1/intents/x/observe", `{"sandbox_id":"s"}`, 400, "not an intent id"},
-		{"bad id release", "POST", "/v1/intents/x/release", `{}`, 400, "not an intent id"},
-		{"bad id delete", "DELETE", "/v1/intents/x", "", 400, "not an intent id"},
+		{"bad id observe", "POST", "/v1/intents/X.y/observe", `{"sandbox_id":"s"}`, 400, "not an intent id"},
+		{"bad id release", "POST", "/v1/intents/X.y/release", `{}`, 400, "not an intent id"},
+		{"bad id delete", "DELETE", "/v1/intents/X.y", "", 400, "not an intent id"},
 		{"unknown get", "GET", "/v1/intents/" + unknown, "", 404, "not found"},
 		{"unknown observe", "POST", "/v1/intents/" + unknown + "/observe", `{"sandbox_id":"s"}`, 404, "not found"},
 		{"unknown release", "POST", "/v1/intents/" + unknown + "/release", `{}`, 404, "not found"},
@@ -489,7 +503,7 @@ func TestPeerCredentials(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer j.Close()
-			s := &Server{Journal: j, AllowUIDs: tc.allow}
+			s := &Server{Intake: &intake.Intake{Journal: j}, AllowUIDs: tc.allow}
 			sockDir := filepath.Join(dir, tc.name)
 			os.Mkdir(sockDir, 0o755)
 			sock := filepath.Join(sockDir, "t.sock")

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tether-run/tether/internal/reaper"
 	"github.com/tether-run/tether/spool"
 )
 
@@ -48,8 +49,8 @@ type Config struct {
 const (
 	DefaultGrace               = 3 * time.Second
 	DefaultDrainTimeout        = 5 * time.Second
-	DefaultDrainConcurrency    = 64
-	DefaultNeverCreatedHorizon = 30 * time.Minute
+	DefaultDrainConcurrency    = reaper.DefaultConcurrency
+	DefaultNeverCreatedHorizon = reaper.DefaultNeverCreatedHorizon
 	DefaultDaytonaAutoStop     = 15
 	// UnresolvedExitCode is tether's exit code when --on-unresolved=exit-code
 	// and intents were left live, and the child itself exited 0.
@@ -157,33 +158,75 @@ func (b *binder) string(p *string, name, env, usage string) {
 	b.fs.StringVar(p, name, *p, usage+" ($"+env+")")
 }
 
-// Bind registers every setting as a flag on fs, with its current value
-// overridden by its environment variable. It returns the errors found in the
-// environment; call Validate after fs.Parse.
-func (c *Config) Bind(fs *flag.FlagSet) error {
+// Group is a set of settings a subcommand takes; each subcommand binds
+// only the groups it uses, so its -h lists only its own flags.
+type Group uint
+
+const (
+	// Supervise: the child's supervision (tether run only).
+	Supervise Group = 1 << iota
+	// Intake: where the runner declares intents, and the scope labels.
+	Intake
+	// Journal: the journal file.
+	Journal
+	// Drain: how live intents are resolved.
+	Drain
+	// Log: log format and level.
+	Log
+	// All is every setting: tether run.
+	All = Supervise | Intake | Journal | Drain | Log
+)
+
+// Bind registers the settings of groups as flags on fs (all of them when no
+// group is given), each with its current value overridden by its
+// environment variable. It returns the errors found in the environment;
+// call Validate after fs.Parse.
+func (c *Config) Bind(fs *flag.FlagSet, groups ...Group) error {
+	want := Group(0)
+	for _, g := range groups {
+		want |= g
+	}
+	if want == 0 {
+		want = All
+	}
 	b := &binder{fs: fs}
-	b.duration(&c.Grace, "grace", EnvGrace, "time the child gets after SIGTERM/SIGINT before its process group is killed")
-	b.bool(&c.SignalChildOnly, "signal-child-only", EnvSignalChildOnly, "forward signals to the child alone, not its process group")
-	b.string(&c.LogFormat, "log-format", EnvLogFormat, "log format: text or json")
-	b.string(&c.LogLevel, "log-level", EnvLogLevel, "log level: debug, info, warn or error")
-	b.string(&c.Journal, "journal", EnvJournal, "path of the bbolt journal")
-	b.string(&c.Socket, "socket", EnvSocket, "path of the Unix socket of the intent API")
-	b.string(&c.Spool, "spool", EnvSpool, "spool directory for intent files")
-	b.duration(&c.DrainTimeout, "drain-timeout", EnvDrainTimeout, "deadline of the drain after the child exits")
-	b.int(&c.DrainConcurrency, "drain-concurrency", EnvDrainConc, "provider calls in flight during a drain (deletes first, then verifying reads, then confirmations)")
-	b.string(&c.OnUnresolved, "on-unresolved", EnvOnUnresolved, "when intents stay live after the drain: ignore, or exit-code (exit "+strconv.Itoa(UnresolvedExitCode)+" if the child exited 0)")
-	b.duration(&c.NeverCreatedHorizon, "never-created-after", EnvNeverCreated, "a pending intent whose name was never seen for this long closes as never-created")
-	b.int(&c.DaytonaAutoStop, "daytona-autostop", EnvDaytonaAutoStop, "Daytona auto-stop minutes enforced on sandboxes that have it disabled (>= 1)")
-	if v, ok := os.LookupEnv(EnvLabels); ok && v != "" {
-		for _, kv := range strings.Split(v, ",") {
-			if err := addLabel(c.Labels, kv); err != nil {
+	if want&Supervise != 0 {
+		b.duration(&c.Grace, "grace", EnvGrace, "time the child gets after SIGTERM/SIGINT before its process group is killed")
+		b.bool(&c.SignalChildOnly, "signal-child-only", EnvSignalChildOnly, "forward signals to the child alone, not its process group")
+		b.string(&c.OnUnresolved, "on-unresolved", EnvOnUnresolved, "when intents stay live after the drain: ignore, or exit-code (exit "+strconv.Itoa(UnresolvedExitCode)+" if the child exited 0)")
+	}
+	if want&Log != 0 {
+		b.string(&c.LogFormat, "log-format", EnvLogFormat, "log format: text or json")
+		b.string(&c.LogLevel, "log-level", EnvLogLevel, "log level: debug, info, warn or error")
+	}
+	if want&Journal != 0 {
+		b.string(&c.Journal, "journal", EnvJournal, "path of the bbolt journal")
+	}
+	if want&Intake != 0 {
+		b.string(&c.Socket, "socket", EnvSocket, "path of the Unix socket of the intent API")
+		b.string(&c.Spool, "spool", EnvSpool, "spool directory for intent files")
+		if v, ok := os.LookupEnv(EnvLabels); ok && v != "" {
+			labels, err := ParseLabels(v)
+			if err != nil {
 				b.errs = append(b.errs, fmt.Errorf("%s: %w", EnvLabels, err))
 			}
+			for k, v := range labels {
+				c.Labels[k] = v
+			}
 		}
+		fs.Var(labelFlag{c.Labels}, "label", "scope label k=v added to every intent; repeatable ($"+EnvLabels+", comma-separated)")
 	}
-	fs.Var(labelFlag{c.Labels}, "label", "scope label k=v added to every intent; repeatable ($"+EnvLabels+", comma-separated)")
+	if want&Drain != 0 {
+		b.duration(&c.DrainTimeout, "drain-timeout", EnvDrainTimeout, "deadline of the drain")
+		b.int(&c.DrainConcurrency, "drain-concurrency", EnvDrainConc, "provider calls in flight during a drain (deletes first, then verifying reads, then confirmations)")
+		b.duration(&c.NeverCreatedHorizon, "never-created-after", EnvNeverCreated, "a pending intent whose name was never seen for this long closes as never-created")
+		b.int(&c.DaytonaAutoStop, "daytona-autostop", EnvDaytonaAutoStop, "Daytona auto-stop minutes enforced on sandboxes that have it disabled (>= 1)")
+	}
 	return errors.Join(b.errs...)
 }
+
+// LabelFlag is a repeatable k=v flag that adds to its map.
+func LabelFlag(m map[string]string) flag.Value { return labelFlag{m} }
 
 type labelFlag struct{ m map[string]string }
 
@@ -201,14 +244,30 @@ func (l labelFlag) Set(s string) error { return addLabel(l.m, s) }
 func addLabel(m map[string]string, kv string) error {
 	k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
 	if !ok || k == "" {
-		return fmt.Errorf("label %q: want key=value", kv)
+		return fmt.Errorf("label %q: want k=v", kv)
 	}
-	if strings.HasPrefix(k, "tether-") {
-		return fmt.Errorf("label %q: keys starting with tether- are reserved for ownership labels", kv)
+	if strings.HasPrefix(k, spool.NamePrefix) {
+		return fmt.Errorf("label %q: keys starting with %s are reserved for ownership labels", kv, spool.NamePrefix)
 	}
 	m[k] = v
 	return nil
 }
+
+// ParseLabels reads labels in the form of $TETHER_LABELS: k=v pairs
+// separated by commas. Every bad entry is an error; none is dropped.
+func ParseLabels(s string) (map[string]string, error) {
+	m := map[string]string{}
+	var errs []error
+	for _, kv := range strings.Split(s, ",") {
+		if err := addLabel(m, kv); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return m, errors.Join(errs...)
+}
+
+// FormatLabels writes labels in the form ParseLabels reads, sorted by key.
+func FormatLabels(m map[string]string) string { return labelFlag{m}.String() }
 
 // Validate checks every setting once, and says which one is wrong and why.
 // It makes the paths absolute.
@@ -262,6 +321,12 @@ func (c *Config) Validate() error {
 	// tether at start instead of failing every create with a 400.
 	if err := spool.ValidateLabels(c.Labels); err != nil {
 		bad("--label: %v", err)
+	}
+	for k, v := range c.Labels {
+		// The child gets the scope labels as $TETHER_LABELS, k=v,k=v.
+		if strings.Contains(v, ",") {
+			bad("--label %s=%q: a scope label value may not contain a comma (it could not reach the child in $%s)", k, v, EnvLabels)
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -2,8 +2,10 @@ package reaper
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -207,4 +209,61 @@ func (r *Reaper) resolveIsolated(ctx context.Context, in spool.Intent) (o outcom
 	}()
 	out, err := r.Resolve(ctx, in)
 	return outcome{in: out, err: err}
+}
+
+// ErrUnresolved: a drain ended with intents still live. They stay in the
+// journal, for the next boot, `tether drain`, or an operator.
+var ErrUnresolved = errors.New("unresolved intents stay in the journal")
+
+// LiveJournal is what DrainLive reads: the journal's live intents.
+type LiveJournal interface {
+	Live() ([]spool.Intent, error)
+}
+
+// DrainLive resolves every live intent of j under one deadline, timeout,
+// and writes the report to w (stderr, beside the logs): one line per
+// state, one per intent left live, each prefixed "tether: ". It returns the
+// report, and ErrUnresolved (wrapped) when intents were left live.
+func (r *Reaper) DrainLive(ctx context.Context, j LiveJournal, timeout time.Duration, w io.Writer) (Report, error) {
+	live, err := j.Live()
+	if err != nil {
+		return Report{}, fmt.Errorf("drain: read the journal: %w", err)
+	}
+	log := r.log()
+	if len(live) == 0 {
+		log.Debug("drain: no live intent; nothing to do")
+		return Report{}, nil
+	}
+	dctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	log.Info("drain: resolving every live intent", "live", len(live), "deadline", timeout)
+	rep := r.Drain(dctx, live)
+	var b strings.Builder
+	rep.Write(&b)
+	for _, line := range strings.Split(strings.TrimRight(b.String(), "\n"), "\n") {
+		fmt.Fprintln(w, "tether: "+line)
+	}
+	if rep.Live() > 0 {
+		return rep, fmt.Errorf("drain: %d intents left live: %w", rep.Live(), ErrUnresolved)
+	}
+	return rep, nil
+}
+
+// Replay resolves the intents an earlier run left live (the boot replay),
+// in the background of a new run. If ctx ends first (the child exited),
+// it stops and the drain takes over what is left.
+func (r *Reaper) Replay(ctx context.Context, left []spool.Intent) {
+	if len(left) == 0 {
+		return
+	}
+	log := r.log()
+	log.Info("replay: resolving intents an earlier run left live", "live", len(left))
+	rep := r.Drain(ctx, left)
+	if ctx.Err() != nil {
+		log.Info("replay: cut short by the end of the child; the drain takes over", "resolved", rep.Total-rep.Live(), "live", rep.Live())
+		return
+	}
+	// Resolve has logged each intent it left live or found foreign.
+	log.Info("replay: done", "gone", rep.Gone, "stopped", rep.Stopped, "never_created", rep.NeverCreated,
+		"foreign", len(rep.Foreign), "unresolved", rep.Live(), "elapsed", rep.Elapsed.Round(time.Millisecond))
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-run/tether/internal/testutil"
+
 	"github.com/tether-run/tether/internal/reaper"
 	"github.com/tether-run/tether/provider"
 	"github.com/tether-run/tether/provider/daytona"
@@ -84,7 +86,7 @@ func TestResolve(t *testing.T) {
 				out, err := w.resolve(in, generous)
 				done <- result{out, err}
 			}()
-			waitFor(t, "a lookup that finds nothing", func() bool { return w.srv.Calls()[daytonatest.RouteGet] >= 2 })
+			testutil.WaitFor(t, "a lookup that finds nothing", func() bool { return w.srv.Calls()[daytonatest.RouteGet] >= 2 })
 			sb := w.create(in)
 			res := <-done
 			if res.err != nil || res.in.State != spool.Gone || res.in.SandboxID != sb.ID {
@@ -161,7 +163,7 @@ func TestResolve(t *testing.T) {
 			if err == nil || out.State != spool.Releasing {
 				t.Fatalf("first attempt: %s, %v; want releasing and an error", out.State, err)
 			}
-			waitFor(t, "the simulator to finish destroying", func() bool { return w.sandbox(sb.ID).State == "destroyed" })
+			testutil.WaitFor(t, "the simulator to finish destroying", func() bool { return w.sandbox(sb.ID).State == "destroyed" })
 			deletes := w.srv.Calls()[daytonatest.RouteDelete]
 			out, err = w.resolve(out, generous)
 			if err != nil || out.State != spool.Gone {

@@ -1,7 +1,6 @@
 package reaper_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"path/filepath"
@@ -9,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tether-run/tether/internal/testutil"
 
 	"github.com/tether-run/tether/internal/reaper"
 	"github.com/tether-run/tether/provider"
@@ -31,24 +32,7 @@ type world struct {
 	spy  *spy
 	j    *spool.Journal
 	r    *reaper.Reaper
-	logs *syncBuffer
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	logs *testutil.Buffer
 }
 
 func newWorld(t *testing.T, opts ...daytonatest.Option) *world {
@@ -56,7 +40,7 @@ func newWorld(t *testing.T, opts ...daytonatest.Option) *world {
 	srv := daytonatest.NewServer(opts...)
 	t.Cleanup(srv.Close)
 	srv.AddKey(apiKey, daytonatest.DefaultOrg)
-	logs := &syncBuffer{}
+	logs := &testutil.Buffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	prov, err := daytona.New(daytona.Config{APIKey: apiKey, APIURL: srv.URL, Logger: log})
 	if err != nil {
@@ -182,15 +166,6 @@ func (w *world) resolve(in spool.Intent, timeout time.Duration) (spool.Intent, e
 	return out, err
 }
 
-// waitFor polls cond until it holds, for at most 20 s. Only the test's own
-// goroutine may call it; others use poll.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	if !poll(cond) {
-		t.Fatalf("timed out waiting for %s", what)
-	}
-}
-
 // poll reports whether cond came to hold within 20 s; it returns as soon as it does.
 func poll(cond func() bool) bool {
 	deadline := time.Now().Add(20 * time.Second)
@@ -294,7 +269,7 @@ func (w *world) resolveUntil(in spool.Intent, what string, cond func() bool) (sp
 		out, err := w.r.Resolve(ctx, in)
 		done <- result{out, err}
 	}()
-	waitFor(w.t, what, func() bool {
+	testutil.WaitFor(w.t, what, func() bool {
 		select {
 		case res := <-done:
 			done <- res

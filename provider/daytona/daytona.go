@@ -223,8 +223,11 @@ func New(cfg Config) (*Provider, error) {
 	return p, nil
 }
 
-// Name is "daytona".
-func (p *Provider) Name() string { return "daytona" }
+// ProviderName is the provider's name as journaled with each intent.
+const ProviderName = "daytona"
+
+// Name is ProviderName.
+func (p *Provider) Name() string { return ProviderName }
 
 // Account is the fingerprint of the credentials in use.
 func (p *Provider) Account() string { return p.account }

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-run/tether/internal/testutil"
+
 	"github.com/tether-run/tether/provider"
 	"github.com/tether-run/tether/provider/daytona"
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
@@ -41,17 +43,6 @@ func newProvider(t *testing.T, s *daytonatest.Server, mutate ...func(*daytona.Co
 		t.Fatal(err)
 	}
 	return p
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(pollTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
 }
 
 func TestConfigFromEnv(t *testing.T) {
@@ -193,7 +184,7 @@ func TestRoundTrip(t *testing.T) {
 	if err := s.Release(sb.ID); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "gone", func() bool { _, err := p.Get(ctx, sb.ID); return errors.Is(err, provider.ErrNotFound) })
+	testutil.WaitFor(t, "gone", func() bool { _, err := p.Get(ctx, sb.ID); return errors.Is(err, provider.ErrNotFound) })
 }
 
 func TestStop(t *testing.T) {
@@ -210,7 +201,7 @@ func TestStop(t *testing.T) {
 	if err := p.Stop(ctx, sb.ID); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "stopped", func() bool { got, _ := p.Get(ctx, sb.ID); return got.Stopped() })
+	testutil.WaitFor(t, "stopped", func() bool { got, _ := p.Get(ctx, sb.ID); return got.Stopped() })
 }
 
 // GET /sandbox/{idOrName} resolves ids first: neither lookup may be fooled
@@ -462,7 +453,7 @@ func TestStuckStartingConflicts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "starting", func() bool { got, _ := p.Get(ctx, sb.ID); return got.State == "starting" })
+	testutil.WaitFor(t, "starting", func() bool { got, _ := p.Get(ctx, sb.ID); return got.State == "starting" })
 	if err := p.Delete(ctx, sb.ID); !errors.Is(err, provider.ErrConflict) {
 		t.Fatalf("delete while starting: %v, want ErrConflict", err)
 	}
@@ -472,7 +463,7 @@ func TestStuckStartingConflicts(t *testing.T) {
 	if err := s.Hold(sb.ID, "starting", time.Nanosecond); err != nil { // let it finish starting
 		t.Fatal(err)
 	}
-	waitFor(t, "started", func() bool { got, _ := p.Get(ctx, sb.ID); return got.State == provider.StateStarted })
+	testutil.WaitFor(t, "started", func() bool { got, _ := p.Get(ctx, sb.ID); return got.State == provider.StateStarted })
 	if err := p.Delete(ctx, sb.ID); err != nil {
 		t.Fatalf("delete once started: %v", err)
 	}

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-run/tether/internal/testutil"
+
 	apiclient "github.com/daytonaio/daytona/libs/api-client-go"
 
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
@@ -170,7 +172,7 @@ func TestHang(t *testing.T) {
 		_, _, err := c.api.SandboxAPI.ListSandboxes(c.ctx).Execute()
 		done <- err
 	}()
-	waitFor(t, "the second call to arrive", func() bool { return s.Calls()[daytonatest.RouteList] == 2 })
+	testutil.WaitFor(t, "the second call to arrive", func() bool { return s.Calls()[daytonatest.RouteList] == 2 })
 	s.Close()
 	select {
 	case <-done:

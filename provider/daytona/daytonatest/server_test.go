@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-run/tether/internal/testutil"
+
 	apiclient "github.com/daytonaio/daytona/libs/api-client-go"
 
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
@@ -86,18 +88,6 @@ func status(resp *http.Response) int {
 		return 0
 	}
 	return resp.StatusCode
-}
-
-// waitFor polls cond until it holds or pollTimeout passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(pollTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
 }
 
 func TestCreateGetDefaults(t *testing.T) {
@@ -278,7 +268,7 @@ func TestDeleteIsAsyncAndFreesTheName(t *testing.T) {
 	if err := s.Release(sb.GetId()); err != nil { // let destroying finish now
 		t.Fatal(err)
 	}
-	waitFor(t, "404 after destroy", func() bool {
+	testutil.WaitFor(t, "404 after destroy", func() bool {
 		_, resp, _ := c.api.SandboxAPI.GetSandbox(c.ctx, sb.GetId()).Execute()
 		return status(resp) == 404
 	})
@@ -334,7 +324,7 @@ func TestStopStartAndStateConflicts(t *testing.T) {
 	if err != nil || status(resp) != 200 || got.GetState() != apiclient.SANDBOXSTATE_STOPPING {
 		t.Fatalf("stop: %v %d %v", err, status(resp), got.GetState())
 	}
-	waitFor(t, "stopped", func() bool {
+	testutil.WaitFor(t, "stopped", func() bool {
 		got, _, _ := c.api.SandboxAPI.GetSandbox(c.ctx, id).Execute()
 		return got != nil && got.GetState() == apiclient.SANDBOXSTATE_STOPPED
 	})
@@ -342,7 +332,7 @@ func TestStopStartAndStateConflicts(t *testing.T) {
 	if err != nil || status(resp) != 200 {
 		t.Fatalf("start: %v %d", err, status(resp))
 	}
-	waitFor(t, "started", func() bool {
+	testutil.WaitFor(t, "started", func() bool {
 		got, _, _ := c.api.SandboxAPI.GetSandbox(c.ctx, id).Execute()
 		return got != nil && got.GetState() == apiclient.SANDBOXSTATE_STARTED
 	})
@@ -403,7 +393,7 @@ func TestEphemeralDeletesOnStop(t *testing.T) {
 	if _, _, err := c.api.SandboxAPI.StopSandbox(c.ctx, sb.GetId()).Execute(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "ephemeral sandbox deleted after stop", func() bool {
+	testutil.WaitFor(t, "ephemeral sandbox deleted after stop", func() bool {
 		rec, _ := s.Sandbox(sb.GetId())
 		return rec.State == "destroyed" && rec.DeleteRequested
 	})

@@ -1,4 +1,4 @@
-package spool
+package spooldir
 
 import (
 	"bytes"
@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/tether-run/tether/spool"
 )
 
 // MaxFileSize bounds a spool file; anything larger is rejected unread.
@@ -20,21 +22,21 @@ const (
 	OpDelete  = "delete"
 )
 
-// FileOp is one spool file: one operation on the intent the client knows
-// by ID. For op "intent" ID is the client id the runner chose; later ops
-// name the same client id (or the intent's own ULID id).
+// FileOp is one spool file: one operation on the intent ID. For op "intent"
+// ID is the id the writer chose ([a-z0-9_-]): the intent gets exactly that
+// id, so the sandbox is named spool.NamePrefix+ID; later ops name it again.
 type FileOp struct {
 	Op        string            `json:"op"`
 	ID        string            `json:"id"`
 	Labels    map[string]string `json:"labels,omitempty"`
-	OnDrain   OnDrain           `json:"on_drain,omitempty"`
+	OnDrain   spool.OnDrain     `json:"on_drain,omitempty"`
 	SandboxID string            `json:"sandbox_id,omitempty"`
 	Outcome   string            `json:"outcome,omitempty"`
 }
 
-// DecodeSpoolFile parses and validates one spool file: exactly one JSON
+// Decode parses and validates one spool file: exactly one JSON
 // object, no unknown fields, only the fields its op takes.
-func DecodeSpoolFile(data []byte) (FileOp, error) {
+func Decode(data []byte) (FileOp, error) {
 	var f FileOp
 	if len(data) > MaxFileSize {
 		return FileOp{}, fmt.Errorf("file larger than %d bytes", MaxFileSize)
@@ -59,7 +61,7 @@ func DecodeSpoolFile(data []byte) (FileOp, error) {
 	if _, err := dec.Token(); err != io.EOF {
 		return FileOp{}, errors.New("more than one JSON value")
 	}
-	if err := ValidateClientID(f.ID); err != nil {
+	if err := spool.ValidateIntentID(f.ID); err != nil {
 		return FileOp{}, err
 	}
 	forbid := func(field string, set bool) error {
@@ -72,13 +74,13 @@ func DecodeSpoolFile(data []byte) (FileOp, error) {
 	switch f.Op {
 	case OpIntent:
 		err = errors.Join(forbid("sandbox_id", f.SandboxID != ""), forbid("outcome", f.Outcome != ""),
-			ValidateLabels(f.Labels), ValidateOnDrain(f.OnDrain))
+			spool.ValidateLabels(f.Labels), spool.ValidateOnDrain(f.OnDrain))
 	case OpObserve:
 		err = errors.Join(forbid("labels", f.Labels != nil), forbid("on_drain", f.OnDrain != ""), forbid("outcome", f.Outcome != ""),
-			ValidateSandboxID(f.SandboxID))
+			spool.ValidateSandboxID(f.SandboxID))
 	case OpRelease:
 		err = errors.Join(forbid("labels", f.Labels != nil), forbid("on_drain", f.OnDrain != ""), forbid("sandbox_id", f.SandboxID != ""),
-			ValidateOutcome(f.Outcome))
+			spool.ValidateOutcome(f.Outcome))
 	case OpDelete:
 		err = errors.Join(forbid("labels", f.Labels != nil), forbid("on_drain", f.OnDrain != ""), forbid("sandbox_id", f.SandboxID != ""),
 			forbid("outcome", f.Outcome != ""))
@@ -91,4 +93,13 @@ func DecodeSpoolFile(data []byte) (FileOp, error) {
 		return FileOp{}, err
 	}
 	return f, nil
+}
+
+// truncate keeps error messages about hostile input short.
+func truncate(s string) string {
+	const max = 80
+	if len(s) <= max {
+		return s
+	}
+	return s[:max] + "..."
 }

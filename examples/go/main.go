@@ -6,7 +6,7 @@ import (
 	"context"
 	"os"
 
-	"github.com/tether-run/tether/internal/samplerunner"
+	"github.com/tether-run/tether/examples/go/samplerunner"
 )
 
 func main() {

@@ -1,4 +1,4 @@
-package spool
+package spooldir
 
 import (
 	"context"
@@ -10,6 +10,10 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tether-run/tether/internal/intake"
+	"github.com/tether-run/tether/internal/testutil"
+	. "github.com/tether-run/tether/spool"
 )
 
 // spoolWrite writes a spool file the way the protocol says: .NAME.tmp, then
@@ -22,18 +26,6 @@ func spoolWrite(t testing.TB, dir, name, content string) {
 	}
 	if err := os.Rename(tmp, filepath.Join(dir, name+".json")); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// waitFor polls cond until it holds, failing after a generous bound.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 
@@ -51,10 +43,20 @@ func spoolEmpty(dir string) bool {
 type intakeFixture struct {
 	dir string
 	j   *Journal
-	in  *Intake
+	in  *Reader
 }
 
-func startIntake(t *testing.T, in *Intake, before func(dir string)) *intakeFixture {
+func openTemp(t *testing.T) *Journal {
+	t.Helper()
+	j, err := Open(filepath.Join(t.TempDir(), "journal.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { j.Close() })
+	return j
+}
+
+func startIntake(t *testing.T, in *Reader, before func(dir string)) *intakeFixture {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "spool")
 	os.MkdirAll(dir, 0o700)
@@ -62,6 +64,9 @@ func startIntake(t *testing.T, in *Intake, before func(dir string)) *intakeFixtu
 		before(dir)
 	}
 	j := openTemp(t)
+	if in.Intake == nil {
+		in.Intake = &intake.Intake{}
+	}
 	in.Dir, in.Journal = dir, j
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -76,22 +81,22 @@ func startIntake(t *testing.T, in *Intake, before func(dir string)) *intakeFixtu
 }
 
 func TestIntakeTakesFilesPresentBeforeStart(t *testing.T) {
-	f := startIntake(t, &Intake{Labels: map[string]string{"scope": "s"}, Provider: "daytona"}, func(dir string) {
+	f := startIntake(t, &Reader{Intake: &intake.Intake{Labels: map[string]string{"scope": "s"}, Provider: "daytona"}}, func(dir string) {
 		spoolWrite(t, dir, "001", `{"op":"intent","id":"run-a","labels":{"team":"x"},"on_drain":"stop"}`)
 		spoolWrite(t, dir, "002", `{"op":"observe","id":"run-a","sandbox_id":"sb-a"}`)
 		spoolWrite(t, dir, "003", `{"op":"intent","id":"run-b"}`)
 		spoolWrite(t, dir, "004", `{"op":"release","id":"run-b","outcome":"kept"}`)
 	})
-	waitFor(t, "spool to empty", func() bool { return spoolEmpty(f.dir) })
-	a, err := f.j.GetByKey("run-a")
+	testutil.WaitFor(t, "spool to empty", func() bool { return spoolEmpty(f.dir) })
+	a, err := f.j.Get("run-a")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if a.State != Observed || a.SandboxID != "sb-a" || a.OnDrain != DrainStop || a.Labels["team"] != "x" ||
-		a.Labels["scope"] != "s" || a.Labels[LabelIntent] != a.ID || a.Provider != "daytona" {
+		a.Labels["scope"] != "s" || a.Labels[LabelIntent] != "run-a" || a.Name != "tether-run-a" || a.Provider != "daytona" {
 		t.Fatalf("run-a: %+v", a)
 	}
-	b, _ := f.j.GetByKey("run-b")
+	b, _ := f.j.Get("run-b")
 	if b.State != Released || b.Outcome != OutcomeKept {
 		t.Fatalf("run-b: %+v", b)
 	}
@@ -103,15 +108,15 @@ func TestIntakeTakesFilesPresentBeforeStart(t *testing.T) {
 // TestIntakeLexicalOrder: files are taken by name, not by arrival; an op on
 // an intent whose file sorts later is rejected, in the reverse order it works.
 func TestIntakeLexicalOrder(t *testing.T) {
-	f := startIntake(t, &Intake{}, func(dir string) {
+	f := startIntake(t, &Reader{}, func(dir string) {
 		spoolWrite(t, dir, "b-intent", `{"op":"intent","id":"late"}`)
 		spoolWrite(t, dir, "a-observe", `{"op":"observe","id":"late","sandbox_id":"sb"}`)
 		spoolWrite(t, dir, "d-observe", `{"op":"observe","id":"early","sandbox_id":"sb"}`)
 		spoolWrite(t, dir, "c-intent", `{"op":"intent","id":"early"}`)
 	})
-	waitFor(t, "spool to empty", func() bool { return spoolEmpty(f.dir) })
-	late, _ := f.j.GetByKey("late")
-	early, _ := f.j.GetByKey("early")
+	testutil.WaitFor(t, "spool to empty", func() bool { return spoolEmpty(f.dir) })
+	late, _ := f.j.Get("late")
+	early, _ := f.j.Get("early")
 	if late.State != Pending || early.State != Observed {
 		t.Fatalf("late %s, early %s", late.State, early.State)
 	}
@@ -137,14 +142,14 @@ func TestIntakeRejects(t *testing.T) {
 		"two-values":  {`{"op":"delete","id":"a"}{}`, "more than one"},
 		"too-big":     {`{"op":"intent","id":"a","labels":{"k":"` + strings.Repeat("v", MaxFileSize) + `"}}`, "larger than"},
 	}
-	f := startIntake(t, &Intake{}, func(dir string) {
+	f := startIntake(t, &Reader{}, func(dir string) {
 		for name, c := range cases {
 			spoolWrite(t, dir, name, c.content)
 		}
 		os.Symlink("/etc/passwd", filepath.Join(dir, "link.json"))
 	})
 	cases["link"] = struct{ content, says string }{"", "symbolic link"}
-	waitFor(t, "spool to empty", func() bool { return spoolEmpty(f.dir) })
+	testutil.WaitFor(t, "spool to empty", func() bool { return spoolEmpty(f.dir) })
 	for name, c := range cases {
 		reason, err := os.ReadFile(filepath.Join(f.dir, RejectedDir, name+".err"))
 		if err != nil || !strings.Contains(string(reason), c.says) {
@@ -161,14 +166,14 @@ func TestIntakeRejects(t *testing.T) {
 
 func TestIntakeIgnoresHalfWrittenFiles(t *testing.T) {
 	var dir string
-	f := startIntake(t, &Intake{}, func(d string) {
+	f := startIntake(t, &Reader{}, func(d string) {
 		dir = d
 		os.WriteFile(filepath.Join(d, ".half.tmp"), []byte(`{"op":"intent","id":"ha`), 0o600)
 		os.WriteFile(filepath.Join(d, "notes.txt"), []byte(`not a spool file`), 0o600)
 	})
 	// A later complete file proves scans happened, before and after it.
 	spoolWrite(t, dir, "zz", `{"op":"intent","id":"marker"}`)
-	waitFor(t, "the marker", func() bool { _, err := f.j.GetByKey("marker"); return err == nil })
+	testutil.WaitFor(t, "the marker", func() bool { _, err := f.j.Get("marker"); return err == nil })
 	if b, err := os.ReadFile(filepath.Join(dir, ".half.tmp")); err != nil || string(b) != `{"op":"intent","id":"ha` {
 		t.Fatalf("half-written file touched: %q %v", b, err)
 	}
@@ -181,34 +186,34 @@ func TestIntakeIgnoresHalfWrittenFiles(t *testing.T) {
 	// Once renamed, the same file is taken.
 	os.WriteFile(filepath.Join(dir, ".half.tmp"), []byte(`{"op":"intent","id":"half"}`), 0o600)
 	os.Rename(filepath.Join(dir, ".half.tmp"), filepath.Join(dir, "half.json"))
-	waitFor(t, "the renamed file", func() bool { _, err := f.j.GetByKey("half"); return err == nil })
+	testutil.WaitFor(t, "the renamed file", func() bool { _, err := f.j.Get("half"); return err == nil })
 }
 
 func TestIntakeBurst(t *testing.T) {
 	const n = 5000
-	f := startIntake(t, &Intake{}, nil)
+	f := startIntake(t, &Reader{}, nil)
 	for i := 0; i < n; i++ {
-		spoolWrite(t, f.dir, fmt.Sprintf("%05d", i), fmt.Sprintf(`{"op":"intent","id":"burst-%d"}`, i))
+		spoolWrite(t, f.dir, fmt.Sprintf("%05d", i), fmt.Sprintf(`{"op":"intent","id":"burst-%05d"}`, i))
 	}
-	waitFor(t, "5000 intents", func() bool { c, _ := f.j.LiveCount(); return c == n })
-	waitFor(t, "spool to empty", func() bool { return spoolEmpty(f.dir) })
+	testutil.WaitFor(t, "5000 intents", func() bool { c, _ := f.j.LiveCount(); return c == n })
+	testutil.WaitFor(t, "spool to empty", func() bool { return spoolEmpty(f.dir) })
 	live, _ := f.j.Live()
 	for i, in := range live {
-		if in.Key != fmt.Sprintf("burst-%d", i) {
-			t.Fatalf("intent %d is %s: not taken in lexical order", i, in.Key)
+		if in.ID != fmt.Sprintf("burst-%05d", i) {
+			t.Fatalf("intent %d is %s: not taken in lexical order", i, in.ID)
 		}
 	}
 }
 
 func TestIntakeIdempotentAndClientChosenID(t *testing.T) {
-	id := newID()
-	f := startIntake(t, &Intake{}, func(dir string) {
+	id := "01arz3ndektsv4rrffq69g5fav"
+	f := startIntake(t, &Reader{}, func(dir string) {
 		spoolWrite(t, dir, "1", `{"op":"intent","id":"`+id+`"}`)
 		spoolWrite(t, dir, "2", `{"op":"intent","id":"`+id+`"}`) // taken twice (a crash before remove)
 		spoolWrite(t, dir, "3", `{"op":"observe","id":"`+id+`","sandbox_id":"sb"}`)
 		spoolWrite(t, dir, "4", `{"op":"observe","id":"`+id+`","sandbox_id":"sb"}`)
 	})
-	waitFor(t, "spool to empty", func() bool { return spoolEmpty(f.dir) })
+	testutil.WaitFor(t, "spool to empty", func() bool { return spoolEmpty(f.dir) })
 	all, _ := f.j.All()
 	if len(all) != 1 || all[0].ID != id || all[0].Name != "tether-"+id || all[0].SandboxID != "sb" {
 		t.Fatalf("%+v", all)
@@ -223,7 +228,7 @@ func TestIntakeDeleteAndObserved(t *testing.T) {
 	var deleted []string
 	observed := make(chan Intent, 1)
 	var f *intakeFixture
-	f = startIntake(t, &Intake{
+	f = startIntake(t, &Reader{Intake: &intake.Intake{
 		Delete: func(ctx context.Context, id string) (Intent, error) {
 			mu.Lock()
 			deleted = append(deleted, id)
@@ -234,14 +239,14 @@ func TestIntakeDeleteAndObserved(t *testing.T) {
 			return f.j.Transition(id, Gone, "")
 		},
 		Observed: func(in Intent) { observed <- in },
-	}, nil)
+	}}, nil)
 	spoolWrite(t, f.dir, "1", `{"op":"intent","id":"d"}`)
 	spoolWrite(t, f.dir, "2", `{"op":"observe","id":"d","sandbox_id":"sb-d"}`)
 	spoolWrite(t, f.dir, "3", `{"op":"delete","id":"d"}`)
-	waitFor(t, "the delete", func() bool { in, _ := f.j.GetByKey("d"); return in.State == Gone })
-	in, _ := f.j.GetByKey("d")
+	testutil.WaitFor(t, "the delete", func() bool { in, _ := f.j.Get("d"); return in.State == Gone })
+	in, _ := f.j.Get("d")
 	mu.Lock()
-	if len(deleted) != 1 || deleted[0] != in.ID {
+	if len(deleted) != 1 || deleted[0] != "d" || in.ID != "d" {
 		t.Fatalf("deleted %v", deleted)
 	}
 	mu.Unlock()
@@ -258,10 +263,10 @@ func TestIntakeDeleteAndObserved(t *testing.T) {
 func TestIntakeStopsWhenJournalCloses(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "spool")
 	j := openTemp(t)
-	in := &Intake{Dir: dir, Journal: j}
+	in := &Reader{Intake: &intake.Intake{Journal: j}, Dir: dir}
 	done := make(chan error, 1)
 	go func() { done <- in.Run(context.Background()) }()
-	waitFor(t, "the spool directory", func() bool { _, err := os.Stat(filepath.Join(dir, RejectedDir)); return err == nil })
+	testutil.WaitFor(t, "the spool directory", func() bool { _, err := os.Stat(filepath.Join(dir, RejectedDir)); return err == nil })
 	j.Close()
 	spoolWrite(t, dir, "after", `{"op":"intent","id":"x"}`)
 	select {
@@ -287,11 +292,11 @@ func TestIntakeFinalScanTakesLateFiles(t *testing.T) {
 	spoolWrite(t, dir, "001", `{"op":"intent","id":"late","labels":{}}`)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	in := &Intake{Dir: dir, Journal: j, WatchDelay: time.Hour, RescanInterval: time.Hour}
+	in := &Reader{Intake: &intake.Intake{Journal: j}, Dir: dir, WatchDelay: time.Hour, RescanInterval: time.Hour}
 	if err := in.Run(ctx); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	if _, err := j.GetByKey("late"); err != nil {
+	if _, err := j.Get("late"); err != nil {
 		t.Fatalf("the file written before the stop was not journaled: %v", err)
 	}
 	if !spoolEmpty(dir) {
@@ -302,12 +307,12 @@ func TestIntakeFinalScanTakesLateFiles(t *testing.T) {
 // Files renamed in before the watcher starts (it starts after WatchDelay)
 // are not missed, with no periodic rescan to fall back on.
 func TestIntakeDelayedWatcherMissesNothing(t *testing.T) {
-	f := startIntake(t, &Intake{WatchDelay: 50 * time.Millisecond, RescanInterval: time.Hour}, nil)
+	f := startIntake(t, &Reader{WatchDelay: 50 * time.Millisecond, RescanInterval: time.Hour}, nil)
 	for i := 0; i < 3; i++ {
 		spoolWrite(t, f.dir, fmt.Sprintf("%03d", i), fmt.Sprintf(`{"op":"intent","id":"early-%d","labels":{}}`, i))
 	}
-	waitFor(t, "the early files journaled", func() bool { n, _ := f.j.LiveCount(); return n == 3 })
+	testutil.WaitFor(t, "the early files journaled", func() bool { n, _ := f.j.LiveCount(); return n == 3 })
 	// And after the watcher is up, events drive the intake.
 	spoolWrite(t, f.dir, "100", `{"op":"intent","id":"later","labels":{}}`)
-	waitFor(t, "the later file journaled", func() bool { _, err := f.j.GetByKey("later"); return err == nil })
+	testutil.WaitFor(t, "the later file journaled", func() bool { _, err := f.j.Get("later"); return err == nil })
 }

@@ -189,7 +189,7 @@ func Run(ctx context.Context, o Options, stdout io.Writer) error {
 
 // declare asks tether for an intent under run=<label>, with an idempotency
 // key unique to this sandbox of this run, so a retried request is harmless.
-func declare(ctx context.Context, tether *api.Client, label, which string) (spool.Intent, error) {
+func declare(ctx context.Context, tether *api.Client, label, which string) (api.Intent, error) {
 	return tether.CreateIntent(ctx, api.CreateRequest{
 		Labels:  map[string]string{"run": label},
 		OnDrain: spool.DrainDelete,
@@ -198,7 +198,7 @@ func declare(ctx context.Context, tether *api.Client, label, which string) (spoo
 }
 
 type heldSandbox struct {
-	in        spool.Intent
+	in        api.Intent
 	sandboxID string
 }
 
@@ -222,7 +222,7 @@ func cleanup(ctx context.Context, cloud *daytona.Provider, tether *api.Client, h
 
 // create makes the sandbox, retrying what a retry can fix. A retry that
 // answers 409 means an earlier attempt landed although its answer was lost.
-func create(ctx context.Context, cloud *daytona.Provider, in spool.Intent, autoStop int) (provider.Sandbox, error) {
+func create(ctx context.Context, cloud *daytona.Provider, in api.Intent, autoStop int) (provider.Sandbox, error) {
 	var err error
 	for attempt := 1; attempt <= createAttempts; attempt++ {
 		var sb provider.Sandbox

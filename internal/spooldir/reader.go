@@ -1,4 +1,10 @@
-package spool
+// Package spooldir is the spool-directory protocol: runners that cannot speak
+// HTTP to the socket (or write while tether is down) drop one JSON op per
+// file into a directory. Write is the writer's side (tether intent without a
+// socket uses it); Reader is tether's side, which journals each file through
+// the journal's exported Change API and then removes it; FileOp and Decode
+// are the one codec both use.
+package spooldir
 
 import (
 	"context"
@@ -14,7 +20,9 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
-	bolt "go.etcd.io/bbolt"
+
+	"github.com/tether-run/tether/internal/intake"
+	"github.com/tether-run/tether/spool"
 )
 
 // DefaultRescanInterval is how often the intake lists the spool directory
@@ -44,30 +52,20 @@ const RejectedDir = "rejected"
 // group-committed transactions, and memory stays bounded in a burst.
 const intakeChunk = 512
 
-// Intake takes spool files: runners that cannot speak HTTP (or write while
-// tether is down) drop one JSON op per file into Dir, written as .NAME.tmp
-// and renamed to NAME.json, so a file is complete once it has its name.
-// Files are taken in lexical order, journaled, and only then removed;
-// every op is idempotent, so a file taken twice after a crash does no harm.
-type Intake struct {
-	Dir     string
-	Journal *Journal
-	// Labels are the scope labels; a file's labels are merged over them.
-	Labels map[string]string
-	// Provider and Account are journaled with each intent.
-	Provider, Account string
-	// Delete resolves one intent now (op "delete"). Nil: the op is logged
-	// and the intent left for the drain.
-	Delete func(ctx context.Context, id string) (Intent, error)
-	// Observed is called in its own goroutine after a sandbox id was newly
-	// journaled. May be nil.
-	Observed func(Intent)
-	Logger   *slog.Logger
+// Reader takes spool files: runners drop one JSON op per file into Dir,
+// written as .NAME.tmp and renamed to NAME.json, so a file is complete once
+// it has its name. Files are taken in lexical order, journaled, and only
+// then removed; every op is idempotent, so a file taken twice after a crash
+// does no harm.
+type Reader struct {
+	*intake.Intake
+	Dir string
 	// RescanInterval defaults to DefaultRescanInterval.
 	RescanInterval time.Duration
 	// WatchDelay defaults to DefaultWatchDelay; negative starts the watcher at once.
 	WatchDelay time.Duration
 
+	log     *slog.Logger
 	deletes sync.WaitGroup
 }
 
@@ -76,10 +74,8 @@ type Intake struct {
 // what the child wrote before it exited reaches the journal before the drain.
 // It returns nil when ctx ends, an error if the directory cannot be used or
 // the journal closes underneath it.
-func (in *Intake) Run(ctx context.Context) error {
-	if in.Logger == nil {
-		in.Logger = slog.New(slog.DiscardHandler)
-	}
+func (in *Reader) Run(ctx context.Context) error {
+	in.log = in.Log()
 	if in.RescanInterval <= 0 {
 		in.RescanInterval = DefaultRescanInterval
 	}
@@ -145,9 +141,9 @@ func (in *Intake) Run(ctx context.Context) error {
 				continue
 			}
 			if errors.Is(err, fsnotify.ErrEventOverflow) {
-				in.Logger.Warn("spool: watcher overflowed, rescanning", "dir", in.Dir)
+				in.log.Warn("spool: watcher overflowed, rescanning", "dir", in.Dir)
 			} else {
-				in.Logger.Warn("spool: watcher error, rescanning", "dir", in.Dir, "err", err)
+				in.log.Warn("spool: watcher error, rescanning", "dir", in.Dir, "err", err)
 			}
 		case <-tick.C:
 		}
@@ -162,26 +158,26 @@ func (in *Intake) Run(ctx context.Context) error {
 
 // watch starts the inotify watcher on Dir; nil (polling every
 // RescanInterval) when inotify is unavailable.
-func (in *Intake) watch() *fsnotify.Watcher {
+func (in *Reader) watch() *fsnotify.Watcher {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
-		in.Logger.Warn("spool: no watcher, falling back to polling", "dir", in.Dir, "every", in.RescanInterval, "err", err)
+		in.log.Warn("spool: no watcher, falling back to polling", "dir", in.Dir, "every", in.RescanInterval, "err", err)
 		return nil
 	}
 	if err := w.Add(in.Dir); err != nil {
 		w.Close()
-		in.Logger.Warn("spool: cannot watch, falling back to polling", "dir", in.Dir, "every", in.RescanInterval, "err", err)
+		in.log.Warn("spool: cannot watch, falling back to polling", "dir", in.Dir, "every", in.RescanInterval, "err", err)
 		return nil
 	}
 	return w
 }
 
 // finalScan takes the files present when the intake is stopped.
-func (in *Intake) finalScan() error {
+func (in *Reader) finalScan() error {
 	ctx, cancel := context.WithTimeout(context.Background(), FinalScanTimeout)
 	defer cancel()
 	if err := in.scan(ctx); err != nil {
-		in.Logger.Warn("spool: last scan before the drain failed; the files stay for the next start", "dir", in.Dir, "err", err)
+		in.log.Warn("spool: last scan before the drain failed; the files stay for the next start", "dir", in.Dir, "err", err)
 	}
 	return nil
 }
@@ -201,7 +197,7 @@ func isSpoolName(name string) bool {
 // second listing has them all. So a round takes, from the second listing,
 // the files that sort no later than the last name of the first; the rest
 // wait for the next round.
-func (in *Intake) scan(ctx context.Context) error {
+func (in *Reader) scan(ctx context.Context) error {
 	for ctx.Err() == nil {
 		first, err := in.list()
 		if err != nil || len(first) == 0 {
@@ -239,10 +235,10 @@ func (in *Intake) scan(ctx context.Context) error {
 }
 
 // list returns the names of the spool files in Dir, sorted.
-func (in *Intake) list() ([]string, error) {
+func (in *Reader) list() ([]string, error) {
 	entries, err := os.ReadDir(in.Dir) // sorted by name
 	if err != nil {
-		in.Logger.Warn("spool: cannot list", "dir", in.Dir, "err", err)
+		in.log.Warn("spool: cannot list", "dir", in.Dir, "err", err)
 		return nil, err
 	}
 	names := make([]string, 0, len(entries))
@@ -256,20 +252,18 @@ func (in *Intake) list() ([]string, error) {
 
 // pending is one spool file on its way through the journal.
 type pending struct {
-	name     string
-	op       FileOp
-	err      error // refused: the file is rejected with this reason
-	commit   *op
-	result   Intent
-	created  bool
-	recorded bool
+	name   string
+	op     FileOp
+	err    error // refused: the file is rejected with this reason
+	change *spool.Change
+	result spool.Intent
 }
 
-// take journals a chunk of files in order: every op is queued before any
-// is awaited, so the chunk shares transactions, and in queue order, so a
+// take journals a chunk of files in order: every change is queued before
+// any is awaited, so the chunk shares transactions, and in queue order, so a
 // file may refer to an intent declared by a file before it.
 // It returns how many files it removed or rejected.
-func (in *Intake) take(ctx context.Context, names []string) (handled int, err error) {
+func (in *Reader) take(ctx context.Context, names []string) (handled int, err error) {
 	items := make([]*pending, 0, len(names))
 	for _, name := range names {
 		p := &pending{name: name}
@@ -278,26 +272,30 @@ func (in *Intake) take(ctx context.Context, names []string) (handled int, err er
 			continue // taken by an earlier scan meanwhile
 		}
 		if err == nil {
-			p.op, err = DecodeSpoolFile(data)
+			p.op, err = Decode(data)
+		}
+		if err == nil {
+			p.change, err = in.prepare(p.op)
 		}
 		if err != nil {
 			p.err = err
-		} else if fn, err := in.fn(p); err != nil {
-			p.err = err
-		} else if p.commit, err = in.Journal.submit(fn); err != nil {
+		} else if err := in.Journal.Submit(p.change); err != nil {
 			return handled, fmt.Errorf("spool %s: %w", in.Dir, err)
 		}
 		items = append(items, p)
 	}
 	for _, p := range items {
-		if p.commit != nil {
-			err := <-p.commit.done
+		if p.change != nil {
+			result, err := p.change.Wait(context.Background())
 			if err != nil && !refused(err) {
 				// The journal failed, not the file: leave it for the next scan.
-				in.Logger.Error("spool: journal failed, file left for a retry", "file", p.name, "err", err)
+				in.log.Error("spool: journal failed, file left for a retry", "file", p.name, "err", err)
 				continue
 			}
-			p.err = err
+			if errors.Is(err, spool.ErrNotFound) {
+				err = fmt.Errorf("id %q: no intent declared with this id: %w", p.op.ID, err)
+			}
+			p.result, p.err = result, err
 		}
 		handled++
 		if p.err != nil {
@@ -312,7 +310,7 @@ func (in *Intake) take(ctx context.Context, names []string) (handled int, err er
 // refused reports whether a journal error is about the op itself (the file
 // is rejected) rather than the journal (the file is kept for a retry).
 func refused(err error) bool {
-	for _, e := range []error{ErrInvalid, ErrNotFound, ErrIllegalTransition, ErrObservedOther, ErrIDTaken} {
+	for _, e := range []error{spool.ErrInvalid, spool.ErrNotFound, spool.ErrIllegalTransition, spool.ErrObservedOther, spool.ErrIDTaken} {
 		if errors.Is(err, e) {
 			return true
 		}
@@ -320,97 +318,57 @@ func refused(err error) bool {
 	return false
 }
 
-// fn builds the journal work for one decoded file.
-func (in *Intake) fn(p *pending) (func(tx *bolt.Tx) error, error) {
-	f := p.op
-	if f.Op == OpIntent {
-		labels := make(map[string]string, len(in.Labels)+len(f.Labels))
-		for k, v := range in.Labels {
-			labels[k] = v
-		}
-		for k, v := range f.Labels {
-			labels[k] = v
-		}
-		n := NewIntent{Key: f.ID, Labels: labels, OnDrain: f.OnDrain, Provider: in.Provider, Account: in.Account}
-		if isULID(f.ID) {
-			// The runner chose the intent id, so it knew the sandbox name
-			// (tether-<id>) before tether took the file.
-			n.ID = f.ID
-		}
-		if n.OnDrain == "" {
-			n.OnDrain = DrainDelete
-		}
-		if err := n.validate(); err != nil {
-			return nil, err
-		}
-		return in.Journal.createFn(n, &p.result, &p.created)
-	}
-	var change func(*Intent) (bool, error)
+// prepare builds the journal change of one decoded file.
+func (in *Reader) prepare(f FileOp) (*spool.Change, error) {
 	switch f.Op {
+	case OpIntent:
+		// The writer chose the intent id, so it knew the sandbox name
+		// (spool.NamePrefix + id) before tether took the file.
+		return in.Journal.PrepareCreate(in.NewIntent(f.Labels, f.OnDrain, "", f.ID))
 	case OpObserve:
-		change = observeChange(f.SandboxID, &p.recorded)
+		return in.Journal.PrepareObserve(f.ID, f.SandboxID)
 	case OpRelease:
-		outcome := f.Outcome
-		if outcome == "" {
-			outcome = OutcomeDeleted
-		}
-		change = releaseChange(outcome)
-	default: // delete: resolve the id now, delete after the commit
-		change = func(*Intent) (bool, error) { return false, nil }
-	}
-	return updateFn(resolveClientID(f.ID), change, &p.result), nil
-}
-
-// resolveClientID finds the intent a spool file names: by the client id
-// its "intent" file used as idempotency key, or by the intent's own id.
-func resolveClientID(clientID string) func(tx *bolt.Tx) (string, error) {
-	return func(tx *bolt.Tx) (string, error) {
-		if id := tx.Bucket(bucketKeys).Get([]byte(clientID)); id != nil {
-			return string(id), nil
-		}
-		if isULID(clientID) && tx.Bucket(bucketIntents).Get([]byte(clientID)) != nil {
-			return clientID, nil
-		}
-		return "", fmt.Errorf("id %q: no intent declared with this id: %w", clientID, ErrNotFound)
+		return in.Journal.PrepareRelease(f.ID, f.Outcome)
+	default: // delete: find the intent in commit order, delete after the commit
+		return in.Journal.PrepareGet(f.ID)
 	}
 }
 
 // done removes a journaled file and starts what follows from its op.
-func (in *Intake) done(ctx context.Context, p *pending) {
+func (in *Reader) done(ctx context.Context, p *pending) {
 	if err := os.Remove(filepath.Join(in.Dir, p.name)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		in.Logger.Warn("spool: cannot remove a taken file (it will be taken again, harmlessly)", "file", p.name, "err", err)
+		in.log.Warn("spool: cannot remove a taken file (it will be taken again, harmlessly)", "file", p.name, "err", err)
 	}
-	in.Logger.Debug("spool: took file", "file", p.name, "op", p.op.Op, "intent", p.result.ID)
-	switch {
-	case p.recorded && in.Observed != nil:
-		go in.Observed(p.result)
-	case p.op.Op == OpDelete && p.result.Live():
-		if in.Delete == nil {
-			in.Logger.Warn("spool: delete requested but no provider is configured; the drain will handle it", "intent", p.result.ID)
-			return
+	in.log.Debug("spool: took file", "file", p.name, "op", p.op.Op, "intent", p.result.ID)
+	in.Committed(p.change, p.result)
+	if p.op.Op != OpDelete || !p.result.Live() {
+		return
+	}
+	if in.Delete == nil {
+		in.log.Warn("spool: delete requested but no provider is configured; the drain will handle it", "intent", p.result.ID)
+		return
+	}
+	id := p.result.ID
+	in.deletes.Add(1)
+	go func() {
+		defer in.deletes.Done()
+		out, err := in.Delete(ctx, id)
+		if err != nil || out.Live() {
+			in.log.Warn("spool: delete not confirmed; the intent stays live for the drain", "intent", id, "err", err)
 		}
-		id := p.result.ID
-		in.deletes.Add(1)
-		go func() {
-			defer in.deletes.Done()
-			out, err := in.Delete(ctx, id)
-			if err != nil || out.Live() {
-				in.Logger.Warn("spool: delete not confirmed; the intent stays live for the drain", "intent", id, "err", err)
-			}
-		}()
-	}
+	}()
 }
 
 // reject moves a file to rejected/ beside a NAME.err that says why.
-func (in *Intake) reject(name string, reason error) {
+func (in *Reader) reject(name string, reason error) {
 	dir := filepath.Join(in.Dir, RejectedDir)
 	base := strings.TrimSuffix(name, ".json")
-	in.Logger.Warn("spool: rejected file", "file", name, "reason", reason)
+	in.log.Warn("spool: rejected file", "file", name, "reason", reason)
 	if err := os.WriteFile(filepath.Join(dir, base+".err"), []byte(reason.Error()+"\n"), 0o600); err != nil {
-		in.Logger.Error("spool: cannot write the reason of a rejected file", "file", name, "err", err)
+		in.log.Error("spool: cannot write the reason of a rejected file", "file", name, "err", err)
 	}
 	if err := os.Rename(filepath.Join(in.Dir, name), filepath.Join(dir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		in.Logger.Error("spool: cannot move a rejected file; removing it", "file", name, "err", err)
+		in.log.Error("spool: cannot move a rejected file; removing it", "file", name, "err", err)
 		os.Remove(filepath.Join(in.Dir, name))
 	}
 }

@@ -1,15 +1,17 @@
-package spool
+package spooldir
 
 import (
 	"encoding/json"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/tether-run/tether/spool"
 )
 
-// FuzzDecodeSpoolFile: no file makes the decoder panic, and whatever it
+// FuzzDecode: no file makes the decoder panic, and whatever it
 // accepts is a valid op that survives a round trip unchanged.
-func FuzzDecodeSpoolFile(f *testing.F) {
+func FuzzDecode(f *testing.F) {
 	for _, seed := range []string{
 		`{"op":"intent","id":"run-1","labels":{"team":"a"},"on_drain":"delete"}`,
 		`{"op":"observe","id":"run-1","sandbox_id":"sb"}`,
@@ -23,24 +25,24 @@ func FuzzDecodeSpoolFile(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		op, err := DecodeSpoolFile(data)
+		op, err := Decode(data)
 		if err != nil {
 			return
 		}
-		if ValidateClientID(op.ID) != nil {
+		if spool.ValidateIntentID(op.ID) != nil {
 			t.Fatalf("accepted a bad id %q", op.ID)
 		}
 		switch op.Op {
 		case OpIntent:
-			if ValidateLabels(op.Labels) != nil || ValidateOnDrain(op.OnDrain) != nil || op.SandboxID != "" || op.Outcome != "" {
+			if spool.ValidateLabels(op.Labels) != nil || spool.ValidateOnDrain(op.OnDrain) != nil || op.SandboxID != "" || op.Outcome != "" {
 				t.Fatalf("accepted a bad intent op %+v", op)
 			}
 		case OpObserve:
-			if ValidateSandboxID(op.SandboxID) != nil || op.Labels != nil {
+			if spool.ValidateSandboxID(op.SandboxID) != nil || op.Labels != nil {
 				t.Fatalf("accepted a bad observe op %+v", op)
 			}
 		case OpRelease:
-			if ValidateOutcome(op.Outcome) != nil || op.SandboxID != "" {
+			if spool.ValidateOutcome(op.Outcome) != nil || op.SandboxID != "" {
 				t.Fatalf("accepted a bad release op %+v", op)
 			}
 		case OpDelete:
@@ -51,7 +53,7 @@ func FuzzDecodeSpoolFile(f *testing.F) {
 			t.Fatalf("accepted op %q", op.Op)
 		}
 		again, _ := json.Marshal(op)
-		op2, err := DecodeSpoolFile(again)
+		op2, err := Decode(again)
 		if len(op.Labels) == 0 {
 			op.Labels = nil
 		}

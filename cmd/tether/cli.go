@@ -1,0 +1,70 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+)
+
+// stdout is where help goes (asked for, so it is output, exit 0); usage
+// errors go to stderr through ExitError. A variable so tests can capture it.
+var stdout io.Writer = os.Stdout
+
+// newFlags is a subcommand's flag set. usage is printed, with the flags
+// after it, on -h/--help.
+func newFlags(name, usage string) *flag.FlagSet {
+	fs := flag.NewFlagSet("tether "+name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // errors are returned, in one style, by parseFlags
+	fs.Usage = func() {
+		fs.SetOutput(stdout)
+		fmt.Fprint(stdout, usage)
+		if hasFlags(fs) {
+			fmt.Fprint(stdout, "\nFlags:\n")
+			fs.PrintDefaults()
+		}
+		fs.SetOutput(io.Discard)
+	}
+	return fs
+}
+
+func hasFlags(fs *flag.FlagSet) bool {
+	n := 0
+	fs.VisitAll(func(*flag.Flag) { n++ })
+	return n > 0
+}
+
+// errHelpShown: -h was asked for and the usage printed; the command exits 0.
+var errHelpShown = errors.New("help shown")
+
+// parseFlags parses args with fs. On -h it prints the usage to stdout and
+// returns errHelpShown; a bad flag is a usage error. maxArgs bounds the
+// arguments left after the flags (-1: any number).
+func parseFlags(fs *flag.FlagSet, args []string, maxArgs int) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.Usage()
+			return errHelpShown
+		}
+		return usageError(fs, err)
+	}
+	if maxArgs >= 0 && fs.NArg() > maxArgs {
+		return usageError(fs, fmt.Errorf("unexpected argument %q", fs.Arg(maxArgs)))
+	}
+	return nil
+}
+
+// usageError is every usage error of subcommand fs: exit 125, one line on
+// stderr naming the command and where its help is.
+func usageError(fs *flag.FlagSet, err error) error {
+	return &ExitError{Code: ExitCodeUsage, Err: fmt.Errorf("%s: %w (see %s -h)", fs.Name()[len("tether "):], err, fs.Name())}
+}
+
+// helped turns errHelpShown into a clean exit.
+func helped(err error) error {
+	if errors.Is(err, errHelpShown) {
+		return nil
+	}
+	return err
+}

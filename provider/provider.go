@@ -79,18 +79,77 @@ var (
 	ErrUnauthorized = errors.New("unauthorized")
 	// ErrUnavailable: a transient server or network failure (5xx, reset, timeout). Retryable.
 	ErrUnavailable = errors.New("provider unavailable")
+	// ErrPermission: the credentials work but lack a permission the call
+	// needs. A configuration error; it also matches ErrUnauthorized. See
+	// PermissionError.
+	ErrPermission = errors.New("missing permission")
+	// ErrNotStoppable: a stop was refused because the sandbox is already
+	// stopped (or archived): for a stop, that is done.
+	ErrNotStoppable = errors.New("sandbox is not in a stoppable state")
+	// ErrErrored: the sandbox is in an errored state; it cannot be stopped
+	// (it can be deleted). Not retryable.
+	ErrErrored = errors.New("sandbox is in an errored state")
+	// ErrRefused: the server refused the request as it stands (HTTP 400,
+	// e.g. a delete while forks of the sandbox live). Not retryable: asking
+	// again gets the same answer until something else changes.
+	ErrRefused = errors.New("request refused")
 )
+
+// PermissionError says which permission the credentials lack for which
+// call. It matches ErrPermission and ErrUnauthorized with errors.Is.
+type PermissionError struct {
+	Op         string // "delete", "stop", ...
+	Permission string // the provider's name for it, e.g. "delete:sandboxes"; empty if unknown
+	Message    string // the server's own words
+}
+
+func (e *PermissionError) Error() string {
+	if e.Permission == "" {
+		return fmt.Sprintf("configuration error: the credentials may not %s sandboxes (%s)", e.Op, e.Message)
+	}
+	return fmt.Sprintf("configuration error: the credentials lack the %q permission, needed to %s sandboxes (%s)", e.Permission, e.Op, e.Message)
+}
+
+func (e *PermissionError) Is(target error) bool {
+	return target == ErrPermission || target == ErrUnauthorized
+}
+
+// Call kinds, for providers that know which rate limit each counts against.
+const (
+	CallRead   = "read"   // Get, GetByName, List
+	CallDelete = "delete" // Delete
+	CallStop   = "stop"   // Stop
+	CallSetter = "setter" // SetAutoStop
+)
+
+// Throttled is implemented by a Provider that learns the server's rate-limit
+// windows from its answers (e.g. X-RateLimit-Remaining: 0 with the time to
+// the window's reset). Callers that send many calls consult it before each
+// call, so they do not send one the server has already said it will refuse.
+type Throttled interface {
+	// ExhaustedUntil is when the quota that calls of this kind (Call*)
+	// count against is known to be available again; the zero time when it
+	// is not known to be exhausted.
+	ExhaustedUntil(kind string) time.Time
+}
 
 // RateLimitError carries the server's Retry-After hint. It matches ErrRateLimited with errors.Is.
 type RateLimitError struct {
 	RetryAfter time.Duration // zero when the server gave none
+	// Limiter names the server's rate limit that refused the call, when it
+	// said (Daytona: the throttler, e.g. "sandbox-lifecycle").
+	Limiter string
 }
 
 func (e *RateLimitError) Error() string {
-	if e.RetryAfter > 0 {
-		return fmt.Sprintf("rate limited (retry after %s)", e.RetryAfter)
+	what := "rate limited"
+	if e.Limiter != "" {
+		what += " by " + e.Limiter
 	}
-	return "rate limited"
+	if e.RetryAfter > 0 {
+		return fmt.Sprintf("%s (retry after %s)", what, e.RetryAfter)
+	}
+	return what
 }
 
 func (e *RateLimitError) Is(target error) bool { return target == ErrRateLimited }

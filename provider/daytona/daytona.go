@@ -23,6 +23,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	apiclient "github.com/daytonaio/daytona/libs/api-client-go"
@@ -43,6 +44,21 @@ const (
 	// maxListPages bounds a List so that a server that keeps answering with a
 	// next cursor cannot loop it forever.
 	maxListPages = 1000
+	// DefaultAuthContextRetries is how many times a call answered 403
+	// "Invalid authentication context" is tried again before the 403 is
+	// taken as final: Daytona answers it when its lookup of the organization
+	// fails, a database or cache error included (apps/api/src/organization/
+	// guards/organization-auth-context.guard.ts:80-83, 119-123 at v0.190.0),
+	// so it often passes.
+	DefaultAuthContextRetries = 2
+	// DefaultAuthContextRetryWait is the pause before each such retry.
+	DefaultAuthContextRetryWait = 200 * time.Millisecond
+)
+
+// Daytona's 403 messages (apps/api/src/common/exceptions/).
+const (
+	msgInvalidAuthContext = "Invalid authentication context"
+	msgAccessDenied       = "Access denied"
 )
 
 // Environment variables, the same names the official SDKs read.
@@ -75,6 +91,13 @@ type Config struct {
 	// Logger receives debug lines about failed calls (slog.Default() if nil).
 	// Credentials never appear in them.
 	Logger *slog.Logger
+	// AuthContextRetries bounds the retries of a call answered 403 "Invalid
+	// authentication context" (DefaultAuthContextRetries if zero; negative:
+	// none). 401, and 403 "Access denied", are never retried.
+	AuthContextRetries int
+	// AuthContextRetryWait is the pause before each of those retries
+	// (DefaultAuthContextRetryWait if zero).
+	AuthContextRetryWait time.Duration
 }
 
 // ConfigFromEnv reads the Daytona SDKs' environment variables, with their
@@ -169,9 +192,18 @@ type Provider struct {
 	target  string
 	timeout time.Duration
 	log     *slog.Logger
+
+	authRetries int
+	authWait    time.Duration
+
+	mu        sync.Mutex
+	exhausted map[string]time.Time // by throttler: quota known spent until then
 }
 
-var _ provider.Provider = (*Provider)(nil)
+var (
+	_ provider.Provider  = (*Provider)(nil)
+	_ provider.Throttled = (*Provider)(nil)
+)
 
 // New checks cfg and returns a Provider. It makes no call.
 func New(cfg Config) (*Provider, error) {
@@ -204,7 +236,17 @@ func New(cfg Config) (*Provider, error) {
 	ac.Servers = apiclient.ServerConfigurations{{URL: strings.TrimRight(cfg.APIURL, "/")}}
 	ac.HTTPClient = hc
 	ac.UserAgent = "tether"
-	p := &Provider{target: cfg.Target, timeout: cfg.CallTimeout, log: log}
+	p := &Provider{target: cfg.Target, timeout: cfg.CallTimeout, log: log,
+		authRetries: cfg.AuthContextRetries, authWait: cfg.AuthContextRetryWait, exhausted: map[string]time.Time{}}
+	switch {
+	case p.authRetries == 0:
+		p.authRetries = DefaultAuthContextRetries
+	case p.authRetries < 0:
+		p.authRetries = 0
+	}
+	if p.authWait <= 0 {
+		p.authWait = DefaultAuthContextRetryWait
+	}
 	if cfg.APIKey != "" {
 		p.token = cfg.APIKey
 		p.account = Fingerprint(cfg.APIURL, cfg.APIKey)
@@ -392,18 +434,45 @@ func (p *Provider) Create(ctx context.Context, name string, labels map[string]st
 }
 
 // call runs one API call under its own timeout and turns its failure into
-// an error the reaper can act on, with every credential removed.
+// an error the reaper can act on, with every credential removed. A 403
+// "Invalid authentication context" is tried again, up to
+// AuthContextRetries times.
 func (p *Provider) call(ctx context.Context, op, target string, do func(ctx context.Context) (*http.Response, error)) error {
+	for attempt := 0; ; attempt++ {
+		err, transient := p.callOnce(ctx, op, do)
+		if err == nil {
+			return nil
+		}
+		if transient && attempt < p.authRetries && ctx.Err() == nil {
+			p.log.Debug("daytona call answered 403 "+msgInvalidAuthContext+"; trying again", "op", op, "target", p.redact(target), "attempt", attempt+1)
+			t := time.NewTimer(p.authWait)
+			select {
+			case <-t.C:
+				continue
+			case <-ctx.Done():
+				t.Stop()
+			}
+		}
+		if transient {
+			err = fmt.Errorf("%w (%d attempts)", err, attempt+1)
+		}
+		err = fmt.Errorf("daytona %s %s: %w", op, p.redact(target), err)
+		p.log.Debug("daytona call failed", "op", op, "target", p.redact(target), "err", err.Error())
+		return err
+	}
+}
+
+// callOnce makes one attempt; transient reports a 403 "Invalid
+// authentication context".
+func (p *Provider) callOnce(ctx context.Context, op string, do func(ctx context.Context) (*http.Response, error)) (err error, transient bool) {
 	cctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
 	resp, err := do(context.WithValue(cctx, apiclient.ContextAccessToken, p.token))
+	p.noteQuota(resp, time.Now())
 	if err == nil {
-		return nil
+		return nil, false
 	}
-	err = p.classify(ctx, cctx, resp, err)
-	err = fmt.Errorf("daytona %s %s: %w", op, p.redact(target), err)
-	p.log.Debug("daytona call failed", "op", op, "target", p.redact(target), "status", statusOf(resp), "err", err.Error())
-	return err
+	return p.classify(ctx, cctx, op, resp, err)
 }
 
 func statusOf(resp *http.Response) int {
@@ -413,43 +482,72 @@ func statusOf(resp *http.Response) int {
 	return resp.StatusCode
 }
 
+// permissionFor is the Daytona permission each call needs
+// (apps/api/src/sandbox/controllers/sandbox.controller.ts:244, 416, 550, 958
+// at v0.190.0; reads need none).
+var permissionFor = map[string]string{
+	"delete": "delete:sandboxes", "stop": "write:sandboxes", "autostop": "write:sandboxes", "create": "write:sandboxes",
+}
+
 // classify maps an answer (or its absence) onto the provider's errors.
-func (p *Provider) classify(ctx, cctx context.Context, resp *http.Response, err error) error {
+func (p *Provider) classify(ctx, cctx context.Context, op string, resp *http.Response, err error) (error, bool) {
 	if resp == nil || resp.StatusCode < 300 {
 		// No answer, or a success whose body did not arrive whole.
 		switch {
 		case ctx.Err() != nil:
 			// The caller's own deadline or cancellation: not ours to retry.
-			return fmt.Errorf("no answer: %w", ctx.Err())
+			return fmt.Errorf("no answer: %w", ctx.Err()), false
 		case cctx.Err() != nil:
-			return fmt.Errorf("%w: no answer within %s", provider.ErrUnavailable, p.timeout)
+			return fmt.Errorf("%w: no answer within %s", provider.ErrUnavailable, p.timeout), false
 		case resp == nil:
-			return &redactedError{msg: "no answer: " + p.redact(err.Error()), kind: provider.ErrUnavailable}
+			return &redactedError{msg: "no answer: " + p.redact(err.Error()), kind: provider.ErrUnavailable}, false
 		}
-		return &redactedError{msg: fmt.Sprintf("HTTP %d with an unreadable body: %s", resp.StatusCode, p.redact(err.Error())), kind: provider.ErrUnavailable}
+		return &redactedError{msg: fmt.Sprintf("HTTP %d with an unreadable body: %s", resp.StatusCode, p.redact(err.Error())), kind: provider.ErrUnavailable}, false
 	}
-	msg := p.serverMessage(resp)
+	text := p.serverText(resp)
+	msg := withStatus(resp.StatusCode, text)
 	code := resp.StatusCode
 	switch {
 	case code == http.StatusNotFound:
-		return &redactedError{msg: msg, kind: provider.ErrNotFound}
+		return &redactedError{msg: msg, kind: provider.ErrNotFound}, false
 	case code == http.StatusConflict:
-		return &redactedError{msg: msg, kind: provider.ErrConflict}
+		return &redactedError{msg: msg, kind: provider.ErrConflict}, false
 	case code == http.StatusTooManyRequests:
-		return fmt.Errorf("%w: %s", &provider.RateLimitError{RetryAfter: retryAfter(resp.Header.Get("Retry-After"), time.Now())}, msg)
+		return fmt.Errorf("%w: %s", rateLimit(resp.Header, time.Now()), msg), false
+	case code == http.StatusForbidden && text == msgInvalidAuthContext:
+		return &redactedError{msg: msg, kind: provider.ErrUnauthorized}, true
+	case code == http.StatusForbidden && text == msgAccessDenied:
+		return &provider.PermissionError{Op: op, Permission: permissionFor[op], Message: msg}, false
 	case code == http.StatusUnauthorized || code == http.StatusForbidden:
-		return &redactedError{msg: msg, kind: provider.ErrUnauthorized}
+		return &redactedError{msg: msg, kind: provider.ErrUnauthorized}, false
 	case code >= 500 || code == http.StatusRequestTimeout:
-		return &redactedError{msg: msg, kind: provider.ErrUnavailable}
+		return &redactedError{msg: msg, kind: provider.ErrUnavailable}, false
+	case code == http.StatusBadRequest:
+		// apps/api/src/sandbox/services/sandbox.service.ts:163-167, 2160-2162.
+		lower := strings.ToLower(text)
+		switch {
+		case strings.Contains(lower, "not in a stoppable state"):
+			return &redactedError{msg: msg, kind: provider.ErrNotStoppable}, false
+		case strings.Contains(lower, "in an errored state"):
+			return &redactedError{msg: msg, kind: provider.ErrErrored}, false
+		}
+		return &redactedError{msg: msg, kind: provider.ErrRefused}, false
 	}
-	return &redactedError{msg: msg}
+	return &redactedError{msg: msg}, false
 }
 
-// serverMessage is the status and the server's message, redacted and bounded.
-func (p *Provider) serverMessage(resp *http.Response) string {
-	status := "HTTP " + strconv.Itoa(resp.StatusCode)
-	if resp.Body == nil {
+func withStatus(code int, text string) string {
+	status := "HTTP " + strconv.Itoa(code)
+	if text == "" {
 		return status
+	}
+	return status + ": " + text
+}
+
+// serverText is the server's message, redacted and bounded.
+func (p *Provider) serverText(resp *http.Response) string {
+	if resp.Body == nil {
+		return ""
 	}
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	var e struct {
@@ -468,10 +566,7 @@ func (p *Provider) serverMessage(resp *http.Response) string {
 	if len(text) > maxErrorMessage {
 		text = text[:maxErrorMessage] + "…"
 	}
-	if text == "" {
-		return status
-	}
-	return status + ": " + text
+	return text
 }
 
 // redact removes every credential (and its URL-escaped forms) from s.
@@ -505,6 +600,104 @@ func (e *redactedError) Error() string {
 }
 
 func (e *redactedError) Unwrap() error { return e.kind }
+
+// Daytona's rate-limit headers. A throttler's 429 carries
+// Retry-After-<throttler> in seconds; allowed answers carry
+// X-RateLimit-{Limit,Remaining,Reset}-<throttler>; only the failed-auth
+// throttler sends a plain Retry-After (@nestjs/throttler's guard, v6
+// handleRequest; apps/api/src/common/utils/rate-limit-headers.util.ts:24-33
+// at v0.190.0).
+const (
+	hdrRetryAfter = "retry-after"
+	hdrRemaining  = "x-ratelimit-remaining-"
+	hdrReset      = "x-ratelimit-reset-"
+)
+
+// rateLimit reads a 429's headers: the longest Retry-After-<throttler> (or
+// a plain Retry-After), else the reset of a throttler whose remaining is 0.
+func rateLimit(h http.Header, now time.Time) *provider.RateLimitError {
+	rl := &provider.RateLimitError{}
+	var plain time.Duration
+	for k, vs := range h {
+		k = strings.ToLower(k)
+		if len(vs) == 0 {
+			continue
+		}
+		if k == hdrRetryAfter {
+			plain = retryAfter(vs[0], now)
+		} else if name, ok := strings.CutPrefix(k, hdrRetryAfter+"-"); ok {
+			if d := retryAfter(vs[0], now); d > rl.RetryAfter {
+				rl.RetryAfter, rl.Limiter = d, name
+			}
+		}
+	}
+	if rl.RetryAfter > 0 {
+		rl.RetryAfter = max(rl.RetryAfter, plain)
+		return rl
+	}
+	if plain > 0 {
+		rl.RetryAfter = plain
+		if h.Get("X-RateLimit-Remaining-failed-auth") != "" {
+			rl.Limiter = "failed-auth"
+		}
+		return rl
+	}
+	for k, vs := range h {
+		k = strings.ToLower(k)
+		if name, ok := strings.CutPrefix(k, hdrRemaining); ok && len(vs) > 0 && strings.TrimSpace(vs[0]) == "0" {
+			if d := retryAfter(h.Get(hdrReset+name), now); d > rl.RetryAfter {
+				rl.RetryAfter, rl.Limiter = d, name
+			}
+		}
+	}
+	return rl
+}
+
+// noteQuota remembers, per throttler, until when an answer said its quota
+// is spent (X-RateLimit-Remaining-<throttler>: 0, reset in
+// X-RateLimit-Reset-<throttler> seconds); an answer with some remaining
+// clears it.
+func (p *Provider) noteQuota(resp *http.Response, now time.Time) {
+	if resp == nil {
+		return
+	}
+	for k, vs := range resp.Header {
+		name, ok := strings.CutPrefix(strings.ToLower(k), hdrRemaining)
+		if !ok || len(vs) == 0 {
+			continue
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(vs[0]))
+		if err != nil {
+			continue
+		}
+		p.mu.Lock()
+		if n > 0 {
+			delete(p.exhausted, name)
+		} else if d := retryAfter(resp.Header.Get(hdrReset+name), now); d > 0 {
+			p.exhausted[name] = now.Add(d)
+		}
+		p.mu.Unlock()
+	}
+}
+
+// throttlerOf is the Daytona throttler a kind of call counts against
+// (apps/api/src/sandbox/controllers/sandbox.controller.ts:399-400, 527-528
+// at v0.190.0: delete and stop skip `authenticated` for `sandbox-lifecycle`).
+func throttlerOf(kind string) string {
+	switch kind {
+	case provider.CallDelete, provider.CallStop:
+		return "sandbox-lifecycle"
+	}
+	return "authenticated"
+}
+
+// ExhaustedUntil is when the quota of this kind of call is known to be
+// available again: the reset an answer announced with a remaining of 0.
+func (p *Provider) ExhaustedUntil(kind string) time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.exhausted[throttlerOf(kind)]
+}
 
 // retryAfter reads a Retry-After header: seconds, or an HTTP date.
 func retryAfter(v string, now time.Time) time.Duration {

@@ -315,11 +315,11 @@ func TestErrorMapping(t *testing.T) {
 		{409, provider.ErrConflict, true},
 		{429, provider.ErrRateLimited, true},
 		{401, provider.ErrUnauthorized, false},
-		{403, provider.ErrUnauthorized, false},
+		{403, provider.ErrUnauthorized, false}, // a 403 other than "Invalid authentication context": final at once
 		{500, provider.ErrUnavailable, true},
 		{502, provider.ErrUnavailable, true},
 		{503, provider.ErrUnavailable, true},
-		{400, nil, false},
+		{400, provider.ErrRefused, false},
 	}
 	s := newSim(t)
 	p := newProvider(t, s)
@@ -338,7 +338,11 @@ func TestErrorMapping(t *testing.T) {
 	for _, tt := range tests {
 		for route, call := range calls {
 			t.Run(fmt.Sprintf("%d/%s", tt.status, route), func(t *testing.T) {
-				s.FailNext(route, tt.status, 1)
+				msg := ""
+				if tt.status == 403 {
+					msg = "Forbidden resource"
+				}
+				s.Inject(route, 1, daytonatest.Scripted{Status: tt.status, Message: msg})
 				err := call()
 				if err == nil {
 					t.Fatal("no error")
@@ -346,7 +350,7 @@ func TestErrorMapping(t *testing.T) {
 				if tt.want != nil && !errors.Is(err, tt.want) {
 					t.Fatalf("err = %v, want %v", err, tt.want)
 				}
-				for _, other := range []error{provider.ErrNotFound, provider.ErrConflict, provider.ErrRateLimited, provider.ErrUnauthorized, provider.ErrUnavailable} {
+				for _, other := range []error{provider.ErrNotFound, provider.ErrConflict, provider.ErrRateLimited, provider.ErrUnauthorized, provider.ErrUnavailable, provider.ErrRefused, provider.ErrPermission} {
 					if other != tt.want && errors.Is(err, other) {
 						t.Errorf("err = %v also matches %v", err, other)
 					}
@@ -371,6 +375,7 @@ func TestRetryAfter(t *testing.T) {
 		min, max time.Duration
 	}{
 		{daytonatest.Faults{RetryAfter: 3 * time.Second}, 3 * time.Second, 3 * time.Second},
+		{daytonatest.Faults{RetryAfter: 2 * time.Second, PlainRetryAfter: true}, 2 * time.Second, 2 * time.Second},
 		// As an HTTP date, the hint is relative to now, with one-second precision.
 		{daytonatest.Faults{RetryAfter: 30 * time.Second, RetryAfterDate: true}, 25 * time.Second, 31 * time.Second},
 		{daytonatest.Faults{}, daytonatest.DefaultRetryAfter, daytonatest.DefaultRetryAfter},
@@ -596,6 +601,114 @@ func BenchmarkList1000(b *testing.B) {
 		got, err := p.List(context.Background(), map[string]string{"scope": "1"})
 		if err != nil || len(got) != 500 {
 			b.Fatal(len(got), err)
+		}
+	}
+}
+
+// Daytona's 429s name their throttler: Retry-After-<throttler>, not a
+// plain Retry-After; the quota left shows in X-RateLimit-*-<throttler>.
+func TestRateLimitHeaders(t *testing.T) {
+	s := newSim(t, daytonatest.WithRateLimit(daytonatest.ThrottlerSandboxLifecycle, 1, time.Minute))
+	p := newProvider(t, s)
+	ctx := context.Background()
+	a, err := p.Create(ctx, "tether-rl-a", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := p.Create(ctx, "tether-rl-b", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.ExhaustedUntil(provider.CallDelete).IsZero() {
+		t.Fatal("quota known spent before any lifecycle call")
+	}
+	if err := p.Delete(ctx, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	// That delete spent the quota of 1: the answer said remaining 0, reset 60 s.
+	until := p.ExhaustedUntil(provider.CallDelete)
+	if d := time.Until(until); d < 55*time.Second || d > 61*time.Second {
+		t.Fatalf("lifecycle quota spent until %s from now, want about 60 s", d)
+	}
+	if !p.ExhaustedUntil(provider.CallRead).IsZero() {
+		t.Fatal("reads count against another throttler")
+	}
+	err = p.Stop(ctx, b.ID)
+	var rl *provider.RateLimitError
+	if !errors.As(err, &rl) || rl.Limiter != "sandbox-lifecycle" || rl.RetryAfter != time.Minute {
+		t.Fatalf("stop inside the window: %v (%+v), want rate limited by sandbox-lifecycle, 60 s", err, rl)
+	}
+	if !strings.Contains(err.Error(), "sandbox-lifecycle") {
+		t.Errorf("error %q does not name the throttler", err)
+	}
+}
+
+// 403 "Invalid authentication context" is retried a bounded number of
+// times; 401 and 403 "Access denied" are final, the latter naming the
+// permission the key lacks.
+func TestForbidden(t *testing.T) {
+	s := newSim(t)
+	p := newProvider(t, s, func(c *daytona.Config) { c.AuthContextRetryWait = time.Millisecond })
+	ctx := context.Background()
+	sb, err := p.Create(ctx, "tether-403", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Inject(daytonatest.RouteGet, daytona.DefaultAuthContextRetries, daytonatest.Scripted{Status: 403})
+	before := s.Calls()[daytonatest.RouteGet]
+	if _, err := p.Get(ctx, sb.ID); err != nil {
+		t.Fatalf("a transient 403 %d times: %v", daytona.DefaultAuthContextRetries, err)
+	}
+	if n := s.Calls()[daytonatest.RouteGet] - before; n != daytona.DefaultAuthContextRetries+1 {
+		t.Errorf("%d reads, want %d", n, daytona.DefaultAuthContextRetries+1)
+	}
+	s.Inject(daytonatest.RouteGet, daytona.DefaultAuthContextRetries+1, daytonatest.Scripted{Status: 403})
+	before = s.Calls()[daytonatest.RouteGet]
+	_, err = p.Get(ctx, sb.ID)
+	if !errors.Is(err, provider.ErrUnauthorized) || provider.Retryable(err) || !strings.Contains(err.Error(), "Invalid authentication context") {
+		t.Fatalf("a 403 that persists: %v, want final ErrUnauthorized", err)
+	}
+	if n := s.Calls()[daytonatest.RouteGet] - before; n != daytona.DefaultAuthContextRetries+1 {
+		t.Errorf("%d reads for a persisting 403, want %d", n, daytona.DefaultAuthContextRetries+1)
+	}
+
+	s.Inject(daytonatest.RouteGet, 1, daytonatest.Scripted{Status: 401})
+	before = s.Calls()[daytonatest.RouteGet]
+	if _, err := p.Get(ctx, sb.ID); !errors.Is(err, provider.ErrUnauthorized) || s.Calls()[daytonatest.RouteGet]-before != 1 {
+		t.Fatalf("401: %v after %d calls, want final at once", err, s.Calls()[daytonatest.RouteGet]-before)
+	}
+
+	const scoped = "dtn_scoped_key_without_delete"
+	s.AddKeyWithPermissions(scoped, daytonatest.DefaultOrg, daytonatest.PermWriteSandboxes)
+	sp, err := daytona.New(daytona.Config{APIKey: scoped, APIURL: s.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = sp.Delete(ctx, sb.ID)
+	var pe *provider.PermissionError
+	if !errors.As(err, &pe) || pe.Permission != "delete:sandboxes" || !errors.Is(err, provider.ErrUnauthorized) || !errors.Is(err, provider.ErrPermission) {
+		t.Fatalf("delete without the permission: %v, want a PermissionError for delete:sandboxes", err)
+	}
+	if !strings.Contains(err.Error(), "configuration error") || !strings.Contains(err.Error(), `"delete:sandboxes"`) {
+		t.Errorf("error %q does not say it is a configuration error naming the permission", err)
+	}
+	if rec, _ := s.Sandbox(sb.ID); rec.DeleteRequested {
+		t.Fatal("the forbidden delete took effect")
+	}
+}
+
+// Stop answers 400 for a sandbox already stopped or archived, and for an
+// errored one; each has its own error.
+func TestStopRefusals(t *testing.T) {
+	s := newSim(t)
+	p := newProvider(t, s)
+	for state, want := range map[string]error{"stopped": provider.ErrNotStoppable, "archived": provider.ErrNotStoppable, "error": provider.ErrErrored} {
+		sb, err := s.AddSandbox(daytonatest.DefaultOrg, daytonatest.SeedSandbox{State: state})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Stop(context.Background(), sb.ID); !errors.Is(err, want) || provider.Retryable(err) {
+			t.Errorf("stop of %s: %v, want %v", state, err, want)
 		}
 	}
 }

@@ -39,9 +39,17 @@ type Faults struct {
 	// Rate429 of calls in scope answer 429 with a Retry-After header.
 	Rate429 float64
 	// RetryAfter is the hint sent with every 429 (DefaultRetryAfter if zero),
-	// in whole seconds, or as an HTTP date when RetryAfterDate is set.
-	RetryAfter     time.Duration
-	RetryAfterDate bool
+	// in whole seconds, as Retry-After-<throttler of the route> like the real
+	// server's throttler guard (throttler.guard.ts handleRequest, v6), and
+	// X-RateLimit-Remaining-<throttler>: 0 with X-RateLimit-Reset-<throttler>
+	// equal to it. The organization is then inside a throttle window until
+	// RetryAfter has passed (see ThrottleStats.InWindow); the window does not
+	// refuse other requests (a quota does: WithRateLimit). PlainRetryAfter
+	// sends a plain Retry-After instead, as only the failed-auth throttler
+	// does; RetryAfterDate a plain one as an HTTP date.
+	RetryAfter      time.Duration
+	PlainRetryAfter bool
+	RetryAfterDate  bool
 	// RateHang of calls in scope hang until the client gives up.
 	RateHang float64
 	// CreateLost of creates allocate the sandbox and then answer 500, so the
@@ -50,6 +58,26 @@ type Faults struct {
 	// CreateHang of creates allocate the sandbox and then hang until the
 	// client times out.
 	CreateHang float64
+	// CreateFailStart of creates make the sandbox, which then fails to start
+	// (state error), and answer 400 "Sandbox failed to start: <reason>"
+	// although the sandbox exists (sandbox.controller.ts:1547-1551).
+	CreateFailStart float64
+	// Rate404 of calls naming a sandbox that exists answer 404 anyway: the
+	// access guard turns any error, a database or cache hiccup, into 404
+	// (common/guards/resource-access.guard.ts:21-26, sandbox-access.guard.ts:69-70).
+	Rate404 float64
+	// Rate403 of calls answer 403 "Invalid authentication context": the
+	// organization lookup failed (a Redis or database error is taken as "no
+	// organization", organization-auth-context.guard.ts:119-123, 80-83).
+	Rate403 float64
+	// RateModified of setter calls (autostop, autoarchive, autodelete,
+	// labels) answer 409 "Sandbox was modified by another operation": the
+	// conditional update found the row changed (sandbox.repository.ts:113-116).
+	RateModified float64
+	// DestroyLag adds up to this long, drawn per delete from the seed, to the
+	// time the destroy action takes to start (WithDestroyLag): an archived
+	// sandbox shows `archived` that much longer after its delete.
+	DestroyLag time.Duration
 	// Destroying is added to the time a deleted sandbox stays `destroying`
 	// (Daytona issue #3294: deletes that take a long while).
 	Destroying time.Duration
@@ -67,9 +95,20 @@ type Faults struct {
 }
 
 // Scripted is a one-off fault queued with Inject for the next calls of a route.
+// Each status is answered where the real server would produce it: 429 by
+// the throttler, 403 by the organization guard ("Invalid authentication
+// context" unless Message says otherwise), 404 by the sandbox access guard
+// (for a sandbox that exists), 409 by the handler ("Sandbox was modified by
+// another operation"); others before authentication.
 type Scripted struct {
-	// Status to answer (a 429 carries Retry-After). Ignored when Hang is set.
+	// Status to answer (a 429 carries the throttler's headers). Ignored when
+	// Hang or FailStart is set.
 	Status int
+	// Message replaces the status's usual message.
+	Message string
+	// FailStart (create only): the sandbox is made, fails to start, and the
+	// create answers 400 "Sandbox failed to start: ..." although it exists.
+	FailStart bool
 	// Hang until the client gives up (or the server closes) instead of answering.
 	Hang bool
 	// After: do the work first, then fail or hang; the caller loses the answer
@@ -107,10 +146,18 @@ func (s *Server) FailNext(route string, status, n int) {
 
 // decision is what the fault layer does with one call.
 type decision struct {
-	latency time.Duration
-	before  *Scripted // fail (or hang) without doing the work
-	after   *Scripted // do the work, then fail (or hang)
+	latency   time.Duration
+	before    *Scripted // fail (or hang) without doing the work
+	after     *Scripted // do the work, then fail (or hang)
+	failStart bool      // create: the sandbox fails to start
+	lag       float64   // share of Faults.DestroyLag a delete waits
 }
+
+// sandboxRoutes are the routes that name a sandbox, behind the access guard.
+var sandboxRoutes = []string{RouteGet, RouteDelete, RouteStart, RouteStop, RouteAutoStop, RouteAutoArchive, RouteAutoDelete, RouteLabels}
+
+// setterRoutes update a sandbox with a conditional write.
+var setterRoutes = []string{RouteAutoStop, RouteAutoArchive, RouteAutoDelete, RouteLabels}
 
 // decideLocked draws the faults for one call. It draws the same number of
 // random values for every call, so that a seed gives the same sequence.
@@ -119,19 +166,24 @@ func (s *Server) decideLocked(route string) decision {
 	if q := s.scripted[route]; len(q) > 0 {
 		f := q[0]
 		s.scripted[route] = q[1:]
-		if f.After {
+		switch {
+		case f.FailStart:
+			d.failStart = true
+		case f.After:
 			d.after = &f
-		} else {
+		default:
 			d.before = &f
 		}
 	}
 	f := s.faults
 	hang, r429, r5xx, lost, chang := s.rng.Float64(), s.rng.Float64(), s.rng.Float64(), s.rng.Float64(), s.rng.Float64()
+	r404, r403, rmod, rfail := s.rng.Float64(), s.rng.Float64(), s.rng.Float64(), s.rng.Float64()
+	d.lag = s.rng.Float64()
 	inScope := len(f.Routes) == 0 || slices.Contains(f.Routes, route)
 	if inScope {
 		d.latency = f.Latency
 	}
-	if d.before != nil || d.after != nil {
+	if d.before != nil || d.after != nil || d.failStart {
 		return d
 	}
 	switch {
@@ -141,10 +193,18 @@ func (s *Server) decideLocked(route string) decision {
 		d.before = &Scripted{Status: 429}
 	case inScope && r5xx < f.Rate5xx:
 		d.before = &Scripted{Status: 503}
+	case inScope && r403 < f.Rate403:
+		d.before = &Scripted{Status: 403}
+	case inScope && r404 < f.Rate404 && slices.Contains(sandboxRoutes, route):
+		d.before = &Scripted{Status: 404}
+	case inScope && rmod < f.RateModified && slices.Contains(setterRoutes, route):
+		d.before = &Scripted{Status: 409}
 	case route == RouteCreate && lost < f.CreateLost:
 		d.after = &Scripted{Status: 500, After: true}
 	case route == RouteCreate && chang < f.CreateHang:
 		d.after = &Scripted{Hang: true, After: true}
+	case route == RouteCreate && rfail < f.CreateFailStart:
+		d.failStart = true
 	}
 	return d
 }
@@ -156,10 +216,16 @@ func (s *Server) decideLocked(route string) decision {
 //	latency=50ms      added to every call
 //	5xx=0.05          share of calls answered 503
 //	429=0.1           share of calls answered 429
-//	retry-after=2s    Retry-After sent with a 429 (retry-after-date=true: as a date)
+//	retry-after=2s    Retry-After-<throttler> sent with a 429 (plain-retry-after=true:
+//	                  a plain Retry-After; retry-after-date=true: a plain one as a date)
 //	hang=0.01         share of calls that hang
 //	create-lost=0.2   share of creates that allocate, then answer 500
 //	create-hang=0.1   share of creates that allocate, then hang
+//	create-fail-start=0.1 share of creates that fail to start (400, sandbox in error)
+//	404=0.01          share of calls on a sandbox answered 404 though it exists
+//	403=0.01          share of calls answered 403 "Invalid authentication context"
+//	modified=0.1      share of setter calls answered 409 "modified by another operation"
+//	destroy-lag=10s   up to this much extra time a deleted sandbox keeps its old state
 //	destroying=2s     extra time a delete stays destroying
 //	starting=1s       time a new sandbox stays starting (409 to delete/stop)
 //	list-lag=1s       list shows the world this long ago
@@ -190,6 +256,18 @@ func ParseFaults(spec string) (Faults, error) {
 			f.RetryAfter, err = parseDuration(val)
 		case "retry-after-date":
 			f.RetryAfterDate, err = strconv.ParseBool(val)
+		case "plain-retry-after":
+			f.PlainRetryAfter, err = strconv.ParseBool(val)
+		case "create-fail-start":
+			f.CreateFailStart, err = parseRate(val)
+		case "404":
+			f.Rate404, err = parseRate(val)
+		case "403":
+			f.Rate403, err = parseRate(val)
+		case "modified":
+			f.RateModified, err = parseRate(val)
+		case "destroy-lag":
+			f.DestroyLag, err = parseDuration(val)
 		case "hang":
 			f.RateHang, err = parseRate(val)
 		case "create-lost":
@@ -210,7 +288,7 @@ func ParseFaults(spec string) (Faults, error) {
 				f.Routes = append(f.Routes, r)
 			}
 		default:
-			return Faults{}, fmt.Errorf("fault %q: unknown key (want seed, latency, 5xx, 429, retry-after, retry-after-date, hang, create-lost, create-hang, destroying, starting, list-lag, routes)", key)
+			return Faults{}, fmt.Errorf("fault %q: unknown key (want seed, latency, 5xx, 429, retry-after, plain-retry-after, retry-after-date, hang, create-lost, create-hang, create-fail-start, 404, 403, modified, destroying, destroy-lag, starting, list-lag, routes)", key)
 		}
 		if err != nil {
 			return Faults{}, fmt.Errorf("fault %s: %w", key, err)
@@ -240,13 +318,21 @@ func (f Faults) String() string {
 	rate("5xx", f.Rate5xx)
 	rate("429", f.Rate429)
 	dur("retry-after", f.RetryAfter)
+	if f.PlainRetryAfter {
+		add("plain-retry-after", "true")
+	}
 	if f.RetryAfterDate {
 		add("retry-after-date", "true")
 	}
 	rate("hang", f.RateHang)
 	rate("create-lost", f.CreateLost)
 	rate("create-hang", f.CreateHang)
+	rate("create-fail-start", f.CreateFailStart)
+	rate("404", f.Rate404)
+	rate("403", f.Rate403)
+	rate("modified", f.RateModified)
 	dur("destroying", f.Destroying)
+	dur("destroy-lag", f.DestroyLag)
 	dur("starting", f.Starting)
 	dur("list-lag", f.ListLag)
 	if len(f.Routes) > 0 {

@@ -27,6 +27,8 @@ func TestParseFaults(t *testing.T) {
 		{spec: " retry-after=3s , retry-after-date=true,hang=0.01,create-lost=0.2,create-hang=0.3,starting=1s,list-lag=500ms,routes=get+delete", want: daytonatest.Faults{
 			RetryAfter: 3 * time.Second, RetryAfterDate: true, RateHang: 0.01, CreateLost: 0.2, CreateHang: 0.3,
 			Starting: time.Second, ListLag: 500 * time.Millisecond, Routes: []string{"get", "delete"}}},
+		{spec: "plain-retry-after=true,create-fail-start=0.1,404=0.02,403=0.03,modified=0.4,destroy-lag=10s", want: daytonatest.Faults{
+			PlainRetryAfter: true, CreateFailStart: 0.1, Rate404: 0.02, Rate403: 0.03, RateModified: 0.4, DestroyLag: 10 * time.Second}},
 		{spec: "latency", wantErr: "want key=value"},
 		{spec: "bogus=1", wantErr: "unknown key"},
 		{spec: "429=1.5", wantErr: "out of range"},
@@ -129,10 +131,40 @@ func TestRateLimitCarriesRetryAfter(t *testing.T) {
 	if status(resp) != 429 {
 		t.Fatalf("status %d", status(resp))
 	}
-	if got := resp.Header.Get("Retry-After"); got != "2" {
-		t.Errorf("Retry-After = %q, want whole seconds rounded up, 2", got)
+	// A list counts against the `authenticated` throttler; the real server
+	// names it in the header and sends no plain Retry-After.
+	if got := resp.Header.Get("Retry-After-authenticated"); got != "2" {
+		t.Errorf("Retry-After-authenticated = %q, want whole seconds rounded up, 2", got)
+	}
+	if got := resp.Header.Get("Retry-After"); got != "" {
+		t.Errorf("plain Retry-After = %q on a throttler's 429", got)
 	}
 	assertErrorBody(t, body(err), 429, "/api/sandbox")
+	// A delete counts against `sandbox-lifecycle`.
+	req, _ := http.NewRequest("DELETE", s.URL+"/sandbox/x", nil)
+	req.Header.Set("Authorization", "Bearer "+daytonatest.DefaultKey)
+	dresp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dresp.Body.Close()
+	if got := dresp.Header.Get("Retry-After-sandbox-lifecycle"); dresp.StatusCode != 429 || got != "2" {
+		t.Errorf("delete: %d, Retry-After-sandbox-lifecycle = %q", dresp.StatusCode, got)
+	}
+	if st := s.Throttle(); st.Refused["authenticated"] != 1 || st.Refused["sandbox-lifecycle"] != 1 || st.InWindow["authenticated"] != 0 {
+		t.Errorf("throttle stats %+v", st)
+	}
+	// Another list inside the announced window is counted as such.
+	c.api.SandboxAPI.ListSandboxes(c.ctx).Execute()
+	if st := s.Throttle(); st.InWindow["authenticated"] != 1 {
+		t.Errorf("in-window requests %+v, want 1 for authenticated", st.InWindow)
+	}
+
+	s.SetFaults(daytonatest.Faults{Rate429: 1, RetryAfter: 3 * time.Second, PlainRetryAfter: true})
+	_, resp, _ = c.api.SandboxAPI.ListSandboxes(c.ctx).Execute()
+	if got := resp.Header.Get("Retry-After"); got != "3" {
+		t.Errorf("plain Retry-After = %q, want 3", got)
+	}
 
 	s.SetFaults(daytonatest.Faults{Rate429: 1, RetryAfter: time.Minute, RetryAfterDate: true})
 	_, resp, _ = c.api.SandboxAPI.ListSandboxes(c.ctx).Execute()

@@ -77,8 +77,14 @@ func (s *Server) serve(mux *http.ServeMux, w http.ResponseWriter, r *http.Reques
 
 	s.mu.Lock()
 	s.calls[route]++
+	if target := pathTarget(r.URL.Path); target != "" && route != RouteUnknown {
+		if s.targets[target] == nil {
+			s.targets[target] = map[string]int{}
+		}
+		s.targets[target][route]++
+	}
 	d := s.decideLocked(route)
-	retryAfter, retryDate := s.faults.RetryAfter, s.faults.RetryAfterDate
+	faults := s.faults
 	s.mu.Unlock()
 
 	if !s.wait(r.Context(), d.latency) {
@@ -87,31 +93,43 @@ func (s *Server) serve(mux *http.ServeMux, w http.ResponseWriter, r *http.Reques
 		}
 		return
 	}
+	// A scripted or seeded failure, answered at the stage where the real
+	// server produces it.
+	stage := stageOf(d.before)
 	fail := func(f *Scripted) {
 		if f.Hang {
 			s.hang(r.Context())
 			return
 		}
-		if f.Status == http.StatusTooManyRequests {
-			if retryAfter <= 0 {
-				retryAfter = DefaultRetryAfter
-			}
-			if retryDate {
-				w.Header().Set("Retry-After", time.Now().Add(retryAfter).UTC().Format(http.TimeFormat))
-			} else {
-				w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(retryAfter.Seconds()))))
-			}
-			writeError(w, r, f.Status, "ThrottlerException: Too Many Requests")
-			return
-		}
-		writeError(w, r, f.Status, "Internal server error")
+		writeError(w, r, f.Status, messageOf(f, r))
 	}
-	if d.before != nil {
+	if stage == stageFirst {
 		fail(d.before)
 		return
 	}
 
-	org, status := s.authenticate(r)
+	// The failed-auth middleware runs before authentication
+	// (failed-auth-rate-limit.middleware.ts:52-70).
+	addr := clientAddr(r)
+	s.mu.Lock()
+	blocked, secs := s.failedAuthBlockedLocked(addr, s.now())
+	s.mu.Unlock()
+	if blocked {
+		s.refuseFailedAuth(w, r, secs)
+		return
+	}
+	org, status, perms := s.authenticate(r)
+	if status == http.StatusUnauthorized {
+		// Every 401 is counted; the one that reaches the limit answers 429
+		// instead (all-exceptions.filter.ts:284-295).
+		s.mu.Lock()
+		over, secs := s.failedAuthLocked(addr, s.now())
+		s.mu.Unlock()
+		if over {
+			s.refuseFailedAuth(w, r, secs)
+			return
+		}
+	}
 	if status != 0 {
 		writeError(w, r, status, http.StatusText(status))
 		return
@@ -120,7 +138,36 @@ func (s *Server) serve(mux *http.ServeMux, w http.ResponseWriter, r *http.Reques
 		writeError(w, r, http.StatusNotFound, fmt.Sprintf("Cannot %s %s", r.Method, r.URL.Path))
 		return
 	}
-	r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, org))
+
+	// The throttler: the organization's quota, then a seeded or scripted 429.
+	if !s.throttle(w, r, org, route, stage == stageThrottle, faults) {
+		return
+	}
+
+	// The organization guard: a failed lookup of the organization is 403
+	// "Invalid authentication context" (organization-auth-context.guard.ts:
+	// 48-61); a key without the route's permission 403 "Access denied" (:63-65).
+	if stage == stageOrgGuard {
+		fail(d.before)
+		return
+	}
+	if need := permissionOf(route); need != "" && perms != nil && !slices.Contains(perms, need) {
+		writeError(w, r, http.StatusForbidden, "Access denied")
+		return
+	}
+	// The sandbox access guard answers 404 for any error it meets
+	// (resource-access.guard.ts:21-26), also for a sandbox that exists.
+	if stage == stageAccessGuard {
+		fail(d.before)
+		return
+	}
+
+	r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, reqInfo{org: org, d: d}))
+	if stage == stageHandler {
+		// The handler's conditional update found the row changed.
+		fail(d.before)
+		return
+	}
 	// The mux again, not h: only its ServeHTTP sets the path values.
 	if d.after == nil {
 		mux.ServeHTTP(w, r)
@@ -131,26 +178,158 @@ func (s *Server) serve(mux *http.ServeMux, w http.ResponseWriter, r *http.Reques
 	fail(d.after)
 }
 
-// authenticate returns the organization the bearer token acts in, or the
-// status to refuse with.
-func (s *Server) authenticate(r *http.Request) (string, int) {
+// Stages of a request at which a scripted or seeded failure is answered.
+const (
+	stageNone = iota
+	stageFirst
+	stageThrottle
+	stageOrgGuard
+	stageAccessGuard
+	stageHandler
+)
+
+func stageOf(f *Scripted) int {
+	switch {
+	case f == nil:
+		return stageNone
+	case f.Hang:
+		return stageFirst
+	case f.Status == http.StatusTooManyRequests:
+		return stageThrottle
+	case f.Status == http.StatusForbidden:
+		return stageOrgGuard
+	case f.Status == http.StatusNotFound:
+		return stageAccessGuard
+	case f.Status == http.StatusConflict:
+		return stageHandler
+	}
+	return stageFirst
+}
+
+// messageOf is what the real server says with a status.
+func messageOf(f *Scripted, r *http.Request) string {
+	if f.Message != "" {
+		return f.Message
+	}
+	switch {
+	case f.Status == http.StatusForbidden:
+		return "Invalid authentication context" // invalid-authentication-context.exception.ts
+	case f.Status == http.StatusNotFound:
+		return fmt.Sprintf("Sandbox with ID or name %s not found", pathTarget(r.URL.Path))
+	case f.Status == http.StatusConflict:
+		return "Sandbox was modified by another operation" // sandbox/errors/sandbox-conflict.error.ts
+	case f.Status >= 500:
+		return "Internal server error"
+	}
+	return http.StatusText(f.Status)
+}
+
+// pathTarget is the {idOrName} of a /api/sandbox/{idOrName}[/...] path.
+func pathTarget(path string) string {
+	rest, ok := strings.CutPrefix(path, "/api/sandbox/")
+	if !ok {
+		return ""
+	}
+	target, _, _ := strings.Cut(rest, "/")
+	return target
+}
+
+// permissionOf is the permission a route requires, "" for none.
+func permissionOf(route string) string {
+	switch route {
+	case RouteDelete:
+		return PermDeleteSandboxes
+	case RouteCreate, RouteStart, RouteStop, RouteAutoStop, RouteAutoArchive, RouteAutoDelete, RouteLabels:
+		return PermWriteSandboxes
+	}
+	return ""
+}
+
+// throttle applies the route's throttler for the organization: a quota set
+// with WithRateLimit, then a seeded or scripted 429 (fault). It writes the
+// X-RateLimit headers of an allowed request, or the 429, and reports
+// whether the request goes on.
+func (s *Server) throttle(w http.ResponseWriter, r *http.Request, org, route string, fault bool, f Faults) bool {
+	name := throttlerOf(route)
+	s.mu.Lock()
+	now := s.now()
+	s.noteArrivalLocked(org, name, now)
+	q, limited := s.quotas[name]
+	var refused bool
+	var remaining, secs int
+	if limited {
+		refused, remaining, secs = s.countLocked(org, name, q, now)
+	}
+	if !refused && fault {
+		refused = true
+		retry := f.RetryAfter
+		if retry <= 0 {
+			retry = DefaultRetryAfter
+		}
+		secs = ceilSeconds(retry)
+		s.announceLocked(org, name, now.Add(retry))
+	} else if refused {
+		s.announceLocked(org, name, now.Add(time.Duration(secs)*time.Second))
+	}
+	s.mu.Unlock()
+
+	if !refused {
+		if limited {
+			setRateLimitHeaders(w.Header(), name, q.Limit, remaining, secs)
+		}
+		return true
+	}
+	switch {
+	case fault && f.RetryAfterDate:
+		w.Header().Set("Retry-After", time.Now().Add(time.Duration(secs)*time.Second).UTC().Format(http.TimeFormat))
+	case fault && f.PlainRetryAfter:
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+	default:
+		// throttler.guard.ts handleRequest (v6): Retry-After-<name> on a
+		// blocked request, no X-RateLimit headers.
+		w.Header().Set("Retry-After-"+name, strconv.Itoa(secs))
+	}
+	writeError(w, r, http.StatusTooManyRequests, "ThrottlerException: Too Many Requests")
+	return false
+}
+
+// refuseFailedAuth answers a client blocked for failed authentications:
+// 429 with a plain Retry-After and the failed-auth X-RateLimit headers
+// (failed-auth-tracker.service.ts:78-87).
+func (s *Server) refuseFailedAuth(w http.ResponseWriter, r *http.Request, secs int) {
+	s.mu.Lock()
+	s.announceLocked(clientAddr(r), ThrottlerFailedAuth, s.now().Add(time.Duration(secs)*time.Second))
+	limit := s.failedAuth.Limit
+	s.mu.Unlock()
+	setRateLimitHeaders(w.Header(), ThrottlerFailedAuth, limit, 0, secs)
+	w.Header().Set("Retry-After", strconv.Itoa(secs))
+	writeError(w, r, http.StatusTooManyRequests, "ThrottlerException: Too Many Requests")
+}
+
+// authenticate returns the organization the bearer token acts in and the
+// key's permissions (nil: all), or the status to refuse with.
+func (s *Server) authenticate(r *http.Request) (string, int, []string) {
 	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if !ok || token == "" {
-		return "", http.StatusUnauthorized
+		return "", http.StatusUnauthorized, nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if org, ok := s.keys[token]; ok {
-		return org, 0
+		perms, scoped := s.perms[token]
+		if !scoped {
+			perms = nil
+		}
+		return org, 0, perms
 	}
 	if orgs, ok := s.jwts[token]; ok {
 		org := r.Header.Get("X-Daytona-Organization-ID")
 		if org == "" || !slices.Contains(orgs, org) {
-			return "", http.StatusForbidden
+			return "", http.StatusForbidden, nil
 		}
-		return org, 0
+		return org, 0, nil
 	}
-	return "", http.StatusUnauthorized
+	return "", http.StatusUnauthorized, nil
 }
 
 // wait sleeps for d unless the request or the server ends first.
@@ -182,7 +361,15 @@ func (s *Server) hang(ctx context.Context) {
 // does; net/http recovers this panic quietly.
 func abort() { panic(http.ErrAbortHandler) }
 
-func orgOf(r *http.Request) string { o, _ := r.Context().Value(ctxKey{}).(string); return o }
+// reqInfo is what the layers before a handler learned of its request.
+type reqInfo struct {
+	org string
+	d   decision
+}
+
+func infoOf(r *http.Request) reqInfo { i, _ := r.Context().Value(ctxKey{}).(reqInfo); return i }
+
+func orgOf(r *http.Request) string { return infoOf(r).org }
 
 // errorJSON is the real server's error body.
 type errorJSON struct {
@@ -292,7 +479,13 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		rec.autoArchive = maxAutoArchive
 	}
 	rec.record(now)
-	if starting := s.faults.Starting; starting > 0 {
+	failStart := infoOf(r).d.failStart
+	if failStart {
+		// The sandbox exists but never starts: the runner reports an error
+		// (sandbox.controller.ts:1547-1551 answers the create then).
+		rec.steps = []step{{at: now.Add(s.createDelay), state: stateError}}
+		rec.errorReason = startFailure
+	} else if starting := s.faults.Starting; starting > 0 {
 		ready := now.Add(s.createDelay)
 		rec.steps = []step{{at: ready, state: stateStarting}, {at: ready.Add(starting), state: stateStarted}}
 	} else {
@@ -300,6 +493,9 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	}
 	id := rec.id
 	startedAt, known := rec.startedAt()
+	if failStart {
+		startedAt, known = now.Add(s.createDelay), true
+	}
 	untilStarted := startedAt.Sub(now)
 	wait := s.createWait
 	s.mu.Unlock()
@@ -319,9 +515,18 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	rec = s.sandboxes[id]
 	rec.advance(s.now())
 	out := rec.clone().sandboxJSON()
+	failed := rec.state == stateError
 	s.mu.Unlock()
+	if failed {
+		// The sandbox exists (in state error) although the create failed.
+		writeError(w, r, http.StatusBadRequest, "Sandbox failed to start: "+out.ErrorReason)
+		return
+	}
 	writeJSON(w, http.StatusOK, out)
 }
+
+// startFailure is the error reason of a sandbox made to fail its start.
+const startFailure = "simulated start failure: the runner could not start the sandbox"
 
 // maxAutoArchive is what an auto-archive interval of 0 means: the maximum (30 days).
 const maxAutoArchive = 30 * 24 * 60
@@ -369,31 +574,58 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-const msgInProgress = "Sandbox state change in progress"
+const msgInProgress = "Sandbox state change in progress" // exceptions/state-change-in-progress.exception.ts
 
+// delete follows SandboxService.destroy (sandbox.service.ts:2013-2040).
 func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
 	s.withSandbox(w, r, func(rec *record, now time.Time) {
-		switch {
-		case rec.state == stateDestroying:
-			// Already on its way: the real server accepts the delete again.
-		case inProgress[rec.state]:
+		// A pending sandbox, a second delete among them, is refused
+		// (:2016-2018): the first delete is still under way. An archiving
+		// sandbox is not pending, so its delete is accepted.
+		if rec.pending || (inProgress[rec.state] && rec.state != stateArchiving) {
 			writeError(w, r, http.StatusConflict, msgInProgress)
 			return
-		default:
-			rec.beginDestroy(now)
 		}
+		// Forks not deleted yet keep their parent (:2020-2029).
+		for _, id := range s.order {
+			if c := s.sandboxes[id]; c.parent == rec.id && c.desiredState != stateDestroyed {
+				writeError(w, r, http.StatusBadRequest, "Cannot delete sandbox which has active fork children. The forks must be deleted first.")
+				return
+			}
+		}
+		lag := s.destroyLag + time.Duration(infoOf(r).d.lag*float64(s.faults.DestroyLag))
+		rec.beginDestroy(now, lag)
+		// The answer is the renamed sandbox in its old state (:2031-2039).
 		writeJSON(w, http.StatusOK, rec.clone().sandboxJSON())
 	})
 }
 
+// stop follows SandboxService.stop (sandbox.service.ts:2151-2188).
 func (s *Server) stop(w http.ResponseWriter, r *http.Request) {
 	s.withSandbox(w, r, func(rec *record, now time.Time) {
 		switch {
-		case inProgress[rec.state]:
+		case rec.state == stateError || rec.state == stateBuildFailed:
+			// :2154 (assertSandboxNotErrored, :163-167)
+			writeError(w, r, http.StatusBadRequest, "Sandbox is in an errored state")
+			return
+		case rec.state != rec.desiredState || inProgress[rec.state]:
+			// :2156-2158; a renamed sandbox still in its old state is here.
 			writeError(w, r, http.StatusConflict, msgInProgress)
 			return
-		case rec.state == stateStarted:
+		case rec.state != stateStarted && rec.state != statePaused:
+			// :2160-2162: stopped and archived sandboxes among them.
+			writeError(w, r, http.StatusBadRequest, "Sandbox is not in a stoppable state")
+			return
+		case rec.pending:
+			writeError(w, r, http.StatusConflict, msgInProgress)
+			return
+		}
+		if rec.autoDelete == 0 {
+			// An ephemeral sandbox is deleted by its stop (:2169-2171).
+			rec.beginDestroy(now, s.destroyLag)
+		} else {
 			s.transition(rec, now, stateStopping)
+			rec.pending = true
 		}
 		writeJSON(w, http.StatusOK, rec.clone().sandboxJSON())
 	})
@@ -402,7 +634,7 @@ func (s *Server) stop(w http.ResponseWriter, r *http.Request) {
 func (s *Server) start(w http.ResponseWriter, r *http.Request) {
 	s.withSandbox(w, r, func(rec *record, now time.Time) {
 		switch {
-		case inProgress[rec.state]:
+		case rec.pending || inProgress[rec.state]:
 			writeError(w, r, http.StatusConflict, msgInProgress)
 			return
 		case rec.state == stateStopped, rec.state == stateError:
@@ -412,6 +644,7 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request) {
 		case rec.state == statePaused:
 			s.transition(rec, now, stateResuming)
 		}
+		rec.lastActivityAt = now
 		writeJSON(w, http.StatusOK, rec.clone().sandboxJSON())
 	})
 }
@@ -435,8 +668,14 @@ func (s *Server) setInterval(route string) http.HandlerFunc {
 			return
 		}
 		minutes := int(f)
-		if minutes < 0 && route != RouteAutoDelete {
-			writeError(w, r, http.StatusBadRequest, route+" interval must be a non-negative integer")
+		// sandbox.service.ts:3290-3301 (the check runs after the lookup
+		// there; the answer is the same).
+		if minutes < 0 && route == RouteAutoStop {
+			writeError(w, r, http.StatusBadRequest, "Auto-stop interval must be non-negative")
+			return
+		}
+		if minutes < 0 && route == RouteAutoArchive {
+			writeError(w, r, http.StatusBadRequest, "Auto-archive interval must be non-negative")
 			return
 		}
 		s.withSandbox(w, r, func(rec *record, now time.Time) {
@@ -453,11 +692,12 @@ func (s *Server) setInterval(route string) http.HandlerFunc {
 			}
 			rec.updatedAt = now
 			rec.record(now)
-			if route == RouteAutoDelete && minutes == 0 && rec.state == stateStopped {
+			if route == RouteAutoDelete && minutes == 0 && rec.state == stateStopped && !rec.deleteRequested {
 				// A stopped sandbox that becomes ephemeral is deleted at once.
-				rec.beginDestroy(now)
+				rec.beginDestroy(now, s.destroyLag)
 			}
-			// The real server (NestJS) answers these POSTs with 201.
+			// NestJS answers a POST without @HttpCode with 201
+			// (sandbox.controller.ts:937-1071 declare none).
 			writeJSON(w, http.StatusCreated, rec.clone().sandboxJSON())
 		})
 	}
@@ -509,14 +749,16 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	includeErrored := q.Get("includeErroredDeleted") == "true"
 	states := q["states"]
 	sortField, order := q.Get("sort"), q.Get("order")
+	// Sorted by last activity, newest first, unless asked otherwise
+	// (sandbox/dto/list-sandboxes-query.dto.ts:14-29, 303-324).
 	if sortField == "" {
-		sortField = "createdAt"
+		sortField = "lastActivityAt"
 	}
 	if order == "" {
 		order = "desc"
 	}
-	if sortField != "createdAt" && sortField != "name" {
-		writeError(w, r, http.StatusBadRequest, "sort must be one of name, createdAt")
+	if !slices.Contains(sortFields, sortField) {
+		writeError(w, r, http.StatusBadRequest, "sort must be one of "+strings.Join(sortFields, ", "))
 		return
 	}
 	if order != "asc" && order != "desc" {
@@ -547,7 +789,9 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 		if !ok || v.state == stateDestroyed {
 			continue
 		}
-		if !includeErrored && v.desiredState == stateDestroyed && (v.state == stateError || v.state == "build_failed") {
+		// Destroyed sandboxes are never listed; ones deleted in an errored
+		// state only when asked (list-sandboxes-query.dto.ts:31-33, 80-91).
+		if !includeErrored && v.erroredDeleted() {
 			continue
 		}
 		if !strings.HasPrefix(strings.ToLower(v.id), idPrefix) || !strings.HasPrefix(strings.ToLower(v.name), namePrefix) {
@@ -564,8 +808,8 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 
 	less := func(a, b cursor) bool {
-		if sortField == "name" && a.Name != b.Name {
-			return a.Name < b.Name
+		if a.Key != b.Key {
+			return a.Key < b.Key
 		}
 		return a.Seq < b.Seq
 	}
@@ -573,7 +817,9 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 		asc := less
 		less = func(a, b cursor) bool { return asc(b, a) }
 	}
-	key := func(x row) cursor { return cursor{Sort: sortField, Order: order, Seq: x.seq, Name: x.v.name} }
+	key := func(x row) cursor {
+		return cursor{Sort: sortField, Order: order, Seq: x.seq, Key: sortKey(x.v, sortField)}
+	}
 	sort.Slice(rows, func(i, j int) bool { return less(key(rows[i]), key(rows[j])) })
 	if after != nil {
 		i := sort.Search(len(rows), func(i int) bool { return less(*after, key(rows[i])) })
@@ -600,12 +846,33 @@ func hasLabels(have, want map[string]string) bool {
 	return true
 }
 
+// sortFields are the list's sort fields (SandboxListSortField in the spec).
+var sortFields = []string{"name", "cpu", "memoryGib", "diskGib", "lastActivityAt", "createdAt"}
+
+// sortKey is v's value of a sort field as a string that sorts the same way.
+func sortKey(v view, field string) string {
+	num := func(n int64) string { return fmt.Sprintf("%020d", n) }
+	switch field {
+	case "name":
+		return v.name
+	case "cpu":
+		return num(int64(v.cpu))
+	case "memoryGib":
+		return num(int64(v.memory))
+	case "diskGib":
+		return num(int64(v.disk))
+	case "lastActivityAt":
+		return num(v.lastActivityAt.UnixNano())
+	}
+	return num(v.createdAt.UnixNano())
+}
+
 // cursor is the position after which the next page starts.
 type cursor struct {
 	Sort  string `json:"s"`
 	Order string `json:"o"`
 	Seq   uint64 `json:"q"`
-	Name  string `json:"n"`
+	Key   string `json:"k"`
 }
 
 func (c cursor) encode() string {

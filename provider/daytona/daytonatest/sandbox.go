@@ -7,24 +7,29 @@ import (
 
 // Daytona's own state words (SandboxState in the spec).
 const (
-	stateCreating   = "creating"
-	stateStarting   = "starting"
-	stateStarted    = "started"
-	stateStopping   = "stopping"
-	stateStopped    = "stopped"
-	stateDestroying = "destroying"
-	stateDestroyed  = "destroyed"
-	stateArchiving  = "archiving"
-	stateArchived   = "archived"
-	stateRestoring  = "restoring"
-	statePausing    = "pausing"
-	statePaused     = "paused"
-	stateResuming   = "resuming"
-	stateError      = "error"
+	stateCreating     = "creating"
+	stateStarting     = "starting"
+	stateStarted      = "started"
+	stateStopping     = "stopping"
+	stateStopped      = "stopped"
+	stateDestroying   = "destroying"
+	stateDestroyed    = "destroyed"
+	stateArchiving    = "archiving"
+	stateArchived     = "archived"
+	stateRestoring    = "restoring"
+	statePausing      = "pausing"
+	statePaused       = "paused"
+	stateResuming     = "resuming"
+	stateError        = "error"
+	stateBuildFailed  = "build_failed"
+	statePendingBuild = "pending_build"
 )
 
 // inProgress are the states in which the real server refuses another state
-// change with 409 "state change in progress".
+// change with 409 "state change in progress" (the sandbox is pending, or its
+// state is not yet its desired state). `archiving` is not among them for a
+// delete: an archiving sandbox is not pending (sandbox.service.ts:376-384 sets
+// only state and desiredState), so destroy accepts it (sandbox.service.ts:2016).
 var inProgress = map[string]bool{
 	stateCreating: true, stateStarting: true, stateStopping: true, stateDestroying: true,
 	stateArchiving: true, stateRestoring: true, statePausing: true, stateResuming: true,
@@ -64,10 +69,16 @@ type record struct {
 	view
 	seq             uint64
 	deleteRequested bool
-	held            bool   // Hold without end: no step runs until Release
-	steps           []step // future state changes, in time order
-	history         []version
-	srv             *Server // for timings and faults; read under srv.mu
+	// pending is the real entity's flag: a requested state change has not
+	// reached its desired state yet. A soft delete sets it
+	// (sandbox.entity.ts:317-323); destroy refuses a pending sandbox with 409
+	// (sandbox.service.ts:2016-2018), which is why a second DELETE is refused.
+	pending bool
+	parent  string // the sandbox this one was forked from, if any
+	held    bool   // Hold without end: no step runs until Release
+	steps   []step // future state changes, in time order
+	history []version
+	srv     *Server // for timings and faults; read under srv.mu
 }
 
 // view is what GET and list show of a sandbox at one moment.
@@ -78,7 +89,15 @@ type view struct {
 	cpu, gpu, memory, disk                int
 	state, desiredState, errorReason      string
 	autoStop, autoArchive, autoDelete     int
-	createdAt, updatedAt                  time.Time
+	createdAt, updatedAt, lastActivityAt  time.Time
+}
+
+// erroredDeleted is a sandbox whose delete was accepted while it was in an
+// errored state: the real server answers 404 for it at once
+// (sandbox.service.ts:1777-1783) and lists it only with
+// includeErroredDeleted.
+func (v view) erroredDeleted() bool {
+	return v.desiredState == stateDestroyed && (v.state == stateError || v.state == stateBuildFailed)
 }
 
 type step struct {
@@ -142,25 +161,48 @@ func (r *record) advance(now time.Time) {
 
 // entered runs what the real server does on reaching a state by itself.
 func (r *record) entered(at time.Time) {
-	if r.state == stateStopped && r.autoDelete == 0 {
+	if r.state == r.desiredState {
+		r.pending = false
+	}
+	if r.state == stateStopped && r.autoDelete == 0 && !r.deleteRequested {
 		// autoDeleteInterval 0 ("ephemeral") deletes a sandbox when it stops;
 		// a sandbox that never stops is never deleted (the Agenta seed).
-		r.beginDestroy(at)
+		r.beginDestroy(at, r.srv.destroyLag)
 	}
 }
 
-// beginDestroy is the synchronous part of a delete: the name is freed at
-// once and the sandbox is `destroying` until the runner has removed it.
-func (r *record) beginDestroy(at time.Time) {
+// beginDestroy is the synchronous part of a delete, what DELETE does before
+// it answers (sandbox.service.ts:2031-2036 with sandbox.entity.ts:310-323):
+// the sandbox is renamed DESTROYED_<name>_<unix ms> at once, so its name is
+// free again, its desired state becomes destroyed and it is pending; its
+// state does NOT change. GET keeps showing the old state (started, stopped,
+// archived, paused, ...) until the destroy action runs, lag later
+// (sandbox-destroy.action.ts:29-59; it runs from the sandbox manager, and
+// does nothing while the sandbox's runner is not ready, :39-42). Then an
+// archived (or pending-build) sandbox, which has nothing on a runner, is
+// destroyed at once (:34-36); any other one is `destroying` until the runner
+// has removed it (:54-56), then destroyed (:49-51).
+func (r *record) beginDestroy(at time.Time, lag time.Duration) {
 	if !r.deleteRequested {
 		r.name = fmt.Sprintf("DESTROYED_%s_%d", r.name, at.UnixMilli())
 	}
 	r.deleteRequested = true
-	r.state = stateDestroying
+	r.pending = true
 	r.desiredState = stateDestroyed
 	r.updatedAt = at
 	r.held = false
-	r.steps = []step{{at: at.Add(r.srv.destroyDelay + r.srv.faults.Destroying), state: stateDestroyed}}
+	act := at.Add(lag)
+	switch r.state {
+	case stateDestroying, stateDestroyed:
+		// Already on its way (a Hold in destroying, an ephemeral stop).
+		if len(r.steps) == 0 || r.steps[len(r.steps)-1].state != stateDestroyed {
+			r.steps = []step{{at: act.Add(r.srv.destroyDelay + r.srv.faults.Destroying), state: stateDestroyed}}
+		}
+	case stateArchived, statePendingBuild, stateError, stateBuildFailed:
+		r.steps = []step{{at: act, state: stateDestroyed}}
+	default:
+		r.steps = []step{{at: act, state: stateDestroying}, {at: act.Add(r.srv.destroyDelay + r.srv.faults.Destroying), state: stateDestroyed}}
+	}
 	r.record(at)
 }
 
@@ -203,7 +245,11 @@ func (r *record) export() Sandbox {
 		AutoDeleteInterval:  r.autoDelete,
 		CreatedAt:           r.createdAt,
 		UpdatedAt:           r.updatedAt,
+		LastActivityAt:      r.lastActivityAt,
 		DeleteRequested:     r.deleteRequested,
+		Pending:             r.pending,
+		ErrorReason:         r.errorReason,
+		ForkOf:              r.parent,
 	}
 }
 
@@ -249,6 +295,7 @@ type sandboxJSON struct {
 	Volumes             []struct{}        `json:"volumes"`
 	CreatedAt           string            `json:"createdAt"`
 	UpdatedAt           string            `json:"updatedAt"`
+	LastActivityAt      string            `json:"lastActivityAt,omitempty"`
 	SandboxClass        string            `json:"sandboxClass"`
 	RunnerID            string            `json:"runnerId"`
 	ToolboxProxyURL     string            `json:"toolboxProxyUrl"`
@@ -279,6 +326,7 @@ type listItemJSON struct {
 	AutoDeleteInterval  int               `json:"autoDeleteInterval"`
 	CreatedAt           string            `json:"createdAt"`
 	UpdatedAt           string            `json:"updatedAt"`
+	LastActivityAt      string            `json:"lastActivityAt,omitempty"`
 	ToolboxProxyURL     string            `json:"toolboxProxyUrl"`
 }
 
@@ -297,7 +345,7 @@ func (v view) sandboxJSON() sandboxJSON {
 		BackupState:      "None",
 		AutoStopInterval: v.autoStop, AutoArchiveInterval: v.autoArchive, AutoDeleteInterval: v.autoDelete,
 		Volumes:   []struct{}{},
-		CreatedAt: stamp(v.createdAt), UpdatedAt: stamp(v.updatedAt),
+		CreatedAt: stamp(v.createdAt), UpdatedAt: stamp(v.updatedAt), LastActivityAt: stamp(v.lastActivityAt),
 		SandboxClass: "container", RunnerID: runnerID, ToolboxProxyURL: toolboxProxyURL,
 	}
 }
@@ -311,7 +359,7 @@ func (v view) listItemJSON() listItemJSON {
 		CPU: v.cpu, GPU: v.gpu, Memory: v.memory, Disk: v.disk,
 		Labels: nonNil(v.labels), BackupState: "None",
 		AutoStopInterval: v.autoStop, AutoArchiveInterval: v.autoArchive, AutoDeleteInterval: v.autoDelete,
-		CreatedAt: stamp(v.createdAt), UpdatedAt: stamp(v.updatedAt),
+		CreatedAt: stamp(v.createdAt), UpdatedAt: stamp(v.updatedAt), LastActivityAt: stamp(v.lastActivityAt),
 		ToolboxProxyURL: toolboxProxyURL,
 	}
 }

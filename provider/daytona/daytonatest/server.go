@@ -62,18 +62,28 @@ type Server struct {
 	once    sync.Once
 
 	mu        sync.Mutex
-	keys      map[string]string   // API key → organization
-	jwts      map[string][]string // JWT → organizations it may act in
-	sandboxes map[string]*record  // by id, across organizations
-	order     []string            // ids in creation order, for stable listing
-	calls     map[string]int      // by route name
+	keys      map[string]string         // API key → organization
+	perms     map[string][]string       // API key → its permissions; none listed: all
+	jwts      map[string][]string       // JWT → organizations it may act in
+	sandboxes map[string]*record        // by id, across organizations
+	order     []string                  // ids in creation order, for stable listing
+	calls     map[string]int            // by route name
+	targets   map[string]map[string]int // by {idOrName} in the path, then route
 	faults    Faults
 	rng       *rand.Rand
 	scripted  map[string][]Scripted // by route name
 	seq       uint64                // tie-break for equal creation times
 
 	createDelay, stopDelay, destroyDelay, createWait time.Duration
+	destroyLag                                       time.Duration
 	now                                              func() time.Time
+
+	quotas     map[string]Quota   // by throttler
+	failedAuth Quota              // per client address
+	windows    map[string]*window // by throttleKey
+	announced  map[string]time.Time
+	refused    map[string]int // by throttler
+	inWindow   map[string]int // by throttler
 }
 
 // Option configures a Server.
@@ -87,6 +97,14 @@ func WithStopDelay(d time.Duration) Option { return func(s *Server) { s.stopDela
 
 // WithDestroyDelay sets how long a deleted sandbox stays `destroying`.
 func WithDestroyDelay(d time.Duration) Option { return func(s *Server) { s.destroyDelay = d } }
+
+// WithDestroyLag sets how long after an accepted DELETE the destroy action
+// runs: until then GET shows the sandbox renamed but in its old state
+// (started, stopped, archived, paused, ...). Faults.DestroyLag adds a
+// seeded share on top. The real server usually takes well under a second,
+// up to about 10 s under contention, and longer while the sandbox's runner
+// does not answer (sandbox-destroy.action.ts:39-42).
+func WithDestroyLag(d time.Duration) Option { return func(s *Server) { s.destroyLag = d } }
 
 // WithCreateWait sets how long POST /sandbox waits for the sandbox to start
 // before answering (the real server waits up to 30 s; 0 answers at once).
@@ -117,6 +135,13 @@ func NewUnstartedServer(opts ...Option) *Server {
 	s := &Server{
 		closed:       make(chan struct{}),
 		keys:         map[string]string{DefaultKey: DefaultOrg},
+		perms:        map[string][]string{},
+		targets:      map[string]map[string]int{},
+		quotas:       map[string]Quota{},
+		windows:      map[string]*window{},
+		announced:    map[string]time.Time{},
+		refused:      map[string]int{},
+		inWindow:     map[string]int{},
 		jwts:         map[string][]string{},
 		sandboxes:    map[string]*record{},
 		calls:        map[string]int{},
@@ -159,6 +184,25 @@ func (s *Server) AddKey(key, org string) {
 	s.keys[key] = org
 }
 
+// Organization permissions an API key can carry
+// (organization/enums/organization-resource-permission.enum.ts:19-20).
+const (
+	PermWriteSandboxes  = "write:sandboxes"
+	PermDeleteSandboxes = "delete:sandboxes"
+)
+
+// AddKeyWithPermissions lets key act in org with only these permissions:
+// a route that requires another one answers 403 "Access denied"
+// (organization-auth-context.guard.ts:63-65, 194-206). Create, start, stop
+// and the setters require write:sandboxes, DELETE delete:sandboxes
+// (sandbox.controller.ts:244, 416, 504, 550, 958); reads require none.
+func (s *Server) AddKeyWithPermissions(key, org string, perms ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.keys[key] = org
+	s.perms[key] = append([]string{}, perms...)
+}
+
 // RemoveKey revokes a key; its calls answer 401 from then on.
 func (s *Server) RemoveKey(key string) {
 	s.mu.Lock()
@@ -183,8 +227,14 @@ type Sandbox struct {
 	AutoArchiveInterval  int
 	AutoDeleteInterval   int
 	CreatedAt, UpdatedAt time.Time
+	LastActivityAt       time.Time
 	// DeleteRequested is true once a DELETE (or an auto-delete) was accepted.
 	DeleteRequested bool
+	// Pending: a requested state change (a delete, a stop) has not reached
+	// its desired state yet.
+	Pending     bool
+	ErrorReason string
+	ForkOf      string // the parent's id, for a fork
 }
 
 // Sandboxes returns every sandbox of every organization, destroyed ones
@@ -226,6 +276,19 @@ func (s *Server) Calls() map[string]int {
 	return out
 }
 
+// CallsFor returns how many requests named idOrName in their path (GET,
+// DELETE, stop, ... of /sandbox/{idOrName}), by route name, faulted ones
+// included: what one sandbox cost its organization's quota.
+func (s *Server) CallsFor(idOrName string) map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]int, len(s.targets[idOrName]))
+	for k, v := range s.targets[idOrName] {
+		out[k] = v
+	}
+	return out
+}
+
 // SeedSandbox describes a sandbox planted by AddSandbox.
 type SeedSandbox struct {
 	Name   string // empty: the id
@@ -235,6 +298,11 @@ type SeedSandbox struct {
 	State              string
 	AutoStopInterval   *int // nil: the server default, 15
 	AutoDeleteInterval *int // nil: the server default, -1 (disabled)
+	// ErrorReason goes with State "error".
+	ErrorReason string
+	// ForkOf makes the new sandbox a fork of this sandbox id: while it is not
+	// deleted, deleting the parent answers 400.
+	ForkOf string
 }
 
 // AddSandbox plants a sandbox in org without an API call, e.g. a foreign one
@@ -262,6 +330,8 @@ func (s *Server) AddSandbox(org string, seed SeedSandbox) (Sandbox, error) {
 	if state == "" {
 		state = stateStarted
 	}
+	r.errorReason = seed.ErrorReason
+	r.parent = seed.ForkOf
 	r.state = state
 	r.desiredState = desiredFor(state)
 	r.record(now)
@@ -336,15 +406,24 @@ func (s *Server) byNameLocked(org, name string, now time.Time) *record {
 }
 
 // lookupLocked resolves an id or a name the way the real server does: the id
-// first, then the name, within one organization, never a destroyed one.
+// first, then the name, within one organization, never a destroyed one
+// (sandbox.service.ts:1739-1775), and never one deleted in an errored
+// state (:1777-1783).
 func (s *Server) lookupLocked(org, idOrName string, now time.Time) *record {
 	if r, ok := s.sandboxes[idOrName]; ok && r.org == org {
 		r.advance(now)
 		if r.state != stateDestroyed {
+			if r.erroredDeleted() {
+				return nil
+			}
 			return r
 		}
 	}
-	return s.byNameLocked(org, idOrName, now)
+	r := s.byNameLocked(org, idOrName, now)
+	if r != nil && r.erroredDeleted() {
+		return nil
+	}
+	return r
 }
 
 func (s *Server) newRecordLocked(org string, now time.Time) *record {
@@ -369,6 +448,8 @@ func (s *Server) newRecordLocked(org string, now time.Time) *record {
 		autoDelete:   -1,
 		createdAt:    now,
 		updatedAt:    now,
+		// The list's default order (sandbox/dto/list-sandboxes-query.dto.ts:28).
+		lastActivityAt: now,
 	}, seq: s.seq}
 	r.srv = s
 	s.sandboxes[id] = r

@@ -393,6 +393,10 @@ type NewIntent struct {
 	// client, e.g. a spool file written while tether was not up, so the
 	// runner knew the sandbox name in advance). Empty: Create picks one.
 	ID string
+	// Name, if set, is the creation name the runner itself chose (the
+	// Daytona API proxy keeps a runner's own name and records it here,
+	// since it is what finds a lost create). Empty: tether-<id>.
+	Name string
 }
 
 func (n NewIntent) validate() error {
@@ -409,6 +413,11 @@ func (n NewIntent) validate() error {
 	}
 	if n.ID != "" {
 		if err := ValidateIntentID(n.ID); err != nil {
+			return err
+		}
+	}
+	if n.Name != "" {
+		if err := ValidateSandboxName(n.Name); err != nil {
 			return err
 		}
 	}
@@ -475,8 +484,12 @@ func (j *Journal) prepareCreate(n NewIntent) (*createOp, error) {
 	}
 	labels[LabelOwner] = j.owner
 	labels[LabelIntent] = id
+	name := n.Name
+	if name == "" {
+		name = NamePrefix + id
+	}
 	c := &createOp{in: Intent{
-		ID: id, Name: NamePrefix + id, Labels: labels,
+		ID: id, Name: name, Labels: labels,
 		Provider: n.Provider, Account: n.Account, OnDrain: n.OnDrain,
 		State: Pending, Key: n.Key, CreatedAt: now, UpdatedAt: now,
 	}}

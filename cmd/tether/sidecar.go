@@ -36,6 +36,9 @@ type sidecar struct {
 	journal *spool.Journal
 	reaper  *reaper.Reaper
 	account string
+	// proxyURL is the Daytona API proxy's URL, the child's DAYTONA_API_URL
+	// ("" with the proxy off).
+	proxyURL string
 
 	// report is the drain's, once AfterChild has run.
 	mu     sync.Mutex
@@ -119,15 +122,20 @@ func (sc *sidecar) observed(in spool.Intent) {
 
 // ChildEnv is what the child learns of tether.
 func (sc *sidecar) ChildEnv() []string {
-	return []string{
+	env := []string{
 		config.EnvSocket + "=" + sc.cfg.Socket,
 		config.EnvSpool + "=" + sc.cfg.Spool,
 		config.EnvOwner + "=" + sc.journal.Owner(),
 	}
+	if sc.proxyURL != "" {
+		env = append(env, daytona.EnvAPIURL+"="+sc.proxyURL)
+	}
+	return env
 }
 
-// Actors are the socket API, the spool intake and the boot replay. They are
-// ready before the child starts, so its first request finds the socket.
+// Actors are the socket API, the spool intake, the boot replay and the
+// Daytona API proxy (unless it is off). They are ready before the child
+// starts, so its first request finds the socket.
 func (sc *sidecar) Actors() ([]supervisor.Actor, error) {
 	srv := &api.Server{
 		Journal:  sc.journal,
@@ -168,7 +176,7 @@ func (sc *sidecar) Actors() ([]supervisor.Actor, error) {
 	}
 	replayCtx, stopReplay := context.WithCancel(context.Background())
 
-	return []supervisor.Actor{
+	actors := []supervisor.Actor{
 		{Name: "api", Execute: serve, Interrupt: stopServe},
 		{Name: "spool", Execute: func() error { return intake.Run(intakeCtx) }, Interrupt: func(error) { stopIntake() }},
 		{Name: "replay", Execute: func() error {
@@ -176,7 +184,18 @@ func (sc *sidecar) Actors() ([]supervisor.Actor, error) {
 			<-replayCtx.Done() // an actor that returns would end the group
 			return nil
 		}, Interrupt: func(error) { stopReplay() }},
-	}, nil
+	}
+	if sc.cfg.DaytonaProxy {
+		a, err := sc.proxyActor()
+		if err != nil {
+			l.Close()
+			stopIntake()
+			stopReplay()
+			return nil, err
+		}
+		actors = append(actors, a)
+	}
+	return actors, nil
 }
 
 // replay resolves the intents an earlier run left live. If the child exits

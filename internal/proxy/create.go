@@ -140,9 +140,18 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, body []byte, in 
 	observed := make(chan struct{})
 	switch ok := resp.StatusCode >= 200 && resp.StatusCode <= 299; {
 	case ok:
+		// The id is known before the runner hears of it, so a DELETE it
+		// sends at once finds its intent.
+		id, err := sandboxID(answer)
+		if err != nil {
+			close(observed)
+			p.Logger.Warn("daytona proxy: create succeeded but its answer names no sandbox; the drain resolves it by name", "intent", in.ID, "name", in.Name, "err", err)
+			break
+		}
+		p.remember(account, id, in.ID)
 		go func() {
 			defer close(observed)
-			p.observe(*in, account, answer, declared)
+			p.observe(*in, id, declared)
 		}()
 	default:
 		close(observed)
@@ -166,13 +175,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, body []byte, in 
 }
 
 // observe journals the sandbox id a create answered with.
-func (p *Proxy) observe(in spool.Intent, account string, answer []byte, declared bool) {
-	id, err := sandboxID(answer)
-	if err != nil {
-		p.Logger.Warn("daytona proxy: create succeeded but its answer names no sandbox; the drain resolves it by name", "intent", in.ID, "name", in.Name, "err", err)
-		return
-	}
-	p.remember(account, id, in.ID)
+func (p *Proxy) observe(in spool.Intent, id string, declared bool) {
 	out, recorded, err := p.Journal.ObserveRecorded(in.ID, id)
 	if err != nil {
 		p.Logger.Warn("daytona proxy: sandbox id not journaled; the drain resolves it by name", "intent", in.ID, "name", in.Name, "sandbox", id, "err", err)

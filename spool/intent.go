@@ -81,7 +81,7 @@ const (
 // Intent is one sandbox tether answers for.
 type Intent struct {
 	ID        string            `json:"id"`         // ULID, lower case
-	Name      string            `json:"name"`       // creation name: tether-<id>
+	Name      string            `json:"name"`       // creation name: tether-<id>, or the runner's own (Daytona API proxy)
 	Labels    map[string]string `json:"labels"`     // ownership + scope labels the sandbox must carry
 	Provider  string            `json:"provider"`   // "daytona"
 	OnDrain   OnDrain           `json:"on_drain"`   // delete or stop

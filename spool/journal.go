@@ -424,6 +424,10 @@ type NewIntent struct {
 	// intent while it is live and is refused once it has ended: a name is
 	// never handed out twice. Empty: Create picks a ULID.
 	ID string
+	// Name, if set, is the creation name the runner itself chose (the
+	// Daytona API proxy keeps a runner's own name and records it here,
+	// since it is what finds a lost create). Empty: NamePrefix+ID.
+	Name string
 }
 
 func (n NewIntent) validate() error {
@@ -440,6 +444,11 @@ func (n NewIntent) validate() error {
 	}
 	if n.ID != "" {
 		if err := ValidateIntentID(n.ID); err != nil {
+			return err
+		}
+	}
+	if n.Name != "" {
+		if err := ValidateSandboxName(n.Name); err != nil {
 			return err
 		}
 	}
@@ -471,8 +480,11 @@ func Plan(owner string, n NewIntent, now time.Time) Intent {
 	if n.OnDrain == "" {
 		n.OnDrain = DrainDelete
 	}
+	if n.Name == "" {
+		n.Name = NamePrefix + n.ID
+	}
 	return Intent{
-		ID: n.ID, Name: NamePrefix + n.ID, Labels: labels,
+		ID: n.ID, Name: n.Name, Labels: labels,
 		Provider: n.Provider, Account: n.Account, OnDrain: n.OnDrain,
 		State: Pending, Key: n.Key, CreatedAt: now, UpdatedAt: now,
 	}

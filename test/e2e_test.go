@@ -146,6 +146,11 @@ func newWorld(t *testing.T, opts ...daytonatest.Option) *world {
 		"DAYTONA_API_URL="+sim.URL,
 		"DAYTONA_API_KEY="+daytonatest.DefaultKey,
 		"TETHER_LOG_FORMAT=text",
+		// The sample runner declares over the socket and calls Daytona
+		// itself, so these tests see tether without the zero-code proxy
+		// (which would learn every id at create time); the proxy has its
+		// own end-to-end tests.
+		"TETHER_DAYTONA_PROXY=false",
 	)
 	w.plantNeighbours()
 	// Whatever a test did, nothing foreign may have been touched.

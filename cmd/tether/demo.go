@@ -353,6 +353,11 @@ func (d *demo) startTether(ctx context.Context, name string, runnerArgs ...strin
 		"--socket", filepath.Join(d.dir, "tether.sock"),
 		"--spool", filepath.Join(d.dir, "spool"),
 		"--label", "demo=" + name,
+		// The sample runner declares every sandbox over the socket and
+		// talks to Daytona itself; the demo shows what tether does when it
+		// dies between a create and its report, which the zero-code proxy
+		// would otherwise close for it.
+		"--daytona-proxy=false",
 		"--", d.self, "demo", "runner"}
 	cmd := exec.Command(d.self, append(args, runnerArgs...)...)
 	cmd.Env = append(os.Environ(),

@@ -33,6 +33,9 @@ type sidecar struct {
 	journal *spool.Journal
 	reaper  *reaper.Reaper
 	intake  *intake.Intake
+	// proxyURL is the Daytona API proxy's URL, the child's DAYTONA_API_URL
+	// ("" with the proxy off).
+	proxyURL string
 
 	// report is the drain's, once AfterChild has run.
 	mu     sync.Mutex
@@ -136,11 +139,15 @@ func (sc *sidecar) ChildEnv() []string {
 	if len(sc.cfg.Labels) > 0 {
 		env = append(env, config.EnvLabels+"="+config.FormatLabels(sc.cfg.Labels))
 	}
+	if sc.proxyURL != "" {
+		env = append(env, daytona.EnvAPIURL+"="+sc.proxyURL)
+	}
 	return env
 }
 
-// Actors are the socket API, the spool intake and the boot replay. They are
-// ready before the child starts, so its first request finds the socket.
+// Actors are the socket API, the spool intake, the boot replay and the
+// Daytona API proxy (unless it is off). They are ready before the child
+// starts, so its first request finds the socket.
 func (sc *sidecar) Actors() ([]supervisor.Actor, error) {
 	srv := &api.Server{
 		Intake:  sc.withLogger("api"),
@@ -166,7 +173,7 @@ func (sc *sidecar) Actors() ([]supervisor.Actor, error) {
 	}
 	replayCtx, stopReplay := context.WithCancel(context.Background())
 
-	return []supervisor.Actor{
+	actors := []supervisor.Actor{
 		{Name: "api", Execute: serve, Interrupt: stopServe},
 		{Name: "spool", Execute: func() error { return reader.Run(readerCtx) }, Interrupt: func(error) { stopReader() }},
 		{Name: "replay", Execute: func() error {
@@ -174,7 +181,18 @@ func (sc *sidecar) Actors() ([]supervisor.Actor, error) {
 			<-replayCtx.Done() // an actor that returns would end the group
 			return nil
 		}, Interrupt: func(error) { stopReplay() }},
-	}, nil
+	}
+	if sc.cfg.DaytonaProxy {
+		a, err := sc.proxyActor()
+		if err != nil {
+			l.Close()
+			stopReader()
+			stopReplay()
+			return nil, err
+		}
+		actors = append(actors, a)
+	}
+	return actors, nil
 }
 
 // withLogger is the shared intake with a logger named for one intake.

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"sort"
@@ -42,6 +43,10 @@ type Config struct {
 
 	// Daytona.
 	DaytonaAutoStop int // minutes; enforced on every sandbox whose auto-stop is 0
+
+	// Daytona API proxy (zero-code mode).
+	DaytonaProxy     bool   // serve it and point the child's DAYTONA_API_URL at it
+	DaytonaProxyAddr string // loopback host:port it listens on; port 0 picks a free one
 }
 
 // Defaults. Grace + DrainTimeout (3 s + 5 s) leaves 2 s of margin inside the
@@ -52,6 +57,8 @@ const (
 	DefaultDrainConcurrency    = reaper.DefaultConcurrency
 	DefaultNeverCreatedHorizon = reaper.DefaultNeverCreatedHorizon
 	DefaultDaytonaAutoStop     = 15
+	// DefaultDaytonaProxyAddr: loopback only, an ephemeral port.
+	DefaultDaytonaProxyAddr = "127.0.0.1:0"
 	// UnresolvedExitCode is tether's exit code when --on-unresolved=exit-code
 	// and intents were left live, and the child itself exited 0.
 	UnresolvedExitCode = 3
@@ -72,6 +79,8 @@ func Default() Config {
 		OnUnresolved:        "ignore",
 		NeverCreatedHorizon: DefaultNeverCreatedHorizon,
 		DaytonaAutoStop:     DefaultDaytonaAutoStop,
+		DaytonaProxy:        true,
+		DaytonaProxyAddr:    DefaultDaytonaProxyAddr,
 	}
 }
 
@@ -106,6 +115,8 @@ const (
 	EnvOnUnresolved    = "TETHER_ON_UNRESOLVED"
 	EnvNeverCreated    = "TETHER_NEVER_CREATED_AFTER"
 	EnvDaytonaAutoStop = "TETHER_DAYTONA_AUTOSTOP"
+	EnvDaytonaProxy    = "TETHER_DAYTONA_PROXY"
+	EnvDaytonaProxyAdr = "TETHER_DAYTONA_PROXY_ADDR"
 )
 
 // envError collects bad environment values so they are reported with the
@@ -215,6 +226,8 @@ func (c *Config) Bind(fs *flag.FlagSet, groups ...Group) error {
 			}
 		}
 		fs.Var(labelFlag{c.Labels}, "label", "scope label k=v added to every intent; repeatable ($"+EnvLabels+", comma-separated)")
+		b.bool(&c.DaytonaProxy, "daytona-proxy", EnvDaytonaProxy, "serve a Daytona API proxy on loopback and point the child's DAYTONA_API_URL at it, so unchanged runners are covered (false turns it off)")
+		b.string(&c.DaytonaProxyAddr, "daytona-proxy-addr", EnvDaytonaProxyAdr, "loopback host:port of the Daytona API proxy; port 0 picks a free one")
 	}
 	if want&Drain != 0 {
 		b.duration(&c.DrainTimeout, "drain-timeout", EnvDrainTimeout, "deadline of the drain")
@@ -300,6 +313,11 @@ func (c *Config) Validate() error {
 	if c.NeverCreatedHorizon <= 0 {
 		bad("--never-created-after %s: must be positive", c.NeverCreatedHorizon)
 	}
+	if c.DaytonaProxy {
+		if err := checkLoopback(c.DaytonaProxyAddr); err != nil {
+			bad("--daytona-proxy-addr %q: %v", c.DaytonaProxyAddr, err)
+		}
+	}
 	for name, p := range map[string]*string{"--journal": &c.Journal, "--socket": &c.Socket, "--spool": &c.Spool} {
 		if *p == "" {
 			bad("%s: must not be empty", name)
@@ -329,4 +347,23 @@ func (c *Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// checkLoopback accepts host:port with a loopback host: the proxy forwards
+// whatever it is sent and journals intents, so only this machine may reach it.
+func checkLoopback(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("want host:port (e.g. %s)", DefaultDaytonaProxyAddr)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("port %q: want a number from 0 to 65535", port)
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("host %q: must be a loopback address (127.0.0.1, ::1 or localhost); the proxy must not be reachable from outside", host)
+	}
+	return nil
 }

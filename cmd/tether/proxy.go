@@ -1,0 +1,43 @@
+package main
+
+import (
+	"os"
+
+	"github.com/tether-run/tether/internal/proxy"
+	"github.com/tether-run/tether/provider/daytona"
+	"github.com/tether-run/tether/supervisor"
+)
+
+// upstreamAPIURL is the Daytona API the runner would have called without
+// tether: the one its SDK would read from the environment.
+func upstreamAPIURL() string {
+	for _, env := range []string{daytona.EnvAPIURL, daytona.EnvServerURL} {
+		if v := os.Getenv(env); v != "" {
+			return v
+		}
+	}
+	return daytona.DefaultAPIURL
+}
+
+// proxyActor starts listening with the Daytona API proxy (zero-code mode)
+// and records the URL the child gets as DAYTONA_API_URL.
+func (sc *sidecar) proxyActor() (supervisor.Actor, error) {
+	p := &proxy.Proxy{
+		Journal:         sc.journal,
+		Upstream:        upstreamAPIURL(),
+		Labels:          sc.cfg.Labels,
+		Provider:        daytona.ProviderName,
+		Account:         sc.intake.Account,
+		AutoStopMinutes: sc.cfg.DaytonaAutoStop,
+		Observed:        sc.observed,
+		Logger:          sc.log.With("component", "proxy"),
+	}
+	l, err := p.Listen(sc.cfg.DaytonaProxyAddr)
+	if err != nil {
+		return supervisor.Actor{}, err
+	}
+	sc.proxyURL = p.URL(l)
+	sc.log.Debug("daytona proxy: serving; the child's DAYTONA_API_URL points at it", "url", sc.proxyURL)
+	execute, interrupt := p.Actor(l)
+	return supervisor.Actor{Name: "proxy", Execute: execute, Interrupt: interrupt}, nil
+}

@@ -49,7 +49,9 @@ const intentUsage = `Usage:
   tether intent get ID
 
 Speaks the socket at $TETHER_SOCKET (or --socket). When only $TETHER_SPOOL
-(or --spool) is set, new/observe/release/delete write spool files instead;
+(or --spool) is set, new/observe/release/delete write spool files instead.
+With neither (docker exec, an operator's shell), it speaks the socket tether
+run listens on by default (/run/tether/tether.sock in a container);
 "new" then chooses the intent id itself (a ULID, or --key if given) and
 prints the intent as it will be journaled once tether takes the file.
 
@@ -128,11 +130,17 @@ func (c *IntentCommand) Run(ctx context.Context, args []string) error {
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 
-	if *socket == "" {
-		if *spoolDir == "" {
-			return intentUsageError(fmt.Errorf("neither $%s nor $%s is set (is this running under tether run?)", config.EnvSocket, config.EnvSpool))
-		}
+	if *socket == "" && *spoolDir != "" {
 		return c.spool(*spoolDir, sub, pos, labels, spool.OnDrain(onDrain), key, outcome)
+	}
+	if *socket == "" {
+		// Outside tether's child (docker exec, an operator's shell): the
+		// socket tether run listens on by default.
+		found, tried := config.FindSocket()
+		if found == "" {
+			return intentUsageError(fmt.Errorf("neither $%s nor $%s is set, and no socket at %s (is tether run up?)", config.EnvSocket, config.EnvSpool, strings.Join(tried, " or ")))
+		}
+		*socket = found
 	}
 
 	cl := api.NewClient(*socket)

@@ -46,9 +46,11 @@ const intentUsage = `Usage:
   tether intent get ID
 
 Speaks the socket at $TETHER_SOCKET (or --socket). When only $TETHER_SPOOL
-(or --spool) is set, new/observe/release/delete write spool files instead;
-"new" then chooses the intent id itself (--key if given, else a ULID) and
-prints the intent as tether will journal it — the name and labels (the
+(or --spool) is set, new/observe/release/delete write spool files instead.
+With neither (docker exec, an operator's shell), it speaks the socket tether
+run listens on by default (/run/tether/tether.sock in a container). Through
+the spool, "new" chooses the intent id itself (--key if given, else a ULID)
+and prints the intent as tether will journal it — the name and labels (the
 scope labels of $TETHER_LABELS and the owner of $TETHER_OWNER included) to
 create the sandbox with.
 
@@ -191,11 +193,18 @@ func (c *IntentCommand) Run(ctx context.Context, args []string) error {
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 
+	if *socket == "" && *spoolDir == "" {
+		// Outside tether's child (docker exec, an operator's shell): the
+		// socket tether run listens on by default.
+		found, tried := config.FindSocket()
+		if found == "" {
+			return usageError(fs, fmt.Errorf("neither $%s nor $%s is set, and no socket at %s (is tether run up?)", config.EnvSocket, config.EnvSpool, strings.Join(tried, " or ")))
+		}
+		*socket = found
+	}
 	switch {
 	case *socket != "":
 		return sub.socket(ctx, api.NewClient(*socket), a)
-	case *spoolDir == "":
-		return usageError(fs, fmt.Errorf("neither $%s nor $%s is set (is this running under tether run?)", config.EnvSocket, config.EnvSpool))
 	case sub.spool == nil:
 		return usageError(fs, fmt.Errorf("%s needs the socket ($%s); only the spool is set", name, config.EnvSocket))
 	default:

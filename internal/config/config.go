@@ -70,9 +70,9 @@ func Default() Config {
 		Grace:               DefaultGrace,
 		LogFormat:           "text",
 		LogLevel:            "info",
-		Journal:             defaultPath("journal.db", "/var/lib/tether"),
-		Socket:              defaultPath("tether.sock", "/run/tether"),
-		Spool:               defaultPath("spool", "/run/tether"),
+		Journal:             defaultPath("journal.db", StateDir),
+		Socket:              defaultPath("tether.sock", RuntimeDir),
+		Spool:               defaultPath("spool", RuntimeDir),
 		Labels:              map[string]string{},
 		DrainTimeout:        DefaultDrainTimeout,
 		DrainConcurrency:    DefaultDrainConcurrency,
@@ -82,21 +82,6 @@ func Default() Config {
 		DaytonaProxy:        true,
 		DaytonaProxyAddr:    DefaultDaytonaProxyAddr,
 	}
-}
-
-// defaultPath is /var/lib/tether or /run/tether for root (a container), and
-// a per-user directory otherwise (a developer's machine).
-func defaultPath(name, rootDir string) string {
-	if os.Geteuid() == 0 {
-		return filepath.Join(rootDir, name)
-	}
-	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" && strings.HasPrefix(rootDir, "/run") {
-		return filepath.Join(d, "tether", name)
-	}
-	if d, err := os.UserCacheDir(); err == nil {
-		return filepath.Join(d, "tether", name)
-	}
-	return filepath.Join(os.TempDir(), fmt.Sprintf("tether-%d", os.Geteuid()), name)
 }
 
 // Env names, one per setting.

@@ -32,11 +32,11 @@ func (p *Proxy) create(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "tether proxy: "+err.Error())
 		return
 	}
-	account := p.accountOf(r.Header)
-	if owner, intent, ok := cb.declaredBy(); ok {
-		p.createDeclared(w, r, body, cb, owner, intent, account)
+	if cb.declared() {
+		p.createDeclared(w, r, body)
 		return
 	}
+	account := p.accountOf(r.Header)
 	p.checkAccount(account)
 
 	// The intent is durable before anything reaches Daytona. The runner's
@@ -69,22 +69,14 @@ func (p *Proxy) create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.Logger.Debug("daytona proxy: create", "intent", in.ID, "name", in.Name, "runner_named", cb.name != "")
-	p.forward(w, r, out, &in, account, false)
+	p.forward(w, r, out, in, account)
 }
 
-// createDeclared forwards a create the runner declared to tether itself
-// (its labels carry an owner): untouched. When the owner is this journal's
-// and the intent is live under that very name, the proxy journals the id
-// (the runner may die before it reports it). A create another tether
-// answers for (a tether run nested in another) just passes through.
-func (p *Proxy) createDeclared(w http.ResponseWriter, r *http.Request, body []byte, cb *createBody, owner, intent, account string) {
-	if owner == p.Journal.Owner() && spool.ValidateIntentID(intent) == nil {
-		if in, err := p.Journal.Get(intent); err == nil && in.Live() && in.Name == cb.name {
-			p.remember(account, in.Name, in.ID)
-			p.forward(w, r, body, &in, account, true)
-			return
-		}
-	}
+// createDeclared passes a create the runner declared to tether itself
+// (its labels carry an owner: the socket API, a spool file, or another
+// tether further in) through untouched: the runner answers for it as it
+// always did, and nothing is journaled twice.
+func (p *Proxy) createDeclared(w http.ResponseWriter, r *http.Request, body []byte) {
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	r.ContentLength = int64(len(body))
 	p.pass.ServeHTTP(w, r)
@@ -92,9 +84,8 @@ func (p *Proxy) createDeclared(w http.ResponseWriter, r *http.Request, body []by
 
 // forward sends the create upstream on a context the runner cannot cancel
 // (only CreateTimeout and Close can), reads the answer to its end, answers
-// the runner with it byte for byte, and journals the sandbox id. declared:
-// the runner declared the intent itself and answers for it.
-func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, body []byte, in *spool.Intent, account string, declared bool) {
+// the runner with it byte for byte, and journals the sandbox id.
+func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, body []byte, in spool.Intent, account string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), p.CreateTimeout)
 	defer cancel()
 	defer context.AfterFunc(p.ctx, cancel)()
@@ -113,8 +104,8 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, body []byte, in 
 	resp, err := p.Transport.RoundTrip(req)
 	if err != nil {
 		var op *net.OpError
-		if !declared && errors.As(err, &op) && op.Op == "dial" {
-			p.abandon(*in, "Daytona could not be reached, nothing was sent: "+describe(err))
+		if errors.As(err, &op) && op.Op == "dial" {
+			p.abandon(in, "Daytona could not be reached, nothing was sent: "+describe(err))
 		} else {
 			p.Logger.Warn("daytona proxy: create got no answer; the drain resolves it by name", "intent", in.ID, "name", in.Name, "err", describe(err))
 		}
@@ -151,11 +142,11 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, body []byte, in 
 		p.remember(account, id, in.ID)
 		go func() {
 			defer close(observed)
-			p.observe(*in, id, declared)
+			p.observe(in, id)
 		}()
 	default:
 		close(observed)
-		p.failed(*in, resp.StatusCode, declared)
+		p.failed(in, resp.StatusCode)
 	}
 
 	h := w.Header()
@@ -175,14 +166,9 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, body []byte, in 
 }
 
 // observe journals the sandbox id a create answered with.
-func (p *Proxy) observe(in spool.Intent, id string, declared bool) {
-	out, recorded, err := p.Journal.ObserveRecorded(in.ID, id)
-	if err != nil {
+func (p *Proxy) observe(in spool.Intent, id string) {
+	if _, err := p.Journal.Observe(in.ID, id); err != nil {
 		p.Logger.Warn("daytona proxy: sandbox id not journaled; the drain resolves it by name", "intent", in.ID, "name", in.Name, "sandbox", id, "err", err)
-		return
-	}
-	if declared && recorded && p.Observed != nil {
-		go p.Observed(out)
 	}
 }
 
@@ -191,9 +177,8 @@ func (p *Proxy) observe(in spool.Intent, id string, declared bool) {
 // 400 "failed to start", a 500 after the allocation), except after the
 // answers Daytona gives before it does anything at all (authentication,
 // permission and quota refusals, rate limits), where nothing can land.
-func (p *Proxy) failed(in spool.Intent, status int, declared bool) {
+func (p *Proxy) failed(in spool.Intent, status int) {
 	switch {
-	case declared:
 	case status == http.StatusUnauthorized || status == http.StatusForbidden || status == http.StatusTooManyRequests:
 		p.abandon(in, fmt.Sprintf("Daytona refused the create with %d %s before creating anything", status, http.StatusText(status)))
 		return

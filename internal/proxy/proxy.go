@@ -11,8 +11,8 @@
 // auto-stop into the backstop; forwards the create on a context of its own,
 // so a runner that hangs up or times out does not cancel it; reads the
 // answer to the end and journals the sandbox id. A create the runner
-// already declared to tether (its labels carry this journal's owner) goes
-// through untouched, and only its id is journaled. A DELETE
+// already declared to tether (its labels carry an owner) goes through
+// untouched: the runner answers for it as before. A DELETE
 // /sandbox/{idOrName} that succeeds moves the matching intent to
 // releasing: the drain then only confirms the 404.
 //
@@ -83,11 +83,7 @@ type Proxy struct {
 	// AutoStopMinutes replaces an autoStopInterval of 0 (or null) in a
 	// create; 0 leaves it as the runner sent it.
 	AutoStopMinutes int
-	// Observed is called in its own goroutine after the proxy journaled the
-	// id of a sandbox the runner had declared itself (the socket API does
-	// the same on observe). May be nil.
-	Observed func(spool.Intent)
-	Logger   *slog.Logger
+	Logger          *slog.Logger
 	// Transport makes the upstream calls (default: http.DefaultTransport's
 	// settings, without transparent compression, so bodies pass as sent).
 	Transport http.RoundTripper

@@ -125,27 +125,19 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, body []byte, in 
 		return
 	}
 
-	// The id is journaled while the runner reads its answer; the handler
-	// returns only once it is on disk. Before that, a crash leaves the
-	// intent pending, and the drain finds the sandbox by its name.
-	observed := make(chan struct{})
-	switch ok := resp.StatusCode >= 200 && resp.StatusCode <= 299; {
-	case ok:
-		// The id is known before the runner hears of it, so a DELETE it
-		// sends at once finds its intent.
-		id, err := sandboxID(answer)
-		if err != nil {
-			close(observed)
+	// The id is known before the runner hears of it, so a DELETE it sends
+	// at once finds its intent; it is journaled while the runner reads its
+	// answer, in the same group commits as other creates. Until it is on
+	// disk, a crash leaves the intent pending and the drain finds the
+	// sandbox by its name.
+	if resp.StatusCode >= 200 && resp.StatusCode <= 299 {
+		if id, err := sandboxID(answer); err != nil {
 			p.Logger.Warn("daytona proxy: create succeeded but its answer names no sandbox; the drain resolves it by name", "intent", in.ID, "name", in.Name, "err", err)
-			break
+		} else {
+			p.remember(account, id, in.ID)
+			go p.observe(in, id)
 		}
-		p.remember(account, id, in.ID)
-		go func() {
-			defer close(observed)
-			p.observe(in, id)
-		}()
-	default:
-		close(observed)
+	} else {
 		p.failed(in, resp.StatusCode)
 	}
 
@@ -156,10 +148,6 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, body []byte, in 
 	h.Set("Content-Length", strconv.Itoa(len(answer)))
 	w.WriteHeader(resp.StatusCode)
 	w.Write(answer)
-	if f, ok := w.(http.Flusher); ok {
-		f.Flush()
-	}
-	<-observed
 	if r.Context().Err() != nil {
 		p.Logger.Info("daytona proxy: the runner hung up before the create's answer; the create went on and is journaled", "intent", in.ID, "name", in.Name, "status", resp.StatusCode)
 	}

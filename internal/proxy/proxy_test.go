@@ -520,3 +520,50 @@ func sameLabels(a, b map[string]string) bool {
 	}
 	return true
 }
+
+// Close (the actor's interrupt) returns at once even while a create waits
+// for Daytona, and Serve then returns; the intent stays for the drain.
+func TestCloseDoesNotWaitForCreatesInFlight(t *testing.T) {
+	w := newWorld(t, nil)
+	w.sim.Inject(daytonatest.RouteCreate, 1, daytonatest.Scripted{Hang: true})
+	errc := make(chan error, 1)
+	go func() {
+		_, _, err := w.runner().SandboxAPI.CreateSandbox(context.Background()).CreateSandbox(*apiclient.NewCreateSandbox()).Execute()
+		errc <- err
+	}()
+	eventually(t, "the create reaches Daytona", func() (bool, string) {
+		return w.sim.Calls()[daytonatest.RouteCreate] == 1, "not yet"
+	})
+	w.p.Close()
+	if err := <-errc; err == nil {
+		t.Fatal("the runner's create should fail when the proxy closes under it")
+	}
+	if in := w.only(); in.State != spool.Pending {
+		t.Errorf("intent %+v: want pending, for the drain", in)
+	}
+}
+
+// A runner that deletes its sandbox the moment the create answers: the
+// proxy already knows the id, so the intent is releasing, not left to a
+// lookup by a name Daytona has just renamed away.
+func TestDeleteRightAfterCreate(t *testing.T) {
+	w := newWorld(t, nil)
+	c := w.runner()
+	sb, _, err := c.SandboxAPI.CreateSandbox(ctx(t)).CreateSandbox(*apiclient.NewCreateSandbox()).Execute()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := c.SandboxAPI.DeleteSandbox(ctx(t), sb.GetId()).Execute(); err != nil {
+		t.Fatal(err)
+	}
+	in := w.observed()
+	if in.State != spool.Releasing || in.SandboxID != sb.GetId() {
+		t.Fatalf("intent %+v: want releasing with sandbox %s", in, sb.GetId())
+	}
+	if rep := w.drain(); rep.Gone != 1 {
+		t.Fatalf("drain: %+v", rep)
+	}
+	if n := w.sim.Calls()[daytonatest.RouteDelete]; n != 1 {
+		t.Errorf("%d deletes, want the runner's one", n)
+	}
+}

@@ -209,3 +209,44 @@ func TestProxyOff(t *testing.T) {
 		t.Error("a sandbox tether never knew of was deleted")
 	}
 }
+
+// TestProxyRunnerOnAnotherAccount: a runner whose key is another account's
+// than tether's. Its sandboxes are journaled under that account, reported
+// as unresolved after the drain, and never touched with tether's key.
+func TestProxyRunnerOnAnotherAccount(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	p := w.runZeroCode([]string{"--drain-timeout", drainTimeout}, "key:other-key", "create:2")
+	out := p.ready()
+	created := out.of("created")
+	if len(created) != 2 {
+		t.Fatalf("runner: %+v", out.lines)
+	}
+	if code := p.stop(syscall.SIGTERM); code != 128+int(syscall.SIGTERM) {
+		t.Fatalf("tether exited %d; stderr:\n%s", code, p.stderr)
+	}
+	for _, l := range created {
+		sb, ok := w.sim.Sandbox(l.sandbox)
+		if !ok || sb.Org != otherOrg || sb.DeleteRequested || sb.State != "started" {
+			t.Errorf("the other account's sandbox %s: %+v; want it started and untouched", l.sandbox, sb)
+		}
+	}
+	if n := w.sim.Calls()[daytonatest.RouteDelete]; n != 0 {
+		t.Errorf("%d deletes", n)
+	}
+	if !strings.Contains(p.stderr.String(), "another Daytona account than tether's") {
+		t.Errorf("the other account is not reported:\n%s", p.stderr)
+	}
+	if strings.Contains(p.stderr.String(), "other-key") {
+		t.Errorf("the runner's key reached tether's logs:\n%s", p.stderr)
+	}
+	rep := mustReport(t, p.stderr.String())
+	if rep.total != 2 || rep.left != 2 {
+		t.Fatalf("report: %d intents, %d left; want both left live", rep.total, rep.left)
+	}
+	for id, it := range rep.unresolved {
+		if !strings.Contains(it.why, "another provider account") {
+			t.Errorf("intent %s left live for %q, want the account", id, it.why)
+		}
+	}
+}

@@ -14,6 +14,7 @@
 //	fail         failed - <status> -       a create expected to fail
 //	hangup:D     hungup - - -              a create it gives up on after D
 //	url          url - <DAYTONA_API_URL> -
+//	key:KEY                                use KEY from now on, not DAYTONA_API_KEY
 //	exit                                   exit 0 after "ready"
 package main
 
@@ -35,11 +36,14 @@ type sandbox struct{ id, name string }
 
 func main() {
 	fmt.Printf("pid %d\n", os.Getpid())
-	cfg := apiclient.NewConfiguration()
-	cfg.Servers = apiclient.ServerConfigurations{{URL: os.Getenv("DAYTONA_API_URL")}}
-	cfg.AddDefaultHeader("Authorization", "Bearer "+os.Getenv("DAYTONA_API_KEY"))
-	cfg.AddDefaultHeader("X-Daytona-Source", "proxyrunner")
-	api := apiclient.NewAPIClient(cfg).SandboxAPI
+	newAPI := func(key string) apiclient.SandboxAPI {
+		cfg := apiclient.NewConfiguration()
+		cfg.Servers = apiclient.ServerConfigurations{{URL: os.Getenv("DAYTONA_API_URL")}}
+		cfg.AddDefaultHeader("Authorization", "Bearer "+key)
+		cfg.AddDefaultHeader("X-Daytona-Source", "proxyrunner")
+		return apiclient.NewAPIClient(cfg).SandboxAPI
+	}
+	api := newAPI(os.Getenv("DAYTONA_API_KEY"))
 
 	var held []sandbox
 	exit := false
@@ -95,6 +99,8 @@ func main() {
 				fail("create should have outlasted %s", d)
 			}
 			fmt.Println("hungup - - -")
+		case "key":
+			api = newAPI(arg)
 		case "url":
 			fmt.Printf("url - %s -\n", os.Getenv("DAYTONA_API_URL"))
 		case "exit":

@@ -100,6 +100,9 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, body []byte, in 
 	req.Header = forwardHeaders(r.Header)
 	// The answer is read here for its id: ask for it uncompressed.
 	req.Header.Set("Accept-Encoding", "identity")
+	if _, ok := req.Header["User-Agent"]; !ok {
+		req.Header.Set("User-Agent", "") // none, as the runner sent none (not Go's own)
+	}
 
 	resp, err := p.Transport.RoundTrip(req)
 	if err != nil {

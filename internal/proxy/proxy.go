@@ -57,6 +57,10 @@ const (
 	// DefaultMaxIdleConns is how many idle upstream connections are kept,
 	// so that a burst of concurrent calls does not redial each time.
 	DefaultMaxIdleConns = 256
+	// maxKnown bounds the in-memory index from sandbox ids and names to
+	// intents (two entries per create); past it the index starts over, and
+	// a DELETE of an older sandbox finds its intent in the journal instead.
+	maxKnown = 100_000
 	// readHeaderTimeout keeps a client that connects and says nothing from
 	// holding a connection forever.
 	readHeaderTimeout = 10 * time.Second
@@ -308,6 +312,9 @@ func (p *Proxy) checkAccount(account string) {
 // the DELETE that may follow.
 func (p *Proxy) remember(account, idOrName, intent string) {
 	p.mu.Lock()
+	if len(p.known) >= maxKnown {
+		clear(p.known)
+	}
 	p.known[account+"\x00"+idOrName] = intent
 	p.mu.Unlock()
 }

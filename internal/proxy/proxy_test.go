@@ -567,3 +567,30 @@ func TestDeleteRightAfterCreate(t *testing.T) {
 		t.Errorf("%d deletes, want the runner's one", n)
 	}
 }
+
+func TestChildURLMirrorsTheUpstreamPath(t *testing.T) {
+	for _, tc := range []struct{ upstream, path string }{
+		{"https://app.daytona.io/api", "/api"},
+		{"https://app.daytona.io/api/", "/api"},
+		{"http://daytona.internal:3000", ""},
+		{"", "/api"}, // Daytona's cloud
+	} {
+		p := &Proxy{Upstream: tc.upstream}
+		l, err := p.Listen("127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("%q: %v", tc.upstream, err)
+		}
+		if got, want := p.URL(l), "http://"+l.Addr().String()+tc.path; got != want {
+			t.Errorf("%q: child URL %s, want %s", tc.upstream, got, want)
+		}
+		l.Close()
+	}
+	for _, bad := range []string{"ftp://host/api", "app.daytona.io/api", "https://user:hunter2@host/api", "http://%zz"} {
+		_, err := (&Proxy{Upstream: bad}).Listen("127.0.0.1:0")
+		if err == nil {
+			t.Errorf("upstream %q accepted", bad)
+		} else if strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("error shows the password: %v", err)
+		}
+	}
+}

@@ -250,3 +250,37 @@ func TestProxyRunnerOnAnotherAccount(t *testing.T) {
 		}
 	}
 }
+
+// TestProxyRunnerKilledMidCreate: the runner is SIGKILLed while its create
+// is still on its way to Daytona. tether stops, but the create it forwarded
+// goes on; the sandbox lands, and the drain finds it by name and deletes it.
+func TestProxyRunnerKilledMidCreate(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, daytonatest.WithFaults(daytonatest.Faults{
+		Latency: 2 * time.Second,
+		Routes:  []string{daytonatest.RouteCreate},
+	}))
+	p := w.runZeroCode([]string{"--drain-timeout", drainTimeout}, "hangup:100ms")
+	out := p.ready()
+	if len(out.of("hungup")) != 1 {
+		t.Fatalf("runner: %+v", out.lines)
+	}
+	if n := w.sim.Calls()[daytonatest.RouteCreate]; n != 1 {
+		t.Fatalf("%d creates reached Daytona, want 1 (still waiting)", n)
+	}
+	if err := syscall.Kill(out.pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(); code != 128+int(syscall.SIGKILL) {
+		t.Fatalf("tether exited %d; stderr:\n%s", code, p.stderr)
+	}
+	ours := w.ours()
+	if len(ours) != 1 {
+		t.Fatalf("the simulator holds %d sandboxes of ours, want the one created after the kill", len(ours))
+	}
+	w.assertDestroyed(ours[0].ID)
+	rep := mustReport(t, p.stderr.String())
+	if rep.total != 1 || rep.left != 0 || rep.counts["gone"] != 1 {
+		t.Errorf("report: %d intents, %d left, counts %v; want 1 gone", rep.total, rep.left, rep.counts)
+	}
+}

@@ -82,13 +82,14 @@ func (p *Proxy) createDeclared(w http.ResponseWriter, r *http.Request, body []by
 	p.pass.ServeHTTP(w, r)
 }
 
-// forward sends the create upstream on a context the runner cannot cancel
-// (only CreateTimeout and Close can), reads the answer to its end, answers
-// the runner with it byte for byte, and journals the sandbox id.
+// forward sends the create upstream on a context the runner cannot cancel,
+// bounded by CreateTimeout only: not even Close ends it, since a runner
+// killed mid-create is exactly when the id matters (the drain that follows
+// finds the sandbox by name meanwhile). It reads the answer to its end,
+// answers the runner with it byte for byte, and journals the sandbox id.
 func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, body []byte, in spool.Intent, account string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), p.CreateTimeout)
 	defer cancel()
-	defer context.AfterFunc(p.ctx, cancel)()
 
 	u := *r.URL
 	u.Scheme, u.Host = p.upstream.Scheme, p.upstream.Host
@@ -112,7 +113,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, body []byte, in 
 		} else {
 			p.Logger.Warn("daytona proxy: create got no answer; the drain resolves it by name", "intent", in.ID, "name", in.Name, "err", describe(err))
 		}
-		if r.Context().Err() == nil && p.ctx.Err() == nil {
+		if r.Context().Err() == nil {
 			writeError(w, http.StatusBadGateway, "tether proxy: Daytona did not answer the create: "+describe(err))
 		}
 		return

@@ -199,8 +199,9 @@ func (p *Proxy) Serve(l net.Listener) error {
 }
 
 // Close stops serving at once: listeners and connections are closed, and
-// creates still waiting for Daytona are abandoned (the drain that follows
-// finds their sandboxes by name). It does not wait.
+// pass-through calls and upgraded connections are cut. Creates still
+// waiting for Daytona go on in the background (see forward); the drain
+// that follows finds their sandboxes by name. It does not wait.
 func (p *Proxy) Close() error {
 	if err := p.init(); err != nil {
 		return nil

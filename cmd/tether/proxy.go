@@ -29,7 +29,6 @@ func (sc *sidecar) proxyActor() (supervisor.Actor, error) {
 		Provider:        daytona.ProviderName,
 		Account:         sc.intake.Account,
 		AutoStopMinutes: sc.cfg.DaytonaAutoStop,
-		Observed:        sc.observed,
 		Logger:          sc.log.With("component", "proxy"),
 	}
 	l, err := p.Listen(sc.cfg.DaytonaProxyAddr)

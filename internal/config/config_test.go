@@ -113,3 +113,33 @@ func TestBadSettingsNameTheSetting(t *testing.T) {
 		})
 	}
 }
+
+func TestDaytonaProxySettings(t *testing.T) {
+	c, envErr, err := bind(t, nil)
+	if envErr != nil || err != nil || !c.DaytonaProxy || c.DaytonaProxyAddr != DefaultDaytonaProxyAddr {
+		t.Fatalf("defaults: proxy %v on %q (%v, %v), want on at %s", c.DaytonaProxy, c.DaytonaProxyAddr, envErr, err, DefaultDaytonaProxyAddr)
+	}
+	for _, tc := range []struct {
+		addr string
+		ok   bool
+	}{
+		{"127.0.0.1:0", true}, {"localhost:8080", true}, {"[::1]:9000", true}, {"127.0.0.2:1", true},
+		{"0.0.0.0:8080", false}, {":8080", false}, {"10.0.0.1:80", false}, {"127.0.0.1", false}, {"127.0.0.1:99999", false},
+	} {
+		_, _, err := bind(t, nil, "--daytona-proxy-addr", tc.addr)
+		if (err == nil) != tc.ok {
+			t.Errorf("--daytona-proxy-addr %s: %v, want ok=%v", tc.addr, err, tc.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), "--daytona-proxy-addr") {
+			t.Errorf("error does not name the setting: %v", err)
+		}
+	}
+	// Off, the address is not checked: nothing listens on it.
+	if _, _, err := bind(t, nil, "--daytona-proxy=false", "--daytona-proxy-addr", "0.0.0.0:1"); err != nil {
+		t.Errorf("proxy off: %v", err)
+	}
+	c, envErr, err = bind(t, map[string]string{EnvDaytonaProxy: "false"})
+	if envErr != nil || err != nil || c.DaytonaProxy {
+		t.Fatalf("%s=false: proxy %v (%v, %v)", EnvDaytonaProxy, c.DaytonaProxy, envErr, err)
+	}
+}

@@ -75,13 +75,12 @@ func parseCreate(b []byte) (*createBody, error) {
 
 func isNull(raw json.RawMessage) bool { return string(bytes.TrimSpace(raw)) == "null" }
 
-// declaredBy returns the owner and intent the runner's labels name when it
-// declared the sandbox to tether itself (over the socket or a spool file)
-// and creates it with tether's name and labels: such a create is forwarded
-// untouched and only its id is journaled.
-func (c *createBody) declaredBy() (owner, intent string, ok bool) {
-	owner, ok = c.labels[spool.LabelOwner]
-	return owner, c.labels[spool.LabelIntent], ok
+// declared reports whether the runner's labels carry an owner: it declared
+// the sandbox to a tether itself and creates it with that tether's name and
+// labels, so the create is not tether's to rewrite or journal again.
+func (c *createBody) declared() bool {
+	_, ok := c.labels[spool.LabelOwner]
+	return ok
 }
 
 // rewrite returns the body to forward: the runner's fields as sent, with

@@ -32,11 +32,11 @@ func (p *Proxy) create(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "tether proxy: "+err.Error())
 		return
 	}
-	account := p.accountOf(r.Header)
-	if owner, intent, ok := cb.declaredBy(); ok {
-		p.createDeclared(w, r, body, cb, owner, intent, account)
+	if cb.declared() {
+		p.createDeclared(w, r, body)
 		return
 	}
+	account := p.accountOf(r.Header)
 	p.checkAccount(account)
 
 	// The intent is durable before anything reaches Daytona. The runner's
@@ -69,35 +69,27 @@ func (p *Proxy) create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.Logger.Debug("daytona proxy: create", "intent", in.ID, "name", in.Name, "runner_named", cb.name != "")
-	p.forward(w, r, out, &in, account, false)
+	p.forward(w, r, out, in, account)
 }
 
-// createDeclared forwards a create the runner declared to tether itself
-// (its labels carry an owner): untouched. When the owner is this journal's
-// and the intent is live under that very name, the proxy journals the id
-// (the runner may die before it reports it). A create another tether
-// answers for (a tether run nested in another) just passes through.
-func (p *Proxy) createDeclared(w http.ResponseWriter, r *http.Request, body []byte, cb *createBody, owner, intent, account string) {
-	if owner == p.Journal.Owner() && spool.ValidateIntentID(intent) == nil {
-		if in, err := p.Journal.Get(intent); err == nil && in.Live() && in.Name == cb.name {
-			p.remember(account, in.Name, in.ID)
-			p.forward(w, r, body, &in, account, true)
-			return
-		}
-	}
+// createDeclared passes a create the runner declared to tether itself
+// (its labels carry an owner: the socket API, a spool file, or another
+// tether further in) through untouched: the runner answers for it as it
+// always did, and nothing is journaled twice.
+func (p *Proxy) createDeclared(w http.ResponseWriter, r *http.Request, body []byte) {
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	r.ContentLength = int64(len(body))
 	p.pass.ServeHTTP(w, r)
 }
 
-// forward sends the create upstream on a context the runner cannot cancel
-// (only CreateTimeout and Close can), reads the answer to its end, answers
-// the runner with it byte for byte, and journals the sandbox id. declared:
-// the runner declared the intent itself and answers for it.
-func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, body []byte, in *spool.Intent, account string, declared bool) {
+// forward sends the create upstream on a context the runner cannot cancel,
+// bounded by CreateTimeout only: not even Close ends it, since a runner
+// killed mid-create is exactly when the id matters (the drain that follows
+// finds the sandbox by name meanwhile). It reads the answer to its end,
+// answers the runner with it byte for byte, and journals the sandbox id.
+func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, body []byte, in spool.Intent, account string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), p.CreateTimeout)
 	defer cancel()
-	defer context.AfterFunc(p.ctx, cancel)()
 
 	u := *r.URL
 	u.Scheme, u.Host = p.upstream.Scheme, p.upstream.Host
@@ -109,16 +101,19 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, body []byte, in 
 	req.Header = forwardHeaders(r.Header)
 	// The answer is read here for its id: ask for it uncompressed.
 	req.Header.Set("Accept-Encoding", "identity")
+	if _, ok := req.Header["User-Agent"]; !ok {
+		req.Header.Set("User-Agent", "") // none, as the runner sent none (not Go's own)
+	}
 
 	resp, err := p.Transport.RoundTrip(req)
 	if err != nil {
 		var op *net.OpError
-		if !declared && errors.As(err, &op) && op.Op == "dial" {
-			p.abandon(*in, "Daytona could not be reached, nothing was sent: "+describe(err))
+		if errors.As(err, &op) && op.Op == "dial" {
+			p.abandon(in, "Daytona could not be reached, nothing was sent: "+describe(err))
 		} else {
 			p.Logger.Warn("daytona proxy: create got no answer; the drain resolves it by name", "intent", in.ID, "name", in.Name, "err", describe(err))
 		}
-		if r.Context().Err() == nil && p.ctx.Err() == nil {
+		if r.Context().Err() == nil {
 			writeError(w, http.StatusBadGateway, "tether proxy: Daytona did not answer the create: "+describe(err))
 		}
 		return
@@ -134,28 +129,20 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, body []byte, in 
 		return
 	}
 
-	// The id is journaled while the runner reads its answer; the handler
-	// returns only once it is on disk. Before that, a crash leaves the
-	// intent pending, and the drain finds the sandbox by its name.
-	observed := make(chan struct{})
-	switch ok := resp.StatusCode >= 200 && resp.StatusCode <= 299; {
-	case ok:
-		// The id is known before the runner hears of it, so a DELETE it
-		// sends at once finds its intent.
-		id, err := sandboxID(answer)
-		if err != nil {
-			close(observed)
+	// The id is known before the runner hears of it, so a DELETE it sends
+	// at once finds its intent; it is journaled while the runner reads its
+	// answer, in the same group commits as other creates. Until it is on
+	// disk, a crash leaves the intent pending and the drain finds the
+	// sandbox by its name.
+	if resp.StatusCode >= 200 && resp.StatusCode <= 299 {
+		if id, err := sandboxID(answer); err != nil {
 			p.Logger.Warn("daytona proxy: create succeeded but its answer names no sandbox; the drain resolves it by name", "intent", in.ID, "name", in.Name, "err", err)
-			break
+		} else {
+			p.remember(account, id, in.ID)
+			go p.observe(in, id)
 		}
-		p.remember(account, id, in.ID)
-		go func() {
-			defer close(observed)
-			p.observe(*in, id, declared)
-		}()
-	default:
-		close(observed)
-		p.failed(*in, resp.StatusCode, declared)
+	} else {
+		p.failed(in, resp.StatusCode)
 	}
 
 	h := w.Header()
@@ -165,24 +152,15 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, body []byte, in 
 	h.Set("Content-Length", strconv.Itoa(len(answer)))
 	w.WriteHeader(resp.StatusCode)
 	w.Write(answer)
-	if f, ok := w.(http.Flusher); ok {
-		f.Flush()
-	}
-	<-observed
 	if r.Context().Err() != nil {
 		p.Logger.Info("daytona proxy: the runner hung up before the create's answer; the create went on and is journaled", "intent", in.ID, "name", in.Name, "status", resp.StatusCode)
 	}
 }
 
 // observe journals the sandbox id a create answered with.
-func (p *Proxy) observe(in spool.Intent, id string, declared bool) {
-	out, recorded, err := p.Journal.ObserveRecorded(in.ID, id)
-	if err != nil {
+func (p *Proxy) observe(in spool.Intent, id string) {
+	if _, err := p.Journal.Observe(in.ID, id); err != nil {
 		p.Logger.Warn("daytona proxy: sandbox id not journaled; the drain resolves it by name", "intent", in.ID, "name", in.Name, "sandbox", id, "err", err)
-		return
-	}
-	if declared && recorded && p.Observed != nil {
-		go p.Observed(out)
 	}
 }
 
@@ -191,9 +169,8 @@ func (p *Proxy) observe(in spool.Intent, id string, declared bool) {
 // 400 "failed to start", a 500 after the allocation), except after the
 // answers Daytona gives before it does anything at all (authentication,
 // permission and quota refusals, rate limits), where nothing can land.
-func (p *Proxy) failed(in spool.Intent, status int, declared bool) {
+func (p *Proxy) failed(in spool.Intent, status int) {
 	switch {
-	case declared:
 	case status == http.StatusUnauthorized || status == http.StatusForbidden || status == http.StatusTooManyRequests:
 		p.abandon(in, fmt.Sprintf("Daytona refused the create with %d %s before creating anything", status, http.StatusText(status)))
 		return

@@ -3,6 +3,7 @@ package proxy
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -341,6 +342,65 @@ func TestWebsocketUpgradePassesThrough(t *testing.T) {
 		}
 		if line != "echo "+msg+"\n" {
 			t.Fatalf("got %q", line)
+		}
+	}
+}
+
+// TestCreateForwardsTheRunnersRequestAndDaytonasAnswer: a create through
+// the proxy reaches Daytona with the runner's headers and every field it
+// sent (only the name, the labels and a disabled auto-stop changed), and
+// the runner gets Daytona's status, headers and body byte for byte.
+func TestCreateForwardsTheRunnersRequestAndDaytonasAnswer(t *testing.T) {
+	tp := newTap()
+	w := newWorld(t, tp.wrap)
+	body := `{"snapshot":"daytonaio/sandbox:0.4","env":{"A":"1"},"cpu":2,"futureField":{"x":[1,2]},"labels":{"team":"a"},"autoStopInterval":0}`
+	req, err := http.NewRequestWithContext(ctx(t), "POST", w.url+"/sandbox", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+secretKey)
+	req.Header.Set("X-Daytona-Source", "go-test")
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(caseHeader, "create")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp.mu.Lock()
+	ex := tp.got["create"]
+	tp.mu.Unlock()
+	for _, k := range []string{"Authorization", "X-Daytona-Source", "Content-Type", "User-Agent"} {
+		if want := req.Header.Get(k); k == "User-Agent" {
+			// The runner's client sends its default on the wire.
+			if ex.reqHeader.Get(k) != "Go-http-client/1.1" {
+				t.Errorf("header %s: Daytona got %q", k, ex.reqHeader.Get(k))
+			}
+		} else if ex.reqHeader.Get(k) != want {
+			t.Errorf("header %s: Daytona got %q, the runner sent %q", k, ex.reqHeader.Get(k), want)
+		}
+	}
+	var sent map[string]any
+	if err := json.Unmarshal(ex.reqBody, &sent); err != nil {
+		t.Fatal(err)
+	}
+	in := w.only()
+	if sent["snapshot"] != "daytonaio/sandbox:0.4" || sent["cpu"] != 2.0 || sent["name"] != in.Name || sent["autoStopInterval"] != float64(backstop) {
+		t.Errorf("Daytona got %s", ex.reqBody)
+	}
+	if fmt.Sprint(sent["futureField"]) != "map[x:[1 2]]" || fmt.Sprint(sent["env"]) != "map[A:1]" {
+		t.Errorf("fields lost or changed: %s", ex.reqBody)
+	}
+	if resp.StatusCode != ex.status || !bytes.Equal(got, ex.body) {
+		t.Errorf("runner got %d %q, Daytona wrote %d %q", resp.StatusCode, got, ex.status, ex.body)
+	}
+	for k, v := range ex.header {
+		if strings.Join(resp.Header.Values(k), ",") != strings.Join(v, ",") {
+			t.Errorf("header %s: runner got %q, Daytona wrote %q", k, resp.Header.Values(k), v)
 		}
 	}
 }

@@ -11,8 +11,8 @@
 // auto-stop into the backstop; forwards the create on a context of its own,
 // so a runner that hangs up or times out does not cancel it; reads the
 // answer to the end and journals the sandbox id. A create the runner
-// already declared to tether (its labels carry this journal's owner) goes
-// through untouched, and only its id is journaled. A DELETE
+// already declared to tether (its labels carry an owner) goes through
+// untouched: the runner answers for it as before. A DELETE
 // /sandbox/{idOrName} that succeeds moves the matching intent to
 // releasing: the drain then only confirms the 404.
 //
@@ -57,6 +57,10 @@ const (
 	// DefaultMaxIdleConns is how many idle upstream connections are kept,
 	// so that a burst of concurrent calls does not redial each time.
 	DefaultMaxIdleConns = 256
+	// maxKnown bounds the in-memory index from sandbox ids and names to
+	// intents (two entries per create); past it the index starts over, and
+	// a DELETE of an older sandbox finds its intent in the journal instead.
+	maxKnown = 100_000
 	// readHeaderTimeout keeps a client that connects and says nothing from
 	// holding a connection forever.
 	readHeaderTimeout = 10 * time.Second
@@ -83,11 +87,7 @@ type Proxy struct {
 	// AutoStopMinutes replaces an autoStopInterval of 0 (or null) in a
 	// create; 0 leaves it as the runner sent it.
 	AutoStopMinutes int
-	// Observed is called in its own goroutine after the proxy journaled the
-	// id of a sandbox the runner had declared itself (the socket API does
-	// the same on observe). May be nil.
-	Observed func(spool.Intent)
-	Logger   *slog.Logger
+	Logger          *slog.Logger
 	// Transport makes the upstream calls (default: http.DefaultTransport's
 	// settings, without transparent compression, so bodies pass as sent).
 	Transport http.RoundTripper
@@ -199,8 +199,9 @@ func (p *Proxy) Serve(l net.Listener) error {
 }
 
 // Close stops serving at once: listeners and connections are closed, and
-// creates still waiting for Daytona are abandoned (the drain that follows
-// finds their sandboxes by name). It does not wait.
+// pass-through calls and upgraded connections are cut. Creates still
+// waiting for Daytona go on in the background (see forward); the drain
+// that follows finds their sandboxes by name. It does not wait.
 func (p *Proxy) Close() error {
 	if err := p.init(); err != nil {
 		return nil
@@ -312,6 +313,9 @@ func (p *Proxy) checkAccount(account string) {
 // the DELETE that may follow.
 func (p *Proxy) remember(account, idOrName, intent string) {
 	p.mu.Lock()
+	if len(p.known) >= maxKnown {
+		clear(p.known)
+	}
 	p.known[account+"\x00"+idOrName] = intent
 	p.mu.Unlock()
 }

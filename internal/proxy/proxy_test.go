@@ -447,11 +447,10 @@ func TestAnotherAccountIsReportedAndNeverDeleted(t *testing.T) {
 }
 
 // A create the runner declared itself (tether's name and labels) goes
-// through untouched; the proxy journals its id into that intent.
-func TestDeclaredCreatePassesUntouchedAndIsObserved(t *testing.T) {
+// through untouched, and nothing more is journaled: the runner answers for
+// it over the socket, as it did without the proxy.
+func TestDeclaredCreatePassesUntouched(t *testing.T) {
 	w := newWorld(t, nil)
-	var observed = make(chan spool.Intent, 1)
-	w.p.Observed = func(in spool.Intent) { observed <- in }
 	in, _, err := w.j.Create(ctx(t), spool.NewIntent{Labels: map[string]string{"run": "1"}, Provider: "daytona"})
 	if err != nil {
 		t.Fatal(err)
@@ -464,21 +463,12 @@ func TestDeclaredCreatePassesUntouchedAndIsObserved(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := w.observed()
-	if got.ID != in.ID || got.SandboxID != sb.GetId() {
-		t.Fatalf("journal %+v: want the declared intent observed", got)
+	if got := w.only(); got.ID != in.ID || got.State != spool.Pending {
+		t.Fatalf("journal %+v: want only the declared intent, as it was", got)
 	}
 	rec, _ := w.sim.Sandbox(sb.GetId())
-	if !sameLabels(rec.Labels, in.Labels) || rec.AutoStopInterval != 0 {
-		t.Errorf("declared create changed: labels %v auto-stop %d", rec.Labels, rec.AutoStopInterval)
-	}
-	select {
-	case o := <-observed:
-		if o.SandboxID != sb.GetId() {
-			t.Errorf("observed hook got %+v", o)
-		}
-	case <-time.After(waitBound):
-		t.Fatal("the observed hook (the backstop) was not called")
+	if rec.Name != in.Name || !sameLabels(rec.Labels, in.Labels) || rec.AutoStopInterval != 0 {
+		t.Errorf("declared create changed: name %q labels %v auto-stop %d", rec.Name, rec.Labels, rec.AutoStopInterval)
 	}
 }
 
@@ -529,4 +519,78 @@ func sameLabels(a, b map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// Close (the actor's interrupt) returns at once even while a create waits
+// for Daytona, and Serve then returns; the intent stays for the drain.
+func TestCloseDoesNotWaitForCreatesInFlight(t *testing.T) {
+	w := newWorld(t, nil)
+	w.sim.Inject(daytonatest.RouteCreate, 1, daytonatest.Scripted{Hang: true})
+	errc := make(chan error, 1)
+	go func() {
+		_, _, err := w.runner().SandboxAPI.CreateSandbox(context.Background()).CreateSandbox(*apiclient.NewCreateSandbox()).Execute()
+		errc <- err
+	}()
+	eventually(t, "the create reaches Daytona", func() (bool, string) {
+		return w.sim.Calls()[daytonatest.RouteCreate] == 1, "not yet"
+	})
+	w.p.Close()
+	if err := <-errc; err == nil {
+		t.Fatal("the runner's create should fail when the proxy closes under it")
+	}
+	if in := w.only(); in.State != spool.Pending {
+		t.Errorf("intent %+v: want pending, for the drain", in)
+	}
+}
+
+// A runner that deletes its sandbox the moment the create answers: the
+// proxy already knows the id, so the intent is releasing, not left to a
+// lookup by a name Daytona has just renamed away.
+func TestDeleteRightAfterCreate(t *testing.T) {
+	w := newWorld(t, nil)
+	c := w.runner()
+	sb, _, err := c.SandboxAPI.CreateSandbox(ctx(t)).CreateSandbox(*apiclient.NewCreateSandbox()).Execute()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := c.SandboxAPI.DeleteSandbox(ctx(t), sb.GetId()).Execute(); err != nil {
+		t.Fatal(err)
+	}
+	in := w.observed()
+	if in.State != spool.Releasing || in.SandboxID != sb.GetId() {
+		t.Fatalf("intent %+v: want releasing with sandbox %s", in, sb.GetId())
+	}
+	if rep := w.drain(); rep.Gone != 1 {
+		t.Fatalf("drain: %+v", rep)
+	}
+	if n := w.sim.Calls()[daytonatest.RouteDelete]; n != 1 {
+		t.Errorf("%d deletes, want the runner's one", n)
+	}
+}
+
+func TestChildURLMirrorsTheUpstreamPath(t *testing.T) {
+	for _, tc := range []struct{ upstream, path string }{
+		{"https://app.daytona.io/api", "/api"},
+		{"https://app.daytona.io/api/", "/api"},
+		{"http://daytona.internal:3000", ""},
+		{"", "/api"}, // Daytona's cloud
+	} {
+		p := &Proxy{Upstream: tc.upstream}
+		l, err := p.Listen("127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("%q: %v", tc.upstream, err)
+		}
+		if got, want := p.URL(l), "http://"+l.Addr().String()+tc.path; got != want {
+			t.Errorf("%q: child URL %s, want %s", tc.upstream, got, want)
+		}
+		l.Close()
+	}
+	for _, bad := range []string{"ftp://host/api", "app.daytona.io/api", "https://user:hunter2@host/api", "http://%zz"} {
+		_, err := (&Proxy{Upstream: bad}).Listen("127.0.0.1:0")
+		if err == nil {
+			t.Errorf("upstream %q accepted", bad)
+		} else if strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("error shows the password: %v", err)
+		}
+	}
 }

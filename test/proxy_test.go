@@ -1,0 +1,286 @@
+package e2e_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tether-run/tether/provider/daytona/daytonatest"
+	"github.com/tether-run/tether/spool"
+)
+
+// The zero-code runner (test/proxyrunner) knows nothing of tether: only
+// DAYTONA_API_URL and DAYTONA_API_KEY, and the official api-client-go.
+// tether's Daytona API proxy is all that covers its sandboxes.
+
+var proxyRunner struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// zeroCodeRunner builds test/proxyrunner once.
+func zeroCodeRunner(t *testing.T) string {
+	t.Helper()
+	proxyRunner.once.Do(func() {
+		dir, err := os.MkdirTemp("", "tether-e2e-proxyrunner-")
+		if err != nil {
+			proxyRunner.err = err
+			return
+		}
+		proxyRunner.path = filepath.Join(dir, "proxyrunner")
+		out, err := exec.Command("go", "build", "-o", proxyRunner.path, "github.com/tether-run/tether/test/proxyrunner").CombinedOutput()
+		if err != nil {
+			proxyRunner.err = fmt.Errorf("build proxyrunner: %v\n%s", err, out)
+		}
+	})
+	if proxyRunner.err != nil {
+		t.Fatal(proxyRunner.err)
+	}
+	return proxyRunner.path
+}
+
+// runZeroCode starts `tether run [flags] -- proxyrunner actions...`.
+func (w *world) runZeroCode(flags []string, actions ...string) *proc {
+	args := append(w.tetherArgs("run"), flags...)
+	args = append(args, "--", zeroCodeRunner(w.t))
+	return w.start(append(args, actions...)...)
+}
+
+// TestProxyZeroCodeRunnerKilled: an unchanged runner creates 20 sandboxes
+// through the proxy, deletes 5 itself, and is SIGKILLed. The drain deletes
+// the other 15; the 5 are confirmed, not deleted a second time.
+func TestProxyZeroCodeRunnerKilled(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	p := w.runZeroCode([]string{"--drain-timeout", drainTimeout}, "url", "create:20", "delete:5")
+	out := p.ready()
+	created, deleted := out.of("created"), out.of("deleted")
+	if len(created) != 20 || len(deleted) != 5 {
+		t.Fatalf("runner: %d created, %d deleted: %+v", len(created), len(deleted), out.lines)
+	}
+	if u := out.of("url"); len(u) != 1 || !strings.HasPrefix(u[0].name, "http://127.0.0.1:") || !strings.HasSuffix(u[0].name, "/api") {
+		t.Fatalf("the runner's DAYTONA_API_URL is %+v, want tether's proxy on loopback", u)
+	}
+	deletesByRunner := w.sim.Calls()[daytonatest.RouteDelete]
+	if deletesByRunner != 5 {
+		t.Fatalf("%d deletes before the kill, want the runner's 5", deletesByRunner)
+	}
+	if err := syscall.Kill(out.pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(); code != 128+int(syscall.SIGKILL) {
+		t.Fatalf("tether exited %d, want the child's 137; stderr:\n%s", code, p.stderr)
+	}
+
+	// The simulator's record: every one of the 20 destroyed, and exactly one
+	// delete each — 5 by the runner, 15 by the drain.
+	w.assertDestroyed(ids(created, func(l runnerLine) string { return l.sandbox })...)
+	if n := w.sim.Calls()[daytonatest.RouteDelete]; n != 20 {
+		t.Errorf("Daytona received %d deletes, want 20 (5 by the runner, 15 by the drain)", n)
+	}
+	ours := w.ours()
+	if len(ours) != 20 {
+		t.Errorf("the simulator holds %d sandboxes of ours, want 20", len(ours))
+	}
+	for _, sb := range ours {
+		in := sb.Labels[spool.LabelIntent]
+		if sb.Labels["runner"] != "zero-code" || sb.Labels["e2e"] != "yes" || in == "" || !strings.HasPrefix(sb.Name, "DESTROYED_tether-"+in+"_") {
+			t.Errorf("sandbox %s: name %q labels %v: want tether-<intent> with the runner's and tether's labels", sb.ID, sb.Name, sb.Labels)
+		}
+	}
+	journal := w.intents()
+	if len(journal) != 20 {
+		t.Errorf("journal holds %d intents, want 20", len(journal))
+	}
+	for _, in := range journal {
+		if in.State != spool.Gone {
+			t.Errorf("intent %s (%s): %s (%s)", in.ID, in.Name, in.State, in.LastError)
+		}
+	}
+	rep := mustReport(t, p.stderr.String())
+	if rep.total != 20 || rep.left != 0 || rep.counts["gone"] != 20 {
+		t.Errorf("report: %d intents, %d left, counts %v; want 20 gone", rep.total, rep.left, rep.counts)
+	}
+}
+
+// TestProxyCreatesThatFailOrLoseTheirAnswer: a create that allocates and
+// then fails (500), one answered 400 although the sandbox exists, and one
+// whose runner hangs up before the answer: all end deleted.
+func TestProxyCreatesThatFailOrLoseTheirAnswer(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, daytonatest.WithFaults(daytonatest.Faults{
+		Latency: time.Second,
+		Routes:  []string{daytonatest.RouteCreate},
+	}))
+	w.sim.Inject(daytonatest.RouteCreate, 1, daytonatest.Scripted{Status: 500, After: true})
+	w.sim.Inject(daytonatest.RouteCreate, 1, daytonatest.Scripted{Status: 400, After: true})
+	p := w.runZeroCode([]string{"--drain-timeout", drainTimeout}, "fail", "fail", "hangup:100ms")
+	out := p.ready()
+	failed := out.of("failed")
+	if len(failed) != 2 || failed[0].name != "500" || failed[1].name != "400" || len(out.of("hungup")) != 1 {
+		t.Fatalf("runner: %+v", out.lines)
+	}
+	// The create the runner gave up on goes on: tether journals its id.
+	eventually(t, "the proxy journals the abandoned create's id", func() (bool, string) {
+		live, err := w.liveIntents()
+		if err != nil {
+			return false, err.Error()
+		}
+		observed := 0
+		for _, in := range live {
+			if in.SandboxID != "" {
+				observed++
+			}
+		}
+		return len(live) == 3 && observed == 1, fmt.Sprintf("%d live, %d observed", len(live), observed)
+	})
+	if code := p.stop(syscall.SIGTERM); code != 128+int(syscall.SIGTERM) {
+		t.Fatalf("tether exited %d; stderr:\n%s", code, p.stderr)
+	}
+	ours := w.ours()
+	if len(ours) != 3 {
+		t.Fatalf("the simulator holds %d sandboxes of ours, want 3", len(ours))
+	}
+	for _, sb := range ours {
+		w.assertDestroyed(sb.ID)
+	}
+	rep := mustReport(t, p.stderr.String())
+	if rep.total != 3 || rep.left != 0 || rep.counts["gone"] != 3 {
+		t.Errorf("report: %d intents, %d left, counts %v; want 3 gone", rep.total, rep.left, rep.counts)
+	}
+}
+
+// TestProxyKeepsTheRunnersNameAndLabels: a runner that names its sandbox
+// and labels it keeps both, plus tether's labels; the name is journaled,
+// so the drain finds and verifies it.
+func TestProxyKeepsTheRunnersNameAndLabels(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	p := w.runZeroCode([]string{"--drain-timeout", drainTimeout}, "named:agent-7")
+	out := p.ready()
+	c := out.of("created")
+	if len(c) != 1 || c[0].name != "agent-7" {
+		t.Fatalf("runner: %+v", out.lines)
+	}
+	sb, ok := w.sim.Sandbox(c[0].sandbox)
+	if !ok {
+		t.Fatal("no such sandbox")
+	}
+	in := sb.Labels[spool.LabelIntent]
+	if sb.Name != "agent-7" || sb.Labels["job"] != "j-agent-7" || sb.Labels["runner"] != "zero-code" || sb.Labels["e2e"] != "yes" || sb.Labels[spool.LabelOwner] != w.owner || in == "" {
+		t.Fatalf("sandbox %q labels %v", sb.Name, sb.Labels)
+	}
+	if code := p.stop(syscall.SIGTERM); code != 128+int(syscall.SIGTERM) {
+		t.Fatalf("tether exited %d; stderr:\n%s", code, p.stderr)
+	}
+	w.assertDestroyed(sb.ID)
+	journal := w.intents()
+	if got := journal[in]; got.Name != "agent-7" || got.State != spool.Gone {
+		t.Errorf("intent %s: name %q state %s", in, got.Name, got.State)
+	}
+}
+
+// TestProxyOff: with --daytona-proxy=false the child gets the real
+// DAYTONA_API_URL, and nothing is journaled for its creates.
+func TestProxyOff(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	p := w.runZeroCode([]string{"--daytona-proxy=false"}, "url", "create:1", "exit")
+	out := p.ready()
+	if u := out.of("url"); len(u) != 1 || u[0].name != w.sim.URL {
+		t.Fatalf("the runner's DAYTONA_API_URL is %+v, want %s", u, w.sim.URL)
+	}
+	if code := p.wait(); code != 0 {
+		t.Fatalf("tether exited %d; stderr:\n%s", code, p.stderr)
+	}
+	if n := len(w.intents()); n != 0 {
+		t.Errorf("%d intents journaled with the proxy off", n)
+	}
+	// Not ours: the sandbox stays, as it would without tether.
+	sb, _ := w.sim.Sandbox(out.of("created")[0].sandbox)
+	if sb.DeleteRequested {
+		t.Error("a sandbox tether never knew of was deleted")
+	}
+}
+
+// TestProxyRunnerOnAnotherAccount: a runner whose key is another account's
+// than tether's. Its sandboxes are journaled under that account, reported
+// as unresolved after the drain, and never touched with tether's key.
+func TestProxyRunnerOnAnotherAccount(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	p := w.runZeroCode([]string{"--drain-timeout", drainTimeout}, "key:other-key", "create:2")
+	out := p.ready()
+	created := out.of("created")
+	if len(created) != 2 {
+		t.Fatalf("runner: %+v", out.lines)
+	}
+	if code := p.stop(syscall.SIGTERM); code != 128+int(syscall.SIGTERM) {
+		t.Fatalf("tether exited %d; stderr:\n%s", code, p.stderr)
+	}
+	for _, l := range created {
+		sb, ok := w.sim.Sandbox(l.sandbox)
+		if !ok || sb.Org != otherOrg || sb.DeleteRequested || sb.State != "started" {
+			t.Errorf("the other account's sandbox %s: %+v; want it started and untouched", l.sandbox, sb)
+		}
+	}
+	if n := w.sim.Calls()[daytonatest.RouteDelete]; n != 0 {
+		t.Errorf("%d deletes", n)
+	}
+	if !strings.Contains(p.stderr.String(), "another Daytona account than tether's") {
+		t.Errorf("the other account is not reported:\n%s", p.stderr)
+	}
+	if strings.Contains(p.stderr.String(), "other-key") {
+		t.Errorf("the runner's key reached tether's logs:\n%s", p.stderr)
+	}
+	rep := mustReport(t, p.stderr.String())
+	if rep.total != 2 || rep.left != 2 {
+		t.Fatalf("report: %d intents, %d left; want both left live", rep.total, rep.left)
+	}
+	for id, it := range rep.unresolved {
+		if !strings.Contains(it.why, "another provider account") {
+			t.Errorf("intent %s left live for %q, want the account", id, it.why)
+		}
+	}
+}
+
+// TestProxyRunnerKilledMidCreate: the runner is SIGKILLed while its create
+// is still on its way to Daytona. tether stops, but the create it forwarded
+// goes on; the sandbox lands, and the drain finds it by name and deletes it.
+func TestProxyRunnerKilledMidCreate(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, daytonatest.WithFaults(daytonatest.Faults{
+		Latency: 2 * time.Second,
+		Routes:  []string{daytonatest.RouteCreate},
+	}))
+	p := w.runZeroCode([]string{"--drain-timeout", drainTimeout}, "hangup:100ms")
+	out := p.ready()
+	if len(out.of("hungup")) != 1 {
+		t.Fatalf("runner: %+v", out.lines)
+	}
+	if n := w.sim.Calls()[daytonatest.RouteCreate]; n != 1 {
+		t.Fatalf("%d creates reached Daytona, want 1 (still waiting)", n)
+	}
+	if err := syscall.Kill(out.pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(); code != 128+int(syscall.SIGKILL) {
+		t.Fatalf("tether exited %d; stderr:\n%s", code, p.stderr)
+	}
+	ours := w.ours()
+	if len(ours) != 1 {
+		t.Fatalf("the simulator holds %d sandboxes of ours, want the one created after the kill", len(ours))
+	}
+	w.assertDestroyed(ours[0].ID)
+	rep := mustReport(t, p.stderr.String())
+	if rep.total != 1 || rep.left != 0 || rep.counts["gone"] != 1 {
+		t.Errorf("report: %d intents, %d left, counts %v; want 1 gone", rep.total, rep.left, rep.counts)
+	}
+}

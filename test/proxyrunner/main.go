@@ -1,0 +1,125 @@
+// Command proxyrunner is a runner that knows nothing of tether: it talks
+// to Daytona through the official api-client-go, configured only from
+// DAYTONA_API_URL and DAYTONA_API_KEY, as an unchanged agent runner would.
+// Under `tether run` its DAYTONA_API_URL is tether's Daytona API proxy.
+//
+// It runs the actions given as arguments in order, prints one line per
+// event (four fields, as the end-to-end tests read them), then "ready",
+// and then holds until it is killed (or exits 0 with the action "exit"):
+//
+//	pid <pid>                              always, first
+//	create:N     created - <name> <id>     N sandboxes, no name, label runner=zero-code
+//	named:NAME   created - <name> <id>     one sandbox named NAME, labels runner, job
+//	delete:K     deleted - <name> <id>     deletes the first K it created
+//	fail         failed - <status> -       a create expected to fail
+//	hangup:D     hungup - - -              a create it gives up on after D
+//	url          url - <DAYTONA_API_URL> -
+//	key:KEY                                use KEY from now on, not DAYTONA_API_KEY
+//	exit                                   exit 0 after "ready"
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	apiclient "github.com/daytonaio/daytona/libs/api-client-go"
+)
+
+// callTimeout bounds each call the runner waits for.
+const callTimeout = 60 * time.Second
+
+type sandbox struct{ id, name string }
+
+func main() {
+	fmt.Printf("pid %d\n", os.Getpid())
+	newAPI := func(key string) apiclient.SandboxAPI {
+		cfg := apiclient.NewConfiguration()
+		cfg.Servers = apiclient.ServerConfigurations{{URL: os.Getenv("DAYTONA_API_URL")}}
+		cfg.AddDefaultHeader("Authorization", "Bearer "+key)
+		cfg.AddDefaultHeader("X-Daytona-Source", "proxyrunner")
+		return apiclient.NewAPIClient(cfg).SandboxAPI
+	}
+	api := newAPI(os.Getenv("DAYTONA_API_KEY"))
+
+	var held []sandbox
+	exit := false
+	for _, action := range os.Args[1:] {
+		verb, arg, _ := strings.Cut(action, ":")
+		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+		switch verb {
+		case "create", "named":
+			n, name := 1, ""
+			if verb == "create" {
+				n, _ = strconv.Atoi(arg)
+			} else {
+				name = arg
+			}
+			for range n {
+				req := apiclient.NewCreateSandbox()
+				labels := map[string]string{"runner": "zero-code"}
+				if name != "" {
+					req.SetName(name)
+					labels["job"] = "j-" + name
+				}
+				req.SetLabels(labels)
+				sb, _, err := api.CreateSandbox(ctx).CreateSandbox(*req).Execute()
+				if err != nil {
+					fail("create: %v", err)
+				}
+				held = append(held, sandbox{sb.GetId(), sb.GetName()})
+				fmt.Printf("created - %s %s\n", sb.GetName(), sb.GetId())
+			}
+		case "delete":
+			k, _ := strconv.Atoi(arg)
+			for _, sb := range held[:k] {
+				if _, _, err := api.DeleteSandbox(ctx, sb.id).Execute(); err != nil {
+					fail("delete %s: %v", sb.id, err)
+				}
+				fmt.Printf("deleted - %s %s\n", sb.name, sb.id)
+			}
+		case "fail":
+			_, resp, err := api.CreateSandbox(ctx).CreateSandbox(*apiclient.NewCreateSandbox()).Execute()
+			if err == nil || resp == nil {
+				fail("create should have failed with an answer: %v", err)
+			}
+			fmt.Printf("failed - %d -\n", resp.StatusCode)
+		case "hangup":
+			d, err := time.ParseDuration(arg)
+			if err != nil {
+				fail("hangup: %v", err)
+			}
+			short, stop := context.WithTimeout(ctx, d)
+			_, _, err = api.CreateSandbox(short).CreateSandbox(*apiclient.NewCreateSandbox()).Execute()
+			stop()
+			if err == nil {
+				fail("create should have outlasted %s", d)
+			}
+			fmt.Println("hungup - - -")
+		case "key":
+			api = newAPI(arg)
+		case "url":
+			fmt.Printf("url - %s -\n", os.Getenv("DAYTONA_API_URL"))
+		case "exit":
+			exit = true
+		default:
+			fail("unknown action %q", action)
+		}
+		cancel()
+	}
+	fmt.Println("ready")
+	if exit {
+		return
+	}
+	for { // held until killed: no cleanup ever runs
+		time.Sleep(time.Hour)
+	}
+}
+
+func fail(format string, a ...any) {
+	fmt.Fprintf(os.Stderr, "proxyrunner: "+format+"\n", a...)
+	os.Exit(1)
+}

@@ -23,13 +23,9 @@ func upstreamAPIURL() string {
 // and records the URL the child gets as DAYTONA_API_URL.
 func (sc *sidecar) proxyActor() (supervisor.Actor, error) {
 	p := &proxy.Proxy{
-		Journal:         sc.journal,
+		Intake:          sc.withLogger("proxy"),
 		Upstream:        upstreamAPIURL(),
-		Labels:          sc.cfg.Labels,
-		Provider:        daytona.ProviderName,
-		Account:         sc.intake.Account,
 		AutoStopMinutes: sc.cfg.DaytonaAutoStop,
-		Logger:          sc.log.With("component", "proxy"),
 	}
 	l, err := p.Listen(sc.cfg.DaytonaProxyAddr)
 	if err != nil {

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-run/tether/internal/intake"
+
 	"github.com/tether-run/tether/provider/daytona"
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
 	"github.com/tether-run/tether/spool"
@@ -48,7 +50,7 @@ func BenchmarkProxyOverhead(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer j.Close()
-	p := &Proxy{Journal: j, Upstream: sim.URL, Provider: "daytona", Account: daytona.Fingerprint(sim.URL, daytonatest.DefaultKey), AutoStopMinutes: 15}
+	p := &Proxy{Intake: &intake.Intake{Journal: j, Provider: "daytona", Account: daytona.Fingerprint(sim.URL, daytonatest.DefaultKey)}, Upstream: sim.URL, AutoStopMinutes: 15}
 	l, err := p.Listen("127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)

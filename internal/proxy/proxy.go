@@ -38,6 +38,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tether-run/tether/internal/intake"
+
 	"github.com/tether-run/tether/provider/daytona"
 	"github.com/tether-run/tether/spool"
 )
@@ -74,20 +76,18 @@ const (
 
 // Proxy is a Daytona API proxy that journals the sandboxes created through it.
 type Proxy struct {
-	Journal *spool.Journal
+	// Intake is what the proxy shares with the other intakes: the journal,
+	// the scope labels (added to every intent and sandbox), the provider
+	// name, and Account, the fingerprint of tether's own credentials (""
+	// without any): a runner that creates under another account is
+	// reported. Delete and Observed are not used: the proxy learns ids
+	// from create answers and applies the backstop in the create itself.
+	*intake.Intake
 	// Upstream is the real Daytona API URL (daytona.DefaultAPIURL if empty).
 	Upstream string
-	// Labels are the scope labels added to every intent (and sandbox).
-	Labels map[string]string
-	// Provider is journaled with each intent.
-	Provider string
-	// Account is the fingerprint of tether's own credentials ("" without
-	// any). A runner that creates under another account is reported.
-	Account string
 	// AutoStopMinutes replaces an autoStopInterval of 0 (or null) in a
 	// create; 0 leaves it as the runner sent it.
 	AutoStopMinutes int
-	Logger          *slog.Logger
 	// Transport makes the upstream calls (default: http.DefaultTransport's
 	// settings, without transparent compression, so bodies pass as sent).
 	Transport http.RoundTripper
@@ -112,6 +112,9 @@ type Proxy struct {
 
 func (p *Proxy) init() error {
 	p.once.Do(func() {
+		if p.Intake == nil {
+			p.Intake = &intake.Intake{}
+		}
 		if p.Logger == nil {
 			p.Logger = slog.New(slog.DiscardHandler)
 		}

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-run/tether/internal/intake"
+
 	apiclient "github.com/daytonaio/daytona/libs/api-client-go"
 
 	"github.com/tether-run/tether/internal/reaper"
@@ -89,13 +91,15 @@ func newWorld(t *testing.T, wrap func(http.Handler) http.Handler, opts ...dayton
 	t.Cleanup(func() { j.Close() })
 	w.j = j
 	w.p = &Proxy{
-		Journal:         j,
+		Intake: &intake.Intake{
+			Journal:  j,
+			Labels:   map[string]string{"scope": "unit"},
+			Provider: "daytona",
+			Account:  daytona.Fingerprint(w.upstream, secretKey),
+			Logger:   slog.New(slog.NewTextHandler(w.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		},
 		Upstream:        w.upstream,
-		Labels:          map[string]string{"scope": "unit"},
-		Provider:        "daytona",
-		Account:         daytona.Fingerprint(w.upstream, secretKey),
 		AutoStopMinutes: backstop,
-		Logger:          slog.New(slog.NewTextHandler(w.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
 	l, err := w.p.Listen("127.0.0.1:0")
 	if err != nil {

@@ -48,7 +48,9 @@ func zeroCodeRunner(t *testing.T) string {
 
 // runZeroCode starts `tether run [flags] -- proxyrunner actions...`.
 func (w *world) runZeroCode(flags []string, actions ...string) *proc {
-	args := append(w.tetherArgs("run"), flags...)
+	// The world turns the proxy off for the socket-declaring sample
+	// runner; the zero-code runner needs it on (the default outside tests).
+	args := append(append(w.tetherArgs("run"), "--daytona-proxy=true"), flags...)
 	args = append(args, "--", zeroCodeRunner(w.t))
 	return w.start(append(args, actions...)...)
 }

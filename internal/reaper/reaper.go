@@ -30,6 +30,7 @@ import (
 type Journal interface {
 	Get(id string) (spool.Intent, error)
 	Observe(id, sandboxID string) (spool.Intent, error)
+	ReplaceObserved(id, wrongID, foundID string) (spool.Intent, error)
 	Transition(id string, to spool.State, lastErr string) (spool.Intent, error)
 	Note(id string, lastErr string) (spool.Intent, error)
 }
@@ -371,8 +372,8 @@ func (r *Reaper) step(ctx context.Context, p provider.Provider, in spool.Intent)
 		return err
 	})
 	if errors.Is(err, provider.ErrNotFound) {
-		// The id was observed, so its absence is proof the sandbox is gone.
-		return r.finish(in, spool.Gone)
+		// Proof the sandbox is gone, unless the observed id was wrong.
+		return r.observedAbsent(ctx, p, in)
 	}
 	if err != nil {
 		return in, err
@@ -422,7 +423,7 @@ func (r *Reaper) act(ctx context.Context, p provider.Provider, in spool.Intent, 
 		return r.finish(in, spool.Gone)
 	}
 	if why := mismatch(in, sb); why != "" {
-		return r.transition(in, spool.Foreign, fmt.Sprintf("sandbox %s: %s", sb.ID, why))
+		return r.observedNotOurs(ctx, p, in, sb, why)
 	}
 	stop := in.OnDrain == spool.DrainStop
 	switch {

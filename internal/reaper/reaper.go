@@ -301,6 +301,12 @@ func (r *Reaper) Resolve(ctx context.Context, in spool.Intent) (spool.Intent, er
 			}
 			return r.leave(in, err)
 		}
+		if errors.Is(err, provider.ErrMisconfigured) {
+			// An untrusted certificate, a wrong scheme: not an outage.
+			// Asking again until the deadline would only hide it.
+			log.Error("configuration error: giving up on intent", "err", err)
+			return r.leave(in, err)
+		}
 		last = err
 		var wait time.Duration
 		switch {
@@ -534,7 +540,7 @@ func (r *Reaper) Backstop(ctx context.Context, in spool.Intent) error {
 	base, max := orDefault(r.RetryBase, DefaultRetryBase), orDefault(r.RetryMax, DefaultRetryMax)
 	for attempt := 0; ; attempt++ {
 		err := r.backstopOnce(ctx, p, in)
-		if err == nil || errors.Is(err, ErrForeign) || errors.Is(err, provider.ErrNotFound) || errors.Is(err, provider.ErrUnauthorized) {
+		if err == nil || errors.Is(err, ErrForeign) || errors.Is(err, provider.ErrNotFound) || provider.ConfigError(err) {
 			return err
 		}
 		if ctx.Err() != nil || !sleep(ctx, r.backoff(attempt, base, max, err)) {

@@ -1,0 +1,61 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/tether-run/tether/provider"
+)
+
+// checkProvider makes a broken provider setup known at start instead of at
+// the drain, when every sandbox would already have leaked. What the
+// environment shows (no credentials, a malformed URL) is said once, at warn
+// level, naming the variable to set. Then the provider's check (CA
+// certificates, then one cheap authenticated read: credentials, DNS, TLS)
+// runs in the background, so the child never waits for the provider —
+// unless --require-provider, which makes a missing provider or a failed
+// check an error (tether run exits 125 before the child starts).
+func (sc *sidecar) checkProvider(setupErr error) error {
+	if setupErr != nil {
+		if sc.cfg.RequireProvider {
+			return fmt.Errorf("provider setup (--require-provider): %w", setupErr)
+		}
+		what := "no Daytona provider: intents are journaled, but no sandbox can be deleted until this is fixed"
+		if sc.reaper.Provider != nil {
+			what = "Daytona provider setup: its calls will fail until this is fixed"
+		}
+		sc.log.Warn(what, "problem", setupErr.Error())
+	}
+	c, ok := sc.reaper.Provider.(provider.Checker)
+	if !ok {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), sc.cfg.CheckTimeout)
+	if sc.cfg.RequireProvider {
+		defer cancel()
+		if err := c.Check(ctx); err != nil {
+			return fmt.Errorf("provider check (--require-provider): %w", err)
+		}
+		return nil
+	}
+	go func() {
+		defer cancel()
+		sc.reportCheck(c.Check(ctx))
+	}()
+	return nil
+}
+
+// reportCheck says how the start-up check went: a configuration error
+// (credentials, certificates) at error level, since no drain can succeed
+// until an operator acts; any other failure (DNS, an outage, a wrong URL)
+// at warn level.
+func (sc *sidecar) reportCheck(err error) {
+	switch {
+	case err == nil:
+		sc.log.Debug("daytona: provider check passed")
+	case provider.ConfigError(err):
+		sc.log.Error("daytona: provider check failed: no sandbox can be deleted until the setup is fixed", "err", err.Error())
+	default:
+		sc.log.Warn("daytona: provider check failed: the drain will retry, but check the setup", "err", err.Error())
+	}
+}

@@ -17,7 +17,8 @@ import (
 // every one of its labels runs. Before either conclusion the reaper looks
 // the name up; a sandbox there that is verifiably the intent's replaces the
 // wrong id in the journal (spool.Journal.ReplaceObserved) and is resolved
-// like any other.
+// like any other. The auto-stop backstop, the first read of an id just
+// observed, makes the same correction at once (correctObserved).
 
 // ErrMisobserved: the observed id and the sandbox under the intent's name
 // disagree in a way one more read may settle (the id answered 404 while the
@@ -109,4 +110,26 @@ func (r *Reaper) adopt(in spool.Intent, sb provider.Sandbox, what string) (spool
 	r.log().Warn("the observed sandbox id was wrong; the sandbox under the intent's name is ours and replaces it",
 		"intent", in.ID, "name", in.Name, "observed", in.SandboxID, "observed_was", what, "sandbox", sb.ID)
 	return out, nil
+}
+
+// correctObserved is the backstop's remedy when the id a runner just
+// observed answered 404 or names a sandbox that is not ours (err says
+// which): if the intent's own sandbox is under its exact name, its id
+// replaces the wrong one at once, so that the auto-stop backstop, and a
+// replay after a crash, act on the right sandbox, and the runner's mistake
+// is in the log while it is still running.
+func (r *Reaper) correctObserved(ctx context.Context, p provider.Provider, in spool.Intent, err error) (spool.Intent, bool) {
+	sb, ours, lerr := r.underName(ctx, p, in)
+	if lerr != nil || !ours || sb.ID == in.SandboxID {
+		return in, false
+	}
+	what := "answered 404"
+	if errors.Is(err, ErrForeign) {
+		what = "is not ours"
+	}
+	out, aerr := r.adopt(in, sb, what)
+	if aerr != nil || out.SandboxID != sb.ID {
+		return in, false
+	}
+	return out, true
 }

@@ -92,6 +92,26 @@ func TestWrongObservedID(t *testing.T) {
 		}
 	})
 
+	t.Run("the backstop corrects the id at observe time", func(t *testing.T) {
+		w := newWorld(t)
+		in := w.intent(scope, spool.DrainDelete)
+		zero := 0
+		sb := w.createAs(in.Name, in.Labels, &zero)
+		in = w.observe(in, "typo-id")
+		ctx, cancel := context.WithTimeout(context.Background(), generous)
+		defer cancel()
+		if err := w.r.Backstop(ctx, in); err != nil {
+			t.Fatal(err)
+		}
+		if got := w.journaled(in.ID); got.SandboxID != sb.ID || got.State != spool.Observed {
+			t.Fatalf("journal: %s %s; want observed %s", got.State, got.SandboxID, sb.ID)
+		}
+		if got := w.sandbox(sb.ID).AutoStopInterval; got != 15 {
+			t.Fatalf("auto-stop %d, want 15", got)
+		}
+		w.assertUntouched(sb.ID)
+	})
+
 	t.Run("concurrent resolves of one misobserved intent agree", func(t *testing.T) {
 		w := newWorld(t)
 		in := w.intent(scope, spool.DrainDelete)

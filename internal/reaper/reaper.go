@@ -522,7 +522,8 @@ func mismatch(in spool.Intent, sb provider.Sandbox) string {
 // sandbox: it reads the sandbox, verifies it is ours, and sets auto-stop to
 // AutoStopMinutes when it is disabled (0), so that a sandbox tether cannot
 // reach in time still stops (and, if ephemeral, deletes itself). It retries
-// within ctx; it changes nothing in the journal.
+// within ctx. It changes nothing in the journal, but for a wrong observed id
+// (correctObserved).
 func (r *Reaper) Backstop(ctx context.Context, in spool.Intent) error {
 	if r.AutoStopMinutes <= 0 {
 		return nil
@@ -538,8 +539,16 @@ func (r *Reaper) Backstop(ctx context.Context, in spool.Intent) error {
 		return fmt.Errorf("backstop %s: %w", in.Name, ErrWrongAccount)
 	}
 	base, max := orDefault(r.RetryBase, DefaultRetryBase), orDefault(r.RetryMax, DefaultRetryMax)
+	corrected := false
 	for attempt := 0; ; attempt++ {
 		err := r.backstopOnce(ctx, p, in)
+		if !corrected && (errors.Is(err, ErrForeign) || errors.Is(err, provider.ErrNotFound)) {
+			corrected = true
+			if fixed, ok := r.correctObserved(ctx, p, in, err); ok {
+				in = fixed
+				continue
+			}
+		}
 		if err == nil || errors.Is(err, ErrForeign) || errors.Is(err, provider.ErrNotFound) || provider.ConfigError(err) {
 			return err
 		}

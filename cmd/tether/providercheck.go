@@ -3,9 +3,18 @@ package main
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/tether-run/tether/provider"
 )
+
+// providerCheckDelay is how long after start the background provider check
+// begins. Loading the system's CA certificates for an https URL costs
+// tens of milliseconds of CPU (30-55 ms measured, docs/benchmarks.md),
+// which a short-lived child would otherwise pay on every run; a child that
+// lives longer than this gets the check, and a shorter one has its drain
+// report any failure.
+const providerCheckDelay = 250 * time.Millisecond
 
 // checkProvider makes a broken provider setup known at start instead of at
 // the drain, when every sandbox would already have leaked. What the
@@ -30,8 +39,8 @@ func (sc *sidecar) checkProvider(setupErr error) error {
 	if !ok {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), sc.cfg.CheckTimeout)
 	if sc.cfg.RequireProvider {
+		ctx, cancel := context.WithTimeout(context.Background(), sc.cfg.CheckTimeout)
 		defer cancel()
 		if err := c.Check(ctx); err != nil {
 			return fmt.Errorf("provider check (--require-provider): %w", err)
@@ -39,6 +48,8 @@ func (sc *sidecar) checkProvider(setupErr error) error {
 		return nil
 	}
 	go func() {
+		time.Sleep(providerCheckDelay)
+		ctx, cancel := context.WithTimeout(context.Background(), sc.cfg.CheckTimeout)
 		defer cancel()
 		sc.reportCheck(c.Check(ctx))
 	}()

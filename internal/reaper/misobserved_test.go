@@ -92,6 +92,21 @@ func TestWrongObservedID(t *testing.T) {
 		}
 	})
 
+	t.Run("a right id costs no name lookup", func(t *testing.T) {
+		w := newWorld(t)
+		in := w.intent(scope, spool.DrainDelete)
+		sb := w.create(in)
+		in = w.observe(in, sb.ID)
+		out, err := w.resolve(in, generous)
+		if err != nil || out.State != spool.Gone {
+			t.Fatalf("Resolve = %s, %v; want gone", out.State, err)
+		}
+		w.assertDestroyed(sb.ID)
+		if n := w.srv.CallsFor(in.Name); len(n) != 0 {
+			t.Fatalf("the name was looked up (%v) though the observed id was right", n)
+		}
+	})
+
 	t.Run("the backstop corrects the id at observe time", func(t *testing.T) {
 		w := newWorld(t)
 		in := w.intent(scope, spool.DrainDelete)

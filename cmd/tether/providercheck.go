@@ -10,7 +10,7 @@ import (
 
 // providerCheckDelay is how long after start the background provider check
 // begins. Loading the system's CA certificates for an https URL costs
-// tens of milliseconds of CPU (30-55 ms measured, docs/benchmarks.md),
+// tens of milliseconds of CPU (22-50 ms measured, docs/benchmarks.md),
 // which a short-lived child would otherwise pay on every run; a child that
 // lives longer than this gets the check, and a shorter one has its drain
 // report any failure.

@@ -29,11 +29,8 @@ func (sc *sidecar) checkProvider(setupErr error) error {
 		if sc.cfg.RequireProvider {
 			return fmt.Errorf("provider setup (--require-provider): %w", setupErr)
 		}
-		what := "no Daytona provider: intents are journaled, but no sandbox can be deleted until this is fixed"
-		if sc.reaper.Provider != nil {
-			what = "Daytona provider setup: its calls will fail until this is fixed"
-		}
-		sc.log.Warn(what, "problem", setupErr.Error())
+		sc.log.Warn("no Daytona provider: intents are journaled, but no sandbox can be deleted until this is fixed", "problem", setupErr.Error())
+		return nil
 	}
 	c, ok := sc.reaper.Provider.(provider.Checker)
 	if !ok {

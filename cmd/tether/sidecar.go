@@ -88,16 +88,14 @@ func newReaper(cfg config.Config, j *spool.Journal, prov provider.Provider, log 
 }
 
 // openProvider returns the Daytona provider configured from the
-// environment, as nil interface (not a typed nil) when there is none, and
-// what is wrong with the setup (each problem naming the variable to set):
-// a provider may come with a problem, e.g. an https URL on a system
-// without CA certificates.
+// environment, or, as a nil interface (not a typed nil), none and why: each
+// problem of the environment, naming the variable to set.
 func openProvider(log *slog.Logger) (provider.Provider, error) {
 	s := daytona.SetupFromEnv(log.With("component", "daytona"))
 	if s.Provider == nil {
 		return nil, s.Err()
 	}
-	return s.Provider, s.Err()
+	return s.Provider, nil
 }
 
 func (sc *sidecar) Close() error { return sc.journal.Close() }

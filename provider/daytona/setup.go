@@ -30,9 +30,8 @@ type Setup struct {
 	// Provider is nil when none could be built (no credentials, a
 	// malformed URL).
 	Provider *Provider
-	// Problems say why there is no Provider, or why its calls are bound
-	// to fail, each naming the variable to set. Empty when the setup looks
-	// right (only Check can tell more).
+	// Problems say why there is no Provider, each naming the variable to
+	// set. Empty when the environment looks right; Check tells the rest.
 	Problems []error
 }
 

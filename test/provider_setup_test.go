@@ -49,7 +49,7 @@ func TestBrokenProviderSetupIsSaidAtStart(t *testing.T) {
 			return []string{"DAYTONA_API_KEY=dtn_wrong_key", "DAYTONA_API_URL=" + w.sim.URL}
 		}, "ERROR", []string{"401", "DAYTONA_API_KEY"}},
 	}
-	for _, tc := range cases {
+	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			t.Run("said at start", func(t *testing.T) {
@@ -77,8 +77,13 @@ func TestBrokenProviderSetupIsSaidAtStart(t *testing.T) {
 			t.Run("fatal with --require-provider", func(t *testing.T) {
 				w := newWorld(t)
 				w.env = append(withoutDaytona(w.env), tc.env(w)...)
+				require := []string{"--require-provider"}
+				if i%2 == 1 { // the variable instead of the flag
+					w.env, require = append(w.env, "TETHER_REQUIRE_PROVIDER=true"), nil
+				}
 				marker := filepath.Join(w.dir, "child-started")
-				code, stderr := w.runTether(append(w.tetherArgs("run"), "--require-provider", "--", "sh", "-c", "touch "+marker+"; exec sleep 600")...)
+				args := append(append(w.tetherArgs("run"), require...), "--", "sh", "-c", "touch "+marker+"; exec sleep 600")
+				code, stderr := w.runTether(args...)
 				if code != 125 {
 					t.Fatalf("tether exited %d, want 125:\n%s", code, stderr)
 				}
@@ -95,8 +100,7 @@ func TestBrokenProviderSetupIsSaidAtStart(t *testing.T) {
 	t.Run("a good setup passes --require-provider", func(t *testing.T) {
 		t.Parallel()
 		w := newWorld(t)
-		w.env = append(w.env, "TETHER_REQUIRE_PROVIDER=true") // the variable, this time
-		p := w.start(append(w.tetherArgs("run"), "--", "sh", "-c", "echo ready; exec sleep 600")...)
+		p := w.start(append(w.tetherArgs("run"), "--require-provider", "--", "sh", "-c", "echo ready; exec sleep 600")...)
 		if l := <-p.lines; l != "ready" {
 			t.Fatalf("child said %q; stderr:\n%s", l, p.stderr)
 		}

@@ -93,7 +93,28 @@ var (
 	// e.g. a delete while forks of the sandbox live). Not retryable: asking
 	// again gets the same answer until something else changes.
 	ErrRefused = errors.New("request refused")
+	// ErrMisconfigured: the provider cannot be reached as configured — the
+	// server's certificate is not trusted (no CA bundle, a private CA), is
+	// for another host, or the URL's scheme is wrong. A configuration error
+	// like ErrUnauthorized: not retryable, only a change of setup helps.
+	ErrMisconfigured = errors.New("provider misconfigured")
 )
+
+// Checker is implemented by a Provider that can check its own setup with
+// one cheap authenticated call (credentials, DNS, TLS), so that a broken
+// setup is reported at start rather than when the drain needs it.
+type Checker interface {
+	// Check makes that call. Its error says what to fix; it matches
+	// ErrUnauthorized or ErrMisconfigured when the setup is wrong.
+	Check(ctx context.Context) error
+}
+
+// ConfigError reports whether err is a configuration error (credentials,
+// permissions, certificates): retrying cannot help, and an operator must
+// act.
+func ConfigError(err error) bool {
+	return errors.Is(err, ErrUnauthorized) || errors.Is(err, ErrMisconfigured)
+}
 
 // PermissionError says which permission the credentials lack for which
 // call. It matches ErrPermission and ErrUnauthorized with errors.Is.

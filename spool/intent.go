@@ -98,6 +98,13 @@ type Intent struct {
 	LastError string    `json:"last_error,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
+
+	// Replaced are sandbox ids once observed for the intent that proved
+	// wrong (they answered 404, or named a sandbox that is not ours, while
+	// the intent's own sandbox lived under its exact name): the reaper
+	// replaced each by the id it found and verified (ReplaceObserved).
+	// Oldest first, at most MaxReplaced. Journal only: not on the wire.
+	Replaced []string `json:"replaced_sandbox_ids,omitempty"`
 }
 
 // Live reports whether the intent still needs resolving.

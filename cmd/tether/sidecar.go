@@ -43,22 +43,20 @@ type sidecar struct {
 }
 
 // openSidecar opens the journal (refusing one another tether holds) and the
-// provider. Without Daytona credentials tether still supervises and
-// journals, but cannot delete anything: every intent stays live and is
-// reported, for a later run or `tether drain` with credentials.
+// provider, and checks the provider setup (checkProvider). Without Daytona
+// credentials tether still supervises and journals (unless
+// --require-provider), but cannot delete anything: it says so at start, and
+// every intent stays live and is reported, for a later run or `tether
+// drain` with credentials.
 func openSidecar(cfg config.Config, log *slog.Logger) (*sidecar, error) {
 	j, err := spool.Open(cfg.Journal, spool.Options{})
 	if err != nil {
 		return nil, err
 	}
 	sc := &sidecar{cfg: cfg, log: log, journal: j}
-	prov, err := openProvider(log)
+	prov, setupErr := openProvider(log)
 	account := ""
-	if err != nil {
-		// Quiet by default: tether is also a plain supervisor. The drain
-		// reports every intent it could not resolve for want of a provider.
-		log.Debug("no provider: intents are journaled, but nothing can be deleted until tether has credentials", "err", err)
-	} else {
+	if prov != nil {
 		account = prov.Account()
 	}
 	sc.reaper = newReaper(cfg, j, prov, log)
@@ -69,6 +67,10 @@ func openSidecar(cfg config.Config, log *slog.Logger) (*sidecar, error) {
 		Account:  account,
 		Delete:   sc.deleteNow,
 		Observed: sc.observed,
+	}
+	if err := sc.checkProvider(setupErr); err != nil {
+		j.Close()
+		return nil, err
 	}
 	return sc, nil
 }
@@ -86,18 +88,14 @@ func newReaper(cfg config.Config, j *spool.Journal, prov provider.Provider, log 
 }
 
 // openProvider returns the Daytona provider configured from the
-// environment, as nil interface (not a typed nil) when there is none.
+// environment, or, as a nil interface (not a typed nil), none and why: each
+// problem of the environment, naming the variable to set.
 func openProvider(log *slog.Logger) (provider.Provider, error) {
-	dcfg, err := daytona.ConfigFromEnv()
-	if err != nil {
-		return nil, err
+	s := daytona.SetupFromEnv(log.With("component", "daytona"))
+	if s.Provider == nil {
+		return nil, s.Err()
 	}
-	dcfg.Logger = log.With("component", "daytona")
-	p, err := daytona.New(dcfg)
-	if err != nil {
-		return nil, err
-	}
-	return p, nil
+	return s.Provider, nil
 }
 
 func (sc *sidecar) Close() error { return sc.journal.Close() }

@@ -43,6 +43,10 @@ type Config struct {
 
 	// Daytona.
 	DaytonaAutoStop int // minutes; enforced on every sandbox whose auto-stop is 0
+	// RequireProvider makes a missing or broken provider setup fatal: tether
+	// run exits 125 before the child starts instead of warning.
+	RequireProvider bool
+	CheckTimeout    time.Duration // bound of the start-up provider check (--provider-check-timeout)
 
 	// Daytona API proxy (zero-code mode).
 	DaytonaProxy     bool   // serve it and point the child's DAYTONA_API_URL at it
@@ -57,6 +61,10 @@ const (
 	DefaultDrainConcurrency    = reaper.DefaultConcurrency
 	DefaultNeverCreatedHorizon = reaper.DefaultNeverCreatedHorizon
 	DefaultDaytonaAutoStop     = 15
+	// DefaultProviderCheckTimeout bounds the one authenticated read tether
+	// makes at start to check its provider setup (a background check,
+	// unless --require-provider makes the child wait for it).
+	DefaultProviderCheckTimeout = 10 * time.Second
 	// DefaultDaytonaProxyAddr: loopback only, an ephemeral port.
 	DefaultDaytonaProxyAddr = "127.0.0.1:0"
 	// UnresolvedExitCode is tether's exit code when --on-unresolved=exit-code
@@ -79,6 +87,7 @@ func Default() Config {
 		OnUnresolved:        "ignore",
 		NeverCreatedHorizon: DefaultNeverCreatedHorizon,
 		DaytonaAutoStop:     DefaultDaytonaAutoStop,
+		CheckTimeout:        DefaultProviderCheckTimeout,
 		DaytonaProxy:        true,
 		DaytonaProxyAddr:    DefaultDaytonaProxyAddr,
 	}
@@ -102,6 +111,8 @@ const (
 	EnvDaytonaAutoStop = "TETHER_DAYTONA_AUTOSTOP"
 	EnvDaytonaProxy    = "TETHER_DAYTONA_PROXY"
 	EnvDaytonaProxyAdr = "TETHER_DAYTONA_PROXY_ADDR"
+	EnvRequireProvider = "TETHER_REQUIRE_PROVIDER"
+	EnvProviderCheck   = "TETHER_PROVIDER_CHECK_TIMEOUT"
 )
 
 // envError collects bad environment values so they are reported with the
@@ -189,6 +200,8 @@ func (c *Config) Bind(fs *flag.FlagSet, groups ...Group) error {
 	if want&Supervise != 0 {
 		b.duration(&c.Grace, "grace", EnvGrace, "time the child gets after SIGTERM/SIGINT before its process group is killed")
 		b.bool(&c.SignalChildOnly, "signal-child-only", EnvSignalChildOnly, "forward signals to the child alone, not its process group")
+		b.bool(&c.RequireProvider, "require-provider", EnvRequireProvider, "exit 125 before the child starts when the provider is missing or its check fails (credentials, URL, TLS), instead of warning")
+		b.duration(&c.CheckTimeout, "provider-check-timeout", EnvProviderCheck, "bound of the provider check tether makes at start (one authenticated read)")
 		b.string(&c.OnUnresolved, "on-unresolved", EnvOnUnresolved, "when intents stay live after the drain: ignore, or exit-code (exit "+strconv.Itoa(UnresolvedExitCode)+" if the child exited 0)")
 	}
 	if want&Log != 0 {
@@ -294,6 +307,9 @@ func (c *Config) Validate() error {
 	}
 	if c.DaytonaAutoStop < 1 {
 		bad("--daytona-autostop %d: must be at least 1 minute (0 disables Daytona's auto-stop, the backstop that bounds a leaked sandbox)", c.DaytonaAutoStop)
+	}
+	if c.CheckTimeout <= 0 {
+		bad("--provider-check-timeout %s: must be positive", c.CheckTimeout)
 	}
 	if c.NeverCreatedHorizon <= 0 {
 		bad("--never-created-after %s: must be positive", c.NeverCreatedHorizon)

@@ -30,6 +30,7 @@ import (
 type Journal interface {
 	Get(id string) (spool.Intent, error)
 	Observe(id, sandboxID string) (spool.Intent, error)
+	ReplaceObserved(id, wrongID, foundID string) (spool.Intent, error)
 	Transition(id string, to spool.State, lastErr string) (spool.Intent, error)
 	Note(id string, lastErr string) (spool.Intent, error)
 }
@@ -300,6 +301,12 @@ func (r *Reaper) Resolve(ctx context.Context, in spool.Intent) (spool.Intent, er
 			}
 			return r.leave(in, err)
 		}
+		if errors.Is(err, provider.ErrMisconfigured) {
+			// An untrusted certificate, a wrong scheme: not an outage.
+			// Asking again until the deadline would only hide it.
+			log.Error("configuration error: giving up on intent", "err", err)
+			return r.leave(in, err)
+		}
 		last = err
 		var wait time.Duration
 		switch {
@@ -371,8 +378,8 @@ func (r *Reaper) step(ctx context.Context, p provider.Provider, in spool.Intent)
 		return err
 	})
 	if errors.Is(err, provider.ErrNotFound) {
-		// The id was observed, so its absence is proof the sandbox is gone.
-		return r.finish(in, spool.Gone)
+		// Proof the sandbox is gone, unless the observed id was wrong.
+		return r.observedAbsent(ctx, p, in)
 	}
 	if err != nil {
 		return in, err
@@ -422,7 +429,7 @@ func (r *Reaper) act(ctx context.Context, p provider.Provider, in spool.Intent, 
 		return r.finish(in, spool.Gone)
 	}
 	if why := mismatch(in, sb); why != "" {
-		return r.transition(in, spool.Foreign, fmt.Sprintf("sandbox %s: %s", sb.ID, why))
+		return r.observedNotOurs(ctx, p, in, sb, why)
 	}
 	stop := in.OnDrain == spool.DrainStop
 	switch {
@@ -515,7 +522,8 @@ func mismatch(in spool.Intent, sb provider.Sandbox) string {
 // sandbox: it reads the sandbox, verifies it is ours, and sets auto-stop to
 // AutoStopMinutes when it is disabled (0), so that a sandbox tether cannot
 // reach in time still stops (and, if ephemeral, deletes itself). It retries
-// within ctx; it changes nothing in the journal.
+// within ctx. It changes nothing in the journal, but for a wrong observed id
+// (correctObserved).
 func (r *Reaper) Backstop(ctx context.Context, in spool.Intent) error {
 	if r.AutoStopMinutes <= 0 {
 		return nil
@@ -531,9 +539,17 @@ func (r *Reaper) Backstop(ctx context.Context, in spool.Intent) error {
 		return fmt.Errorf("backstop %s: %w", in.Name, ErrWrongAccount)
 	}
 	base, max := orDefault(r.RetryBase, DefaultRetryBase), orDefault(r.RetryMax, DefaultRetryMax)
+	corrected := false
 	for attempt := 0; ; attempt++ {
 		err := r.backstopOnce(ctx, p, in)
-		if err == nil || errors.Is(err, ErrForeign) || errors.Is(err, provider.ErrNotFound) || errors.Is(err, provider.ErrUnauthorized) {
+		if !corrected && (errors.Is(err, ErrForeign) || errors.Is(err, provider.ErrNotFound)) {
+			corrected = true
+			if fixed, ok := r.correctObserved(ctx, p, in, err); ok {
+				in = fixed
+				continue
+			}
+		}
+		if err == nil || errors.Is(err, ErrForeign) || errors.Is(err, provider.ErrNotFound) || provider.ConfigError(err) {
 			return err
 		}
 		if ctx.Err() != nil || !sleep(ctx, r.backoff(attempt, base, max, err)) {

@@ -500,7 +500,7 @@ func (p *Provider) classify(ctx, cctx context.Context, op string, resp *http.Res
 		case cctx.Err() != nil:
 			return fmt.Errorf("%w: no answer within %s", provider.ErrUnavailable, p.timeout), false
 		case resp == nil:
-			return &redactedError{msg: "no answer: " + p.redact(err.Error()), kind: provider.ErrUnavailable}, false
+			return p.transportError(err), false
 		}
 		return &redactedError{msg: fmt.Sprintf("HTTP %d with an unreadable body: %s", resp.StatusCode, p.redact(err.Error())), kind: provider.ErrUnavailable}, false
 	}

@@ -1,0 +1,135 @@
+package reaper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/tether-run/tether/provider"
+	"github.com/tether-run/tether/spool"
+)
+
+// A runner reports the sandbox id it got from its create; a runner can get
+// it wrong (a typo, two ids swapped, the id of a retried create that
+// failed). A read by that id then says nothing about the intent's sandbox:
+// a 404 is not proof it is gone, and another sandbox under the id does not
+// make the intent foreign, while a sandbox with the intent's exact name and
+// every one of its labels runs. Before either conclusion the reaper looks
+// the name up; a sandbox there that is verifiably the intent's replaces the
+// wrong id in the journal (spool.Journal.ReplaceObserved) and is resolved
+// like any other. The auto-stop backstop, the first read of an id just
+// observed, makes the same correction at once (correctObserved).
+
+// ErrMisobserved: the observed id and the sandbox under the intent's name
+// disagree in a way one more read may settle (the id answered 404 while the
+// name lookup answers with that very id). The intent stays live.
+var ErrMisobserved = errors.New("the observed id and the intent's name disagree")
+
+// observedAbsent is the step after the intent's observed id answered 404.
+//
+// An intent in releasing skips the name lookup: the reaper moves an intent
+// there only after a read by its observed id proved that sandbox ours (or
+// after the name lookup below found nothing), and Daytona renames a sandbox
+// the moment its deletion is accepted, so its name would find nothing
+// anyway. Otherwise the 404 is proof only when the name holds nothing of
+// ours.
+func (r *Reaper) observedAbsent(ctx context.Context, p provider.Provider, in spool.Intent) (spool.Intent, error) {
+	if in.State == spool.Releasing {
+		return r.finish(in, spool.Gone)
+	}
+	sb, ours, err := r.underName(ctx, p, in)
+	switch {
+	case err != nil:
+		return in, err
+	case !ours:
+		return r.finish(in, spool.Gone)
+	case sb.ID == in.SandboxID:
+		// One read says 404, the other finds it: a lagging replica, or
+		// a hiccup. Read again rather than conclude either way.
+		return in, fmt.Errorf("%w: sandbox %s answered 404 by id but is found by its name %s", ErrMisobserved, sb.ID, in.Name)
+	}
+	return r.adopt(in, sb, "answered 404")
+}
+
+// observedNotOurs is the step after a read by the intent's observed id
+// found a sandbox that is not the intent's (why says how it differs). That
+// sandbox is never touched; the intent closes as foreign unless its own
+// sandbox is found under its name.
+func (r *Reaper) observedNotOurs(ctx context.Context, p provider.Provider, in spool.Intent, by provider.Sandbox, why string) (spool.Intent, error) {
+	foreign := func() (spool.Intent, error) {
+		return r.transition(in, spool.Foreign, fmt.Sprintf("sandbox %s: %s", by.ID, why))
+	}
+	sb, ours, err := r.underName(ctx, p, in)
+	switch {
+	case err != nil:
+		return in, err
+	case !ours || sb.ID == in.SandboxID:
+		return foreign()
+	}
+	return r.adopt(in, sb, "is not ours ("+why+")")
+}
+
+// underName reads the sandbox under in's exact creation name and reports
+// whether it is the intent's: the name, every label, any id. A sandbox
+// already destroyed is not: its absence is what a 404 claims.
+func (r *Reaper) underName(ctx context.Context, p provider.Provider, in spool.Intent) (provider.Sandbox, bool, error) {
+	var sb provider.Sandbox
+	err := r.call(ctx, prioRead, "look up name "+in.Name+" (observed id "+in.SandboxID+" not ours or absent)", func(ctx context.Context) (err error) {
+		sb, err = p.GetByName(ctx, in.Name)
+		return err
+	})
+	if errors.Is(err, provider.ErrNotFound) {
+		return provider.Sandbox{}, false, nil
+	}
+	if err != nil {
+		return provider.Sandbox{}, false, err
+	}
+	if sb.Gone() || sb.Name != in.Name {
+		return sb, false, nil
+	}
+	unobserved := in
+	unobserved.SandboxID = ""
+	if why := mismatch(unobserved, sb); why != "" {
+		r.log().Warn("a sandbox under the intent's name is not ours", "intent", in.ID, "name", in.Name, "sandbox", sb.ID, "why", why)
+		return sb, false, nil
+	}
+	return sb, true, nil
+}
+
+// adopt journals sb, found under the intent's name and verified, in place
+// of the wrong observed id, before anything destructive; the next step reads
+// and resolves it.
+func (r *Reaper) adopt(in spool.Intent, sb provider.Sandbox, what string) (spool.Intent, error) {
+	out, err := r.Journal.ReplaceObserved(in.ID, in.SandboxID, sb.ID)
+	if err != nil {
+		if cur, gerr := r.Journal.Get(in.ID); gerr == nil && (cur.SandboxID != in.SandboxID || !cur.Live()) {
+			return cur, nil // changed meanwhile; go on from there
+		}
+		return in, fmt.Errorf("%w: replace observed id %s by %s: %w", ErrJournal, in.SandboxID, sb.ID, err)
+	}
+	r.log().Warn("the observed sandbox id was wrong; the sandbox under the intent's name is ours and replaces it",
+		"intent", in.ID, "name", in.Name, "observed", in.SandboxID, "observed_was", what, "sandbox", sb.ID)
+	return out, nil
+}
+
+// correctObserved is the backstop's remedy when the id a runner just
+// observed answered 404 or names a sandbox that is not ours (err says
+// which): if the intent's own sandbox is under its exact name, its id
+// replaces the wrong one at once, so that the auto-stop backstop, and a
+// replay after a crash, act on the right sandbox, and the runner's mistake
+// is in the log while it is still running.
+func (r *Reaper) correctObserved(ctx context.Context, p provider.Provider, in spool.Intent, err error) (spool.Intent, bool) {
+	sb, ours, lerr := r.underName(ctx, p, in)
+	if lerr != nil || !ours || sb.ID == in.SandboxID {
+		return in, false
+	}
+	what := "answered 404"
+	if errors.Is(err, ErrForeign) {
+		what = "is not ours"
+	}
+	out, aerr := r.adopt(in, sb, what)
+	if aerr != nil || out.SandboxID != sb.ID {
+		return in, false
+	}
+	return out, true
+}

@@ -32,6 +32,7 @@ var commands = map[string]Command{
 	"demo":    &DemoCommand{},
 	"drain":   &DrainCommand{},
 	"status":  &StatusCommand{}, // status.go
+	"sweep":   &SweepCommand{},  // sweep.go
 }
 
 // ExitCodeUsage is tether's exit code for its own errors: bad flags, no

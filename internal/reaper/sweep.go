@@ -85,7 +85,7 @@ type SweepReport struct {
 	OtherOwner int         `json:"other_owner"` // another tether-owner than --owner: never touched, not shown
 	Items      []SweepItem `json:"items"`       // every sandbox in scope, stale first
 	DryRun     bool        `json:"dry_run"`
-	Elapsed    time.Duration
+	Elapsed    time.Duration `json:"-"`
 }
 
 // Count is how many items have action a.

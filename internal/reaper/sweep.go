@@ -79,12 +79,12 @@ type SweepItem struct {
 
 // SweepReport is the outcome of a sweep.
 type SweepReport struct {
-	Listed     int         `json:"listed"`      // sandboxes the provider listed
-	Pages      int         `json:"pages"`       // list pages read
-	NotOurs    int         `json:"not_ours"`    // no tether-owner label: never touched, not shown
-	OtherOwner int         `json:"other_owner"` // another tether-owner than --owner: never touched, not shown
-	Items      []SweepItem `json:"items"`       // every sandbox in scope, stale first
-	DryRun     bool        `json:"dry_run"`
+	Listed     int           `json:"listed"`      // sandboxes the provider listed
+	Pages      int           `json:"pages"`       // list pages read
+	NotOurs    int           `json:"not_ours"`    // no tether-owner label: never touched, not shown
+	OtherOwner int           `json:"other_owner"` // another tether-owner than --owner: never touched, not shown
+	Items      []SweepItem   `json:"items"`       // every sandbox in scope, stale first
+	DryRun     bool          `json:"dry_run"`
 	Elapsed    time.Duration `json:"-"`
 }
 

@@ -42,7 +42,13 @@ var errHelpShown = errors.New("help shown")
 // returns errHelpShown; a bad flag is a usage error. maxArgs bounds the
 // arguments left after the flags (-1: any number).
 func parseFlags(fs *flag.FlagSet, args []string, maxArgs int) error {
-	if err := fs.Parse(args); err != nil {
+	// The flag package calls Usage on every parse error, not only on -h:
+	// a bad flag must be one line on stderr, not the help on stdout too.
+	usage := fs.Usage
+	fs.Usage = func() {}
+	err := fs.Parse(args)
+	fs.Usage = usage
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.Usage()
 			return errHelpShown

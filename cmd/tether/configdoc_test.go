@@ -43,8 +43,8 @@ func TestConfigurationDocIsCurrent(t *testing.T) {
 // it, and its default in each.
 type docSetting struct {
 	name, env, usage, kind string
-	defaults             map[string]string // by subcommand
-	commands             []string
+	defaults               map[string]string // by subcommand
+	commands               []string
 }
 
 var envInUsage = regexp.MustCompile(`\s*\(\$([A-Z_]+)([^)]*)\)`)

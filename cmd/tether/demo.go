@@ -189,7 +189,7 @@ func (d *demo) journal() string { return filepath.Join(d.dir, "journal.db") }
 func (d *demo) run(ctx context.Context, n int) (bool, error) {
 	d.say("tether demo: a simulated Daytona API on %s, a journal in %s", d.sim.URL, d.dir)
 
-	d.step(1, "tether run starts a sample runner, which declares and creates %d sandboxes (auto-stop off, as in the seed's bug)", n)
+	d.step(1, "tether run starts a sample runner, which declares and creates %d sandboxes with Daytona's auto-stop set to 0 (disabled), as some runners leave it: then no server-side cleanup ever comes", n)
 	start := time.Now()
 	t1, err := d.startTether(ctx, "run-1", "--sandboxes", fmt.Sprint(n), "--label", "run-1")
 	if err != nil {

@@ -35,6 +35,10 @@ func hasFlags(fs *flag.FlagSet) bool {
 	return n > 0
 }
 
+// flagSetSeen, when set (by the test that writes docs/configuration.md),
+// is shown every flag set a subcommand parses.
+var flagSetSeen func(*flag.FlagSet)
+
 // errHelpShown: -h was asked for and the usage printed; the command exits 0.
 var errHelpShown = errors.New("help shown")
 
@@ -42,7 +46,16 @@ var errHelpShown = errors.New("help shown")
 // returns errHelpShown; a bad flag is a usage error. maxArgs bounds the
 // arguments left after the flags (-1: any number).
 func parseFlags(fs *flag.FlagSet, args []string, maxArgs int) error {
-	if err := fs.Parse(args); err != nil {
+	if flagSetSeen != nil {
+		flagSetSeen(fs)
+	}
+	// The flag package calls Usage on every parse error, not only on -h:
+	// a bad flag must be one line on stderr, not the help on stdout too.
+	usage := fs.Usage
+	fs.Usage = func() {}
+	err := fs.Parse(args)
+	fs.Usage = usage
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.Usage()
 			return errHelpShown

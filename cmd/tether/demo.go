@@ -189,7 +189,7 @@ func (d *demo) journal() string { return filepath.Join(d.dir, "journal.db") }
 func (d *demo) run(ctx context.Context, n int) (bool, error) {
 	d.say("tether demo: a simulated Daytona API on %s, a journal in %s", d.sim.URL, d.dir)
 
-	d.step(1, "tether run starts a sample runner, which declares and creates %d sandboxes (auto-stop off, as in the seed's bug)", n)
+	d.step(1, "tether run starts a sample runner, which declares and creates %d sandboxes with Daytona's auto-stop set to 0 (disabled), as some runners leave it: then no server-side cleanup ever comes", n)
 	start := time.Now()
 	t1, err := d.startTether(ctx, "run-1", "--sandboxes", fmt.Sprint(n), "--label", "run-1")
 	if err != nil {
@@ -253,24 +253,50 @@ func (d *demo) phase(what string, took time.Duration) {
 	d.phases = append(d.phases, phaseTime{what, took})
 }
 
-// live prints what the simulated Daytona says of the sandboxes of one run.
+// live prints what the simulated Daytona says of the sandboxes of one run:
+// every sandbox that exists with the run's label, by the simulator's own
+// record — the lost creates too, whose id the runner never learned.
 func (d *demo) live(run int, when string) {
-	var alive, gone []string
+	tag := fmt.Sprintf("run-%d", run)
+	known := map[string]bool{}
 	for _, r := range d.rowsOf(run) {
-		if r.sandbox == "" {
-			continue
-		}
-		sb, ok := d.sim.Sandbox(r.sandbox)
-		if ok && sb.State != "destroyed" {
-			alive = append(alive, fmt.Sprintf("%s (%s, auto-stop %d min)", r.name, sb.State, sb.AutoStopInterval))
-		} else {
-			gone = append(gone, r.name)
+		if r.sandbox != "" {
+			known[r.sandbox] = true
 		}
 	}
-	d.say("Daytona, %s: %d sandboxes alive, %d gone", when, len(alive), len(gone))
+	var alive []string
+	gone := 0
+	for _, sb := range d.sim.Sandboxes() {
+		if sb.Labels["run"] != tag {
+			continue
+		}
+		if sb.State == "destroyed" {
+			gone++
+			continue
+		}
+		what := fmt.Sprintf("%s (%s, auto-stop %d min)", creationName(sb.Name), sb.State, sb.AutoStopInterval)
+		if !known[sb.ID] {
+			what += ", a lost create: the runner never learned its id"
+		}
+		alive = append(alive, what)
+	}
+	d.say("Daytona, %s: %d sandboxes alive, %d gone", when, len(alive), gone)
 	for _, a := range alive {
 		d.say("  alive: %s", a)
 	}
+}
+
+// creationName undoes Daytona's rename of a deleted sandbox
+// (DESTROYED_<name>_<unix ms>), to show the name it was created with.
+func creationName(name string) string {
+	rest, ok := strings.CutPrefix(name, "DESTROYED_")
+	if !ok {
+		return name
+	}
+	if i := strings.LastIndex(rest, "_"); i > 0 {
+		return rest[:i]
+	}
+	return rest
 }
 
 func (d *demo) rowsOf(run int) []demoRow {

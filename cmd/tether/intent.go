@@ -137,14 +137,22 @@ var intentSubs = map[string]intentSub{
 	},
 	"ls": {
 		socket: func(ctx context.Context, cl *api.Client, a *intentArgs) error {
-			list, err := cl.List(ctx)
-			if err != nil {
-				return refusedOrFailed(err)
+			// Page by page, so a journal of many live intents is never
+			// held in memory at once, on either side.
+			q := api.ListQuery{Limit: spool.MaxPageLimit}
+			for {
+				p, err := cl.ListPage(ctx, q)
+				if err != nil {
+					return refusedOrFailed(err)
+				}
+				for _, in := range p.Intents {
+					printJSON(in)
+				}
+				if p.NextCursor == "" {
+					return nil
+				}
+				q.Cursor = p.NextCursor
 			}
-			for _, in := range list {
-				printJSON(in)
-			}
-			return nil
 		},
 	},
 }

@@ -31,6 +31,8 @@ var commands = map[string]Command{
 	"intent":  &IntentCommand{},
 	"demo":    &DemoCommand{},
 	"drain":   &DrainCommand{},
+	"status":  &StatusCommand{}, // status.go
+	"sweep":   &SweepCommand{},  // sweep.go
 }
 
 // ExitCodeUsage is tether's exit code for its own errors: bad flags, no

@@ -27,7 +27,7 @@ live intent when it ends, and exits with its exit code.
 func (*RunCommand) Run(ctx context.Context, args []string) error {
 	cfg := config.Default()
 	fs := newFlags("run", runUsage)
-	envErr := cfg.Bind(fs, config.All)
+	envErr := cfg.Bind(fs, config.All, config.Metrics)
 	if err := parseFlags(fs, args, -1); err != nil {
 		return helped(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/tether-run/tether/internal/api"
 	"github.com/tether-run/tether/internal/config"
 	"github.com/tether-run/tether/internal/intake"
+	"github.com/tether-run/tether/internal/metrics"
 	"github.com/tether-run/tether/internal/reaper"
 	"github.com/tether-run/tether/internal/spooldir"
 	"github.com/tether-run/tether/provider"
@@ -37,6 +38,10 @@ type sidecar struct {
 	// ("" with the proxy off).
 	proxyURL string
 
+	// metrics and its endpoint, with --metrics-addr (metrics.go).
+	metrics       *metrics.Metrics
+	metricsServer *metrics.Server
+
 	// report is the drain's, once AfterChild has run.
 	mu     sync.Mutex
 	report *reaper.Report
@@ -58,6 +63,10 @@ func openSidecar(cfg config.Config, log *slog.Logger) (*sidecar, error) {
 	account := ""
 	if prov != nil {
 		account = prov.Account()
+	}
+	if prov, err = sc.startMetrics(prov); err != nil {
+		j.Close()
+		return nil, err
 	}
 	sc.reaper = newReaper(cfg, j, prov, log)
 	sc.intake = &intake.Intake{
@@ -98,7 +107,10 @@ func openProvider(log *slog.Logger) (provider.Provider, error) {
 	return s.Provider, nil
 }
 
-func (sc *sidecar) Close() error { return sc.journal.Close() }
+func (sc *sidecar) Close() error {
+	sc.stopMetrics()
+	return sc.journal.Close()
+}
 
 // deleteNow resolves one intent at the runner's request (DELETE
 // /v1/intents/{id}, or a spool "delete" op).
@@ -175,8 +187,8 @@ func (sc *sidecar) Actors() ([]supervisor.Actor, error) {
 		{Name: "api", Execute: serve, Interrupt: stopServe},
 		{Name: "spool", Execute: func() error { return reader.Run(readerCtx) }, Interrupt: func(error) { stopReader() }},
 		{Name: "replay", Execute: func() error {
-			sc.reaper.Replay(replayCtx, left)
-			<-replayCtx.Done() // an actor that returns would end the group
+			sc.replay(replayCtx, left) // metrics.go
+			<-replayCtx.Done()         // an actor that returns would end the group
 			return nil
 		}, Interrupt: func(error) { stopReplay() }},
 	}
@@ -207,6 +219,9 @@ func (sc *sidecar) AfterChild(ctx context.Context, st supervisor.Status) error {
 	sc.mu.Lock()
 	sc.report = &rep
 	sc.mu.Unlock()
+	if sc.metrics != nil && (err == nil || errors.Is(err, reaper.ErrUnresolved)) {
+		sc.metrics.ObserveDrain(rep)
+	}
 	if errors.Is(err, reaper.ErrUnresolved) {
 		return nil // reported; --on-unresolved decides what it does to the exit code
 	}

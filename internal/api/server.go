@@ -286,6 +286,10 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) list(w http.ResponseWriter, r *http.Request) {
+	if r.URL.RawQuery != "" {
+		s.listPage(w, r) // page.go
+		return
+	}
 	live, err := s.Journal.Live()
 	if err != nil {
 		s.journalError(w, err)

@@ -51,6 +51,9 @@ type Config struct {
 	// Daytona API proxy (zero-code mode).
 	DaytonaProxy     bool   // serve it and point the child's DAYTONA_API_URL at it
 	DaytonaProxyAddr string // loopback host:port it listens on; port 0 picks a free one
+
+	// Metrics endpoint and tether sweep (operator.go).
+	Operator
 }
 
 // Defaults. Grace + DrainTimeout (3 s + 5 s) leaves 2 s of margin inside the
@@ -90,6 +93,7 @@ func Default() Config {
 		CheckTimeout:        DefaultProviderCheckTimeout,
 		DaytonaProxy:        true,
 		DaytonaProxyAddr:    DefaultDaytonaProxyAddr,
+		Operator:            defaultOperator(),
 	}
 }
 
@@ -233,6 +237,7 @@ func (c *Config) Bind(fs *flag.FlagSet, groups ...Group) error {
 		b.duration(&c.NeverCreatedHorizon, "never-created-after", EnvNeverCreated, "a pending intent whose name was never seen for this long closes as never-created")
 		b.int(&c.DaytonaAutoStop, "daytona-autostop", EnvDaytonaAutoStop, "Daytona auto-stop minutes enforced on sandboxes that have it disabled (>= 1)")
 	}
+	c.bindOperator(b, want)
 	return errors.Join(b.errs...)
 }
 
@@ -347,6 +352,7 @@ func (c *Config) Validate() error {
 			bad("--label %s=%q: a scope label value may not contain a comma (it could not reach the child in $%s)", k, v, EnvLabels)
 		}
 	}
+	errs = append(errs, c.validateOperator()...)
 	return errors.Join(errs...)
 }
 

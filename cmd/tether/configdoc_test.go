@@ -1,0 +1,215 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/tether-run/tether/internal/config"
+	"github.com/tether-run/tether/provider/daytona"
+)
+
+// configDoc is docs/configuration.md, relative to this package.
+var configDoc = filepath.Join("..", "..", "docs", "configuration.md")
+
+// TestConfigurationDocIsCurrent regenerates docs/configuration.md from the
+// flag sets the subcommands really parse, and fails when the file differs.
+// TETHER_UPDATE_DOCS=1 go test -run ConfigurationDoc ./cmd/tether rewrites it.
+func TestConfigurationDocIsCurrent(t *testing.T) {
+	update := os.Getenv("TETHER_UPDATE_DOCS") == "1" // read before the TETHER_* variables are cleared
+	got := generateConfigDoc(t)
+	if update {
+		if err := os.WriteFile(configDoc, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(configDoc)
+	if err != nil {
+		t.Fatalf("%v (TETHER_UPDATE_DOCS=1 go test -run ConfigurationDoc ./cmd/tether writes it)", err)
+	}
+	if string(want) != got {
+		t.Fatalf("docs/configuration.md is not current: run TETHER_UPDATE_DOCS=1 go test -run ConfigurationDoc ./cmd/tether\n--- generated:\n%s", got)
+	}
+}
+
+// docSetting is one row: a flag with one meaning, the subcommands that take
+// it, and its default in each.
+type docSetting struct {
+	name, env, usage, kind string
+	defaults               map[string]string // by subcommand
+	commands               []string
+}
+
+var envInUsage = regexp.MustCompile(`\s*\(\$([A-Z_]+)([^)]*)\)`)
+
+// pathDefaults replaces defaults that depend on the user running tether.
+var pathDefaults = map[string]string{
+	"journal": "`" + config.StateDir + "/journal.db` as root (see below)",
+	"socket":  "`" + config.WellKnownSocket + "` as root (see below)",
+	"spool":   "`" + config.RuntimeDir + "/spool` as root (see below)",
+}
+
+func generateConfigDoc(t *testing.T) string {
+	t.Helper()
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "TETHER_") {
+			t.Setenv(k, "") // defaults, not this machine's environment
+		}
+	}
+	saved := stdout
+	stdout = io.Discard
+	defer func() { stdout, flagSetSeen = saved, nil }()
+
+	settings := map[string]*docSetting{} // by name + usage
+	var order []string
+	visit := func(command string) func(fs *flag.FlagSet) {
+		return func(fs *flag.FlagSet) {
+			fs.VisitAll(func(f *flag.Flag) {
+				usage, env, more := f.Usage, "", ""
+				if m := envInUsage.FindStringSubmatch(usage); m != nil {
+					env, more = m[1], m[2]
+					usage = envInUsage.ReplaceAllString(usage, "")
+				}
+				kind, _ := flag.UnquoteUsage(f)
+				key := f.Name + "\x00" + usage
+				s, ok := settings[key]
+				if !ok {
+					s = &docSetting{name: f.Name, env: env, usage: usage + more, kind: kind, defaults: map[string]string{}}
+					settings[key] = s
+					order = append(order, key)
+				}
+				def := "`" + f.DefValue + "`"
+				if f.DefValue == "" {
+					def = "(none)"
+				}
+				if p, ok := pathDefaults[f.Name]; ok && f.DefValue != "" {
+					def = p
+				}
+				s.defaults[command] = def
+				s.commands = append(s.commands, command)
+			})
+		}
+	}
+	run := func(command string, args ...string) {
+		flagSetSeen = visit(command)
+		name := strings.Fields(command)[0]
+		if err := commands[name].Run(t.Context(), append(args, "-h")); err != nil {
+			t.Fatalf("%s -h: %v", command, err)
+		}
+	}
+	for _, name := range []string{"run", "drain", "status", "sweep", "demo", "version"} {
+		run(name)
+	}
+	subs := make([]string, 0, len(intentSubs))
+	for s := range intentSubs {
+		subs = append(subs, s)
+	}
+	sort.Strings(subs)
+	for _, s := range subs {
+		run("intent "+s, s)
+	}
+
+	var b strings.Builder
+	b.WriteString(`# Configuration
+
+<!-- Generated from the flag sets the subcommands parse, by
+TETHER_UPDATE_DOCS=1 go test -run ConfigurationDoc ./cmd/tether — do not edit by hand;
+a test fails when this file is not current. -->
+
+Every setting is a flag of the subcommands that take it; most also have a
+` + "`TETHER_*`" + ` environment variable. The flag wins over the variable, the variable over
+the default. Each command validates its settings once, at start: a wrong one exits 125 with a
+message that names it. ` + "`tether COMMAND -h`" + ` lists a command's own flags.
+
+## Flags and variables
+
+| flag | variable | default | taken by | what it does |
+| --- | --- | --- | --- | --- |
+`)
+	for _, key := range order {
+		s := settings[key]
+		env := "—"
+		if s.env != "" {
+			env = "`" + s.env + "`"
+		}
+		flagName := "`--" + s.name
+		if s.kind != "" {
+			flagName += " " + s.kind
+		}
+		flagName += "`"
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", flagName, env, defaultsOf(s), commandsOf(s.commands), strings.ReplaceAll(s.usage, "|", "\\|"))
+	}
+	b.WriteString(`
+## Default paths
+
+The journal, the socket and the spool directory default to ` + "`" + config.StateDir + "`" + ` and
+` + "`" + config.RuntimeDir + "`" + ` for root, and for any user who may write there (tether's image makes both
+world-writable with the sticky bit). Otherwise the socket and spool go to
+` + "`$XDG_RUNTIME_DIR/tether/`" + `, else everything goes under the user cache directory
+(` + "`$XDG_CACHE_HOME/tether` or `$HOME/.cache/tether`" + `), else under ` + "`$TMPDIR/tether-<uid>`" + `. Paths are
+made absolute once, at start.
+
+## Variables without a flag
+
+| variable | read by | what it is |
+| --- | --- | --- |
+`)
+	for _, row := range [][3]string{
+		{daytona.EnvAPIKey, "run, drain, sweep", "Daytona API key; never logged"},
+		{daytona.EnvJWTToken, "run, drain, sweep", "Daytona JWT, used when there is no API key (needs " + daytona.EnvOrganizationID + ")"},
+		{daytona.EnvOrganizationID, "run, drain, sweep", "the organization a JWT acts in"},
+		{daytona.EnvAPIURL, "run, drain, sweep", "Daytona API URL, default `" + daytona.DefaultAPIURL + "` (" + daytona.EnvServerURL + ", deprecated by Daytona, is read when it is unset); tether run points its child's at the Daytona API proxy unless `--daytona-proxy=false`"},
+		{daytona.EnvTarget, "run, drain, sweep", "region new sandboxes are created in (the proxy and the sample runner)"},
+		{config.EnvOwner, "intent (without a socket)", "the journal's owner id; tether run gives it to its child"},
+		{config.EnvSocket + ", " + config.EnvSpool + ", " + config.EnvLabels, "intent, status", "tether run gives them to its child: where to declare intents, and the scope labels (`k=v,k=v`)"},
+	} {
+		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", strings.ReplaceAll(row[0], ", ", "`, `"), row[1], row[2])
+	}
+	return b.String()
+}
+
+func defaultsOf(s *docSetting) string {
+	seen := map[string][]string{}
+	var vals []string
+	for _, c := range s.commands {
+		d := s.defaults[c]
+		if _, ok := seen[d]; !ok {
+			vals = append(vals, d)
+		}
+		seen[d] = append(seen[d], c)
+	}
+	if len(vals) == 1 {
+		return vals[0]
+	}
+	parts := make([]string, len(vals))
+	for i, v := range vals {
+		parts[i] = v + " (" + strings.Join(seen[v], ", ") + ")"
+	}
+	return strings.Join(parts, "; ")
+}
+
+// commandsOf names the subcommands, "intent (every subcommand)" for all six.
+func commandsOf(cmds []string) string {
+	var out, intents []string
+	for _, c := range cmds {
+		if sub, ok := strings.CutPrefix(c, "intent "); ok {
+			intents = append(intents, sub)
+			continue
+		}
+		out = append(out, c)
+	}
+	switch {
+	case len(intents) == len(intentSubs):
+		out = append(out, "intent (all)")
+	case len(intents) > 0:
+		out = append(out, "intent "+strings.Join(intents, ", "))
+	}
+	return strings.Join(out, ", ")
+}

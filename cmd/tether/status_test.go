@@ -1,0 +1,184 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tether-run/tether/internal/api"
+	"github.com/tether-run/tether/internal/config"
+	"github.com/tether-run/tether/internal/testutil"
+	"github.com/tether-run/tether/spool"
+)
+
+// tetherCmd runs the real binary with args and env (TETHER_* cleared) and
+// returns stdout, stderr and the exit code.
+func tetherCmd(t *testing.T, env []string, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(tetherBin, args...)
+	cmd.Env = append(os.Environ(), "TETHER_SOCKET=", "TETHER_SPOOL=", "TETHER_OWNER=", "TETHER_LABELS=", "TETHER_JOURNAL=")
+	cmd.Env = append(cmd.Env, env...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return stdout.String(), stderr.String(), code
+}
+
+// deadJournal leaves a journal as a dead container would: two live intents
+// (one tether failed on), one gone.
+func deadJournal(t *testing.T, path string) (owner string, live []spool.Intent, gone spool.Intent) {
+	t.Helper()
+	j, err := spool.Open(path, spool.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	for i := 0; i < 3; i++ {
+		in, _, err := j.Create(t.Context(), spool.NewIntent{Labels: map[string]string{"run": "7"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch i {
+		case 0:
+			if in, err = j.Observe(in.ID, "sb-0"); err != nil {
+				t.Fatal(err)
+			}
+			if in, err = j.Note(in.ID, "daytona delete sb-0: provider unavailable: HTTP 503"); err != nil {
+				t.Fatal(err)
+			}
+			live = append(live, in)
+		case 1:
+			live = append(live, in)
+		case 2:
+			if _, err := j.Transition(in.ID, spool.Releasing, ""); err != nil {
+				t.Fatal(err)
+			}
+			if gone, err = j.Transition(in.ID, spool.Gone, ""); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return j.Owner(), live, gone
+}
+
+func TestStatusOfADeadJournal(t *testing.T) {
+	journal := filepath.Join(t.TempDir(), "journal.db")
+	owner, live, gone := deadJournal(t, journal)
+	before, _ := os.ReadFile(journal)
+
+	out, errOut, code := tetherCmd(t, nil, "status", "--journal", journal)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if !strings.Contains(lines[0], owner) || !strings.Contains(lines[0], "read-only") || !strings.HasPrefix(lines[1], "2 live") {
+		t.Fatalf("header:\n%s", out)
+	}
+	// The table: header, then the live intent tether failed on, the other
+	// live one, then the finished one.
+	rows := lines[3:]
+	if len(rows) != 4 || !strings.HasPrefix(rows[0], "STATE") {
+		t.Fatalf("table:\n%s", out)
+	}
+	for i, want := range []struct {
+		in    spool.Intent
+		state string
+	}{{live[0], "observed"}, {live[1], "pending"}, {gone, "gone"}} {
+		f := strings.Fields(rows[i+1])
+		if f[0] != want.state || f[1] != want.in.Name {
+			t.Fatalf("row %d: %q, want %s %s", i, rows[i+1], want.state, want.in.Name)
+		}
+	}
+	if !strings.Contains(rows[1], "sb-0") || !strings.Contains(rows[1], "HTTP 503") || strings.Fields(rows[1])[4] != "1" {
+		t.Fatalf("failed intent's row lacks sandbox, attempts or error: %q", rows[1])
+	}
+	after, _ := os.ReadFile(journal)
+	if !bytes.Equal(before, after) {
+		t.Fatal("status changed the journal file")
+	}
+
+	out, _, code = tetherCmd(t, nil, "status", "--journal", journal, "--json", "--recent", "0")
+	var rep statusReport
+	if code != 0 || json.Unmarshal([]byte(out), &rep) != nil {
+		t.Fatalf("--json: exit %d: %s", code, out)
+	}
+	if rep.Owner != owner || rep.Source != "journal" || len(rep.Live) != 2 || len(rep.Recent) != 0 || rep.Live[0].LastError == "" {
+		t.Fatalf("--json: %+v", rep)
+	}
+
+	// No journal there: an error, and no journal made.
+	missing := filepath.Join(t.TempDir(), "none.db")
+	_, errOut, code = tetherCmd(t, nil, "status", "--journal", missing)
+	if code != ExitCodeUsage || !strings.Contains(errOut, missing) {
+		t.Fatalf("missing journal: exit %d: %s", code, errOut)
+	}
+	if _, err := os.Stat(missing); !errors.Is(err, os.ErrNotExist) {
+		t.Fatal("status created a journal")
+	}
+}
+
+func TestStatusBesideARunningTether(t *testing.T) {
+	dir, err := os.MkdirTemp("", "tstat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	journal, sock := filepath.Join(dir, "journal.db"), filepath.Join(dir, "t.sock")
+	run := exec.Command(tetherBin, "run", "--journal", journal, "--socket", sock, "--spool", filepath.Join(dir, "spool"),
+		"--daytona-proxy=false", "--", "sleep", "600")
+	run.Env = append(os.Environ(), "DAYTONA_API_KEY=", "DAYTONA_JWT_TOKEN=")
+	if err := run.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { run.Process.Signal(syscall.SIGTERM); run.Wait() }()
+	c := api.NewClient(sock)
+	testutil.WaitFor(t, "tether's socket", func() bool { _, err := c.Health(t.Context()); return err == nil })
+	var names []string
+	for i := 0; i < 3; i++ {
+		in, err := c.CreateIntent(t.Context(), api.CreateRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, in.Name)
+	}
+
+	// Through the socket.
+	out, errOut, code := tetherCmd(t, nil, "status", "--socket", sock, "--json")
+	var rep statusReport
+	if code != 0 || json.Unmarshal([]byte(out), &rep) != nil {
+		t.Fatalf("exit %d: %s %s", code, out, errOut)
+	}
+	if rep.Source != "socket" || len(rep.Live) != 3 || rep.Live[2].Name != names[2] {
+		t.Fatalf("over the socket: %+v", rep)
+	}
+
+	// The journal alone, held by the running tether: refused at once (the
+	// read-only open does not wait for the lock), saying why — unless a
+	// tether serves the default socket on this machine, which is then asked.
+	if found, _ := config.FindSocket(); found != "" {
+		t.Logf("a tether serves %s here; skipping the held-journal case", found)
+		return
+	}
+	start := time.Now()
+	_, errOut, code = tetherCmd(t, nil, "status", "--journal", journal)
+	if code != ExitCodeUsage || !strings.Contains(errOut, "held by a running tether") {
+		t.Fatalf("held journal: exit %d: %s", code, errOut)
+	}
+	if el := time.Since(start); el > waitLimit {
+		t.Fatalf("status waited %s beside a live tether", el)
+	}
+}

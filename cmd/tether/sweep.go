@@ -1,0 +1,118 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/tether-run/tether/internal/config"
+	"github.com/tether-run/tether/internal/reaper"
+)
+
+// SweepCommand is `tether sweep`: the fleet-level backstop for sandboxes
+// whose journal is gone with its container and volume.
+type SweepCommand struct{}
+
+func (*SweepCommand) Synopsis() string {
+	return "find and delete stale tether sandboxes in the Daytona account (dry run unless --yes)"
+}
+
+var sweepUsage = `Usage: tether sweep [--yes] [--owner ID] [--label k=v]... [--older-than D] [--idle-for D] [flags]
+
+Lists every sandbox of the Daytona account (credentials from the
+environment, as for tether run) that carries a tether-owner label, and
+marks as stale those created more than --older-than ago AND idle (Daytona's
+last activity) for more than --idle-for. A sandbox labelled
+tether-keep=true is never stale; one without tether-owner is never touched.
+
+Without --yes it is a dry run: it prints what it would delete and why, and
+changes nothing. With --yes it deletes each stale sandbox after reading it
+again (still the same sandbox, still tether's, still stale), and waits until
+Daytona confirms it gone (404). Rate limits are honoured (Retry-After).
+
+Exit: 0 when every stale sandbox was deleted (or, in a dry run, listed),
+` + fmt.Sprint(ExitCodeUnresolved) + ` when some were not confirmed deleted, ` + fmt.Sprint(ExitCodeUsage) + ` for a usage error, missing
+credentials, or an account that could not be listed.
+`
+
+func (*SweepCommand) Run(ctx context.Context, args []string) error {
+	cfg := config.Default()
+	fs := newFlags("sweep", sweepUsage)
+	envErr := cfg.Bind(fs, config.Sweep, config.Log)
+	yes := fs.Bool("yes", false, "delete the stale sandboxes (without it: a dry run that changes nothing)")
+	asJSON := fs.Bool("json", false, "print the report as one JSON object instead of the table")
+	if err := parseFlags(fs, args, 0); err != nil {
+		return helped(err)
+	}
+	if envErr != nil {
+		return usageError(fs, envErr)
+	}
+	if err := cfg.Validate(); err != nil {
+		return usageError(fs, err)
+	}
+	log := newLogger(cfg, os.Stderr)
+	prov, err := openProvider(log)
+	if err != nil {
+		return &ExitError{Code: ExitCodeUsage, Err: fmt.Errorf("sweep: %w", err)}
+	}
+	r := &reaper.Reaper{Provider: prov, Logger: log, Concurrency: cfg.SweepConcurrency}
+	rule := reaper.SweepRule{Owner: cfg.SweepOwner, Labels: cfg.Labels, OlderThan: cfg.SweepOlderThan, IdleFor: cfg.SweepIdleFor}
+	ctx, cancel := context.WithTimeout(ctx, cfg.SweepTimeout)
+	defer cancel()
+	rep, err := r.Sweep(ctx, rule, *yes)
+	if err != nil && !errors.Is(err, reaper.ErrSweepIncomplete) {
+		return &ExitError{Code: ExitCodeUsage, Err: err}
+	}
+	if *asJSON {
+		b, _ := json.MarshalIndent(rep, "", "  ")
+		fmt.Fprintln(stdout, string(b))
+	} else {
+		writeSweep(stdout, rep, rule, time.Now())
+	}
+	if err != nil {
+		return &ExitError{Code: ExitCodeUnresolved, Err: err}
+	}
+	return nil
+}
+
+func writeSweep(w io.Writer, rep reaper.SweepReport, rule reaper.SweepRule, now time.Time) {
+	owner := rule.Owner
+	if owner == "" {
+		owner = "any"
+	}
+	scope := config.FormatLabels(rule.Labels)
+	if scope == "" {
+		scope = "none"
+	}
+	fmt.Fprintf(w, "sweep: %d sandboxes listed in %d pages (owner %s, scope labels %s); %d with tether-owner in scope; %d without tether-owner and %d of other owners left untouched\n",
+		rep.Listed, rep.Pages, owner, scope, len(rep.Items), rep.NotOurs, rep.OtherOwner)
+	fmt.Fprintf(w, "stale: created more than %s ago and idle for more than %s\n", rule.OlderThan, rule.IdleFor)
+	if rep.DryRun {
+		fmt.Fprintf(w, "DRY RUN: nothing was deleted; run with --yes to delete the %d marked delete\n", rep.Count(reaper.SweepDelete))
+	} else {
+		fmt.Fprintf(w, "deleted and confirmed gone: %d; failed: %d\n", rep.Count(reaper.SweepDeleted), rep.Count(reaper.SweepFailed))
+	}
+	if len(rep.Items) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ACTION\tSANDBOX\tNAME\tOWNER\tSTATE\tAGE\tIDLE\tWHY")
+	for _, it := range rep.Items {
+		idle := "-"
+		if !it.LastActivityAt.IsZero() {
+			idle = age(now.Sub(it.LastActivityAt))
+		}
+		created := "-"
+		if !it.CreatedAt.IsZero() {
+			created = age(now.Sub(it.CreatedAt))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", it.Action, it.ID, it.Name, it.Owner, it.State, created, idle, oneLine(it.Reason, 120))
+	}
+	tw.Flush()
+}

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tether-run/tether/internal/reaper"
+	"github.com/tether-run/tether/provider/daytona/daytonatest"
+	"github.com/tether-run/tether/spool"
+)
+
+// TestSweepCommand runs the real binary against the simulator: a dry run
+// that deletes nothing, then --yes; the simulator's record decides.
+func TestSweepCommand(t *testing.T) {
+	var offset atomic.Int64
+	srv := daytonatest.NewServer(daytonatest.WithClock(func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }))
+	defer srv.Close()
+	srv.AddKey("sweep-key", daytonatest.DefaultOrg)
+	env := []string{"DAYTONA_API_URL=" + srv.URL, "DAYTONA_API_KEY=sweep-key", "DAYTONA_JWT_TOKEN="}
+
+	offset.Store(int64(-3 * 24 * time.Hour))
+	owned := map[string]string{spool.LabelOwner: "01owner", spool.LabelIntent: "a"}
+	stale, _ := srv.AddSandbox(daytonatest.DefaultOrg, daytonatest.SeedSandbox{Name: "tether-stale", Labels: owned})
+	keep, _ := srv.AddSandbox(daytonatest.DefaultOrg, daytonatest.SeedSandbox{Name: "tether-keep", Labels: map[string]string{spool.LabelOwner: "01owner", reaper.LabelKeep: "true"}})
+	unowned, _ := srv.AddSandbox(daytonatest.DefaultOrg, daytonatest.SeedSandbox{Name: "someone-elses", Labels: map[string]string{"team": "x"}})
+	offset.Store(int64(-10 * time.Minute))
+	young, _ := srv.AddSandbox(daytonatest.DefaultOrg, daytonatest.SeedSandbox{Name: "tether-young", Labels: owned})
+	offset.Store(0)
+
+	out, errOut, code := tetherCmd(t, env, "sweep", "--older-than", "24h", "--idle-for", "1h")
+	if code != 0 {
+		t.Fatalf("dry run: exit %d: %s", code, errOut)
+	}
+	if !strings.Contains(out, "DRY RUN") || !strings.Contains(out, "1 without tether-owner") {
+		t.Fatalf("dry run output:\n%s", out)
+	}
+	rows := map[string]string{}
+	for _, l := range strings.Split(out, "\n") {
+		if f := strings.Fields(l); len(f) > 3 {
+			rows[f[2]] = f[0]
+		}
+	}
+	if rows["tether-stale"] != "delete" || rows["tether-keep"] != "keep" || rows["tether-young"] != "keep" || rows["someone-elses"] != "" {
+		t.Fatalf("dry run rows %v:\n%s", rows, out)
+	}
+	for _, sb := range srv.Sandboxes() {
+		if sb.DeleteRequested {
+			t.Fatalf("the dry run deleted %s", sb.Name)
+		}
+	}
+
+	out, errOut, code = tetherCmd(t, env, "sweep", "--older-than", "24h", "--idle-for", "1h", "--yes", "--json")
+	var rep reaper.SweepReport
+	if code != 0 || json.Unmarshal([]byte(out), &rep) != nil {
+		t.Fatalf("--yes: exit %d: %s %s", code, out, errOut)
+	}
+	if rep.DryRun || rep.Count(reaper.SweepDeleted) != 1 {
+		t.Fatalf("report: %+v", rep)
+	}
+	for _, c := range []struct {
+		id   string
+		gone bool
+	}{{stale.ID, true}, {keep.ID, false}, {unowned.ID, false}, {young.ID, false}} {
+		sb, _ := srv.Sandbox(c.id)
+		if sb.DeleteRequested != c.gone {
+			t.Errorf("%s: deleted %v, want %v", sb.Name, sb.DeleteRequested, c.gone)
+		}
+	}
+
+	// Without credentials: a clear error, exit 125.
+	_, errOut, code = tetherCmd(t, []string{"DAYTONA_API_KEY=", "DAYTONA_JWT_TOKEN="}, "sweep")
+	if code != ExitCodeUsage || !strings.Contains(errOut, "DAYTONA_API_KEY") {
+		t.Fatalf("no credentials: exit %d: %s", code, errOut)
+	}
+}

@@ -1,0 +1,108 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/tether-run/tether/internal/reaper"
+)
+
+// Operator holds the settings of what runs around the core: the metrics
+// endpoint of tether run, and tether sweep.
+type Operator struct {
+	// MetricsAddr is the host:port the Prometheus endpoint listens on
+	// (GET /metrics); empty turns it off.
+	MetricsAddr string
+
+	// Sweep: which sandboxes of the account are stale, and how fast to go.
+	SweepOwner       string        // only sandboxes with tether-owner=SweepOwner; empty: any owner
+	SweepOlderThan   time.Duration // created longer ago than this
+	SweepIdleFor     time.Duration // and idle (Daytona's lastActivityAt) longer than this
+	SweepConcurrency int           // provider calls in flight
+	SweepTimeout     time.Duration // deadline of the whole sweep
+}
+
+// Groups of the operator settings (bound only when asked for by name).
+const (
+	// Metrics: the Prometheus endpoint (tether run).
+	Metrics Group = Log << (iota + 1)
+	// Sweep: tether sweep's rule and pace, with the scope labels (--label).
+	Sweep
+)
+
+// Env names of the operator settings.
+const (
+	EnvMetricsAddr      = "TETHER_METRICS_ADDR"
+	EnvSweepOwner       = "TETHER_SWEEP_OWNER"
+	EnvSweepOlderThan   = "TETHER_SWEEP_OLDER_THAN"
+	EnvSweepIdleFor     = "TETHER_SWEEP_IDLE_FOR"
+	EnvSweepConcurrency = "TETHER_SWEEP_CONCURRENCY"
+	EnvSweepTimeout     = "TETHER_SWEEP_TIMEOUT"
+)
+
+func defaultOperator() Operator {
+	return Operator{
+		SweepOlderThan:   reaper.DefaultSweepOlderThan,
+		SweepIdleFor:     reaper.DefaultSweepIdleFor,
+		SweepConcurrency: reaper.DefaultSweepConcurrency,
+		SweepTimeout:     reaper.DefaultSweepTimeout,
+	}
+}
+
+func (c *Config) bindOperator(b *binder, want Group) {
+	if want&Metrics != 0 {
+		b.string(&c.MetricsAddr, "metrics-addr", EnvMetricsAddr, "host:port to serve Prometheus metrics on (GET /metrics); empty: off")
+	}
+	if want&Sweep != 0 {
+		b.string(&c.SweepOwner, "owner", EnvSweepOwner, "sweep only sandboxes with this tether-owner (one journal's owner id); empty: every owner")
+		b.duration(&c.SweepOlderThan, "older-than", EnvSweepOlderThan, "sweep only sandboxes created longer ago than this")
+		b.duration(&c.SweepIdleFor, "idle-for", EnvSweepIdleFor, "sweep only sandboxes idle (Daytona's last activity) for longer than this")
+		b.int(&c.SweepConcurrency, "concurrency", EnvSweepConcurrency, "provider calls in flight during the sweep")
+		b.duration(&c.SweepTimeout, "timeout", EnvSweepTimeout, "deadline of the whole sweep")
+		if want&Intake == 0 {
+			b.labels(c.Labels, "scope label k=v every swept sandbox must carry; repeatable")
+		}
+	}
+}
+
+// labels binds --label and $TETHER_LABELS into m.
+func (b *binder) labels(m map[string]string, usage string) {
+	if v, ok := os.LookupEnv(EnvLabels); ok && v != "" {
+		labels, err := ParseLabels(v)
+		if err != nil {
+			b.errs = append(b.errs, fmt.Errorf("%s: %w", EnvLabels, err))
+		}
+		for k, v := range labels {
+			m[k] = v
+		}
+	}
+	b.fs.Var(labelFlag{m}, "label", usage+" ($"+EnvLabels+", comma-separated)")
+}
+
+func (c *Config) validateOperator() []error {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	if c.MetricsAddr != "" {
+		if _, port, err := net.SplitHostPort(c.MetricsAddr); err != nil {
+			bad("--metrics-addr %q: want host:port (e.g. :9464 or 127.0.0.1:9464)", c.MetricsAddr)
+		} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+			bad("--metrics-addr %q: port %q: want a number from 0 to 65535", c.MetricsAddr, port)
+		}
+	}
+	if c.SweepOlderThan <= 0 {
+		bad("--older-than %s: must be positive", c.SweepOlderThan)
+	}
+	if c.SweepIdleFor <= 0 {
+		bad("--idle-for %s: must be positive", c.SweepIdleFor)
+	}
+	if c.SweepConcurrency < 1 || c.SweepConcurrency > 1024 {
+		bad("--concurrency %d: must be between 1 and 1024", c.SweepConcurrency)
+	}
+	if c.SweepTimeout <= 0 {
+		bad("--timeout %s: must be positive", c.SweepTimeout)
+	}
+	return errs
+}

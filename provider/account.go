@@ -1,0 +1,43 @@
+package provider
+
+import (
+	"context"
+	"time"
+)
+
+// Listed is a sandbox as a sweep sees it: the Sandbox, and when it was
+// last active.
+type Listed struct {
+	Sandbox
+	// LastActivityAt is the provider's last-activity time (Daytona's
+	// lastActivityAt: the last request through its proxy or toolbox, or
+	// start); zero when the provider did not say.
+	LastActivityAt time.Time
+	// DeleteRequested: the provider has accepted a delete of this sandbox
+	// (Daytona: desired state destroyed), whatever its state shows now.
+	DeleteRequested bool
+}
+
+// AccountQuery selects sandboxes of the whole account.
+type AccountQuery struct {
+	// Labels: every pair must be among the sandbox's labels.
+	Labels map[string]string
+	// IncludeErroredDeleted also lists sandboxes whose delete was accepted
+	// while they were in an errored state (Daytona lists them only when
+	// asked: includeErroredDeleted).
+	IncludeErroredDeleted bool
+}
+
+// Account is implemented by a Provider that can page through every
+// sandbox of its account and read one with its last activity: what
+// `tether sweep` needs, beyond what the drain uses.
+type Account interface {
+	// ListPage returns one page of the sandboxes q selects, starting at
+	// cursor ("" for the first page), and the cursor of the next page (""
+	// after the last). One call is one request, so a caller can retry a
+	// page that was rate limited.
+	ListPage(ctx context.Context, q AccountQuery, cursor string) (page []Listed, next string, err error)
+	// Inspect reads one sandbox by id with its last activity. ErrNotFound
+	// when there is none.
+	Inspect(ctx context.Context, id string) (Listed, error)
+}

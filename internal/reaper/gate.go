@@ -113,6 +113,14 @@ func (g *gate) release(throttled bool) (lowered int) {
 	return lowered
 }
 
+// cancel frees a slot taken for a call that was not sent.
+func (g *gate) cancel() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.inFlight--
+	g.grantLocked()
+}
+
 // grantLocked hands free slots to the best waiters.
 func (g *gate) grantLocked() {
 	for g.inFlight < g.limit && len(g.waiting) > 0 {

@@ -291,14 +291,25 @@ func (r *Reaper) providerFor(in spool.Intent) (provider.Provider, error) {
 // against is spent (its last answer said so), the call waits for the
 // quota's reset first rather than be refused.
 func (r *Reaper) call(ctx context.Context, prio int, kind, what string, f func(context.Context) error) error {
-	if t, ok := r.Provider.(provider.Throttled); ok {
-		if wait := time.Until(t.ExhaustedUntil(kind)); wait > 0 && !sleep(ctx, wait) {
+	g := r.callGate()
+	for {
+		if err := g.acquire(ctx, prio); err != nil {
+			return fmt.Errorf("%s: waiting for a call slot: %w", what, err)
+		}
+		// Checked with the slot in hand, right before sending: the answers
+		// of the calls that held the slots meanwhile may have spent it.
+		t, ok := r.Provider.(provider.Throttled)
+		if !ok {
+			break
+		}
+		wait := time.Until(t.ExhaustedUntil(kind))
+		if wait <= 0 {
+			break
+		}
+		g.cancel()
+		if !sleep(ctx, wait) {
 			return fmt.Errorf("%s: %w", what, &provider.RateLimitError{RetryAfter: wait, Limiter: "the provider's quota for " + kind + " calls, spent"})
 		}
-	}
-	g := r.callGate()
-	if err := g.acquire(ctx, prio); err != nil {
-		return fmt.Errorf("%s: waiting for a call slot: %w", what, err)
 	}
 	cctx, cancel := context.WithTimeout(ctx, orDefault(r.CallTimeout, DefaultCallTimeout))
 	defer cancel()

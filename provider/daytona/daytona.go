@@ -652,28 +652,25 @@ func rateLimit(h http.Header, now time.Time) *provider.RateLimitError {
 
 // noteQuota remembers, per throttler, until when an answer said its quota
 // is spent (X-RateLimit-Remaining-<throttler>: 0, reset in
-// X-RateLimit-Reset-<throttler> seconds); an answer with some remaining
-// clears it.
+// X-RateLimit-Reset-<throttler> seconds). An answer with some remaining
+// does not clear it: answers of one window arrive out of order, and the
+// mark ends by itself at the reset.
 func (p *Provider) noteQuota(resp *http.Response, now time.Time) {
 	if resp == nil {
 		return
 	}
 	for k, vs := range resp.Header {
 		name, ok := strings.CutPrefix(strings.ToLower(k), hdrRemaining)
-		if !ok || len(vs) == 0 {
+		if !ok || len(vs) == 0 || strings.TrimSpace(vs[0]) != "0" {
 			continue
 		}
-		n, err := strconv.Atoi(strings.TrimSpace(vs[0]))
-		if err != nil {
-			continue
+		if d := retryAfter(resp.Header.Get(hdrReset+name), now); d > 0 {
+			p.mu.Lock()
+			if until := now.Add(d); until.After(p.exhausted[name]) {
+				p.exhausted[name] = until
+			}
+			p.mu.Unlock()
 		}
-		p.mu.Lock()
-		if n > 0 {
-			delete(p.exhausted, name)
-		} else if d := retryAfter(resp.Header.Get(hdrReset+name), now); d > 0 {
-			p.exhausted[name] = now.Add(d)
-		}
-		p.mu.Unlock()
 	}
 }
 
@@ -689,11 +686,17 @@ func throttlerOf(kind string) string {
 }
 
 // ExhaustedUntil is when the quota of this kind of call is known to be
-// available again: the reset an answer announced with a remaining of 0.
+// available again: the reset an answer announced with a remaining of 0
+// (zero once that has passed).
 func (p *Provider) ExhaustedUntil(kind string) time.Time {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.exhausted[throttlerOf(kind)]
+	until, ok := p.exhausted[throttlerOf(kind)]
+	if ok && !time.Now().Before(until) {
+		delete(p.exhausted, throttlerOf(kind))
+		return time.Time{}
+	}
+	return until
 }
 
 // retryAfter reads a Retry-After header: seconds, or an HTTP date.

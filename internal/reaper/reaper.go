@@ -37,15 +37,19 @@ type Journal interface {
 // Defaults of the Reaper's settings, used when a field is zero.
 const (
 	// DefaultConcurrency: provider calls in flight at once, across every
-	// intent this Reaper works on. Each intent costs about three sequential
-	// calls (read, delete, confirm), so a drain takes about
-	// 3 x latency x N / concurrency; 64 drains 1,000 sandboxes at 50 ms per
-	// call in about 2.4 s.
+	// intent this Reaper works on. On the healthy path an intent costs two
+	// calls (delete, confirm) when the backstop verified its id, three when
+	// it is found by name (look up, delete, confirm), so a drain takes about
+	// calls x latency / concurrency: 64 drains 1,000 sandboxes at 50 ms per
+	// call in about 2 s.
 	DefaultConcurrency = 64
-	// IntentsPerCall is how many intents Drain keeps open per call slot, so
-	// that a slot freed by one intent (waiting for its next call, or its
-	// journal write) is taken at once by another instead of idling.
-	IntentsPerCall = 4
+	// IntentsPerCall is how many intents Drain keeps open per call slot.
+	// Open intents wait for a slot at the gate, deletes first, so a drain
+	// with this many open sends every delete it can before it confirms:
+	// a delete that must wait out a 429 is then retried while the
+	// confirmations of the others go on, instead of starting last. 64 x 64
+	// open intents cost a goroutine each, 4,096 in all.
+	IntentsPerCall = 64
 	// DefaultRetryBase is the first wait after a failed provider call
 	// (409, 429 without Retry-After, 5xx, timeout); it doubles per failure.
 	DefaultRetryBase = 100 * time.Millisecond
@@ -336,6 +340,9 @@ type progress struct {
 	notFound int
 	// deleteSent: this Resolve sent the destructive call at least once.
 	deleteSent bool
+	// resend: the last destructive call was refused by a rate limit, so it
+	// did nothing; it is sent again without another read.
+	resend bool
 	// wait, when set, is the pause before the next step instead of the
 	// usual poll backoff (the confirmation delay, a 404's recheck).
 	wait time.Duration
@@ -469,9 +476,11 @@ func (r *Reaper) step(ctx context.Context, p provider.Provider, in spool.Intent,
 	if in.SandboxID == "" {
 		return r.lookup(ctx, p, in, pr)
 	}
-	if in.State != spool.Releasing && !pr.deleteSent && pr.notFound == 0 && r.isVerified(in) {
+	if pr.resend || in.State != spool.Releasing && !pr.deleteSent && pr.notFound == 0 && r.isVerified(in) {
 		// A read already proved this id ours (the backstop's, at observe
-		// time): go straight to the destructive call.
+		// time), or the last delete was throttled without effect: go
+		// straight to the destructive call.
+		pr.resend = false
 		return r.destroy(ctx, p, in, in.SandboxID, pr)
 	}
 	prio := prioRead
@@ -607,12 +616,14 @@ func (r *Reaper) destroy(ctx context.Context, p provider.Provider, in spool.Inte
 		// Deleted meanwhile, an earlier delete landed and lost its answer,
 		// or a hiccup: reads confirm (a 404 twice, see notFound).
 		return r.notFound(in, pr, err)
-	case errors.Is(err, provider.ErrConflict):
-		// Daytona answers 409 to a delete while an earlier one is still
-		// under way (or a state change is): the read that follows tells
-		// which (a rename means a delete was accepted).
-		pr.deleteSent = true
+	case errors.Is(err, provider.ErrRateLimited):
+		// Refused by the throttler before it did anything: send it again
+		// after the Retry-After, with no read in between.
+		pr.resend = true
 	}
+	// A 409 (Daytona's answer to a delete while an earlier one is still
+	// under way, or a state change is), a 5xx or a timeout: the read that
+	// follows tells what happened (a rename means a delete was accepted).
 	return in, err
 }
 

@@ -190,8 +190,8 @@ func (r *Reaper) callGate() *gate {
 	return r.gate
 }
 
-// Concurrency is the provider calls the reaper lets in flight now: the
-// configured Concurrency, lowered under sustained 429s.
+// CurrentConcurrency is the provider calls the reaper lets in flight now:
+// the configured Concurrency, lowered under sustained 429s.
 func (r *Reaper) CurrentConcurrency() int { return r.callGate().current() }
 
 // remember records that a read proved sandboxID to be in's sandbox.
@@ -319,7 +319,7 @@ func (r *Reaper) call(ctx context.Context, prio int, kind, what string, f func(c
 	defer cancel()
 	err := f(cctx)
 	if lowered := g.release(errors.Is(err, provider.ErrRateLimited)); lowered > 0 {
-		r.log().Warn("provider calls throttled (429) in a row; lowering the concurrency", "concurrency", lowered)
+		r.log().Warn("provider calls throttled (429) in a round; lowering the concurrency, to spare the organization's shared quota", "concurrency", lowered)
 	}
 	if err == nil {
 		return nil

@@ -706,18 +706,25 @@ func retryAfter(v string, now time.Time) time.Duration {
 		return 0
 	}
 	if secs, err := strconv.ParseFloat(v, 64); err == nil {
-		if secs <= 0 {
+		if secs <= 0 || secs != secs {
 			return 0
+		}
+		if secs >= maxRetryAfter.Seconds() {
+			return maxRetryAfter
 		}
 		return time.Duration(secs * float64(time.Second))
 	}
 	if t, err := http.ParseTime(v); err == nil {
 		if d := t.Sub(now); d > 0 {
-			return d
+			return min(d, maxRetryAfter)
 		}
 	}
 	return 0
 }
+
+// maxRetryAfter bounds a server's rate-limit hint: a longer one (or a
+// garbled huge number) is read as this.
+const maxRetryAfter = time.Hour
 
 func fromSandbox(sb *apiclient.Sandbox) provider.Sandbox {
 	return provider.Sandbox{

@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/url"
 	"os"
@@ -706,7 +707,7 @@ func retryAfter(v string, now time.Time) time.Duration {
 		return 0
 	}
 	if secs, err := strconv.ParseFloat(v, 64); err == nil {
-		if secs <= 0 || secs != secs {
+		if secs <= 0 || math.IsNaN(secs) {
 			return 0
 		}
 		if secs >= maxRetryAfter.Seconds() {

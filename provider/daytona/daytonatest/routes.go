@@ -130,6 +130,13 @@ func (s *Server) serve(mux *http.ServeMux, w http.ResponseWriter, r *http.Reques
 			return
 		}
 	}
+	if status == http.StatusForbidden {
+		// A JWT for an organization it is not a member of: the
+		// organization guard finds no membership
+		// (organization-auth-context.guard.ts:58-61).
+		writeError(w, r, status, "Invalid authentication context")
+		return
+	}
 	if status != 0 {
 		writeError(w, r, status, http.StatusText(status))
 		return

@@ -49,7 +49,7 @@ const (
 	// "Invalid authentication context" is tried again before the 403 is
 	// taken as final: Daytona answers it when its lookup of the organization
 	// fails, a database or cache error included (apps/api/src/organization/
-	// guards/organization-auth-context.guard.ts:80-83, 119-123 at v0.190.0),
+	// guards/organization-auth-context.guard.ts:53-56, 119-122 at v0.190.0),
 	// so it often passes.
 	DefaultAuthContextRetries = 2
 	// DefaultAuthContextRetryWait is the pause before each such retry.

@@ -67,7 +67,7 @@ type Faults struct {
 	Rate404 float64
 	// Rate403 of calls answer 403 "Invalid authentication context": the
 	// organization lookup failed (a Redis or database error is taken as "no
-	// organization", organization-auth-context.guard.ts:119-123, 80-83).
+	// organization", organization-auth-context.guard.ts:119-122, 53-56).
 	Rate403 float64
 	// RateModified of setter calls (autostop, autoarchive, autodelete,
 	// labels) answer 409 "Sandbox was modified by another operation": the

@@ -121,7 +121,7 @@ func (s *Server) serve(mux *http.ServeMux, w http.ResponseWriter, r *http.Reques
 	org, status, perms := s.authenticate(r)
 	if status == http.StatusUnauthorized {
 		// Every 401 is counted; the one that reaches the limit answers 429
-		// instead (all-exceptions.filter.ts:284-295).
+		// instead (filters/all-exceptions.filter.ts:49-60).
 		s.mu.Lock()
 		over, secs := s.failedAuthLocked(addr, s.now())
 		s.mu.Unlock()

@@ -18,22 +18,32 @@ import (
 // benchLatency is the simulated API latency of every call.
 const benchLatency = 50 * time.Millisecond
 
-// BenchmarkDrain drains N live sandboxes (half observed, half known only by
-// name) through the real Daytona provider and the real journal, against the
-// simulator answering every call after 50 ms, at the default concurrency.
-// It reports the drain time against the ideal for that concurrency:
-// calls x latency / min(concurrency, N).
+// BenchmarkDrain drains N live sandboxes (half observed and verified by the
+// backstop's read, as tether run does on every observe; half known only by
+// name) through the real Daytona provider and the real journal, against
+// the simulator answering every call after 50 ms, at the default
+// concurrency. It reports the drain time against the ideal for that
+// concurrency: calls x latency / min(concurrency, N).
 //
 //	go test -run '^$' -bench BenchmarkDrain -benchtime 3x ./internal/reaper/
 //
-// The last case adds 429s to 5% of calls, each asking to retry after 1 s,
-// which the reaper honours: the ideal is then no longer reachable, and the
-// figure to watch is the drain time against the 8 s target.
+// The simulator destroys a sandbox 5 ms after its delete; the reaper's
+// first confirmation read waits 10 ms (ConfirmDelay, whose default of 1 s
+// is about what the real server takes).
+//
+// The 429 cases answer 5% of calls 429, asking to retry after 1 s, as the
+// real server does: Retry-After-<throttler> (sandbox-lifecycle for a delete,
+// authenticated for a read). "lifecycle" limits them to deletes; "all" hits
+// every call. in-window is the requests sent while a throttle window a 429
+// announced for the organization was still open (the simulator counts them).
 func BenchmarkDrain(b *testing.B) {
 	for _, n := range []int{1, 100, 1000} {
 		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) { benchDrain(b, n, daytonatest.Faults{Latency: benchLatency}) })
 	}
-	b.Run("N=1000,429=5%", func(b *testing.B) {
+	b.Run("N=1000,429=5%,lifecycle", func(b *testing.B) {
+		benchDrain(b, 1000, daytonatest.Faults{Seed: 1, Latency: benchLatency, Rate429: 0.05, RetryAfter: time.Second, Routes: []string{daytonatest.RouteDelete}})
+	})
+	b.Run("N=1000,429=5%,all", func(b *testing.B) {
 		benchDrain(b, 1000, daytonatest.Faults{Seed: 1, Latency: benchLatency, Rate429: 0.05, RetryAfter: time.Second})
 	})
 }
@@ -50,18 +60,19 @@ func benchDrain(b *testing.B, n int, faults daytonatest.Faults) {
 		b.Fatal(err)
 	}
 	defer j.Close()
-	r := &reaper.Reaper{Journal: j, Provider: prov, Logger: slog.New(slog.DiscardHandler)}
+	r := &reaper.Reaper{Journal: j, Provider: prov, Logger: slog.New(slog.DiscardHandler),
+		AutoStopMinutes: 15, ConfirmDelay: 10 * time.Millisecond}
 	concurrency := min(reaper.DefaultConcurrency, n)
 
 	var elapsed time.Duration
-	var calls, limited int
+	var calls, reads, deletes, limited, inWindow, refused int
 	b.ResetTimer()
 	for range b.N {
 		b.StopTimer()
 		srv.SetFaults(daytonatest.Faults{})
-		intents := plant(b, srv, j, prov.Account(), n)
+		intents := plant(b, srv, j, r, prov.Account(), n)
 		srv.SetFaults(faults)
-		before := sum(srv.Calls())
+		before, tb := srv.Calls(), srv.Throttle()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		b.StartTimer()
 
@@ -73,7 +84,12 @@ func benchDrain(b *testing.B, n int, faults daytonatest.Faults) {
 			b.Fatalf("drained %d of %d: %+v", rep.Gone, n, rep.Unresolved)
 		}
 		elapsed += rep.Elapsed
-		calls += sum(srv.Calls()) - before
+		after, ta := srv.Calls(), srv.Throttle()
+		calls += sum(after) - sum(before)
+		reads += after[daytonatest.RouteGet] + after[daytonatest.RouteList] - before[daytonatest.RouteGet] - before[daytonatest.RouteList]
+		deletes += after[daytonatest.RouteDelete] - before[daytonatest.RouteDelete]
+		inWindow += sum(ta.InWindow) - sum(tb.InWindow)
+		refused += sum(ta.Refused) - sum(tb.Refused)
 		for _, in := range intents {
 			if got, err := j.Get(in.ID); err == nil && got.Attempts > 0 {
 				limited++
@@ -87,15 +103,20 @@ func benchDrain(b *testing.B, n int, faults daytonatest.Faults) {
 	b.ReportMetric(float64(ideal.Milliseconds()), "ideal-ms")
 	b.ReportMetric(float64(mean)/float64(ideal), "x-ideal")
 	b.ReportMetric(float64(calls)/float64(n*b.N), "calls/sandbox")
+	b.ReportMetric(float64(reads)/float64(n*b.N), "reads/sandbox")
+	b.ReportMetric(float64(deletes)/float64(n*b.N), "deletes/sandbox")
 	if faults.Rate429 > 0 {
 		b.ReportMetric(float64(limited)/float64(b.N), "intents-429d/drain")
+		b.ReportMetric(float64(refused)/float64(b.N), "429s/drain")
+		b.ReportMetric(float64(inWindow)/float64(b.N), "in-window/drain")
+		b.ReportMetric(float64(r.CurrentConcurrency()), "concurrency-at-end")
 	}
 }
 
 // plant declares n intents and puts their sandboxes in the simulator
-// directly (no API calls, so the setup is quick); every other one is
-// observed, the rest are found by name.
-func plant(b *testing.B, srv *daytonatest.Server, j *spool.Journal, account string, n int) []spool.Intent {
+// directly; every other one is observed (and verified by the backstop's
+// read), the rest are found by name.
+func plant(b *testing.B, srv *daytonatest.Server, j *spool.Journal, r *reaper.Reaper, account string, n int) []spool.Intent {
 	intents := make([]spool.Intent, n)
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
@@ -116,6 +137,12 @@ func plant(b *testing.B, srv *daytonatest.Server, j *spool.Journal, account stri
 			}
 			if i%2 == 0 {
 				if in, err = j.Observe(in.ID, sb.ID); err != nil {
+					errs <- err
+					return
+				}
+				// What tether run does on every observe: the backstop's
+				// read, which also verifies the id.
+				if err := r.Backstop(context.Background(), in); err != nil {
 					errs <- err
 					return
 				}

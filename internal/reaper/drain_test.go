@@ -80,7 +80,8 @@ func TestDrainWithFaultsConverges(t *testing.T) {
 		intents = append(intents, wrongAccount)
 	}
 
-	w.srv.SetFaults(daytonatest.Faults{Seed: 7, Rate429: 0.1, Rate5xx: 0.1, RetryAfter: time.Second, Destroying: 30 * time.Millisecond})
+	// Deleted sandboxes keep their old state up to 200 ms after the rename (issue 12).
+	w.srv.SetFaults(daytonatest.Faults{Seed: 7, Rate429: 0.1, Rate5xx: 0.1, RetryAfter: time.Second, Destroying: 30 * time.Millisecond, DestroyLag: 200 * time.Millisecond})
 	ctx, cancel := w.drainCtx(generous)
 	defer cancel()
 	rep := w.r.Drain(ctx, intents)

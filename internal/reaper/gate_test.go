@@ -11,7 +11,7 @@ import (
 // waiter, first come first served among equals; a waiter that gives up
 // takes no slot with it.
 func TestGate(t *testing.T) {
-	g := newGate(1)
+	g := newGate(1, 1, DefaultThrottledShare)
 	ctx := context.Background()
 	if err := g.acquire(ctx, prioRead); err != nil {
 		t.Fatal(err)
@@ -39,7 +39,7 @@ func TestGate(t *testing.T) {
 				return
 			}
 			order <- name
-			g.release()
+			g.release(false)
 		}()
 	}
 	// Queued in this order; each waits its turn behind the holder.
@@ -62,7 +62,7 @@ func TestGate(t *testing.T) {
 
 	enqueue("destroy", prioDestroy)
 	waitQueued(4)
-	g.release()
+	g.release(false)
 	for _, want := range []string{"destroy", "read-1", "read-2", "confirm"} {
 		if got := <-order; got != want {
 			t.Fatalf("got %s, want %s", got, want)
@@ -72,14 +72,68 @@ func TestGate(t *testing.T) {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		g.mu.Lock()
-		free, waiting := g.free, len(g.waiting)
+		inFlight, waiting := g.inFlight, len(g.waiting)
 		g.mu.Unlock()
-		if free == 1 && waiting == 0 {
+		if inFlight == 0 && waiting == 0 {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("free %d, waiting %d; want 1 and 0", free, waiting)
+			t.Fatalf("in flight %d, waiting %d; want 0 and 0", inFlight, waiting)
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestGateAIMD: a round (as many calls as the bound) with at least the
+// throttled share of 429s halves the bound, down to the floor; a round
+// without any adds one back, up to the ceiling; a few 429s change nothing.
+func TestGateAIMD(t *testing.T) {
+	g := newGate(16, 4, 0.25)
+	ctx := context.Background()
+	round := func(throttled int) int {
+		n := g.current()
+		for i := range n {
+			if err := g.acquire(ctx, prioRead); err != nil {
+				t.Fatal(err)
+			}
+			g.release(i < throttled)
+		}
+		return g.current()
+	}
+	if got := round(1); got != 16 {
+		t.Fatalf("one 429 in 16: bound %d, want 16", got)
+	}
+	if got := round(4); got != 8 {
+		t.Fatalf("4 of 16 throttled: bound %d, want 8", got)
+	}
+	if got := round(8); got != 4 {
+		t.Fatalf("all throttled: bound %d, want 4", got)
+	}
+	if got := round(4); got != 4 {
+		t.Fatalf("at the floor: bound %d, want 4", got)
+	}
+	if got := round(0); got != 5 {
+		t.Fatalf("a clean round: bound %d, want 5", got)
+	}
+	for range 20 {
+		round(0)
+	}
+	if got := g.current(); got != 16 {
+		t.Fatalf("after clean rounds: bound %d, want the ceiling 16", got)
+	}
+	// A lowered bound holds callers back: with the bound at 4, a fifth
+	// waits until one of four releases.
+	for g.current() > 4 {
+		round(g.current())
+	}
+	for range 4 {
+		if err := g.acquire(ctx, prioRead); err != nil {
+			t.Fatal(err)
+		}
+	}
+	short, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
+	defer cancel()
+	if err := g.acquire(short, prioRead); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a fifth call under a bound of 4: %v, want to wait", err)
 	}
 }

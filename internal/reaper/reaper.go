@@ -38,15 +38,19 @@ type Journal interface {
 // Defaults of the Reaper's settings, used when a field is zero.
 const (
 	// DefaultConcurrency: provider calls in flight at once, across every
-	// intent this Reaper works on. Each intent costs about three sequential
-	// calls (read, delete, confirm), so a drain takes about
-	// 3 x latency x N / concurrency; 64 drains 1,000 sandboxes at 50 ms per
-	// call in about 2.4 s.
+	// intent this Reaper works on. On the healthy path an intent costs two
+	// calls (delete, confirm) when the backstop verified its id, three when
+	// it is found by name (look up, delete, confirm), so a drain takes about
+	// calls x latency / concurrency: 64 drains 1,000 sandboxes at 50 ms per
+	// call in about 2 s.
 	DefaultConcurrency = 64
-	// IntentsPerCall is how many intents Drain keeps open per call slot, so
-	// that a slot freed by one intent (waiting for its next call, or its
-	// journal write) is taken at once by another instead of idling.
-	IntentsPerCall = 4
+	// IntentsPerCall is how many intents Drain keeps open per call slot.
+	// Open intents wait for a slot at the gate, deletes first, so a drain
+	// with this many open sends every delete it can before it confirms:
+	// a delete that must wait out a 429 is then retried while the
+	// confirmations of the others go on, instead of starting last. 64 x 64
+	// open intents cost a goroutine each, 4,096 in all.
+	IntentsPerCall = 64
 	// DefaultRetryBase is the first wait after a failed provider call
 	// (409, 429 without Retry-After, 5xx, timeout); it doubles per failure.
 	DefaultRetryBase = 100 * time.Millisecond
@@ -75,6 +79,30 @@ const (
 	// DefaultNeverCreatedHorizon: a never-observed name still absent this long
 	// after its intent was declared closes as never-created (config's default).
 	DefaultNeverCreatedHorizon = 30 * time.Minute
+	// DefaultConfirmDelay is how long after an accepted delete the first
+	// read that confirms it is sent: about the time Daytona takes to destroy
+	// a sandbox (its destroy action runs after the answer, then the runner
+	// removes the container), so that on the healthy path one read finds
+	// the 404. Polls follow at PollInterval, doubling up to PollMax.
+	DefaultConfirmDelay = 1 * time.Second
+	// DefaultRecheckDelay is the pause before a second read of an observed
+	// id that answered 404 while no delete of ours was known to be accepted:
+	// Daytona's access guard answers 404 for any error it meets (a database
+	// or cache hiccup), so one 404 alone does not close an intent as gone.
+	DefaultRecheckDelay = 250 * time.Millisecond
+	// DefaultMinConcurrency is the floor the drain's concurrency falls to
+	// under sustained 429s.
+	DefaultMinConcurrency = 4
+	// DefaultThrottledShare: when at least this share of the calls
+	// completed in one round (as many calls as the current concurrency) were
+	// answered 429, the concurrency halves; a round with no 429 adds one
+	// back, up to Concurrency (AIMD). Random 429s on a few percent of calls
+	// do not lower it; a spent quota, which refuses everything, does.
+	DefaultThrottledShare = 0.25
+	// maxVerified bounds how many verified sandbox ids the reaper remembers
+	// (one per live intent is what it needs); past it the memory is dropped
+	// and the drain reads before it deletes, as it would after a restart.
+	maxVerified = 100_000
 )
 
 // stateStopping is the provider's word for a stop in progress; the reaper
@@ -134,6 +162,12 @@ type Reaper struct {
 	LookupPollMax    time.Duration // default DefaultLookupPollMax
 	CallTimeout      time.Duration // default DefaultCallTimeout
 	ProgressInterval time.Duration // default DefaultProgressInterval
+	ConfirmDelay     time.Duration // default DefaultConfirmDelay
+	RecheckDelay     time.Duration // default DefaultRecheckDelay
+	// MinConcurrency and ThrottledShare steer the adaptive concurrency
+	// (defaults DefaultMinConcurrency, DefaultThrottledShare). Read once.
+	MinConcurrency int
+	ThrottledShare float64
 
 	// Now is the clock for the never-created horizon; default time.Now.
 	Now func() time.Time
@@ -141,15 +175,47 @@ type Reaper struct {
 	mu    sync.Mutex
 	locks map[string]chan struct{}
 	gate  *gate
+	// verified maps an intent id to the sandbox id a read proved ours (the
+	// backstop's read at observe time, or a drain's). Ids are never reused,
+	// so that sandbox stays ours: its delete needs no second read.
+	verified map[string]string
 }
 
 func (r *Reaper) callGate() *gate {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.gate == nil {
-		r.gate = newGate(orDefault(r.Concurrency, DefaultConcurrency))
+		max := orDefault(r.Concurrency, DefaultConcurrency)
+		r.gate = newGate(max, min(max, orDefault(r.MinConcurrency, DefaultMinConcurrency)), orDefault(r.ThrottledShare, DefaultThrottledShare))
 	}
 	return r.gate
+}
+
+// CurrentConcurrency is the provider calls the reaper lets in flight now:
+// the configured Concurrency, lowered under sustained 429s.
+func (r *Reaper) CurrentConcurrency() int { return r.callGate().current() }
+
+// remember records that a read proved sandboxID to be in's sandbox.
+func (r *Reaper) remember(in spool.Intent, sandboxID string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.verified == nil || len(r.verified) >= maxVerified {
+		r.verified = make(map[string]string)
+	}
+	r.verified[in.ID] = sandboxID
+}
+
+func (r *Reaper) forget(id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.verified, id)
+}
+
+// isVerified reports whether in's observed sandbox was proved ours by a read.
+func (r *Reaper) isVerified(in spool.Intent) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return in.SandboxID != "" && r.verified[in.ID] == in.SandboxID
 }
 
 // Call priorities at the gate. What stops the billing goes first: the
@@ -223,18 +289,39 @@ func (r *Reaper) providerFor(in spool.Intent) (provider.Provider, error) {
 	return r.Provider, nil
 }
 
-// call runs one provider call under CallTimeout. A call that ran out of its
-// own time while the caller's context is still alive is a hung request:
-// reported as ErrUnavailable, so it is retried.
-func (r *Reaper) call(ctx context.Context, prio int, what string, f func(context.Context) error) error {
+// call runs one provider call of a kind (provider.Call*) under
+// CallTimeout. A call that ran out of its own time while the caller's
+// context is still alive is a hung request: reported as ErrUnavailable, so
+// it is retried. When the provider knows the quota this kind of call counts
+// against is spent (its last answer said so), the call waits for the
+// quota's reset first rather than be refused.
+func (r *Reaper) call(ctx context.Context, prio int, kind, what string, f func(context.Context) error) error {
 	g := r.callGate()
-	if err := g.acquire(ctx, prio); err != nil {
-		return fmt.Errorf("%s: waiting for a call slot: %w", what, err)
+	for {
+		if err := g.acquire(ctx, prio); err != nil {
+			return fmt.Errorf("%s: waiting for a call slot: %w", what, err)
+		}
+		// Checked with the slot in hand, right before sending: the answers
+		// of the calls that held the slots meanwhile may have spent it.
+		t, ok := r.Provider.(provider.Throttled)
+		if !ok {
+			break
+		}
+		wait := time.Until(t.ExhaustedUntil(kind))
+		if wait <= 0 {
+			break
+		}
+		g.cancel()
+		if !sleep(ctx, wait) {
+			return fmt.Errorf("%s: %w", what, &provider.RateLimitError{RetryAfter: wait, Limiter: "the provider's quota for " + kind + " calls, spent"})
+		}
 	}
-	defer g.release()
 	cctx, cancel := context.WithTimeout(ctx, orDefault(r.CallTimeout, DefaultCallTimeout))
 	defer cancel()
 	err := f(cctx)
+	if lowered := g.release(errors.Is(err, provider.ErrRateLimited)); lowered > 0 {
+		r.log().Warn("provider calls throttled (429) in a round; lowering the concurrency, to spare the organization's shared quota", "concurrency", lowered)
+	}
 	if err == nil {
 		return nil
 	}
@@ -242,6 +329,24 @@ func (r *Reaper) call(ctx context.Context, prio int, what string, f func(context
 		err = fmt.Errorf("%w: no answer within %s: %w", provider.ErrUnavailable, orDefault(r.CallTimeout, DefaultCallTimeout), err)
 	}
 	return fmt.Errorf("%s: %w", what, err)
+}
+
+// progress is what one Resolve learned of its sandbox along the way.
+type progress struct {
+	// accepted: the provider accepted a delete of the sandbox (our DELETE
+	// answered 200, or a read showed it renamed for destruction). Only
+	// confirmation remains, and a 404 then is the end of it.
+	accepted bool
+	// notFound counts 404s of the observed id not yet confirmed.
+	notFound int
+	// deleteSent: this Resolve sent the destructive call at least once.
+	deleteSent bool
+	// resend: the last destructive call was refused by a rate limit, so it
+	// did nothing; it is sent again without another read.
+	resend bool
+	// wait, when set, is the pause before the next step instead of the
+	// usual poll backoff (the confirmation delay, a 404's recheck).
+	wait time.Duration
 }
 
 // Resolve runs the single-intent step until the intent is terminal or ctx
@@ -281,12 +386,14 @@ func (r *Reaper) Resolve(ctx context.Context, in spool.Intent) (spool.Intent, er
 		failures int   // consecutive failed calls: drives the retry backoff
 		polls    int   // consecutive polls while the provider works
 		last     error // why the previous step did not finish
+		pr       progress
 	)
 	for {
-		next, err := r.step(ctx, p, in)
+		next, err := r.step(ctx, p, in, &pr)
 		in = next
 		if err == nil {
 			if !in.Live() {
+				r.forget(in.ID)
 				r.logOutcome(log, in)
 				return in, nil
 			}
@@ -310,13 +417,21 @@ func (r *Reaper) Resolve(ctx context.Context, in spool.Intent) (spool.Intent, er
 		last = err
 		var wait time.Duration
 		switch {
+		case pr.wait > 0:
+			wait, pr.wait = pr.wait, 0
 		case errors.Is(err, ErrNotCreated):
 			wait = r.backoff(polls, orDefault(r.PollInterval, DefaultPollInterval), orDefault(r.LookupPollMax, DefaultLookupPollMax), nil)
 			polls++
 		case errors.Is(err, ErrInProgress):
 			wait = r.backoff(polls, orDefault(r.PollInterval, DefaultPollInterval), orDefault(r.PollMax, DefaultPollMax), nil)
 			polls++
-		case errors.Is(err, provider.ErrUnauthorized) || errors.Is(err, ErrJournal) || errors.Is(err, ErrNoProvider):
+		case errors.Is(err, provider.ErrPermission):
+			log.Error("configuration error: giving up on intent", "err", err)
+			return r.leave(in, err)
+		case errors.Is(err, provider.ErrUnauthorized) || errors.Is(err, ErrJournal) || errors.Is(err, ErrNoProvider) ||
+			errors.Is(err, provider.ErrRefused) || errors.Is(err, provider.ErrErrored):
+			// Asking again gets the same answer: report it now instead of
+			// looping to the deadline.
 			log.Error("giving up on intent", "err", err)
 			return r.leave(in, err)
 		default:
@@ -364,33 +479,54 @@ func (r *Reaper) logOutcome(log *slog.Logger, in spool.Intent) {
 // step makes one unit of progress. A nil error means the intent moved (and
 // the loop goes on at once, or ends if the intent is terminal); an error
 // means wait (ErrNotCreated, ErrInProgress), retry, or give up.
-func (r *Reaper) step(ctx context.Context, p provider.Provider, in spool.Intent) (spool.Intent, error) {
+func (r *Reaper) step(ctx context.Context, p provider.Provider, in spool.Intent, pr *progress) (spool.Intent, error) {
 	if in.SandboxID == "" {
-		return r.lookup(ctx, p, in)
+		return r.lookup(ctx, p, in, pr)
+	}
+	if pr.resend || in.State != spool.Releasing && !pr.deleteSent && pr.notFound == 0 && r.isVerified(in) {
+		// A read already proved this id ours (the backstop's, at observe
+		// time), or the last delete was throttled without effect: go
+		// straight to the destructive call.
+		pr.resend = false
+		return r.destroy(ctx, p, in, in.SandboxID, pr)
 	}
 	prio := prioRead
 	if in.State == spool.Releasing {
 		prio = prioConfirm
 	}
 	var sb provider.Sandbox
-	err := r.call(ctx, prio, "read sandbox "+in.SandboxID, func(ctx context.Context) (err error) {
+	err := r.call(ctx, prio, provider.CallRead, "read sandbox "+in.SandboxID, func(ctx context.Context) (err error) {
 		sb, err = p.Get(ctx, in.SandboxID)
 		return err
 	})
 	if errors.Is(err, provider.ErrNotFound) {
-		// Proof the sandbox is gone, unless the observed id was wrong.
-		return r.observedAbsent(ctx, p, in)
+		return r.notFound(ctx, p, in, pr, err)
 	}
 	if err != nil {
 		return in, err
 	}
-	return r.act(ctx, p, in, sb)
+	pr.notFound = 0
+	return r.act(ctx, p, in, sb, pr)
+}
+
+// notFound handles a 404 for the observed id. After a delete the provider
+// accepted, it is the end: gone. Otherwise one 404 is not enough (Daytona's
+// access guard answers 404 for any error it meets): a second read after
+// RecheckDelay must agree.
+func (r *Reaper) notFound(ctx context.Context, p provider.Provider, in spool.Intent, pr *progress, err error) (spool.Intent, error) {
+	pr.notFound++
+	if pr.accepted || pr.notFound >= 2 {
+		// Proof the sandbox is gone, unless the observed id was wrong.
+		return r.observedAbsent(ctx, p, in)
+	}
+	pr.wait = orDefault(r.RecheckDelay, DefaultRecheckDelay)
+	return in, fmt.Errorf("%w: sandbox %s answered 404 once; reading it again to be sure: %w", ErrInProgress, in.SandboxID, err)
 }
 
 // lookup finds a never-observed intent's sandbox by its exact creation name.
-func (r *Reaper) lookup(ctx context.Context, p provider.Provider, in spool.Intent) (spool.Intent, error) {
+func (r *Reaper) lookup(ctx context.Context, p provider.Provider, in spool.Intent, pr *progress) (spool.Intent, error) {
 	var sb provider.Sandbox
-	err := r.call(ctx, prioRead, "look up name "+in.Name, func(ctx context.Context) (err error) {
+	err := r.call(ctx, prioRead, provider.CallRead, "look up name "+in.Name, func(ctx context.Context) (err error) {
 		sb, err = p.GetByName(ctx, in.Name)
 		return err
 	})
@@ -419,12 +555,12 @@ func (r *Reaper) lookup(ctx context.Context, p provider.Provider, in spool.Inten
 		}
 		return in, fmt.Errorf("%w: observe %s: %w", ErrJournal, sb.ID, err)
 	}
-	return r.act(ctx, p, obs, sb)
+	return r.act(ctx, p, obs, sb, pr)
 }
 
 // act decides, from a fresh read of the intent's sandbox, whether it is done,
 // still in progress, not ours, or needs the destructive call.
-func (r *Reaper) act(ctx context.Context, p provider.Provider, in spool.Intent, sb provider.Sandbox) (spool.Intent, error) {
+func (r *Reaper) act(ctx context.Context, p provider.Provider, in spool.Intent, sb provider.Sandbox, pr *progress) (spool.Intent, error) {
 	if sb.Gone() {
 		return r.finish(in, spool.Gone)
 	}
@@ -432,6 +568,18 @@ func (r *Reaper) act(ctx context.Context, p provider.Provider, in spool.Intent, 
 		return r.observedNotOurs(ctx, p, in, sb, why)
 	}
 	stop := in.OnDrain == spool.DrainStop
+	if renamedForDeletion(in, sb) {
+		// Daytona renames a sandbox the moment it accepts its delete, but
+		// its state lags (archived, archiving, paused, ... until the
+		// destroy action runs): a delete was accepted, ours or another's.
+		// Nothing more to send; confirm until 404.
+		pr.accepted = true
+		if in.State != spool.Releasing {
+			return r.transition(in, spool.Releasing, "")
+		}
+		return in, fmt.Errorf("%w: sandbox %s is being deleted (renamed %s, still %s)", ErrInProgress, sb.ID, sb.Name, sb.State)
+	}
+	r.remember(in, sb.ID)
 	switch {
 	case stop && sb.Stopped():
 		return r.finish(in, spool.Stopped)
@@ -441,23 +589,68 @@ func (r *Reaper) act(ctx context.Context, p provider.Provider, in spool.Intent, 
 		}
 		return in, fmt.Errorf("%w: sandbox %s is %s", ErrInProgress, sb.ID, sb.State)
 	}
+	return r.destroy(ctx, p, in, sb.ID, pr)
+}
+
+// destroy journals the intent releasing, then sends the delete (or stop) of
+// a sandbox verified as the intent's.
+func (r *Reaper) destroy(ctx context.Context, p provider.Provider, in spool.Intent, id string, pr *progress) (spool.Intent, error) {
 	if in.State != spool.Releasing {
 		var err error
 		if in, err = r.transition(in, spool.Releasing, ""); err != nil || in.State != spool.Releasing {
 			return in, err
 		}
 	}
-	what, do := "delete sandbox "+sb.ID, p.Delete
+	stop := in.OnDrain == spool.DrainStop
+	kind, what, do := provider.CallDelete, "delete sandbox "+id, p.Delete
 	if stop {
-		what, do = "stop sandbox "+sb.ID, p.Stop
+		kind, what, do = provider.CallStop, "stop sandbox "+id, p.Stop
 	}
-	err := r.call(ctx, prioDestroy, what, func(ctx context.Context) error { return do(ctx, sb.ID) })
-	if errors.Is(err, provider.ErrNotFound) {
-		// Deleted meanwhile, or an earlier delete landed and lost its
-		// answer: the next read confirms by the observed id's 404.
-		return in, nil
+	pr.deleteSent = true
+	err := r.call(ctx, prioDestroy, kind, what, func(ctx context.Context) error { return do(ctx, id) })
+	switch {
+	case err == nil && stop:
+		return in, nil // the next read sees stopping, then stopped
+	case err == nil:
+		// Accepted. Daytona destroys asynchronously: the first read that
+		// confirms waits about as long as that takes.
+		pr.accepted = true
+		pr.wait = orDefault(r.ConfirmDelay, DefaultConfirmDelay)
+		return in, fmt.Errorf("%w: delete of sandbox %s accepted", ErrInProgress, id)
+	case stop && errors.Is(err, provider.ErrNotStoppable):
+		// Already stopped or archived: what the stop was for.
+		return r.finish(in, spool.Stopped)
+	case errors.Is(err, provider.ErrNotFound):
+		// Deleted meanwhile, an earlier delete landed and lost its answer,
+		// or a hiccup: reads confirm (a 404 twice, see notFound).
+		return r.notFound(ctx, p, in, pr, err)
+	case errors.Is(err, provider.ErrRateLimited):
+		// Refused by the throttler before it did anything: send it again
+		// after the Retry-After, with no read in between.
+		pr.resend = true
 	}
+	// A 409 (Daytona's answer to a delete while an earlier one is still
+	// under way, or a state change is), a 5xx or a timeout: the read that
+	// follows tells what happened (a rename means a delete was accepted).
 	return in, err
+}
+
+// renamedForDeletion reports whether sb, read by the intent's observed id,
+// carries Daytona's deletion rename DESTROYED_<intent name>_<unix ms>.
+func renamedForDeletion(in spool.Intent, sb provider.Sandbox) bool {
+	if in.SandboxID == "" || sb.ID != in.SandboxID {
+		return false
+	}
+	ms, ok := strings.CutPrefix(sb.Name, destroyedPrefix+in.Name+"_")
+	if !ok || ms == "" {
+		return false
+	}
+	for _, c := range ms {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // finish closes an intent in a terminal state, passing through releasing
@@ -494,11 +687,10 @@ func mismatch(in spool.Intent, sb provider.Sandbox) string {
 	if in.SandboxID != "" && sb.ID != in.SandboxID {
 		return fmt.Sprintf("id %s, observed %s", sb.ID, in.SandboxID)
 	}
-	if sb.Name != in.Name {
-		renamed := sb.State == provider.StateDestroying || sb.State == provider.StateDestroyed
-		if !renamed || !strings.HasPrefix(sb.Name, destroyedPrefix+in.Name+"_") {
-			return fmt.Sprintf("name %q, want %q", sb.Name, in.Name)
-		}
+	if sb.Name != in.Name && !renamedForDeletion(in, sb) {
+		// A deleted sandbox keeps its id and labels but is renamed at once,
+		// whatever its (lagging) state: DESTROYED_<name>_<unix ms>.
+		return fmt.Sprintf("name %q, want %q", sb.Name, in.Name)
 	}
 	if in.Labels[spool.LabelOwner] == "" {
 		return "intent has no " + spool.LabelOwner + " label to verify"
@@ -560,7 +752,7 @@ func (r *Reaper) Backstop(ctx context.Context, in spool.Intent) error {
 
 func (r *Reaper) backstopOnce(ctx context.Context, p provider.Provider, in spool.Intent) error {
 	var sb provider.Sandbox
-	err := r.call(ctx, prioRead, "backstop: read sandbox "+in.SandboxID, func(ctx context.Context) (err error) {
+	err := r.call(ctx, prioRead, provider.CallRead, "backstop: read sandbox "+in.SandboxID, func(ctx context.Context) (err error) {
 		sb, err = p.Get(ctx, in.SandboxID)
 		return err
 	})
@@ -570,10 +762,15 @@ func (r *Reaper) backstopOnce(ctx context.Context, p provider.Provider, in spool
 	if why := mismatch(in, sb); why != "" {
 		return fmt.Errorf("backstop: sandbox %s: %w: %s", sb.ID, ErrForeign, why)
 	}
+	if !renamedForDeletion(in, sb) {
+		// This read proved the id ours: a later drain deletes it without
+		// reading it again.
+		r.remember(in, sb.ID)
+	}
 	if sb.AutoStopMinutes != 0 {
 		return nil
 	}
-	err = r.call(ctx, prioDestroy, "backstop: set auto-stop of "+sb.ID, func(ctx context.Context) error {
+	err = r.call(ctx, prioDestroy, provider.CallSetter, "backstop: set auto-stop of "+sb.ID, func(ctx context.Context) error {
 		return p.SetAutoStop(ctx, sb.ID, r.AutoStopMinutes)
 	})
 	if err == nil {

@@ -31,7 +31,16 @@ func TestMismatch(t *testing.T) {
 		{"renamed while destroying", func(sb *provider.Sandbox, _ *spool.Intent) {
 			sb.State, sb.Name = provider.StateDestroying, "DESTROYED_"+in.Name+"_1700000000000"
 		}, ""},
-		{"renamed but started", func(sb *provider.Sandbox, _ *spool.Intent) { sb.Name = "DESTROYED_" + in.Name + "_1" }, "name"},
+		// Daytona renames at once and the state lags (issue 12): the rename
+		// of our observed id, with our labels, is ours whatever the state.
+		{"renamed but still started", func(sb *provider.Sandbox, _ *spool.Intent) { sb.Name = "DESTROYED_" + in.Name + "_1" }, ""},
+		{"renamed but still archived", func(sb *provider.Sandbox, _ *spool.Intent) {
+			sb.State, sb.Name = provider.StateArchived, "DESTROYED_"+in.Name+"_1700000000000"
+		}, ""},
+		{"renamed, found by name, never observed", func(sb *provider.Sandbox, in *spool.Intent) {
+			in.SandboxID, sb.Name = "", "DESTROYED_"+in.Name+"_1"
+		}, "name"},
+		{"renamed with a suffix that is not a time", func(sb *provider.Sandbox, _ *spool.Intent) { sb.Name = "DESTROYED_" + in.Name + "_x1" }, "name"},
 		{"renamed from a longer name", func(sb *provider.Sandbox, _ *spool.Intent) {
 			sb.State, sb.Name = provider.StateDestroying, "DESTROYED_"+in.Name+"x_1"
 		}, "name"},

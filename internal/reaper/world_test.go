@@ -63,6 +63,10 @@ func newWorld(t *testing.T, opts ...daytonatest.Option) *world {
 		PollInterval:  10 * time.Millisecond,
 		PollMax:       100 * time.Millisecond,
 		LookupPollMax: 200 * time.Millisecond,
+		// The simulator destroys in 5 ms by default; confirming 10 ms after
+		// the delete finds the 404 with one read.
+		ConfirmDelay: 10 * time.Millisecond,
+		RecheckDelay: 10 * time.Millisecond,
 	}
 	t.Cleanup(func() { w.assertNoSecret() })
 	return w
@@ -218,6 +222,14 @@ func (s *spy) Stop(ctx context.Context, id string) error {
 	s.stops = append(s.stops, c)
 	s.mu.Unlock()
 	return c.err
+}
+
+// ExhaustedUntil passes the provider's quota hints through.
+func (s *spy) ExhaustedUntil(kind string) time.Time {
+	if t, ok := s.Provider.(provider.Throttled); ok {
+		return t.ExhaustedUntil(kind)
+	}
+	return time.Time{}
 }
 
 func (s *spy) setOnDelete(f func(id string)) {

@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/url"
 	"os"
@@ -48,7 +49,7 @@ const (
 	// "Invalid authentication context" is tried again before the 403 is
 	// taken as final: Daytona answers it when its lookup of the organization
 	// fails, a database or cache error included (apps/api/src/organization/
-	// guards/organization-auth-context.guard.ts:80-83, 119-123 at v0.190.0),
+	// guards/organization-auth-context.guard.ts:53-56, 119-122 at v0.190.0),
 	// so it often passes.
 	DefaultAuthContextRetries = 2
 	// DefaultAuthContextRetryWait is the pause before each such retry.
@@ -655,28 +656,25 @@ func rateLimit(h http.Header, now time.Time) *provider.RateLimitError {
 
 // noteQuota remembers, per throttler, until when an answer said its quota
 // is spent (X-RateLimit-Remaining-<throttler>: 0, reset in
-// X-RateLimit-Reset-<throttler> seconds); an answer with some remaining
-// clears it.
+// X-RateLimit-Reset-<throttler> seconds). An answer with some remaining
+// does not clear it: answers of one window arrive out of order, and the
+// mark ends by itself at the reset.
 func (p *Provider) noteQuota(resp *http.Response, now time.Time) {
 	if resp == nil {
 		return
 	}
 	for k, vs := range resp.Header {
 		name, ok := strings.CutPrefix(strings.ToLower(k), hdrRemaining)
-		if !ok || len(vs) == 0 {
+		if !ok || len(vs) == 0 || strings.TrimSpace(vs[0]) != "0" {
 			continue
 		}
-		n, err := strconv.Atoi(strings.TrimSpace(vs[0]))
-		if err != nil {
-			continue
+		if d := retryAfter(resp.Header.Get(hdrReset+name), now); d > 0 {
+			p.mu.Lock()
+			if until := now.Add(d); until.After(p.exhausted[name]) {
+				p.exhausted[name] = until
+			}
+			p.mu.Unlock()
 		}
-		p.mu.Lock()
-		if n > 0 {
-			delete(p.exhausted, name)
-		} else if d := retryAfter(resp.Header.Get(hdrReset+name), now); d > 0 {
-			p.exhausted[name] = now.Add(d)
-		}
-		p.mu.Unlock()
 	}
 }
 
@@ -692,11 +690,17 @@ func throttlerOf(kind string) string {
 }
 
 // ExhaustedUntil is when the quota of this kind of call is known to be
-// available again: the reset an answer announced with a remaining of 0.
+// available again: the reset an answer announced with a remaining of 0
+// (zero once that has passed).
 func (p *Provider) ExhaustedUntil(kind string) time.Time {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.exhausted[throttlerOf(kind)]
+	until, ok := p.exhausted[throttlerOf(kind)]
+	if ok && !time.Now().Before(until) {
+		delete(p.exhausted, throttlerOf(kind))
+		return time.Time{}
+	}
+	return until
 }
 
 // retryAfter reads a Retry-After header: seconds, or an HTTP date.
@@ -706,18 +710,25 @@ func retryAfter(v string, now time.Time) time.Duration {
 		return 0
 	}
 	if secs, err := strconv.ParseFloat(v, 64); err == nil {
-		if secs <= 0 {
+		if secs <= 0 || math.IsNaN(secs) {
 			return 0
+		}
+		if secs >= maxRetryAfter.Seconds() {
+			return maxRetryAfter
 		}
 		return time.Duration(secs * float64(time.Second))
 	}
 	if t, err := http.ParseTime(v); err == nil {
 		if d := t.Sub(now); d > 0 {
-			return d
+			return min(d, maxRetryAfter)
 		}
 	}
 	return 0
 }
+
+// maxRetryAfter bounds a server's rate-limit hint: a longer one (or a
+// garbled huge number) is read as this.
+const maxRetryAfter = time.Hour
 
 func fromSandbox(sb *apiclient.Sandbox) provider.Sandbox {
 	return provider.Sandbox{

@@ -40,13 +40,12 @@ type Faults struct {
 	Rate429 float64
 	// RetryAfter is the hint sent with every 429 (DefaultRetryAfter if zero),
 	// in whole seconds, as Retry-After-<throttler of the route> like the real
-	// server's throttler guard (throttler.guard.ts handleRequest, v6), and
-	// X-RateLimit-Remaining-<throttler>: 0 with X-RateLimit-Reset-<throttler>
-	// equal to it. The organization is then inside a throttle window until
-	// RetryAfter has passed (see ThrottleStats.InWindow); the window does not
-	// refuse other requests (a quota does: WithRateLimit). PlainRetryAfter
-	// sends a plain Retry-After instead, as only the failed-auth throttler
-	// does; RetryAfterDate a plain one as an HTTP date.
+	// server's throttler guard (@nestjs/throttler v6 handleRequest; Daytona's
+	// throttlers in quota.go). The organization is then inside a throttle
+	// window until RetryAfter has passed (see ThrottleStats.InWindow); unlike
+	// a quota's (WithRateLimit), the window does not refuse other requests.
+	// PlainRetryAfter sends a plain Retry-After instead, as only the
+	// failed-auth throttler does; RetryAfterDate a plain one as an HTTP date.
 	RetryAfter      time.Duration
 	PlainRetryAfter bool
 	RetryAfterDate  bool
@@ -68,7 +67,7 @@ type Faults struct {
 	Rate404 float64
 	// Rate403 of calls answer 403 "Invalid authentication context": the
 	// organization lookup failed (a Redis or database error is taken as "no
-	// organization", organization-auth-context.guard.ts:119-123, 80-83).
+	// organization", organization-auth-context.guard.ts:119-122, 53-56).
 	Rate403 float64
 	// RateModified of setter calls (autostop, autoarchive, autodelete,
 	// labels) answer 409 "Sandbox was modified by another operation": the

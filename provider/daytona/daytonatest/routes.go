@@ -121,7 +121,7 @@ func (s *Server) serve(mux *http.ServeMux, w http.ResponseWriter, r *http.Reques
 	org, status, perms := s.authenticate(r)
 	if status == http.StatusUnauthorized {
 		// Every 401 is counted; the one that reaches the limit answers 429
-		// instead (all-exceptions.filter.ts:284-295).
+		// instead (filters/all-exceptions.filter.ts:49-60).
 		s.mu.Lock()
 		over, secs := s.failedAuthLocked(addr, s.now())
 		s.mu.Unlock()
@@ -129,6 +129,13 @@ func (s *Server) serve(mux *http.ServeMux, w http.ResponseWriter, r *http.Reques
 			s.refuseFailedAuth(w, r, secs)
 			return
 		}
+	}
+	if status == http.StatusForbidden {
+		// A JWT for an organization it is not a member of: the
+		// organization guard finds no membership
+		// (organization-auth-context.guard.ts:58-61).
+		writeError(w, r, status, "Invalid authentication context")
+		return
 	}
 	if status != 0 {
 		writeError(w, r, status, http.StatusText(status))

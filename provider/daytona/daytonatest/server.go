@@ -3,14 +3,23 @@
 // s.URL is the API base URL (ending in /api) to give to a Daytona client.
 //
 // It follows the official OpenAPI spec (the one shipped with
-// github.com/daytonaio/daytona/libs/api-client-go) and the real server's
-// behaviour where the spec is silent: sandboxes are per organization, names
-// are unique within one, state changes take time (creating → started,
-// stopping → stopped, destroying → destroyed), a delete renames the sandbox
-// at once to DESTROYED_<name>_<unixms> so the name is free again, and the list
-// endpoint is eventually consistent. Faults (latency, 5xx, 429, hung requests,
-// lost answers, stuck states, list lag) can be switched on per test, with a
-// seed so that a run can be repeated.
+// github.com/daytonaio/daytona/libs/api-client-go) and, where the spec is
+// silent or wrong, the real server at the same version (daytonaio/daytona
+// v0.190.0, apps/api/src; each behaviour cites its file and line beside
+// the code): sandboxes are per organization, names are unique within one,
+// state changes take time (creating → started, stopping → stopped,
+// destroying → destroyed); a delete renames the sandbox at once to
+// DESTROYED_<name>_<unixms> while its state lags until the destroy action
+// runs, and a second delete meanwhile answers 409; an errored sandbox's
+// delete answers 404 at once after; stop of a stopped, archived or errored
+// sandbox answers 400; a delete with live forks 400; a create can answer
+// 400 although its sandbox exists; setters answer 201; the list is
+// cursor-paged, sorted by last activity and eventually consistent; quotas
+// are per organization and throttler, with their own headers, and API keys
+// can lack permissions. Faults (latency, 5xx, 429, 403 and 404 hiccups,
+// setter conflicts, hung requests, lost answers, failed starts, stuck or
+// lagging states, list lag) can be switched on per test, with a seed so
+// that a run can be repeated.
 //
 // State changes are computed lazily from the wall clock whenever the server
 // is asked, so no goroutine moves a sandbox behind a test's back: a test that

@@ -163,9 +163,10 @@ func (sc *sidecar) Actors() ([]supervisor.Actor, error) {
 	readerCtx, stopReader := context.WithCancel(context.Background())
 
 	// What an earlier run left live is replayed in the background: the
-	// child must not wait for slow provider calls. Intents the child
-	// declares from now on are not part of it; the final drain takes all.
-	left, err := sc.journal.Live()
+	// child must not wait for slow provider calls, nor for the intents to
+	// be read (only their ids are, here). Intents the child declares from
+	// now on are not part of it; the final drain takes all.
+	left, err := sc.journal.LiveIDs()
 	if err != nil {
 		l.Close()
 		stopReader()

@@ -49,7 +49,7 @@ type sidecar struct {
 func openSidecar(cfg config.Config, log *slog.Logger) (*sidecar, error) {
 	j, err := spool.Open(cfg.Journal, spool.Options{})
 	if err != nil {
-		return nil, err
+		return nil, withSetting(err, "--journal", config.EnvJournal)
 	}
 	sc := &sidecar{cfg: cfg, log: log, journal: j}
 	prov, err := openProvider(log)
@@ -155,11 +155,17 @@ func (sc *sidecar) Actors() ([]supervisor.Actor, error) {
 	}
 	l, err := srv.Listen(sc.cfg.Socket)
 	if err != nil {
-		return nil, err
+		return nil, withSetting(err, "--socket", config.EnvSocket)
 	}
 	serve, stopServe := srv.Actor(l)
 
-	reader := &spooldir.Reader{Intake: sc.withLogger("spool"), Dir: sc.cfg.Spool}
+	// The spool directory is checked before the child starts, as the
+	// socket's is: a directory others may write is refused here.
+	reader := &spooldir.Reader{Intake: sc.withLogger("spool"), Dir: sc.cfg.Spool, AllowUIDs: srv.AllowUIDs}
+	if err := reader.Open(); err != nil {
+		l.Close()
+		return nil, withSetting(err, "--spool", config.EnvSpool)
+	}
 	readerCtx, stopReader := context.WithCancel(context.Background())
 
 	// What an earlier run left live is replayed in the background: the

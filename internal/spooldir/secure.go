@@ -164,6 +164,7 @@ func (in *Reader) reject(name string, reason error) {
 		if errors.Is(err, unix.EEXIST) {
 			continue
 		}
+		created := err == nil
 		if err != nil {
 			in.log.Error("spool: cannot write the reason of a rejected file", "file", name, "err", err)
 		} else {
@@ -174,13 +175,19 @@ func (in *Reader) reject(name string, reason error) {
 			f.Close()
 		}
 		err = renameNoReplace(int(in.dir.Fd()), name, rej, slot+".json")
-		if errors.Is(err, unix.EEXIST) {
-			// A .json without its .err (a crash between the two): keep it,
-			// and this file's reason goes with the next free name.
-			unix.Unlinkat(rej, slot+".err", 0)
-			continue
+		if errors.Is(err, unix.EEXIST) || errors.Is(err, unix.ENOENT) {
+			// EEXIST: a .json without its .err is there (left by a crash
+			// between the two, or planted); it stays, and this file goes
+			// under the next free name. ENOENT: the file is gone meanwhile.
+			if created {
+				unix.Unlinkat(rej, slot+".err", 0)
+			}
+			if errors.Is(err, unix.EEXIST) {
+				continue
+			}
+			return
 		}
-		if err != nil && !errors.Is(err, unix.ENOENT) {
+		if err != nil {
 			in.log.Error("spool: cannot move a rejected file; removing it", "file", name, "err", err)
 			in.remove(name)
 		}

@@ -479,3 +479,56 @@ func (w *world) tetherFor(prefix []string) []string {
 	}
 	return append(append([]string{}, prefix...), dst)
 }
+
+// TestHostileSpoolNonRootTether: tether running as an ordinary user
+// (nobody) on a sticky spool directory: a file of a third uid, which it may
+// not even read, is rejected naming that uid; its own user's file is
+// journaled.
+func TestHostileSpoolNonRootTether(t *testing.T) {
+	nob := asNobody(t)
+	w := newWorld(t)
+	w.nobodyCan()
+	home := filepath.Join(w.dir, "nobody")
+	os.Mkdir(home, 0o700)
+	if err := os.Chown(home, nobody, nobody); err != nil {
+		t.Fatal(err)
+	}
+	spoolDir := filepath.Join(home, "spool")
+	os.Mkdir(spoolDir, 0o700)
+	os.Chmod(spoolDir, 0o777|os.ModeSticky)
+	os.Chown(spoolDir, nobody, nobody)
+	const stranger = 4242
+	tmp := filepath.Join(spoolDir, ".strangers.tmp")
+	os.WriteFile(tmp, []byte(`{"op":"intent","id":"strangers"}`), 0o600)
+	os.Chown(tmp, stranger, stranger)
+	os.Rename(tmp, filepath.Join(spoolDir, "strangers.json"))
+	tmp = filepath.Join(spoolDir, ".mine.tmp")
+	os.WriteFile(tmp, []byte(`{"op":"intent","id":"mine"}`), 0o600)
+	os.Chown(tmp, nobody, nobody)
+	os.Rename(tmp, filepath.Join(spoolDir, "mine.json"))
+
+	journal := filepath.Join(home, "journal.db")
+	cmdline := w.tetherFor(nob)
+	cmd := exec.Command(cmdline[0], append(cmdline[1:], "run", "--journal", journal, "--socket", filepath.Join(home, "t.sock"), "--spool", spoolDir,
+		"--", "/bin/sh", "-c", `while ls "$TETHER_SPOOL" | grep -q '\.json$'; do sleep 0.05; done`)...)
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/nonexistent"}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("tether as nobody: %v\n%s", err, out)
+	}
+	b, err := os.ReadFile(filepath.Join(spoolDir, spooldir.RejectedDir, "strangers.err"))
+	if err != nil || !strings.Contains(string(b), "uid 4242") {
+		t.Fatalf("strangers.err = %q, %v; want the uid named\n%s", b, err, out)
+	}
+	j, err := spool.Open(journal, spool.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	if _, err := j.Get("mine"); err != nil {
+		t.Fatalf("tether's own user's file: %v\n%s", err, out)
+	}
+	if _, err := j.Get("strangers"); err == nil {
+		t.Fatal("a file of a uid that may not use tether was journaled")
+	}
+}

@@ -104,6 +104,13 @@ func (in *Reader) readFile(name string) ([]byte, error) {
 	if errors.Is(err, unix.ELOOP) {
 		return nil, errors.New("a symbolic link, not a regular file")
 	}
+	if errors.Is(err, unix.EACCES) {
+		// tether (not root) may not read another user's file: say whose.
+		var st unix.Stat_t
+		if unix.Fstatat(int(in.dir.Fd()), name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && !intake.Allowed(int(st.Uid), in.AllowUIDs) {
+			return nil, fmt.Errorf("written by uid %d, who may not use tether (only %s may)", st.Uid, intake.Who(in.AllowUIDs))
+		}
+	}
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: name, Err: err}
 	}

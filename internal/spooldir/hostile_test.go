@@ -16,11 +16,14 @@ import (
 // would refuse. Each test also shows the intake keeps serving: a marker
 // file written after the hostile one is journaled.
 
-// served writes a valid intent file named zz-marker and waits for it.
+// served writes a valid intent file named zz-marker and waits for it to be
+// journaled and for the spool to be empty: every file before it has been
+// taken or rejected (its reason written before it left the spool).
 func served(t *testing.T, f *intakeFixture, id string) {
 	t.Helper()
 	spoolWrite(t, f.dir, "zz-"+id, `{"op":"intent","id":"`+id+`"}`)
 	testutil.WaitFor(t, "the marker "+id, func() bool { _, err := f.j.Get(id); return err == nil })
+	testutil.WaitFor(t, "spool to empty", func() bool { return spoolEmpty(f.dir) })
 }
 
 func rejectedReason(t *testing.T, dir, slot string) string {

@@ -22,6 +22,10 @@ import (
 // file, never its name); nothing tether writes follows a symbolic link; and
 // a rejected file never replaces an earlier one.
 
+// rejectSlots bounds the names tried in rejected/ for one file: NAME,
+// NAME.1 … NAME.9, then three with the time in nanoseconds.
+const rejectSlots = 13
+
 // maxStuck bounds the names a Reader remembers as impossible to move or
 // remove (a directory of another user, say), so that they are reported
 // once instead of on every scan.
@@ -155,7 +159,7 @@ func (in *Reader) reject(name string, reason error) {
 	base := strings.TrimSuffix(name, ".json")
 	rej := int(in.rejected.Fd())
 	for k := 0; ; k++ {
-		if k > 12 {
+		if k >= rejectSlots {
 			in.log.Error("spool: found no free name in rejected/; removing the file", "file", name)
 			in.remove(name)
 			return

@@ -72,7 +72,9 @@ var (
 	ErrNotFound = errors.New("sandbox not found")
 	// ErrConflict: the request clashes with the sandbox's state, e.g. a state
 	// change is in progress or the name is taken (HTTP 409). Retryable for deletes.
-	ErrConflict = errors.New("conflict: state change in progress")
+	// Its text names no cause: the server's message, which backends add,
+	// says which one it was.
+	ErrConflict = errors.New("conflict")
 	// ErrRateLimited: too many requests (HTTP 429). See RateLimitError.
 	ErrRateLimited = errors.New("rate limited")
 	// ErrUnauthorized: the credentials are wrong or lack permission (401/403). Not retryable.

@@ -137,7 +137,7 @@ func Open(path string, opts Options) (j *Journal, err error) {
 		return nil, fmt.Errorf("journal %s: %w (waited %s for its lock; run one tether per journal, or give this one its own --journal)", path, ErrLocked, opts.LockTimeout)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("journal %s: cannot open: %w (the file was left as it is; move it aside to start a new journal)", path, err)
+		return nil, openError(path, fresh, err)
 	}
 	if fresh {
 		// The file's directory entry must survive a power loss as well.

@@ -3,12 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/tether-run/tether/internal/metrics"
-	"github.com/tether-run/tether/internal/reaper"
 	"github.com/tether-run/tether/provider"
-	"github.com/tether-run/tether/spool"
 )
 
 // startMetrics serves --metrics-addr (when set) from before the child
@@ -44,40 +41,13 @@ func (sc *sidecar) stopMetrics() {
 }
 
 // replay is the boot replay, timed, with the cleanup debt it leaves.
-func (sc *sidecar) replay(ctx context.Context, left []spool.Intent) {
+func (sc *sidecar) replay(ctx context.Context, left []string) {
 	if sc.metrics != nil {
 		sc.metrics.SetUnresolved(len(left))
 	}
-	start := time.Now()
-	sc.reaper.Replay(ctx, left)
-	if sc.metrics == nil || len(left) == 0 || ctx.Err() != nil {
-		return // cut short: the drain that follows reports
+	rep := sc.reaper.Replay(ctx, left)
+	if sc.metrics == nil || len(left) == 0 || ctx.Err() != nil || sc.reaper.Provider == nil {
+		return // cut short, or nothing tried: the drain that follows reports
 	}
-	sc.metrics.ObserveReplay(time.Since(start), sc.outcomeOf(left))
-}
-
-// outcomeOf is a report of where the given intents stand in the journal now.
-func (sc *sidecar) outcomeOf(intents []spool.Intent) reaper.Report {
-	rep := reaper.Report{Total: len(intents)}
-	for _, in := range intents {
-		if cur, err := sc.journal.Get(in.ID); err == nil {
-			in = cur
-		}
-		it := reaper.Item{Name: in.Name, ID: in.ID, SandboxID: in.SandboxID, State: in.State, LastError: in.LastError}
-		switch in.State {
-		case spool.Gone:
-			rep.Gone++
-		case spool.Stopped:
-			rep.Stopped++
-		case spool.Released:
-			rep.Released++
-		case spool.NeverCreated:
-			rep.NeverCreated++
-		case spool.Foreign:
-			rep.Foreign = append(rep.Foreign, it)
-		default:
-			rep.Unresolved = append(rep.Unresolved, it)
-		}
-	}
-	return rep
+	sc.metrics.ObserveReplay(rep.Elapsed, rep)
 }

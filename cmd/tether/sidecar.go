@@ -56,7 +56,7 @@ type sidecar struct {
 func openSidecar(cfg config.Config, log *slog.Logger) (*sidecar, error) {
 	j, err := spool.Open(cfg.Journal, spool.Options{})
 	if err != nil {
-		return nil, err
+		return nil, withSetting(err, "--journal", config.EnvJournal)
 	}
 	sc := &sidecar{cfg: cfg, log: log, journal: j}
 	prov, setupErr := openProvider(log)
@@ -165,17 +165,24 @@ func (sc *sidecar) Actors() ([]supervisor.Actor, error) {
 	}
 	l, err := srv.Listen(sc.cfg.Socket)
 	if err != nil {
-		return nil, err
+		return nil, withSetting(err, "--socket", config.EnvSocket)
 	}
 	serve, stopServe := srv.Actor(l)
 
-	reader := &spooldir.Reader{Intake: sc.withLogger("spool"), Dir: sc.cfg.Spool}
+	// The spool directory is checked before the child starts, as the
+	// socket's is: a directory others may write is refused here.
+	reader := &spooldir.Reader{Intake: sc.withLogger("spool"), Dir: sc.cfg.Spool, AllowUIDs: srv.AllowUIDs}
+	if err := reader.Open(); err != nil {
+		l.Close()
+		return nil, withSetting(err, "--spool", config.EnvSpool)
+	}
 	readerCtx, stopReader := context.WithCancel(context.Background())
 
 	// What an earlier run left live is replayed in the background: the
-	// child must not wait for slow provider calls. Intents the child
-	// declares from now on are not part of it; the final drain takes all.
-	left, err := sc.journal.Live()
+	// child must not wait for slow provider calls, nor for the intents to
+	// be read (only their ids are, here). Intents the child declares from
+	// now on are not part of it; the final drain takes all.
+	left, err := sc.journal.LiveIDs()
 	if err != nil {
 		l.Close()
 		stopReader()

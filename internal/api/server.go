@@ -21,7 +21,6 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/tether-run/tether/internal/intake"
@@ -62,10 +61,7 @@ type Server struct {
 	baseCtx  context.Context
 	cancel   context.CancelFunc
 	draining atomic.Bool
-	// euid and uid are tether's own, read once: each is a system call, and
-	// the check runs on every request.
-	euid, uid int
-	log       *slog.Logger
+	log      *slog.Logger
 }
 
 func (s *Server) init() {
@@ -77,7 +73,6 @@ func (s *Server) init() {
 		if s.ShutdownTimeout <= 0 {
 			s.ShutdownTimeout = DefaultShutdownTimeout
 		}
-		s.euid, s.uid = os.Geteuid(), os.Getuid()
 		s.baseCtx, s.cancel = context.WithCancel(context.Background())
 		s.handler = s.routes()
 		s.srv = &http.Server{
@@ -110,12 +105,10 @@ func (s *Server) Listen(path string) (net.Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("socket %s: %w", path, err)
 	}
-	st, _ := fi.Sys().(*syscall.Stat_t)
-	if st != nil && int(st.Uid) != os.Geteuid() && st.Uid != 0 {
-		return nil, fmt.Errorf("socket directory %s: owned by uid %d, not by tether (uid %d) or root", dir, st.Uid, os.Geteuid())
-	}
-	if fi.Mode().Perm()&0o022 != 0 && fi.Mode()&os.ModeSticky == 0 {
-		return nil, fmt.Errorf("socket directory %s: mode %s lets others replace the socket; use a directory only tether's user can write", dir, fi.Mode().Perm())
+	// Only root or tether may own it (the allowed uids may connect, not
+	// replace the socket).
+	if err := intake.CheckDir(fi, nil); err != nil {
+		return nil, fmt.Errorf("socket directory %s: %w", dir, err)
 	}
 	if len(s.AllowUIDs) > 0 && fi.Mode().Perm()&0o011 != 0o011 {
 		if err := os.Chmod(dir, fi.Mode().Perm()|0o011); err != nil {
@@ -225,9 +218,7 @@ func withPeer(ctx context.Context, c net.Conn) context.Context {
 	return context.WithValue(ctx, peerKey{}, p)
 }
 
-func (s *Server) allowed(uid int) bool {
-	return uid == 0 || uid == s.euid || uid == s.uid || slices.Contains(s.AllowUIDs, uid)
-}
+func (s *Server) allowed(uid int) bool { return intake.Allowed(uid, s.AllowUIDs) }
 
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()

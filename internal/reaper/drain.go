@@ -22,6 +22,11 @@ type Item struct {
 	LastError string
 }
 
+// DefaultReportLines bounds the intents a report lists by name, per kind
+// (unresolved, foreign): with thousands left live, the report gives counts
+// and the first few; `tether intent ls` lists every live intent.
+const DefaultReportLines = 20
+
 // Report is the outcome of a Drain: how many intents ended in each terminal
 // state, and by name and id the ones left live or found foreign.
 type Report struct {
@@ -36,16 +41,33 @@ type Report struct {
 	// Unresolved intents are still live in the journal, for the next boot
 	// or an operator; LastError says why.
 	Unresolved []Item
-	Elapsed    time.Duration
+	// NotTried live intents were not looked at, because nothing could act
+	// on any of them (NotTriedWhy says why: no provider); they are not in
+	// Unresolved and stay live in the journal.
+	NotTried    int
+	NotTriedWhy string
+	Elapsed     time.Duration
 }
 
 // Live is the number of intents the drain left live.
-func (rep Report) Live() int { return len(rep.Unresolved) }
+func (rep Report) Live() int { return len(rep.Unresolved) + rep.NotTried }
 
-// Write prints one summary line per state and one line per unresolved (and
-// per foreign) intent.
-func (rep Report) Write(w io.Writer) {
+// Write is WriteLines with DefaultReportLines.
+func (rep Report) Write(w io.Writer) { rep.WriteLines(w, DefaultReportLines) }
+
+// WriteLines prints one summary line per state, then at most max lines
+// naming unresolved intents and at most max naming foreign ones, each kind
+// followed by how many more there are. max < 0 lists none by name.
+func (rep Report) WriteLines(w io.Writer, max int) {
+	if max < 0 {
+		max = 0
+	}
 	fmt.Fprintf(w, "drain: %d intents in %s, %d left live\n", rep.Total, rep.Elapsed.Round(time.Millisecond), rep.Live())
+	if rep.NotTried > 0 && rep.NotTried == rep.Total {
+		// Nothing was tried: the counts per state would all be zero.
+		fmt.Fprintf(w, "  not tried: %s; the intents stay live in the journal\n", rep.NotTriedWhy)
+		return
+	}
 	for _, l := range []struct {
 		state spool.State
 		n     int
@@ -59,10 +81,21 @@ func (rep Report) Write(w io.Writer) {
 	} {
 		fmt.Fprintf(w, "  %-14s %d\n", l.state, l.n)
 	}
-	for _, it := range rep.Unresolved {
+	if rep.NotTried > 0 {
+		fmt.Fprintf(w, "  %-14s %d (%s)\n", "not tried", rep.NotTried, rep.NotTriedWhy)
+	}
+	for i, it := range rep.Unresolved {
+		if i == max {
+			fmt.Fprintf(w, "  ... and %d more unresolved, not listed here (at most %d are); `tether intent ls` lists the live intents while tether runs\n", len(rep.Unresolved)-max, max)
+			break
+		}
 		fmt.Fprintf(w, "  unresolved %s intent=%s sandbox=%s state=%s: %s\n", it.Name, it.ID, orNone(it.SandboxID), it.State, it.LastError)
 	}
-	for _, it := range rep.Foreign {
+	for i, it := range rep.Foreign {
+		if i == max {
+			fmt.Fprintf(w, "  ... and %d more foreign, not listed here (at most %d are)\n", len(rep.Foreign)-max, max)
+			break
+		}
 		fmt.Fprintf(w, "  foreign %s intent=%s sandbox=%s: %s\n", it.Name, it.ID, orNone(it.SandboxID), it.LastError)
 	}
 }
@@ -105,6 +138,9 @@ const progressQuietTicks = 9
 type outcome struct {
 	in  spool.Intent
 	err error
+	// skipped: a replay cut short never tried this intent; the drain that
+	// follows reports it.
+	skipped bool
 }
 
 // Drain resolves every given intent, with at most Concurrency provider calls
@@ -112,8 +148,16 @@ type outcome struct {
 // Each intent is isolated: a hung call holds one call slot and its own
 // intent, a failing intent waits out its backoff without holding a slot, and
 // a panic in one is reported as that intent's error. A running drain logs
-// its progress every ProgressInterval while something moves.
+// its progress every ProgressInterval while something moves, and one line
+// per intent it leaves live.
 func (r *Reaper) Drain(ctx context.Context, intents []spool.Intent) Report {
+	return r.drain(ctx, intents, false)
+}
+
+// drain is Drain; a replay (the boot replay) stops at once when ctx ends,
+// without reading what it did not try, and leaves the per-intent lines to
+// the drain that takes over.
+func (r *Reaper) drain(ctx context.Context, intents []spool.Intent, replay bool) Report {
 	start := time.Now()
 	log := r.log()
 	results := make([]outcome, len(intents))
@@ -162,6 +206,10 @@ func (r *Reaper) Drain(ctx context.Context, intents []spool.Intent) Report {
 
 	for i := range intents {
 		if ctx.Err() != nil {
+			if replay {
+				results[i] = outcome{skipped: true}
+				continue
+			}
 			// Not tried: report the journal's view, without provider calls.
 			results[i] = r.untried(ctx, intents[i])
 			continue
@@ -174,14 +222,21 @@ func (r *Reaper) Drain(ctx context.Context, intents []spool.Intent) Report {
 	<-progressDone
 
 	var rep Report
-	rep.Total = len(intents)
 	for _, o := range results {
-		rep.add(o.in, o.err)
+		if !o.skipped {
+			rep.Total++
+			rep.add(o.in, o.err)
+		}
 	}
 	rep.Elapsed = time.Since(start)
 	log.Info("drain finished", "intents", rep.Total, "gone", rep.Gone, "stopped", rep.Stopped,
 		"released", rep.Released, "never_created", rep.NeverCreated, "foreign", len(rep.Foreign),
 		"unresolved", len(rep.Unresolved), "elapsed", rep.Elapsed.Round(time.Millisecond))
+	if replay && ctx.Err() != nil {
+		return rep
+	}
+	// The one line per intent left live (Resolve says why only at debug
+	// level, so an intent is not logged once per attempt and again here).
 	for _, it := range rep.Unresolved {
 		log.Warn("intent left live", "name", it.Name, "intent", it.ID, "sandbox", it.SandboxID, "state", it.State, "err", it.LastError)
 	}
@@ -215,31 +270,51 @@ func (r *Reaper) resolveIsolated(ctx context.Context, in spool.Intent) (o outcom
 // journal, for the next boot, `tether drain`, or an operator.
 var ErrUnresolved = errors.New("unresolved intents stay in the journal")
 
-// LiveJournal is what DrainLive reads: the journal's live intents.
+// LiveJournal is what DrainLive reads: the journal's live intents, and
+// their number alone when there is nothing to resolve them with.
 type LiveJournal interface {
 	Live() ([]spool.Intent, error)
+	LiveCount() (int, error)
 }
 
+// noProviderWhy is why a drain without a provider tries nothing.
+const noProviderWhy = "tether has no provider to delete with (no credentials); a run or `tether drain` with credentials resolves them"
+
 // DrainLive resolves every live intent of j under one deadline, timeout,
-// and writes the report to w (stderr, beside the logs): one line per
-// state, one per intent left live, each prefixed "tether: ". It returns the
+// and writes the report to w (stderr, beside the logs), each line prefixed
+// "tether: ": one line per state and at most ReportLines naming intents
+// left live. Without a provider nothing can act on any intent, so none is
+// read: the report is their number and one line saying why. It returns the
 // report, and ErrUnresolved (wrapped) when intents were left live.
 func (r *Reaper) DrainLive(ctx context.Context, j LiveJournal, timeout time.Duration, w io.Writer) (Report, error) {
-	live, err := j.Live()
-	if err != nil {
-		return Report{}, fmt.Errorf("drain: read the journal: %w", err)
-	}
 	log := r.log()
-	if len(live) == 0 {
-		log.Debug("drain: no live intent; nothing to do")
-		return Report{}, nil
+	var rep Report
+	if r.Provider == nil {
+		n, err := j.LiveCount()
+		if err != nil {
+			return Report{}, fmt.Errorf("drain: read the journal: %w", err)
+		}
+		if n == 0 {
+			return Report{}, nil
+		}
+		rep = Report{Total: n, NotTried: n, NotTriedWhy: noProviderWhy}
+		log.Debug("drain: no provider; every live intent stays in the journal", "live", n)
+	} else {
+		live, err := j.Live()
+		if err != nil {
+			return Report{}, fmt.Errorf("drain: read the journal: %w", err)
+		}
+		if len(live) == 0 {
+			log.Debug("drain: no live intent; nothing to do")
+			return Report{}, nil
+		}
+		dctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		log.Info("drain: resolving every live intent", "live", len(live), "deadline", timeout)
+		rep = r.Drain(dctx, live)
 	}
-	dctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	log.Info("drain: resolving every live intent", "live", len(live), "deadline", timeout)
-	rep := r.Drain(dctx, live)
 	var b strings.Builder
-	rep.Write(&b)
+	rep.WriteLines(&b, orDefault(r.ReportLines, DefaultReportLines))
 	for _, line := range strings.Split(strings.TrimRight(b.String(), "\n"), "\n") {
 		fmt.Fprintln(w, "tether: "+line)
 	}
@@ -250,20 +325,31 @@ func (r *Reaper) DrainLive(ctx context.Context, j LiveJournal, timeout time.Dura
 }
 
 // Replay resolves the intents an earlier run left live (the boot replay),
-// in the background of a new run. If ctx ends first (the child exited),
-// it stops and the drain takes over what is left.
-func (r *Reaper) Replay(ctx context.Context, left []spool.Intent) {
+// given by id as the journal held them before the child started, in the
+// background of a new run. If ctx ends first (the child exited), it stops
+// at once and the drain takes over what is left. Without a provider it
+// reads none of them: it logs their number, once. It returns the replay's
+// report (the zero Report when there was nothing to replay).
+func (r *Reaper) Replay(ctx context.Context, left []string) Report {
 	if len(left) == 0 {
-		return
+		return Report{}
 	}
 	log := r.log()
-	log.Info("replay: resolving intents an earlier run left live", "live", len(left))
-	rep := r.Drain(ctx, left)
-	if ctx.Err() != nil {
-		log.Info("replay: cut short by the end of the child; the drain takes over", "resolved", rep.Total-rep.Live(), "live", rep.Live())
-		return
+	if r.Provider == nil {
+		log.Info("replay: intents an earlier run left live stay live: "+noProviderWhy, "live", len(left))
+		return Report{Total: len(left)}
 	}
-	// Resolve has logged each intent it left live or found foreign.
+	log.Info("replay: resolving intents an earlier run left live", "live", len(left))
+	intents := make([]spool.Intent, len(left))
+	for i, id := range left {
+		intents[i] = spool.Intent{ID: id} // Resolve reads the rest from the journal
+	}
+	rep := r.drain(ctx, intents, true)
+	if ctx.Err() != nil {
+		log.Info("replay: cut short by the end of the child; the drain takes over", "resolved", rep.Total-rep.Live(), "not_tried", len(left)-rep.Total)
+		return rep
+	}
 	log.Info("replay: done", "gone", rep.Gone, "stopped", rep.Stopped, "never_created", rep.NeverCreated,
 		"foreign", len(rep.Foreign), "unresolved", rep.Live(), "elapsed", rep.Elapsed.Round(time.Millisecond))
+	return rep
 }

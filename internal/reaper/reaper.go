@@ -168,6 +168,7 @@ type Reaper struct {
 	// (defaults DefaultMinConcurrency, DefaultThrottledShare). Read once.
 	MinConcurrency int
 	ThrottledShare float64
+	ReportLines    int // default DefaultReportLines; negative lists none
 
 	// Now is the clock for the never-created horizon; default time.Now.
 	Now func() time.Time
@@ -378,7 +379,8 @@ func (r *Reaper) Resolve(ctx context.Context, in spool.Intent) (spool.Intent, er
 		err = fmt.Errorf("%w: declared under %s, current credentials are %s", ErrWrongAccount, in.Account, p.Account())
 	}
 	if err != nil {
-		log.Warn("intent left live", "err", err)
+		// Debug: a drain logs each intent it leaves live once, at its end.
+		log.Debug("intent left live", "err", err)
 		return r.leave(in, err)
 	}
 
@@ -426,13 +428,13 @@ func (r *Reaper) Resolve(ctx context.Context, in spool.Intent) (spool.Intent, er
 			wait = r.backoff(polls, orDefault(r.PollInterval, DefaultPollInterval), orDefault(r.PollMax, DefaultPollMax), nil)
 			polls++
 		case errors.Is(err, provider.ErrPermission):
-			log.Error("configuration error: giving up on intent", "err", err)
+			log.Debug("configuration error: giving up on intent", "err", err) // a drain logs it once, at its end
 			return r.leave(in, err)
 		case errors.Is(err, provider.ErrUnauthorized) || errors.Is(err, ErrJournal) || errors.Is(err, ErrNoProvider) ||
 			errors.Is(err, provider.ErrRefused) || errors.Is(err, provider.ErrErrored):
 			// Asking again gets the same answer: report it now instead of
 			// looping to the deadline.
-			log.Error("giving up on intent", "err", err)
+			log.Debug("giving up on intent", "err", err) // a drain logs it once, at its end
 			return r.leave(in, err)
 		default:
 			// Every other provider failure is retried: 409 (state change

@@ -10,13 +10,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -64,9 +62,17 @@ type Reader struct {
 	RescanInterval time.Duration
 	// WatchDelay defaults to DefaultWatchDelay; negative starts the watcher at once.
 	WatchDelay time.Duration
+	// AllowUIDs are the uids, besides root and tether's own, whose files
+	// are taken and who may own Dir: the socket's AllowUIDs.
+	AllowUIDs []int
 
 	log     *slog.Logger
 	deletes sync.WaitGroup
+	// dir and rejected are Dir and its rejected/, opened and checked by
+	// Open; files are opened, moved and written relative to them.
+	dir, rejected *os.File
+	// stuck are names that could neither be moved nor removed.
+	stuck map[string]bool
 }
 
 // Run takes the files already in Dir, then watches it until ctx ends, and
@@ -82,9 +88,11 @@ func (in *Reader) Run(ctx context.Context) error {
 	if in.WatchDelay == 0 {
 		in.WatchDelay = DefaultWatchDelay
 	}
-	if err := os.MkdirAll(filepath.Join(in.Dir, RejectedDir), 0o700); err != nil {
-		return fmt.Errorf("spool %s: %w", in.Dir, err)
+	if err := in.Open(); err != nil {
+		return err
 	}
+	defer in.close()
+	in.stuck = map[string]bool{}
 	defer in.deletes.Wait()
 
 	if err := in.scan(ctx); err != nil {
@@ -243,7 +251,9 @@ func (in *Reader) list() ([]string, error) {
 	}
 	names := make([]string, 0, len(entries))
 	for _, e := range entries {
-		if !e.IsDir() && isSpoolName(e.Name()) {
+		// Not only files: a directory or FIFO named NAME.json is rejected
+		// (with a reason in rejected/) rather than left there unexplained.
+		if isSpoolName(e.Name()) && !in.stuck[e.Name()] {
 			names = append(names, e.Name())
 		}
 	}
@@ -267,7 +277,7 @@ func (in *Reader) take(ctx context.Context, names []string) (handled int, err er
 	items := make([]*pending, 0, len(names))
 	for _, name := range names {
 		p := &pending{name: name}
-		data, err := readSpoolFile(filepath.Join(in.Dir, name))
+		data, err := in.readFile(name)
 		if errors.Is(err, os.ErrNotExist) {
 			continue // taken by an earlier scan meanwhile
 		}
@@ -357,46 +367,4 @@ func (in *Reader) done(ctx context.Context, p *pending) {
 			in.log.Warn("spool: delete not confirmed; the intent stays live for the drain", "intent", id, "err", err)
 		}
 	}()
-}
-
-// reject moves a file to rejected/ beside a NAME.err that says why.
-func (in *Reader) reject(name string, reason error) {
-	dir := filepath.Join(in.Dir, RejectedDir)
-	base := strings.TrimSuffix(name, ".json")
-	in.log.Warn("spool: rejected file", "file", name, "reason", reason)
-	if err := os.WriteFile(filepath.Join(dir, base+".err"), []byte(reason.Error()+"\n"), 0o600); err != nil {
-		in.log.Error("spool: cannot write the reason of a rejected file", "file", name, "err", err)
-	}
-	if err := os.Rename(filepath.Join(in.Dir, name), filepath.Join(dir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		in.log.Error("spool: cannot move a rejected file; removing it", "file", name, "err", err)
-		os.Remove(filepath.Join(in.Dir, name))
-	}
-}
-
-// readSpoolFile reads a regular file without following a symlink or
-// blocking on a FIFO, at most MaxFileSize+1 bytes.
-func readSpoolFile(path string) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-	if errors.Is(err, syscall.ELOOP) {
-		return nil, errors.New("a symbolic link, not a regular file")
-	}
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("not a regular file (%s)", fi.Mode().Type())
-	}
-	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > MaxFileSize {
-		return nil, fmt.Errorf("file larger than %d bytes", MaxFileSize)
-	}
-	return data, nil
 }

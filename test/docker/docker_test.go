@@ -298,9 +298,10 @@ func TestDockerInitAndUser(t *testing.T) {
 }
 
 // TestDockerTLS: Daytona over https with a CA of its own (httptest's). An
-// image that adds the CA to its bundle (the documented way: COPY a bundle
-// over /etc/ssl/certs/ca-certificates.crt) works; the image without it
-// cannot reach Daytona at all, and says why.
+// image that adds the CA to its bundle (COPY a bundle over
+// /etc/ssl/certs/ca-certificates.crt) works, and so does the image with a
+// bundle mounted and named by SSL_CERT_FILE; the image without it cannot
+// reach Daytona at all, and says why.
 //
 // tether has no provider check at start: without the CA it still starts,
 // the runner's creates fail, and the drain reports every intent unresolved
@@ -336,6 +337,21 @@ func TestDockerTLS(t *testing.T) {
 			t.Errorf("exit %d, want %d", code, exitTERM)
 		}
 		w.assertAllDestroyed("tls", sandboxes)
+	})
+
+	t.Run("with SSL_CERT_FILE naming a mounted bundle", func(t *testing.T) {
+		c := run(t, image, runOpts{
+			docker: []string{"-v", filepath.Join(dir, "ca-certificates.crt") + ":/etc/tether-ca/bundle.crt:ro"},
+			env:    append(w.env(), "SSL_CERT_FILE=/etc/tether-ca/bundle.crt"),
+			args:   []string{"runner", "--sandboxes", fmt.Sprint(sandboxes), "--label", "tls-env"},
+		})
+		if got := len(created(c.ready())); got != sandboxes {
+			t.Fatalf("the runner created %d sandboxes, want %d", got, sandboxes)
+		}
+		if _, code := c.stop(); code != exitTERM {
+			t.Errorf("exit %d, want %d", code, exitTERM)
+		}
+		w.assertAllDestroyed("tls-env", sandboxes)
 	})
 
 	t.Run("without", func(t *testing.T) {

@@ -194,39 +194,17 @@ func TestDockerStopTooShort(t *testing.T) {
 // TestDockerPID1 checks what PID 1 owes the container: orphans reaped, and
 // the exit codes the README documents.
 func TestDockerPID1(t *testing.T) {
-	t.Run("orphans reaped", func(t *testing.T) {
-		c := run(t, image, runOpts{args: []string{"probe", "orphans", "5"}})
-		var orphans []string
-		for _, l := range c.ready() {
-			if len(l.fields) == 2 && l.fields[0] == "orphan" {
-				orphans = append(orphans, l.fields[1])
-			}
-		}
-		if len(orphans) != 5 {
-			t.Fatalf("%d orphans, want 5", len(orphans))
-		}
-		// The orphans' parent is gone; they end 300 ms in. Unreaped, each
-		// would stay a zombie of PID 1 for good.
-		eventually(t, "the orphans reaped", func() (bool, string) {
-			out, err := c.exec(nil, "probe", "pids")
-			if err != nil {
-				return false, fmt.Sprintf("probe pids: %v: %s", err, out)
-			}
-			for _, l := range strings.Split(out, "\n") {
-				f := strings.Fields(l)
-				if len(f) == 2 && slices.Contains(orphans, f[0]) {
-					return false, fmt.Sprintf("orphan %s is in state %s", f[0], f[1])
-				}
-				if len(f) == 2 && f[1] == "Z" {
-					return false, fmt.Sprintf("zombie %s", f[0])
-				}
-			}
-			return true, ""
-		})
-		if _, code := c.stop(); code != 0 {
-			t.Errorf("exit %d, want 0 (the probe exits 0 on SIGTERM)", code)
-		}
-	})
+	for _, tc := range []struct {
+		name   string
+		docker []string
+	}{
+		{"orphans reaped as PID 1", nil},
+		// Docker's init is PID 1; tether, a subreaper, still gets its
+		// descendants' orphans.
+		{"orphans reaped under --init", []string{"--init"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { orphansReaped(t, tc.docker) })
+	}
 
 	for _, tc := range []struct {
 		name   string
@@ -374,4 +352,40 @@ func TestDockerTLS(t *testing.T) {
 			t.Errorf("%d sandboxes reached the simulator without the CA", n)
 		}
 	})
+}
+
+// orphansReaped: the probe leaves 5 orphans that exit 300 ms in; none may
+// stay a zombie.
+func orphansReaped(t *testing.T, dockerOpts []string) {
+	c := run(t, image, runOpts{docker: dockerOpts, args: []string{"probe", "orphans", "5"}})
+	var orphans []string
+	for _, l := range c.ready() {
+		if len(l.fields) == 2 && l.fields[0] == "orphan" {
+			orphans = append(orphans, l.fields[1])
+		}
+	}
+	if len(orphans) != 5 {
+		t.Fatalf("%d orphans, want 5", len(orphans))
+	}
+	// The orphans' parent is gone; they end 300 ms in. Unreaped, each
+	// would stay a zombie of PID 1 for good.
+	eventually(t, "the orphans reaped", func() (bool, string) {
+		out, err := c.exec(nil, "probe", "pids")
+		if err != nil {
+			return false, fmt.Sprintf("probe pids: %v: %s", err, out)
+		}
+		for _, l := range strings.Split(out, "\n") {
+			f := strings.Fields(l)
+			if len(f) == 2 && slices.Contains(orphans, f[0]) {
+				return false, fmt.Sprintf("orphan %s is in state %s", f[0], f[1])
+			}
+			if len(f) == 2 && f[1] == "Z" {
+				return false, fmt.Sprintf("zombie %s", f[0])
+			}
+		}
+		return true, ""
+	})
+	if _, code := c.stop(); code != 0 {
+		t.Errorf("exit %d, want 0 (the probe exits 0 on SIGTERM)", code)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -108,7 +109,8 @@ func TestDockerKillReplay(t *testing.T) {
 	if code := next.wait(); code != 0 {
 		t.Fatalf("the next container exited %d, want 0", code)
 	}
-	if !strings.Contains(next.stderr.String(), fmt.Sprintf(`replay: resolving intents an earlier run left live" live=%d`, sandboxes)) {
+	replayed := regexp.MustCompile(fmt.Sprintf(`msg="replay: resolving intents an earlier run left live".* live=%d\b`, sandboxes))
+	if !replayed.MatchString(next.stderr.String()) {
 		t.Errorf("the next container did not report the replay of %d intents:\n%s", sandboxes, next.stderr)
 	}
 	w.assertAllDestroyed("kill", sandboxes)

@@ -13,9 +13,11 @@
 #   CMD ["node", "server.js"]
 #
 # Base images are pinned by exact version; pin them by digest as well where
-# your registry policy asks for it.
+# your registry policy asks for it. GO_IMAGE replaces the build image (the
+# tests build with a stand-in, as the machine they run on has no registry).
 
-FROM golang:1.26.8-bookworm AS build
+ARG GO_IMAGE=golang:1.26.8-bookworm
+FROM ${GO_IMAGE} AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
@@ -28,8 +30,9 @@ RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.Version=${VERSION}"
 # C tether intent ls` finds the socket. The CA bundle is Debian's, for
 # https to Daytona (replace /etc/ssl/certs/ca-certificates.crt, or set
 # SSL_CERT_FILE, for a private CA).
-RUN install -d -m 1777 /out/rootfs/var/lib/tether /out/rootfs/run/tether /out/rootfs/tmp \
- && install -D -m 0644 /etc/ssl/certs/ca-certificates.crt /out/rootfs/etc/ssl/certs/ca-certificates.crt
+RUN mkdir -p /out/rootfs/var/lib/tether /out/rootfs/run/tether /out/rootfs/tmp /out/rootfs/etc/ssl/certs \
+ && chmod 1777 /out/rootfs/var/lib/tether /out/rootfs/run/tether /out/rootfs/tmp \
+ && cp /etc/ssl/certs/ca-certificates.crt /out/rootfs/etc/ssl/certs/ca-certificates.crt
 
 FROM scratch
 # Nested under rootfs/, so COPY keeps the directories' modes.

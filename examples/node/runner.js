@@ -82,7 +82,9 @@ async function main() {
   const args = process.argv.slice(2);
   const opt = (name, def) => { const i = args.indexOf(name); return i >= 0 ? args[i + 1] : def; };
   const count = Number(opt('--sandboxes', '1'));
-  const run = opt('--label', 'node-example');
+  // Each start is a new run: a restarted container must not reuse the keys
+  // of the sandboxes its previous start declared (and tether drained).
+  const run = opt('--label', `node-${process.pid}-${Date.now()}`);
   const hold = args.includes('--hold');
   if (!TETHER_SOCKET) throw new Error('TETHER_SOCKET is not set: run me under tether run');
   if (!DAYTONA_API_KEY) throw new Error('DAYTONA_API_KEY is not set');

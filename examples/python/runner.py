@@ -18,6 +18,7 @@ import os
 import signal
 import socket
 import sys
+import time
 import urllib.request
 
 DAYTONA_API_URL = os.environ.get("DAYTONA_API_URL", "https://app.daytona.io/api").rstrip("/")
@@ -84,7 +85,9 @@ def delete_sandbox(intent, sandbox):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--sandboxes", type=int, default=1)
-    p.add_argument("--label", default="python-example")
+    # Each start is a new run: a restarted container must not reuse the keys
+    # of the sandboxes its previous start declared (and tether drained).
+    p.add_argument("--label", default=f"python-{os.getpid()}-{int(time.time() * 1000)}")
     p.add_argument("--hold", action="store_true")
     a = p.parse_args()
     if not TETHER_SOCKET:

@@ -15,7 +15,9 @@ set -eu
 api=${DAYTONA_API_URL:-https://app.daytona.io/api}
 api=${api%/}
 : "${DAYTONA_API_KEY:?DAYTONA_API_KEY is not set}"
-count=1 run=shell-example hold=
+# Each start is a new run: a restarted container must not reuse the keys of
+# the sandboxes its previous start declared (and tether drained).
+count=1 run=shell-$$-$(date +%s) hold=
 while [ $# -gt 0 ]; do
 	case $1 in
 	--sandboxes) count=$2; shift 2 ;;

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -108,7 +109,8 @@ func TestDockerKillReplay(t *testing.T) {
 	if code := next.wait(); code != 0 {
 		t.Fatalf("the next container exited %d, want 0", code)
 	}
-	if !strings.Contains(next.stderr.String(), fmt.Sprintf(`replay: resolving intents an earlier run left live" live=%d`, sandboxes)) {
+	replayed := regexp.MustCompile(fmt.Sprintf(`msg="replay: resolving intents an earlier run left live".* live=%d\b`, sandboxes))
+	if !replayed.MatchString(next.stderr.String()) {
 		t.Errorf("the next container did not report the replay of %d intents:\n%s", sandboxes, next.stderr)
 	}
 	w.assertAllDestroyed("kill", sandboxes)
@@ -194,39 +196,17 @@ func TestDockerStopTooShort(t *testing.T) {
 // TestDockerPID1 checks what PID 1 owes the container: orphans reaped, and
 // the exit codes the README documents.
 func TestDockerPID1(t *testing.T) {
-	t.Run("orphans reaped", func(t *testing.T) {
-		c := run(t, image, runOpts{args: []string{"probe", "orphans", "5"}})
-		var orphans []string
-		for _, l := range c.ready() {
-			if len(l.fields) == 2 && l.fields[0] == "orphan" {
-				orphans = append(orphans, l.fields[1])
-			}
-		}
-		if len(orphans) != 5 {
-			t.Fatalf("%d orphans, want 5", len(orphans))
-		}
-		// The orphans' parent is gone; they end 300 ms in. Unreaped, each
-		// would stay a zombie of PID 1 for good.
-		eventually(t, "the orphans reaped", func() (bool, string) {
-			out, err := c.exec(nil, "probe", "pids")
-			if err != nil {
-				return false, fmt.Sprintf("probe pids: %v: %s", err, out)
-			}
-			for _, l := range strings.Split(out, "\n") {
-				f := strings.Fields(l)
-				if len(f) == 2 && slices.Contains(orphans, f[0]) {
-					return false, fmt.Sprintf("orphan %s is in state %s", f[0], f[1])
-				}
-				if len(f) == 2 && f[1] == "Z" {
-					return false, fmt.Sprintf("zombie %s", f[0])
-				}
-			}
-			return true, ""
-		})
-		if _, code := c.stop(); code != 0 {
-			t.Errorf("exit %d, want 0 (the probe exits 0 on SIGTERM)", code)
-		}
-	})
+	for _, tc := range []struct {
+		name   string
+		docker []string
+	}{
+		{"orphans reaped as PID 1", nil},
+		// Docker's init is PID 1; tether, a subreaper, still gets its
+		// descendants' orphans.
+		{"orphans reaped under --init", []string{"--init"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { orphansReaped(t, tc.docker) })
+	}
 
 	for _, tc := range []struct {
 		name   string
@@ -298,9 +278,10 @@ func TestDockerInitAndUser(t *testing.T) {
 }
 
 // TestDockerTLS: Daytona over https with a CA of its own (httptest's). An
-// image that adds the CA to its bundle (the documented way: COPY a bundle
-// over /etc/ssl/certs/ca-certificates.crt) works; the image without it
-// cannot reach Daytona at all, and says why.
+// image that adds the CA to its bundle (COPY a bundle over
+// /etc/ssl/certs/ca-certificates.crt) works, and so does the image with a
+// bundle mounted and named by SSL_CERT_FILE; the image without it cannot
+// reach Daytona at all, and says why.
 //
 // tether has no provider check at start: without the CA it still starts,
 // the runner's creates fail, and the drain reports every intent unresolved
@@ -338,6 +319,21 @@ func TestDockerTLS(t *testing.T) {
 		w.assertAllDestroyed("tls", sandboxes)
 	})
 
+	t.Run("with SSL_CERT_FILE naming a mounted bundle", func(t *testing.T) {
+		c := run(t, image, runOpts{
+			docker: []string{"-v", filepath.Join(dir, "ca-certificates.crt") + ":/etc/tether-ca/bundle.crt:ro"},
+			env:    append(w.env(), "SSL_CERT_FILE=/etc/tether-ca/bundle.crt"),
+			args:   []string{"runner", "--sandboxes", fmt.Sprint(sandboxes), "--label", "tls-env"},
+		})
+		if got := len(created(c.ready())); got != sandboxes {
+			t.Fatalf("the runner created %d sandboxes, want %d", got, sandboxes)
+		}
+		if _, code := c.stop(); code != exitTERM {
+			t.Errorf("exit %d, want %d", code, exitTERM)
+		}
+		w.assertAllDestroyed("tls-env", sandboxes)
+	})
+
 	t.Run("without", func(t *testing.T) {
 		c := run(t, image, runOpts{env: w.env(), args: []string{"runner", "--sandboxes", "2", "--label", "tls-no-ca"}})
 		lines := c.ready()
@@ -358,4 +354,40 @@ func TestDockerTLS(t *testing.T) {
 			t.Errorf("%d sandboxes reached the simulator without the CA", n)
 		}
 	})
+}
+
+// orphansReaped: the probe leaves 5 orphans that exit 300 ms in; none may
+// stay a zombie.
+func orphansReaped(t *testing.T, dockerOpts []string) {
+	c := run(t, image, runOpts{docker: dockerOpts, args: []string{"probe", "orphans", "5"}})
+	var orphans []string
+	for _, l := range c.ready() {
+		if len(l.fields) == 2 && l.fields[0] == "orphan" {
+			orphans = append(orphans, l.fields[1])
+		}
+	}
+	if len(orphans) != 5 {
+		t.Fatalf("%d orphans, want 5", len(orphans))
+	}
+	// The orphans' parent is gone; they end 300 ms in. Unreaped, each
+	// would stay a zombie of PID 1 for good.
+	eventually(t, "the orphans reaped", func() (bool, string) {
+		out, err := c.exec(nil, "probe", "pids")
+		if err != nil {
+			return false, fmt.Sprintf("probe pids: %v: %s", err, out)
+		}
+		for _, l := range strings.Split(out, "\n") {
+			f := strings.Fields(l)
+			if len(f) == 2 && slices.Contains(orphans, f[0]) {
+				return false, fmt.Sprintf("orphan %s is in state %s", f[0], f[1])
+			}
+			if len(f) == 2 && f[1] == "Z" {
+				return false, fmt.Sprintf("zombie %s", f[0])
+			}
+		}
+		return true, ""
+	})
+	if _, code := c.stop(); code != 0 {
+		t.Errorf("exit %d, want 0 (the probe exits 0 on SIGTERM)", code)
+	}
 }

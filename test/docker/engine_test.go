@@ -92,9 +92,13 @@ func testMain(m *testing.M) int {
 // /var/lib/tether and /run/tether world-writable with the sticky bit, as
 // the root Dockerfile makes them.
 func buildImage(dir, tag string) error {
+	runner, err := sampleRunnerPkg()
+	if err != nil {
+		return err
+	}
 	bins := map[string]string{
 		"tether": "github.com/tether-run/tether/cmd/tether",
-		"runner": "github.com/tether-run/tether/test/runner",
+		"runner": runner,
 		"probe":  "github.com/tether-run/tether/test/docker/probe",
 	}
 	for name, pkg := range bins {
@@ -158,6 +162,20 @@ ENTRYPOINT ["tether", "run", "--"]
 		return err
 	}
 	return dockerBuild(ctx, tag)
+}
+
+// sampleRunnerPkgs are where the sample runner's command has lived: it
+// moves to examples/go with the restructured layout.
+var sampleRunnerPkgs = []string{"github.com/tether-run/tether/test/runner", "github.com/tether-run/tether/examples/go"}
+
+// sampleRunnerPkg returns the first of sampleRunnerPkgs this tree has.
+func sampleRunnerPkg() (string, error) {
+	for _, pkg := range sampleRunnerPkgs {
+		if exec.Command("go", "list", pkg).Run() == nil {
+			return pkg, nil
+		}
+	}
+	return "", fmt.Errorf("no sample runner in this tree (looked for %s)", strings.Join(sampleRunnerPkgs, ", "))
 }
 
 // dockerBuild builds the context dir as tag with the classic builder: the

@@ -391,3 +391,41 @@ func orphansReaped(t *testing.T, dockerOpts []string) {
 		t.Errorf("exit %d, want 0 (the probe exits 0 on SIGTERM)", code)
 	}
 }
+
+// TestDockerRestartReusedKeys: `docker restart` of a runner that declares
+// its sandboxes with the same idempotency keys on every start (the sample
+// runner's keys are <label>-<i>). The first start's sandboxes are drained
+// on the stop; the second start must get intents it can use for its new
+// sandboxes, and the final docker stop must leave none of either start.
+func TestDockerRestartReusedKeys(t *testing.T) {
+	const sandboxes = 5
+	w := newWorld(t)
+	c := run(t, image, runOpts{
+		docker: []string{"-v", newVolume(t) + ":/var/lib/tether"},
+		env:    w.env(),
+		args:   []string{"runner", "--sandboxes", fmt.Sprint(sandboxes), "--label", "restart"},
+	})
+	if got := len(created(c.ready())); got != sandboxes {
+		t.Fatalf("the runner created %d sandboxes, want %d", got, sandboxes)
+	}
+	mustDocker(t, "restart", c.name)
+	eventually(t, "the restarted runner's sandboxes", func() (bool, string) {
+		if running := mustDocker(t, "inspect", "-f", "{{.State.Running}}", c.name); running != "true" {
+			logs, _ := docker(t, "logs", c.name)
+			t.Fatalf("the restarted container is not running; logs:\n%s", logs)
+		}
+		n := 0
+		for _, sb := range w.ours("restart") {
+			if sb.State == "started" {
+				n++
+			}
+		}
+		return n == sandboxes, fmt.Sprintf("%d started", n)
+	})
+	mustDocker(t, "stop", c.name)
+	if code := mustDocker(t, "inspect", "-f", "{{.State.ExitCode}}", c.name); code != fmt.Sprint(exitTERM) {
+		logs, _ := docker(t, "logs", c.name)
+		t.Errorf("exit %s, want %d; logs:\n%s", code, exitTERM, logs)
+	}
+	w.assertAllDestroyed("restart", 2*sandboxes)
+}

@@ -431,7 +431,7 @@ func TestConnectionRefused(t *testing.T) {
 	}
 }
 
-// The create that allocates and then fails (the Paperclip seed): the caller
+// The create that allocates and then fails (a create that times out after the allocation): the caller
 // gets an error, the sandbox exists, and its exact name finds it.
 func TestLostCreateIsFoundByName(t *testing.T) {
 	for _, f := range []daytonatest.Scripted{{Status: 500, After: true}, {Hang: true, After: true}} {

@@ -48,7 +48,7 @@ type Options struct {
 	// Label is added to every intent as run=<Label>.
 	Label string
 	// AutoStop is the autoStopInterval sent on create; 0 reproduces the
-	// seed's bug (auto-stop off), which tether's backstop then repairs.
+	// leak of real runners (auto-stop off disables Daytona's own cleanup), which tether's backstop then repairs.
 	AutoStop int
 	// Exit: after "ready", exit with this code at once; -1 holds until a
 	// signal, which then kills the runner with no cleanup.
@@ -64,7 +64,7 @@ type Options struct {
 	PrintPID bool
 	// CleanupOnSignal: on SIGTERM/SIGINT, delete and release every sandbox
 	// it holds, as a runner whose shutdown handler runs within tether's
-	// grace period (the Agenta seed's fix), then exit 0.
+	// grace period (as a runner with its own shutdown handler does), then exit 0.
 	CleanupOnSignal bool
 }
 
@@ -82,7 +82,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.Unobserved, "unobserved", 0, "of those, how many are created but never reported to tether")
 	fs.IntVar(&o.Released, "released", 0, "of those, how many the runner deletes and releases itself")
 	fs.StringVar(&o.Label, "label", "demo", "value of the run=<label> scope label")
-	fs.IntVar(&o.AutoStop, "autostop", 0, "autoStopInterval minutes sent on create (0: off, as in the seed's bug)")
+	fs.IntVar(&o.AutoStop, "autostop", 0, "autoStopInterval minutes sent on create (0: off, which disables Daytona's own cleanup)")
 	fs.IntVar(&o.Exit, "exit", -1, "exit with this code once ready; -1 holds until a signal")
 	fs.BoolVar(&o.WaitIdle, "wait-idle", false, "once ready, wait until tether has no live intent, then exit 0")
 	fs.IntVar(&o.Declared, "declared", 0, "intents declared after the sandboxes but never created")

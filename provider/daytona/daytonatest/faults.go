@@ -52,7 +52,7 @@ type Faults struct {
 	// RateHang of calls in scope hang until the client gives up.
 	RateHang float64
 	// CreateLost of creates allocate the sandbox and then answer 500, so the
-	// caller never learns its id (the Paperclip seed).
+	// caller never learns its id (a create that times out after Daytona allocated the sandbox).
 	CreateLost float64
 	// CreateHang of creates allocate the sandbox and then hang until the
 	// client times out.

@@ -213,7 +213,7 @@ func TestHang(t *testing.T) {
 	}
 }
 
-// The Paperclip seed: the create allocates the sandbox and the answer is lost.
+// A create that allocates the sandbox and the answer is lost.
 func TestCreateLostAndHung(t *testing.T) {
 	for name, f := range map[string]daytonatest.Faults{
 		"lost": {CreateLost: 1},

@@ -166,7 +166,7 @@ func (r *record) entered(at time.Time) {
 	}
 	if r.state == stateStopped && r.autoDelete == 0 && !r.deleteRequested {
 		// autoDeleteInterval 0 ("ephemeral") deletes a sandbox when it stops;
-		// a sandbox that never stops is never deleted (the Agenta seed).
+		// a sandbox that never stops is never deleted (a real leak: auto-stop 0 disables Daytona's own cleanup).
 		r.beginDestroy(at, r.srv.destroyLag)
 	}
 }

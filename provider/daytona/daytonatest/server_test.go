@@ -374,7 +374,7 @@ func TestIntervalSetters(t *testing.T) {
 	}
 }
 
-// The Agenta seed: auto-delete 0 ("ephemeral") deletes only on stop.
+// Auto-delete 0 ("ephemeral") deletes only on stop: with auto-stop off too, a leaked sandbox lives forever.
 func TestEphemeralDeletesOnStop(t *testing.T) {
 	s := newServer(t)
 	c := newClient(t, s, daytonatest.DefaultKey)

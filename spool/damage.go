@@ -1,0 +1,150 @@
+package spool
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	berrors "go.etcd.io/bbolt/errors"
+)
+
+// What Open does about a journal file that is damaged, or empty when it
+// should not be. The checks run inside bbolt's OpenFile hook, on the file
+// descriptor bbolt goes on to use, after tether holds the file's lock:
+// another tether writing the file meanwhile cannot make it look damaged,
+// and no other process can take the lock between the check and bbolt's
+// own open (bbolt locks the same open file again, which flock allows).
+
+// MarkerSuffix names the marker file beside a journal: PATH + MarkerSuffix
+// holds the owner id once the journal has been set up. A journal of 0 bytes
+// without its marker is one whose first write never happened (tether died
+// between creating the file and writing its header), and is set up afresh;
+// with its marker, it is a journal that held intents and was truncated,
+// and Open refuses it with ErrEmptied.
+const MarkerSuffix = ".owner"
+
+// ErrEmptied: the journal file is empty, but its marker says it was in use.
+var ErrEmptied = errors.New("journal file is empty but was in use (truncated)")
+
+// openChecked is bbolt's OpenFile: it opens the file, takes its lock within
+// timeout (berrors.ErrTimeout otherwise, as bbolt's own lock would), and
+// refuses a damaged or emptied file before bbolt maps it.
+func openChecked(timeout time.Duration) func(string, int, os.FileMode) (*os.File, error) {
+	return func(name string, flag int, perm os.FileMode) (*os.File, error) {
+		f, err := os.OpenFile(name, flag, perm)
+		if err != nil {
+			return nil, err
+		}
+		if err := lockFile(f, true, timeout); err != nil {
+			f.Close()
+			return nil, err
+		}
+		if err := checkFile(name, f); err != nil {
+			f.Close() // releases the lock
+			return nil, err
+		}
+		return f, nil
+	}
+}
+
+// lockFile takes f's flock (exclusive or shared) as bbolt does, polling
+// until timeout.
+func lockFile(f *os.File, exclusive bool, timeout time.Duration) error {
+	how := syscall.LOCK_SH
+	if exclusive {
+		how = syscall.LOCK_EX
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		err := syscall.Flock(int(f.Fd()), how|syscall.LOCK_NB)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			return fmt.Errorf("lock: %w", err)
+		}
+		if time.Now().After(deadline) {
+			return berrors.ErrTimeout
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// checkFile refuses a file bbolt could not open without crashing, and an
+// empty file whose marker says it was a journal.
+func checkFile(name string, f *os.File) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if fi.Size() == 0 {
+		owner, err := readMarker(name)
+		if err != nil {
+			return err
+		}
+		if owner != "" {
+			return fmt.Errorf("%w: %s says it was set up as owner %s", ErrEmptied, name+MarkerSuffix, owner)
+		}
+		return nil
+	}
+	return checkBoltFile(f, fi.Size())
+}
+
+// readMarker returns the owner id in path's marker, or "" when there is no
+// marker.
+func readMarker(path string) (string, error) {
+	b, err := os.ReadFile(path + MarkerSuffix)
+	if errors.Is(err, os.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("marker %s: %w", path+MarkerSuffix, err)
+	}
+	owner := strings.TrimSpace(string(b))
+	if owner == "" {
+		owner = "(unreadable)"
+	}
+	return truncate(owner), nil
+}
+
+// ensureMarker writes path's marker with owner unless it is there already:
+// one stat on every start, one small fsynced write the first time.
+func ensureMarker(path, owner string) error {
+	marker := path + MarkerSuffix
+	if _, err := os.Lstat(marker); err == nil {
+		return nil
+	}
+	tmp := marker + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("marker %s: %w", marker, err)
+	}
+	_, werr := f.WriteString(owner + "\n")
+	serr := f.Sync()
+	cerr := f.Close()
+	if err := errors.Join(werr, serr, cerr); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("marker %s: %w", marker, err)
+	}
+	if err := os.Rename(tmp, marker); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("marker %s: %w", marker, err)
+	}
+	syncDir(filepath.Dir(path))
+	return nil
+}
+
+// damageAdvice is what Open says about a damaged or emptied journal.
+func damageAdvice(path string, err error) error {
+	if errors.Is(err, ErrEmptied) {
+		return fmt.Errorf("journal %s: %w. The intents it held are lost: sandboxes labelled %s=<that owner> may still exist; delete them by that label. "+
+			"To start a new journal here, move %s and %s aside", path, err, LabelOwner, path, path+MarkerSuffix)
+	}
+	return fmt.Errorf("journal %s is damaged: %w. tether will not run on it. Salvage what is readable into a new journal with "+
+		"`tether drain --journal %s --salvage-to NEW.db`, then use NEW.db (--journal, TETHER_JOURNAL); the damaged file was left as it is",
+		path, err, path)
+}

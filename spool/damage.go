@@ -87,7 +87,7 @@ func checkFile(name string, f *os.File) error {
 			return err
 		}
 		if owner != "" {
-			return fmt.Errorf("%w: %s says it was set up as owner %s", ErrEmptied, name+MarkerSuffix, owner)
+			return &emptiedError{marker: name + MarkerSuffix, owner: owner}
 		}
 		return nil
 	}
@@ -138,11 +138,21 @@ func ensureMarker(path, owner string) error {
 	return nil
 }
 
+// emptiedError is ErrEmptied with what the marker says.
+type emptiedError struct{ marker, owner string }
+
+func (e *emptiedError) Error() string {
+	return fmt.Sprintf("%v: %s says it was set up as owner %s", ErrEmptied, e.marker, e.owner)
+}
+
+func (e *emptiedError) Unwrap() error { return ErrEmptied }
+
 // damageAdvice is what Open says about a damaged or emptied journal.
 func damageAdvice(path string, err error) error {
-	if errors.Is(err, ErrEmptied) {
-		return fmt.Errorf("journal %s: %w. The intents it held are lost: sandboxes labelled %s=<that owner> may still exist; delete them by that label. "+
-			"To start a new journal here, move %s and %s aside", path, err, LabelOwner, path, path+MarkerSuffix)
+	var emptied *emptiedError
+	if errors.As(err, &emptied) {
+		return fmt.Errorf("journal %s: %w. The intents it held are lost: sandboxes labelled %s=%s may still exist; delete them by that label. "+
+			"To start a new journal here, move %s and %s aside", path, err, LabelOwner, emptied.owner, path, emptied.marker)
 	}
 	return fmt.Errorf("journal %s is damaged: %w. tether will not run on it. Salvage what is readable into a new journal with "+
 		"`tether drain --journal %s --salvage-to NEW.db`, then use NEW.db (--journal, TETHER_JOURNAL); the damaged file was left as it is",

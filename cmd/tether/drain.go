@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"time"
 
@@ -33,11 +34,12 @@ func (*DrainCommand) Run(ctx context.Context, args []string) error {
 	cfg.DrainTimeout = DefaultOfflineDrainTimeout
 	fs := flag.NewFlagSet("tether drain", flag.ContinueOnError)
 	envErr := cfg.Bind(fs)
+	salvageTo := fs.String("salvage-to", "", "copy what is readable of a damaged --journal into this new journal (same owner id; the damaged file is only read), then drain the new one")
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), "Usage: tether drain [--journal PATH] [--drain-timeout D]\n\n"+
+		fmt.Fprint(fs.Output(), "Usage: tether drain [--journal PATH] [--drain-timeout D] [--salvage-to NEW]\n\n"+
 			"Deletes (or stops) every sandbox the journal still holds live, owner-verified and\n"+
 			"confirmed gone, with the Daytona credentials of the environment. Exits 0 when nothing\n"+
-			"live is left, "+fmt.Sprint(ExitCodeUnresolved)+" otherwise.\n\nFlags:\n")
+			"live is left, "+fmt.Sprint(ExitCodeUnresolved)+" otherwise (quarantined records count as left).\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -60,15 +62,23 @@ func (*DrainCommand) Run(ctx context.Context, args []string) error {
 		return &ExitError{Code: ExitCodeUsage, Err: fmt.Errorf("drain: journal %s: %w", cfg.Journal, err)}
 	}
 	log := newLogger(cfg, os.Stderr)
-	j, err := spool.Open(cfg.Journal, spool.Options{})
-	if err != nil {
-		return &ExitError{Code: ExitCodeUsage, Err: fmt.Errorf("drain: %w", err)}
-	}
-	defer j.Close()
+	// Credentials first: a salvage followed by a drain that cannot run
+	// would leave the new file behind for nothing.
 	prov, err := openProvider(log)
 	if err != nil {
 		return &ExitError{Code: ExitCodeUsage, Err: fmt.Errorf("drain: %w", err)}
 	}
+	if *salvageTo != "" {
+		if err := salvage(cfg.Journal, *salvageTo, os.Stderr); err != nil {
+			return &ExitError{Code: ExitCodeUsage, Err: fmt.Errorf("drain: %w", err)}
+		}
+		cfg.Journal = *salvageTo
+	}
+	j, err := spool.Open(cfg.Journal, spool.Options{Logger: log.With("component", "journal")})
+	if err != nil {
+		return &ExitError{Code: ExitCodeUsage, Err: fmt.Errorf("drain: %w", err)}
+	}
+	defer j.Close()
 	r := newReaper(cfg, j, prov, log)
 	if _, err := drainJournal(ctx, j, r, cfg.DrainTimeout, log, os.Stderr); err != nil {
 		if errors.Is(err, errUnresolved) {
@@ -78,3 +88,31 @@ func (*DrainCommand) Run(ctx context.Context, args []string) error {
 	}
 	return nil
 }
+
+// salvage copies what is readable of the journal at src into a new journal
+// at dst, and reports what it could not.
+func salvage(src, dst string, w io.Writer) error {
+	rep, err := spool.Salvage(src, dst)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "tether: salvage: %d intents (%d live) copied from %s into %s, owner %s\n", rep.Intents, rep.Live, src, dst, rep.Owner)
+	if rep.Loose > 0 {
+		fmt.Fprintf(w, "tether: salvage: %d of them found only in pages the journal no longer reaches (the newest copy found)\n", rep.Loose)
+	}
+	for i, d := range rep.Damage {
+		if i == maxSalvageLines {
+			fmt.Fprintf(w, "tether: salvage: ... and %d more damaged places\n", len(rep.Damage)-i)
+			break
+		}
+		fmt.Fprintf(w, "tether: salvage: damage: %s\n", d)
+	}
+	if n := len(rep.Quarantined); n > 0 {
+		fmt.Fprintf(w, "tether: salvage: %d records could not be read; they are quarantined in %s and reported by every drain\n", n, dst)
+	}
+	return nil
+}
+
+// maxSalvageLines bounds the damage lines of the salvage report; a file
+// overwritten wholesale would otherwise print one per page.
+const maxSalvageLines = 20

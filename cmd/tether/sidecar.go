@@ -47,7 +47,7 @@ type sidecar struct {
 // journals, but cannot delete anything: every intent stays live and is
 // reported, for a later run or `tether drain` with credentials.
 func openSidecar(cfg config.Config, log *slog.Logger) (*sidecar, error) {
-	j, err := spool.Open(cfg.Journal, spool.Options{})
+	j, err := spool.Open(cfg.Journal, spool.Options{Logger: log.With("component", "journal")})
 	if err != nil {
 		return nil, err
 	}
@@ -225,8 +225,12 @@ func drainJournal(ctx context.Context, j *spool.Journal, r *reaper.Reaper, timeo
 	if err != nil {
 		return nil, fmt.Errorf("drain: read the journal: %w", err)
 	}
+	quarantined := reportQuarantined(j, w)
 	if len(live) == 0 {
 		log.Debug("drain: no live intent; nothing to do")
+		if quarantined > 0 {
+			return &reaper.Report{}, fmt.Errorf("drain: %d quarantined records: %w", quarantined, errUnresolved)
+		}
 		return &reaper.Report{}, nil
 	}
 	dctx, cancel := context.WithTimeout(ctx, timeout)
@@ -240,8 +244,8 @@ func drainJournal(ctx context.Context, j *spool.Journal, r *reaper.Reaper, timeo
 	for _, line := range strings.Split(strings.TrimRight(b.String(), "\n"), "\n") {
 		fmt.Fprintln(w, "tether: "+line)
 	}
-	if rep.Live() > 0 {
-		return &rep, fmt.Errorf("drain: %d intents left live: %w", rep.Live(), errUnresolved)
+	if rep.Live() > 0 || quarantined > 0 {
+		return &rep, fmt.Errorf("drain: %d intents left live, %d quarantined: %w", rep.Live(), quarantined, errUnresolved)
 	}
 	return &rep, nil
 }

@@ -2,11 +2,10 @@ package spool
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"strings"
+
+	"github.com/tether-run/tether/internal/jsonstrict"
 )
 
 // MaxFileSize bounds a spool file; anything larger is rejected unread.
@@ -33,7 +32,8 @@ type FileOp struct {
 }
 
 // DecodeSpoolFile parses and validates one spool file: exactly one JSON
-// object, no unknown fields, only the fields its op takes.
+// object, decoded strictly (jsonstrict: exact field names, each once, valid
+// UTF-8), only the fields its op takes.
 func DecodeSpoolFile(data []byte) (FileOp, error) {
 	var f FileOp
 	if len(data) > MaxFileSize {
@@ -43,21 +43,11 @@ func DecodeSpoolFile(data []byte) (FileOp, error) {
 	if len(t) == 0 || t[0] != '{' {
 		return FileOp{}, errors.New("want one JSON object")
 	}
-	dec := json.NewDecoder(bytes.NewReader(t))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&f); err != nil {
-		var te *json.UnmarshalTypeError
-		switch {
-		case errors.As(err, &te):
-			return FileOp{}, fmt.Errorf("%s: want a JSON %s, got %s", te.Field, te.Type, te.Value)
-		case errors.Is(err, io.ErrUnexpectedEOF):
-			return FileOp{}, errors.New("malformed JSON: it ends too early (was the file renamed before it was fully written?)")
-		default:
-			return FileOp{}, fmt.Errorf("malformed JSON: %s", strings.TrimPrefix(err.Error(), "json: "))
+	if err := jsonstrict.Decode(t, &f); err != nil {
+		if errors.Is(err, jsonstrict.ErrTruncated) {
+			return FileOp{}, fmt.Errorf("%w (was the file renamed before it was fully written?)", err)
 		}
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return FileOp{}, errors.New("more than one JSON value")
+		return FileOp{}, err
 	}
 	if err := ValidateClientID(f.ID); err != nil {
 		return FileOp{}, err

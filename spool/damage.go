@@ -91,7 +91,7 @@ func checkFile(name string, f *os.File) error {
 		}
 		return nil
 	}
-	return checkBoltFile(f, fi.Size())
+	return checkMapped(f, fi.Size())
 }
 
 // readMarker returns the owner id in path's marker, or "" when there is no

@@ -119,8 +119,10 @@ func reachablePages(t *testing.T, path string) (pages []uint64, pageSize int) {
 	if err := w.walk(bf.meta); err != nil {
 		t.Fatalf("the healthy journal fails the check: %v", err)
 	}
-	for id := range w.seen {
-		pages = append(pages, id)
+	for id := uint64(0); id < w.hwm; id++ {
+		if w.seen.has(id) {
+			pages = append(pages, id)
+		}
 	}
 	return pages, bf.pageSize
 }

@@ -152,7 +152,7 @@ func (s *salvage) scanLoose(f *os.File, size int64, pageSize int) int {
 	found := map[string]Intent{}
 	var visitElems func(id uint64, b []byte)
 	visitElems = func(id uint64, b []byte) {
-		flags, elems, err := elements(id, b)
+		flags, elems, err := elements(id, b, nil)
 		if err != nil || flags != boltLeafPage {
 			return
 		}

@@ -450,3 +450,38 @@ func FuzzCheckBoltFile(f *testing.F) {
 		})
 	})
 }
+
+// Reads that meet the same bad record at once quarantine it once, with
+// the bytes that were found.
+func TestQuarantineConcurrentReads(t *testing.T) {
+	path, intents, _ := healthyJournal(t)
+	var victim Intent
+	for _, in := range intents {
+		victim = in
+		break
+	}
+	b, _ := os.ReadFile(path)
+	needle := []byte(`{"id":"` + victim.ID + `"`)
+	for i := bytes.Index(b, needle); i >= 0; i = bytes.Index(b, needle) {
+		b[i] = '!'
+	}
+	os.WriteFile(path, b, 0o600)
+	j, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			if live, err := j.Live(); err != nil || len(live) != len(intents)-1 {
+				t.Errorf("%d live, %v", len(live), err)
+			}
+		})
+	}
+	wg.Wait()
+	q, err := j.Quarantined()
+	if err != nil || len(q) != 1 || !bytes.HasPrefix(q[0].Record, []byte(`!"id":"`+victim.ID)) {
+		t.Fatalf("quarantine %+v %v", q, err)
+	}
+}

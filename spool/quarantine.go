@@ -45,7 +45,11 @@ func (j *Journal) quarantine(bad map[string]error) {
 	err := j.mutate(context.Background(), func(tx *bolt.Tx) error {
 		moved = moved[:0]
 		var qs []Quarantined
+		held := tx.Bucket(bucketQuarantine)
 		for id, why := range bad {
+			if held != nil && held.Get([]byte(id)) != nil {
+				continue // a concurrent read quarantined it first
+			}
 			raw := tx.Bucket(bucketIntents).Get([]byte(id))
 			if raw != nil {
 				if _, err := decode([]byte(id), raw); err == nil {

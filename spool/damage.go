@@ -30,6 +30,9 @@ const MarkerSuffix = ".owner"
 // ErrEmptied: the journal file is empty, but its marker says it was in use.
 var ErrEmptied = errors.New("journal file is empty but was in use (truncated)")
 
+// errOwnerDamaged: the journal's pages are sound but its owner id is not.
+var errOwnerDamaged = errors.New("the header record is damaged")
+
 // openChecked is bbolt's OpenFile: it opens the file, takes its lock within
 // timeout (berrors.ErrTimeout otherwise, as bbolt's own lock would), and
 // refuses a damaged or emptied file before bbolt maps it.
@@ -111,11 +114,12 @@ func readMarker(path string) (string, error) {
 	return truncate(owner), nil
 }
 
-// ensureMarker writes path's marker with owner unless it is there already:
-// one stat on every start, one small fsynced write the first time.
+// ensureMarker writes path's marker with owner unless it holds it already:
+// one small read on every start, one small fsynced write the first time
+// (or after a journal of another owner was moved into place).
 func ensureMarker(path, owner string) error {
 	marker := path + MarkerSuffix
-	if _, err := os.Lstat(marker); err == nil {
+	if b, err := os.ReadFile(marker); err == nil && strings.TrimSpace(string(b)) == owner {
 		return nil
 	}
 	tmp := marker + ".tmp"

@@ -485,3 +485,42 @@ func TestQuarantineConcurrentReads(t *testing.T) {
 		t.Fatalf("quarantine %+v %v", q, err)
 	}
 }
+
+// A damaged owner id in sound pages: Open says to salvage, and the salvage
+// takes the owner from the records' ownership labels.
+func TestDamagedOwnerRecord(t *testing.T) {
+	path, intents, owner := healthyJournal(t)
+	b, _ := os.ReadFile(path)
+	needle := []byte("owner" + owner)
+	n := 0
+	for i := bytes.Index(b, needle); i >= 0; i = bytes.Index(b, needle) {
+		b[i+len("owner")] = 'Z'
+		n++
+	}
+	if n == 0 {
+		t.Fatal("owner record not found")
+	}
+	os.WriteFile(path, b, 0o600)
+	_, err := Open(path, Options{})
+	if err == nil || !strings.Contains(err.Error(), "--salvage-to") {
+		t.Fatalf("open with a damaged owner id: %v", err)
+	}
+	if _, got := salvaged(t, path, intents, owner); len(got) != len(intents) {
+		t.Fatalf("salvaged %d of %d", len(got), len(intents))
+	}
+}
+
+// The marker follows the journal: one of another owner moved into place
+// gets its own owner written.
+func TestMarkerFollowsTheJournal(t *testing.T) {
+	path, _, owner := healthyJournal(t)
+	os.WriteFile(path+MarkerSuffix, []byte("01arz3ndektsv4rrffq69g5fav\n"), 0o600)
+	j, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.Close()
+	if m, _ := os.ReadFile(path + MarkerSuffix); strings.TrimSpace(string(m)) != owner {
+		t.Fatalf("marker %q, want %s", m, owner)
+	}
+}

@@ -157,6 +157,9 @@ func Open(path string, opts Options) (j *Journal, err error) {
 	owner, err := initJournal(db)
 	if err != nil {
 		db.Close()
+		if errors.Is(err, errOwnerDamaged) {
+			return nil, fmt.Errorf("journal %s: %w; its intents may be readable: salvage them with `tether drain --journal %s --salvage-to NEW.db` (the file was left as it is)", path, err, path)
+		}
 		return nil, fmt.Errorf("journal %s: %w (the file was left as it is)", path, err)
 	}
 	log := opts.Logger
@@ -256,7 +259,7 @@ func initJournal(db *bolt.DB) (owner string, err error) {
 		}
 		owner = string(meta.Get(keyOwner))
 		if !isULID(owner) {
-			return fmt.Errorf("journal owner id %q is not a lower-case ULID", truncate(owner))
+			return fmt.Errorf("journal owner id %q is not a lower-case ULID: %w", truncate(owner), errOwnerDamaged)
 		}
 		for _, b := range [][]byte{bucketIntents, bucketKeys, bucketLive} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {

@@ -107,6 +107,9 @@ func salvage(src, dst string, w io.Writer) error {
 		}
 		fmt.Fprintf(w, "tether: salvage: damage: %s\n", d)
 	}
+	if len(rep.Damage) > 0 {
+		fmt.Fprintf(w, "tether: salvage: records in the damaged parts are lost and cannot be named; their sandboxes carry the label %s=%s\n", spool.LabelOwner, rep.Owner)
+	}
 	if n := len(rep.Quarantined); n > 0 {
 		fmt.Fprintf(w, "tether: salvage: %d records could not be read; they are quarantined in %s and reported by every drain\n", n, dst)
 	}

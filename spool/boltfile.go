@@ -123,6 +123,8 @@ type boltFile struct {
 	meta     boltMeta
 	// metas are the valid metas, the one bbolt uses first.
 	metas []boltMeta
+	// badMeta says why a meta page is not valid, when one is not.
+	badMeta []error
 }
 
 // openBoltFile reads the meta pages as bbolt does: the page size from the
@@ -181,7 +183,7 @@ func openBoltFile(r io.ReaderAt, size int64) (*boltFile, error) {
 	if len(metas) == 2 && metas[1].txid > metas[0].txid {
 		metas[0], metas[1] = metas[1], metas[0]
 	}
-	f.metas, f.meta = metas, metas[0]
+	f.metas, f.meta, f.badMeta = metas, metas[0], errs
 	return f, nil
 }
 
@@ -581,13 +583,16 @@ func checkBoltFile(r io.ReaderAt, size int64) error {
 // file's size and no more, so every read the walk makes is inside it; a
 // fault (someone truncating the file under tether's lock) becomes an error
 // through SetPanicOnFault, on this goroutine.
-func checkMapped(f *os.File, size int64) (err error) {
+//
+// notes are what is worth a warning in a file that passes: a meta page that
+// is not valid (bbolt then uses the transaction before it).
+func checkMapped(f *os.File, size int64) (notes []string, err error) {
 	if size <= 0 || int64(int(size)) != size {
-		return checkBoltFile(f, size)
+		return nil, checkBoltFile(f, size)
 	}
 	data, err := syscall.Mmap(int(f.Fd()), 0, int(size), syscall.PROT_READ, syscall.MAP_SHARED)
 	if err != nil {
-		return checkBoltFile(f, size) // no map: plain reads
+		return nil, checkBoltFile(f, size) // no map: plain reads
 	}
 	defer syscall.Munmap(data)
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
@@ -598,9 +603,15 @@ func checkMapped(f *os.File, size int64) (err error) {
 	}()
 	bf, err := openBoltFile(bytes.NewReader(data), size)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	bf.data = data
 	w := &boltWalk{f: bf}
-	return w.walk(bf.meta)
+	if err := w.walk(bf.meta); err != nil {
+		return nil, err
+	}
+	for _, e := range bf.badMeta {
+		notes = append(notes, e.Error())
+	}
+	return notes, nil
 }

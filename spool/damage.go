@@ -35,8 +35,9 @@ var errOwnerDamaged = errors.New("the header record is damaged")
 
 // openChecked is bbolt's OpenFile: it opens the file, takes its lock within
 // timeout (berrors.ErrTimeout otherwise, as bbolt's own lock would), and
-// refuses a damaged or emptied file before bbolt maps it.
-func openChecked(timeout time.Duration) func(string, int, os.FileMode) (*os.File, error) {
+// refuses a damaged or emptied file before bbolt maps it. What is worth a
+// warning in a file it passes goes to notes.
+func openChecked(timeout time.Duration, notes *[]string) func(string, int, os.FileMode) (*os.File, error) {
 	return func(name string, flag int, perm os.FileMode) (*os.File, error) {
 		f, err := os.OpenFile(name, flag, perm)
 		if err != nil {
@@ -46,10 +47,12 @@ func openChecked(timeout time.Duration) func(string, int, os.FileMode) (*os.File
 			f.Close()
 			return nil, err
 		}
-		if err := checkFile(name, f); err != nil {
+		n, err := checkFile(name, f)
+		if err != nil {
 			f.Close() // releases the lock
 			return nil, err
 		}
+		*notes = n
 		return f, nil
 	}
 }
@@ -79,20 +82,20 @@ func lockFile(f *os.File, exclusive bool, timeout time.Duration) error {
 
 // checkFile refuses a file bbolt could not open without crashing, and an
 // empty file whose marker says it was a journal.
-func checkFile(name string, f *os.File) error {
+func checkFile(name string, f *os.File) (notes []string, err error) {
 	fi, err := f.Stat()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if fi.Size() == 0 {
 		owner, err := readMarker(name)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if owner != "" {
-			return &emptiedError{marker: name + MarkerSuffix, owner: owner}
+			return nil, &emptiedError{marker: name + MarkerSuffix, owner: owner}
 		}
-		return nil
+		return nil, nil
 	}
 	return checkMapped(f, fi.Size())
 }

@@ -47,7 +47,7 @@ func BenchmarkOpenCheck(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if err := checkMapped(f, fi.Size()); err != nil {
+				if _, err := checkMapped(f, fi.Size()); err != nil {
 					b.Fatal(err)
 				}
 				f.Close()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -522,5 +523,32 @@ func TestMarkerFollowsTheJournal(t *testing.T) {
 	j.Close()
 	if m, _ := os.ReadFile(path + MarkerSuffix); strings.TrimSpace(string(m)) != owner {
 		t.Fatalf("marker %q, want %s", m, owner)
+	}
+}
+
+// A damaged newest header: bbolt falls back to the transaction before it,
+// which is sound; Open says so in a warning instead of keeping quiet.
+func TestDamagedNewestHeaderWarns(t *testing.T) {
+	path, intents, _ := healthyJournal(t)
+	b, _ := os.ReadFile(path)
+	const ps = 4096
+	newest := 0
+	if boltOrder.Uint64(b[ps+boltPageHeader+48:]) > boltOrder.Uint64(b[boltPageHeader+48:]) {
+		newest = 1
+	}
+	clear(b[newest*ps : newest*ps+ps])
+	os.WriteFile(path, b, 0o600)
+	var logs bytes.Buffer
+	j, err := Open(path, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatalf("the previous transaction is sound, yet: %v", err)
+	}
+	defer j.Close()
+	if !strings.Contains(logs.String(), "one of its two headers is not valid") {
+		t.Fatalf("no warning: %s", logs.String())
+	}
+	all, err := j.All()
+	if err != nil || len(all) < len(intents)-DefaultMaxBatch {
+		t.Fatalf("%d of %d intents: %v", len(all), len(intents), err)
 	}
 }

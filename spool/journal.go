@@ -140,7 +140,7 @@ func Open(path string, opts Options) (j *Journal, err error) {
 	_, statErr := os.Stat(path)
 	fresh := errors.Is(statErr, os.ErrNotExist)
 
-	db, err := openBolt(path, opts.LockTimeout)
+	db, notes, err := openBolt(path, opts.LockTimeout)
 	if errors.Is(err, berrors.ErrTimeout) {
 		return nil, fmt.Errorf("journal %s: %w (waited %s for its lock; run one tether per journal, or give this one its own --journal)", path, ErrLocked, opts.LockTimeout)
 	}
@@ -166,6 +166,11 @@ func Open(path string, opts Options) (j *Journal, err error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	for _, n := range notes {
+		// Normal after a crash in the middle of a commit (that commit was
+		// never acknowledged); otherwise the last commit may be lost.
+		log.Warn("journal: one of its two headers is not valid; using the transaction before it", "journal", path, "header", n)
+	}
 	if err := ensureMarker(path, owner); err != nil {
 		// The journal works without it; only a later truncation to 0
 		// bytes would go unnoticed.
@@ -186,7 +191,7 @@ func Open(path string, opts Options) (j *Journal, err error) {
 
 // openBolt turns a panic inside bbolt on a damaged file into an error: a
 // corrupt journal must be reported, never crash tether.
-func openBolt(path string, timeout time.Duration) (db *bolt.DB, err error) {
+func openBolt(path string, timeout time.Duration) (db *bolt.DB, notes []string, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("corrupt journal: %v", r)
@@ -197,8 +202,9 @@ func openBolt(path string, timeout time.Duration) (db *bolt.DB, err error) {
 	// enough for the scan to be quick.
 	// openChecked takes the lock and checks the file before bbolt maps
 	// it: a damaged file fails here instead of on bbolt's own goroutine.
-	return bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout, NoFreelistSync: true, FreelistType: bolt.FreelistMapType,
-		OpenFile: openChecked(timeout)})
+	db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout, NoFreelistSync: true, FreelistType: bolt.FreelistMapType,
+		OpenFile: openChecked(timeout, &notes)})
+	return db, notes, err
 }
 
 // readyJournal returns the owner of a journal that has every bucket and the

@@ -19,6 +19,11 @@ import (
 	"unicode/utf8"
 )
 
+// MaxDepth bounds the nesting of objects and arrays. tether's requests and
+// spool files nest two deep (an object of labels in the body); 32 leaves
+// room and keeps a hostile input from costing a deep recursion.
+const MaxDepth = 32
+
 // ErrTruncated: the input ends inside a JSON value.
 var ErrTruncated = errors.New("malformed JSON: it ends too early")
 
@@ -38,7 +43,7 @@ func Decode(data []byte, v any) error {
 	}
 	w := &walker{data: data, dec: json.NewDecoder(bytes.NewReader(data))}
 	w.dec.UseNumber()
-	if err := w.value(rv.Elem().Type(), ""); err != nil {
+	if err := w.value(rv.Elem().Type(), "", 0); err != nil {
 		return err
 	}
 	if _, err := w.dec.Token(); err != io.EOF {
@@ -77,25 +82,27 @@ func (w *walker) token(path string, key bool) (json.Token, error) {
 	}
 	raw := w.data[start:end]
 	if _, ok := tok.(string); ok {
-		what := path
-		if what == "" {
-			what = "body"
-		}
-		if key {
-			what += ": a field name or key"
+		var what string
+		switch {
+		case key && path == "":
+			what = "a field name: "
+		case key:
+			what = path + ": a key: "
+		case path != "":
+			what = path + ": "
 		}
 		if !utf8.Valid(raw) {
-			return nil, fmt.Errorf("%s: not valid UTF-8", what)
+			return nil, fmt.Errorf("%snot valid UTF-8", what)
 		}
 		if err := checkEscapes(raw); err != nil {
-			return nil, fmt.Errorf("%s: %v", what, err)
+			return nil, fmt.Errorf("%s%v", what, err)
 		}
 	}
 	return tok, nil
 }
 
 // value walks one JSON value whose Go type is t (nil: anything).
-func (w *walker) value(t reflect.Type, path string) error {
+func (w *walker) value(t reflect.Type, path string, depth int) error {
 	for t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
@@ -107,6 +114,9 @@ func (w *walker) value(t reflect.Type, path string) error {
 	if !ok {
 		return nil
 	}
+	if depth >= MaxDepth {
+		return fmt.Errorf("%s: nested deeper than %d levels", path, MaxDepth)
+	}
 	switch d {
 	case '[':
 		var elem reflect.Type
@@ -114,7 +124,7 @@ func (w *walker) value(t reflect.Type, path string) error {
 			elem = t.Elem()
 		}
 		for i := 0; w.dec.More(); i++ {
-			if err := w.value(elem, fmt.Sprintf("%s[%d]", path, i)); err != nil {
+			if err := w.value(elem, fmt.Sprintf("%s[%d]", path, i), depth+1); err != nil {
 				return err
 			}
 		}
@@ -161,7 +171,7 @@ func (w *walker) value(t reflect.Type, path string) error {
 				}
 			}
 			seen[k] = true
-			if err := w.value(elem, sub); err != nil {
+			if err := w.value(elem, sub, depth+1); err != nil {
 				return err
 			}
 		}

@@ -41,8 +41,8 @@ func TestDecode(t *testing.T) {
 		{"duplicate field", `{"key":"a","key":"b"}`, "key: the field is given twice"},
 		{"duplicate label", `{"labels":{"a":"1","a":"2"}}`, `labels["a"]: the key is given twice`},
 		{"invalid UTF-8 value", "{\"labels\":{\"a\":\"\xff\"}}", `labels["a"]: not valid UTF-8`},
-		{"invalid UTF-8 key", "{\"labels\":{\"\xc3\":\"v\"}}", `labels: a field name or key: not valid UTF-8`},
-		{"invalid UTF-8 field", "{\"k\xffey\":\"v\"}", `body: a field name or key: not valid UTF-8`},
+		{"invalid UTF-8 key", "{\"labels\":{\"\xc3\":\"v\"}}", `labels: a key: not valid UTF-8`},
+		{"invalid UTF-8 field", "{\"k\xffey\":\"v\"}", `a field name: not valid UTF-8`},
 		{"lone low surrogate", `{"key":"\udc00"}`, "key: an unpaired UTF-16 surrogate"},
 		{"lone high surrogate", `{"key":"a\ud800b"}`, "key: an unpaired UTF-16 surrogate"},
 		{"high then not low", `{"key":"\ud800\u0041"}`, "key: an unpaired UTF-16 surrogate"},
@@ -51,6 +51,7 @@ func TestDecode(t *testing.T) {
 		{"two values", `{} {}`, "more than one JSON value"},
 		{"not an object", `["a"]`, "want one JSON object"},
 		{"malformed", `{"key" "a"}`, "malformed JSON"},
+		{"too deep", `{"list":` + strings.Repeat("[", 40) + strings.Repeat("]", 40) + `}`, "nested deeper than 32 levels"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var r request

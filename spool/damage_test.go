@@ -552,3 +552,67 @@ func TestDamagedNewestHeaderWarns(t *testing.T) {
 		t.Fatalf("%d of %d intents: %v", len(all), len(intents), err)
 	}
 }
+
+// The check must never refuse a journal tether wrote: records of every size
+// (overflow pages), long keys, deletes from the live index, many reopens.
+func TestCheckAcceptsEveryShape(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "journal.db")
+	rng := rand.New(rand.NewPCG(3, 4))
+	var live []string
+	for round := range 4 {
+		j, err := Open(path, Options{})
+		if err != nil {
+			t.Fatalf("round %d: a journal tether wrote is refused: %v", round, err)
+		}
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		for g := range 8 {
+			rng := rand.New(rand.NewPCG(uint64(round), uint64(g)))
+			wg.Go(func() {
+				for i := range 15 {
+					labels := map[string]string{}
+					for k := range rng.IntN(MaxLabels) {
+						labels[fmt.Sprintf("k%02d", k)] = strings.Repeat("v", rng.IntN(MaxLabelValue+1))
+					}
+					key := ""
+					if i%2 == 0 {
+						key = fmt.Sprintf("%d-%d-%d-", round, g, i) + strings.Repeat("k", rng.IntN(MaxKey-20))
+					}
+					in, _, err := j.Create(t.Context(), NewIntent{Labels: labels, Key: key})
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					mu.Lock()
+					live = append(live, in.ID)
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		// Close about half of what is live, in random order.
+		rng.Shuffle(len(live), func(a, b int) { live[a], live[b] = live[b], live[a] })
+		for _, id := range live[:len(live)/2] {
+			if rng.IntN(2) == 0 {
+				j.Release(id, OutcomeDeleted)
+			} else {
+				j.Observe(id, "sb-"+id)
+				j.Transition(id, Releasing, "")
+				j.Transition(id, Gone, "")
+			}
+		}
+		live = live[len(live)/2:]
+		j.Close()
+	}
+	j, err := Open(path, Options{})
+	if err != nil {
+		t.Fatalf("final open: %v", err)
+	}
+	got, err := j.Live()
+	j.Close()
+	if err != nil || len(got) != len(live) {
+		t.Fatalf("%d live, want %d: %v", len(got), len(live), err)
+	}
+	pages, _ := reachablePages(t, path)
+	t.Logf("%d pages reachable", len(pages))
+}

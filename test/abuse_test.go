@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"syscall"
 	"testing"
 	"time"
@@ -31,9 +32,25 @@ func fds(t *testing.T, pid int) int {
 // do not keep GET /v1/health or a create from being answered, tether's
 // descriptors stay under its connection cap, and the intent acknowledged
 // before the abuse is drained as usual.
+//
+// Also with a descriptor limit of 64 (as a container may set): the cap
+// shrinks to half of it, and no client waits for a descriptor.
 func TestSocketUnderAbuse(t *testing.T) {
 	t.Parallel()
+	t.Run("default limit", func(t *testing.T) { socketUnderAbuse(t, 0) })
+	t.Run("64 descriptors", func(t *testing.T) {
+		if _, err := exec.LookPath("prlimit"); err != nil {
+			t.Skip("prlimit (util-linux) not installed")
+		}
+		socketUnderAbuse(t, 64)
+	})
+}
+
+func socketUnderAbuse(t *testing.T, nofile int) {
 	w := newWorld(t)
+	if nofile > 0 {
+		w.wrap = []string{"prlimit", fmt.Sprintf("--nofile=%d:%d", nofile, nofile), "--"}
+	}
 	p := w.start(append(w.tetherArgs("run"), "--drain-timeout", drainTimeout, "--", "sleep", "600")...)
 	c := w.client()
 	eventually(t, "the socket answers", func() (bool, string) {
@@ -55,8 +72,13 @@ func TestSocketUnderAbuse(t *testing.T) {
 	}
 
 	const abusers = 500
+	// Connecting must not wait for tether to find a descriptor (with
+	// the cap above the descriptor limit it waited for minutes).
+	var d net.Dialer
+	dctx, dcancel := context.WithTimeout(t.Context(), waitBound)
+	defer dcancel()
 	for i := range abusers {
-		conn, err := net.Dial("unix", w.socket)
+		conn, err := d.DialContext(dctx, "unix", w.socket)
 		if err != nil {
 			t.Fatalf("connection %d: %v", i, err)
 		}
@@ -81,8 +103,12 @@ func TestSocketUnderAbuse(t *testing.T) {
 	if err != nil {
 		t.Fatalf("create with %d connections held: %v", abusers, err)
 	}
-	if n := fds(t, pid); n > before+api.DefaultMaxConns+8 {
-		t.Errorf("tether holds %d descriptors (%d before the abuse, cap %d connections)", n, before, api.DefaultMaxConns)
+	limit := before + api.DefaultMaxConns + 8
+	if nofile > 0 {
+		limit = nofile
+	}
+	if n := fds(t, pid); n > limit {
+		t.Errorf("tether holds %d descriptors (%d before the abuse, at most %d expected)", n, before, limit)
 	}
 	t.Logf("descriptors: %d before, %d with %d connections held", before, fds(t, pid), abusers)
 

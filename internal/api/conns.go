@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -32,9 +33,21 @@ const (
 	// it closes the one that has waited longest without a request being
 	// answered on it (idle, or still sending its request); one whose
 	// request is being answered is never closed for it. When every
-	// connection is being answered, the new one gets 503 at once.
+	// connection is being answered, the new one gets 503 at once. It is
+	// lowered to half of tether's descriptor limit when that is lower, so
+	// the journal, the child's pipes and the provider's connections keep
+	// descriptors to work with.
 	DefaultMaxConns = 128
 )
+
+// defaultMaxConns is DefaultMaxConns within half the descriptor limit.
+func defaultMaxConns() int {
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err == nil && rl.Cur/2 < DefaultMaxConns {
+		return max(int(rl.Cur/2), 1)
+	}
+	return DefaultMaxConns
+}
 
 // refuseTimeout bounds the writing of the 503 to a connection over the cap.
 const refuseTimeout = time.Second

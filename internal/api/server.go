@@ -68,7 +68,7 @@ type Server struct {
 	IdleTimeout     time.Duration // default DefaultIdleTimeout
 	ReadTimeout     time.Duration // default DefaultReadTimeout
 	WriteTimeout    time.Duration // default DeleteTimeout + DefaultWriteMargin
-	MaxConns        int           // default DefaultMaxConns
+	MaxConns        int           // default DefaultMaxConns (at most half the descriptor limit)
 
 	once     sync.Once
 	srv      *http.Server
@@ -103,7 +103,7 @@ func (s *Server) init() {
 			s.WriteTimeout = s.DeleteTimeout + DefaultWriteMargin
 		}
 		if s.MaxConns <= 0 {
-			s.MaxConns = DefaultMaxConns
+			s.MaxConns = defaultMaxConns()
 		}
 		s.euid, s.uid = os.Geteuid(), os.Getuid()
 		s.baseCtx, s.cancel = context.WithCancel(context.Background())

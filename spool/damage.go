@@ -43,7 +43,9 @@ func openChecked(timeout time.Duration, notes *[]string) func(string, int, os.Fi
 		if err != nil {
 			return nil, err
 		}
-		if err := lockFile(f, true, timeout); err != nil {
+		// Exclusive for a journal opened to write, shared for one opened
+		// only to read (bbolt's ReadOnly), as bbolt's own lock would be.
+		if err := lockFile(f, flag&(os.O_WRONLY|os.O_RDWR) != 0, timeout); err != nil {
 			f.Close()
 			return nil, err
 		}

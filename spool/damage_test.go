@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -615,4 +616,28 @@ func TestCheckAcceptsEveryShape(t *testing.T) {
 	}
 	pages, _ := reachablePages(t, path)
 	t.Logf("%d pages reachable", len(pages))
+}
+
+// The check also guards a read-only open (bbolt's ReadOnly, shared lock):
+// a damaged file is refused before bbolt maps it, and two readers share.
+func TestCheckedReadOnlyOpen(t *testing.T) {
+	path, _, _ := healthyJournal(t)
+	open := func() (*bolt.DB, error) {
+		var notes []string
+		return bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second, OpenFile: openChecked(time.Second, &notes)})
+	}
+	a, err := open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := open()
+	if err != nil {
+		t.Fatalf("a second reader: %v", err)
+	}
+	a.Close()
+	b.Close()
+	os.Truncate(path, 64<<10)
+	if _, err := open(); !errors.Is(err, ErrDamaged) {
+		t.Fatalf("read-only open of a truncated journal: %v", err)
+	}
 }

@@ -143,8 +143,17 @@ func ensureMarker(path, owner string) error {
 		os.Remove(tmp)
 		return fmt.Errorf("marker %s: %w", marker, err)
 	}
-	syncDir(filepath.Dir(path))
+	syncParent(path)
 	return nil
+}
+
+// syncParent fsyncs the directory of path, so a file just created or
+// renamed there survives a power loss.
+func syncParent(path string) {
+	if d, err := os.Open(filepath.Dir(path)); err == nil {
+		_ = d.Sync()
+		d.Close()
+	}
 }
 
 // emptiedError is ErrEmptied with what the marker says.

@@ -314,7 +314,7 @@ func (s *salvage) write(dst, owner string, rep *SalvageReport) error {
 		err = cerr
 	}
 	if err == nil {
-		syncDir(filepath.Dir(dst))
+		syncParent(dst)
 	}
 	return err
 }

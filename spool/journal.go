@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -44,6 +45,9 @@ type Options struct {
 	LockTimeout time.Duration
 	// MaxBatch bounds the mutations committed in one transaction (default DefaultMaxBatch).
 	MaxBatch int
+	// Logger gets what the journal finds wrong while it keeps working: a
+	// record it quarantined, a marker it could not write. Nil discards.
+	Logger *slog.Logger
 }
 
 // Errors of the journal. They are wrapped with the intent id or path.
@@ -82,6 +86,7 @@ type Journal struct {
 	db    *bolt.DB
 	path  string
 	owner string
+	log   *slog.Logger
 
 	maxBatch int
 	ops      chan *op
@@ -132,9 +137,12 @@ func Open(path string, opts Options) (j *Journal, err error) {
 	_, statErr := os.Stat(path)
 	fresh := errors.Is(statErr, os.ErrNotExist)
 
-	db, err := openBolt(path, opts.LockTimeout)
+	db, notes, err := openBolt(path, opts.LockTimeout)
 	if errors.Is(err, berrors.ErrTimeout) {
 		return nil, fmt.Errorf("journal %s: %w (waited %s for its lock; run one tether per journal, or give this one its own --journal)", path, ErrLocked, opts.LockTimeout)
+	}
+	if errors.Is(err, ErrDamaged) || errors.Is(err, ErrEmptied) {
+		return nil, damageAdvice(path, err)
 	}
 	if err != nil {
 		return nil, openError(path, fresh, err)
@@ -146,12 +154,30 @@ func Open(path string, opts Options) (j *Journal, err error) {
 	owner, err := initJournal(db)
 	if err != nil {
 		db.Close()
+		if errors.Is(err, errOwnerDamaged) {
+			return nil, fmt.Errorf("journal %s: %w; its intents may be readable: salvage them with `tether drain --journal %s --salvage-to NEW.db` (the file was left as it is)", path, err, path)
+		}
 		return nil, fmt.Errorf("journal %s: %w (the file was left as it is)", path, err)
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	for _, n := range notes {
+		// Normal after a crash in the middle of a commit (that commit was
+		// never acknowledged); otherwise the last commit may be lost.
+		log.Warn("journal: one of its two headers is not valid; using the transaction before it", "journal", path, "header", n)
+	}
+	if err := ensureMarker(path, owner); err != nil {
+		// The journal works without it; only a later truncation to 0
+		// bytes would go unnoticed.
+		log.Warn("journal: cannot write the marker that tells an emptied journal from a new one", "err", err)
 	}
 	j = &Journal{
 		db:       db,
 		path:     path,
 		owner:    owner,
+		log:      log,
 		maxBatch: opts.MaxBatch,
 		ops:      make(chan *op, opts.MaxBatch),
 		done:     make(chan struct{}),
@@ -162,7 +188,7 @@ func Open(path string, opts Options) (j *Journal, err error) {
 
 // openBolt turns a panic inside bbolt on a damaged file into an error: a
 // corrupt journal must be reported, never crash tether.
-func openBolt(path string, timeout time.Duration) (db *bolt.DB, err error) {
+func openBolt(path string, timeout time.Duration) (db *bolt.DB, notes []string, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("corrupt journal: %v", r)
@@ -171,7 +197,11 @@ func openBolt(path string, timeout time.Duration) (db *bolt.DB, err error) {
 	// The freelist is rebuilt by a scan at open instead of being written
 	// with every commit: fewer pages per commit, and journals stay small
 	// enough for the scan to be quick.
-	return bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout, NoFreelistSync: true, FreelistType: bolt.FreelistMapType})
+	// openChecked takes the lock and checks the file before bbolt maps
+	// it: a damaged file fails here instead of on bbolt's own goroutine.
+	db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout, NoFreelistSync: true, FreelistType: bolt.FreelistMapType,
+		OpenFile: openChecked(timeout, &notes)})
+	return db, notes, err
 }
 
 // readyJournal returns the owner of a journal that has every bucket and the
@@ -232,7 +262,7 @@ func initJournal(db *bolt.DB) (owner string, err error) {
 		}
 		owner = string(meta.Get(keyOwner))
 		if !isULID(owner) {
-			return fmt.Errorf("journal owner id %q is not a lower-case ULID", truncate(owner))
+			return fmt.Errorf("journal owner id %q is not a lower-case ULID: %w", truncate(owner), errOwnerDamaged)
 		}
 		for _, b := range [][]byte{bucketIntents, bucketKeys, bucketLive} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
@@ -732,13 +762,23 @@ func (j *Journal) GetByKey(key string) (Intent, error) {
 	return in, err
 }
 
-// Live returns the live intents (pending, observed, releasing) in id order:
-// creation order for the ULIDs tether picks.
+// Live returns the live intents (pending, observed, releasing) in id order
+// (creation order for the ULIDs tether picks). A record that cannot be read
+// is quarantined and logged, not returned: one damaged record must not keep
+// the others from the drain.
 func (j *Journal) Live() ([]Intent, error) {
 	out := []Intent{}
+	bad := map[string]error{}
 	err := j.view(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketLive).ForEach(func(k, _ []byte) error {
 			in, err := load(tx, string(k))
+			if errors.Is(err, ErrUnreadable) || errors.Is(err, ErrNotFound) {
+				if errors.Is(err, ErrNotFound) {
+					err = fmt.Errorf("the live index names intent %s, but it has no record", k)
+				}
+				bad[string(k)] = err
+				return nil
+			}
 			if err != nil {
 				return err
 			}
@@ -746,6 +786,9 @@ func (j *Journal) Live() ([]Intent, error) {
 			return nil
 		})
 	})
+	if err == nil && len(bad) > 0 {
+		j.quarantine(bad)
+	}
 	return out, err
 }
 
@@ -759,19 +802,25 @@ func (j *Journal) LiveCount() (int, error) {
 	return n, err
 }
 
-// All returns every intent, live or not, in creation order.
+// All returns every intent, live or not, in creation order; unreadable
+// records are quarantined as Live does.
 func (j *Journal) All() ([]Intent, error) {
 	out := []Intent{}
+	bad := map[string]error{}
 	err := j.view(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketIntents).ForEach(func(k, v []byte) error {
 			in, err := decode(k, v)
 			if err != nil {
-				return err
+				bad[string(k)] = err
+				return nil
 			}
 			out = append(out, in)
 			return nil
 		})
 	})
+	if err == nil && len(bad) > 0 {
+		j.quarantine(bad)
+	}
 	return out, err
 }
 
@@ -793,10 +842,15 @@ func load(tx *bolt.Tx, id string) (Intent, error) {
 	return decode([]byte(id), v)
 }
 
+// decode reads a record; a record that is not the intent its key names is
+// ErrUnreadable, like one that is not JSON.
 func decode(k, v []byte) (Intent, error) {
 	var in Intent
 	if err := json.Unmarshal(v, &in); err != nil {
-		return Intent{}, fmt.Errorf("intent %s: undecodable record: %w", k, err)
+		return Intent{}, fmt.Errorf("intent %s: %w: %w", truncate(string(k)), ErrUnreadable, err)
+	}
+	if err := checkRecord(k, in); err != nil {
+		return Intent{}, fmt.Errorf("intent %s: %w: %w", truncate(string(k)), ErrUnreadable, err)
 	}
 	return in, nil
 }

@@ -208,5 +208,9 @@ func openBoltReadOnly(path string, timeout time.Duration) (db *bolt.DB, err erro
 			err = fmt.Errorf("corrupt journal: %v", r)
 		}
 	}()
-	return bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: timeout})
+	// openChecked takes the (shared) lock and checks the file before bbolt
+	// maps it: a damaged journal is an error here, never a panic on bbolt's
+	// own goroutine.
+	var notes []string
+	return bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: timeout, OpenFile: openChecked(timeout, &notes)})
 }

@@ -58,8 +58,10 @@ func validateLabelKey(k string) error {
 	if len(k) > MaxLabelKey {
 		return fmt.Errorf("labels[%q]: key is %d bytes, at most %d allowed", truncate(k), len(k), MaxLabelKey)
 	}
-	if strings.HasPrefix(k, NamePrefix) {
-		return fmt.Errorf("labels[%q]: keys starting with %q are reserved for ownership labels", k, NamePrefix)
+	// In any case: a provider or a person reading labels may not tell
+	// Tether-Owner from tether-owner.
+	if strings.HasPrefix(strings.ToLower(k), NamePrefix) {
+		return fmt.Errorf("labels[%q]: keys starting with %q (in any case) are reserved for ownership labels", k, NamePrefix)
 	}
 	for i := 0; i < len(k); i++ {
 		c := k[i]

@@ -100,6 +100,9 @@ type world struct {
 	owner   string // tether-owner of the journal
 	env     []string
 
+	// wrap, if set, is a command that execs tether (e.g. prlimit).
+	wrap []string
+
 	mu      sync.Mutex
 	foreign map[string]daytonatest.Sandbox // planted, by id, as planted
 }
@@ -282,6 +285,9 @@ func (w *world) start(args ...string) *proc {
 	t := w.t
 	t.Helper()
 	cmd := exec.Command(bin.tether, args...)
+	if len(w.wrap) > 0 {
+		cmd = exec.Command(w.wrap[0], append(append(w.wrap[1:len(w.wrap):len(w.wrap)], bin.tether), args...)...)
+	}
 	cmd.Env = w.env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stdout, err := cmd.StdoutPipe()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"time"
 
@@ -28,12 +29,14 @@ func (*DrainCommand) Synopsis() string {
 	return "resolve every live intent of a journal now (no child), and report"
 }
 
-var drainUsage = `Usage: tether drain [--journal PATH] [--drain-timeout D] [flags]
+var drainUsage = `Usage: tether drain [--journal PATH] [--drain-timeout D] [--salvage-to NEW] [flags]
 
 Deletes (or stops) every sandbox the journal still holds live, owner-verified
-and confirmed gone, with the Daytona credentials of the environment.
-Exit: 0 when nothing live is left, ` + fmt.Sprint(ExitCodeUnresolved) + ` when intents stay live, ` + fmt.Sprint(ExitCodeUsage) + ` for a
-usage error or a journal that cannot be opened.
+and confirmed gone, with the Daytona credentials of the environment. With
+--salvage-to, first copies what is readable of a damaged journal into NEW
+(same owner id; the damaged file is only read), then drains NEW.
+Exit: 0 when nothing live is left, ` + fmt.Sprint(ExitCodeUnresolved) + ` when intents stay live (quarantined
+records count as live), ` + fmt.Sprint(ExitCodeUsage) + ` for a usage error or a journal that cannot be opened.
 `
 
 func (*DrainCommand) Run(ctx context.Context, args []string) error {
@@ -41,6 +44,7 @@ func (*DrainCommand) Run(ctx context.Context, args []string) error {
 	cfg.DrainTimeout = DefaultOfflineDrainTimeout
 	fs := newFlags("drain", drainUsage)
 	envErr := cfg.Bind(fs, config.Journal, config.Drain, config.Log)
+	salvageTo := fs.String("salvage-to", "", "copy what is readable of a damaged --journal into this new journal (same owner id; the damaged file is only read), then drain the new one")
 	if err := parseFlags(fs, args, 0); err != nil {
 		return helped(err)
 	}
@@ -55,15 +59,23 @@ func (*DrainCommand) Run(ctx context.Context, args []string) error {
 		return &ExitError{Code: ExitCodeUsage, Err: fmt.Errorf("drain: journal %s: %w", cfg.Journal, err)}
 	}
 	log := newLogger(cfg, os.Stderr)
-	j, err := spool.Open(cfg.Journal, spool.Options{})
-	if err != nil {
-		return &ExitError{Code: ExitCodeUsage, Err: fmt.Errorf("drain: %w", err)}
-	}
-	defer j.Close()
+	// Credentials first: a salvage followed by a drain that cannot run
+	// would leave the new file behind for nothing.
 	prov, err := openProvider(log)
 	if err != nil {
 		return &ExitError{Code: ExitCodeUsage, Err: fmt.Errorf("drain: %w", err)}
 	}
+	if *salvageTo != "" {
+		if err := salvage(cfg.Journal, *salvageTo, os.Stderr); err != nil {
+			return &ExitError{Code: ExitCodeUsage, Err: fmt.Errorf("drain: %w", err)}
+		}
+		cfg.Journal = *salvageTo
+	}
+	j, err := spool.Open(cfg.Journal, spool.Options{Logger: log.With("component", "journal")})
+	if err != nil {
+		return &ExitError{Code: ExitCodeUsage, Err: fmt.Errorf("drain: %w", err)}
+	}
+	defer j.Close()
 	r := newReaper(cfg, j, prov, log)
 	if _, err := r.DrainLive(ctx, j, cfg.DrainTimeout, os.Stderr); err != nil {
 		if errors.Is(err, reaper.ErrUnresolved) {
@@ -73,3 +85,34 @@ func (*DrainCommand) Run(ctx context.Context, args []string) error {
 	}
 	return nil
 }
+
+// salvage copies what is readable of the journal at src into a new journal
+// at dst, and reports what it could not.
+func salvage(src, dst string, w io.Writer) error {
+	rep, err := spool.Salvage(src, dst)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "tether: salvage: %d intents (%d live) copied from %s into %s, owner %s\n", rep.Intents, rep.Live, src, dst, rep.Owner)
+	if rep.Loose > 0 {
+		fmt.Fprintf(w, "tether: salvage: %d of them found only in pages the journal no longer reaches (the newest copy found)\n", rep.Loose)
+	}
+	for i, d := range rep.Damage {
+		if i == maxSalvageLines {
+			fmt.Fprintf(w, "tether: salvage: ... and %d more damaged places\n", len(rep.Damage)-i)
+			break
+		}
+		fmt.Fprintf(w, "tether: salvage: damage: %s\n", d)
+	}
+	if len(rep.Damage) > 0 {
+		fmt.Fprintf(w, "tether: salvage: records in the damaged parts are lost and cannot be named; their sandboxes carry the label %s=%s\n", spool.LabelOwner, rep.Owner)
+	}
+	if n := len(rep.Quarantined); n > 0 {
+		fmt.Fprintf(w, "tether: salvage: %d records could not be read; they are quarantined in %s and reported by every drain\n", n, dst)
+	}
+	return nil
+}
+
+// maxSalvageLines bounds the damage lines of the salvage report; a file
+// overwritten wholesale would otherwise print one per page.
+const maxSalvageLines = 20

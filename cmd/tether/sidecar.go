@@ -54,7 +54,7 @@ type sidecar struct {
 // every intent stays live and is reported, for a later run or `tether
 // drain` with credentials.
 func openSidecar(cfg config.Config, log *slog.Logger) (*sidecar, error) {
-	j, err := spool.Open(cfg.Journal, spool.Options{})
+	j, err := spool.Open(cfg.Journal, spool.Options{Logger: log.With("component", "journal")})
 	if err != nil {
 		return nil, withSetting(err, "--journal", config.EnvJournal)
 	}

@@ -2,13 +2,12 @@ package api
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
+	"github.com/tether-run/tether/internal/jsonstrict"
 	"github.com/tether-run/tether/spool"
 )
 
@@ -124,8 +123,9 @@ func DecodeReleaseRequest(r io.Reader) (ReleaseRequest, error) {
 // errTooLarge marks a body over MaxBody (413, not 400).
 var errTooLarge = fmt.Errorf("body larger than %d bytes", MaxBody)
 
-// decodeStrict decodes exactly one JSON object with no unknown fields and
-// nothing after it. The messages name the field where encoding/json knows it.
+// decodeStrict decodes exactly one JSON object with nothing after it, the
+// jsonstrict way: exact field names, each once, valid UTF-8. The messages
+// name the field.
 func decodeStrict(r io.Reader, v any, emptyOK bool) error {
 	data, err := io.ReadAll(io.LimitReader(r, MaxBody+1))
 	if err != nil {
@@ -143,25 +143,8 @@ func decodeStrict(r io.Reader, v any, emptyOK bool) error {
 	if t := bytes.TrimSpace(data); t[0] != '{' {
 		return errors.New("body: want a JSON object")
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		var te *json.UnmarshalTypeError
-		var se *json.SyntaxError
-		switch {
-		case errors.As(err, &te):
-			return fmt.Errorf("%s: want a JSON %s, got %s", te.Field, te.Type, te.Value)
-		case errors.As(err, &se):
-			return fmt.Errorf("body: malformed JSON at byte %d: %v", se.Offset, se)
-		case errors.Is(err, io.ErrUnexpectedEOF):
-			return errors.New("body: malformed JSON: it ends too early")
-		default:
-			// Unknown fields read `json: unknown field "x"`.
-			return fmt.Errorf("body: %s", strings.TrimPrefix(err.Error(), "json: "))
-		}
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return errors.New("body: more than one JSON value")
+	if err := jsonstrict.Decode(data, v); err != nil {
+		return fmt.Errorf("body: %w", err)
 	}
 	return nil
 }

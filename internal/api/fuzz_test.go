@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"reflect"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/tether-run/tether/spool"
 )
@@ -16,7 +17,8 @@ func FuzzDecodeIntentRequest(f *testing.F) {
 		``, `{}`, `{"labels":{"team":"a"},"on_drain":"stop","key":"k-1"}`,
 		`{"labels":{"tether-owner":"x"}}`, `{"labels":{"":""}}`, `{"on_drain":"nuke"}`,
 		`{"key":"a b"}`, `{"labels":null}`, `{"labels":{"a":null}}`, `{"lables":{}}`,
-		`{} {}`, `[`, `{"labels":{"a":"\u0000"}}`, `{"key":"` + string(bytes.Repeat([]byte("k"), 200)) + `"}`,
+		`{} {}`, `[`, `{"labels":{"a":"\u0000"}}`, `{"LABELS":{}}`, `{"Key":"k"}`, `{"key":"a","key":"b"}`,
+		`{"labels":{"a":"1","a":"2"}}`, "{\"labels\":{\"a\":\"\xff\"}}", `{"labels":{"a":"\ud800"}}`, `{"labels":{"Tether-Owner":"x"}}`, `{"key":"` + string(bytes.Repeat([]byte("k"), 200)) + `"}`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -33,6 +35,23 @@ func FuzzDecodeIntentRequest(f *testing.F) {
 		}
 		if req.Key != "" && spool.ValidateKey(req.Key) != nil {
 			t.Fatalf("accepted invalid key %q", req.Key)
+		}
+		// Strict decoding: what is accepted is valid UTF-8, and every
+		// field name in it is spelt exactly (encoding/json alone would
+		// take "LABELS" for "labels").
+		if !utf8.Valid(body) {
+			t.Fatalf("accepted invalid UTF-8: %q", body)
+		}
+		var fields map[string]json.RawMessage
+		if len(bytes.TrimSpace(body)) > 0 {
+			if err := json.Unmarshal(body, &fields); err != nil {
+				t.Fatalf("accepted %q, which is not one object: %v", body, err)
+			}
+		}
+		for k := range fields {
+			if k != "labels" && k != "on_drain" && k != "key" {
+				t.Fatalf("accepted field %q", k)
+			}
 		}
 		again, _ := json.Marshal(req)
 		req2, err := DecodeCreateRequest(bytes.NewReader(again))

@@ -50,13 +50,17 @@ type Server struct {
 	// child runs as). When set, the socket is made reachable for them
 	// (mode 0666, directory searchable); SO_PEERCRED stays the gate.
 	AllowUIDs []int
-	Logger    *slog.Logger
 
 	DeleteTimeout   time.Duration // default DefaultDeleteTimeout
 	ShutdownTimeout time.Duration // default DefaultShutdownTimeout
+	IdleTimeout     time.Duration // default DefaultIdleTimeout
+	ReadTimeout     time.Duration // default DefaultReadTimeout
+	WriteTimeout    time.Duration // default DeleteTimeout + DefaultWriteMargin
+	MaxConns        int           // default DefaultMaxConns (at most half the descriptor limit)
 
 	once     sync.Once
 	srv      *http.Server
+	limiter  atomic.Pointer[connLimiter]
 	handler  http.Handler
 	baseCtx  context.Context
 	cancel   context.CancelFunc
@@ -73,13 +77,28 @@ func (s *Server) init() {
 		if s.ShutdownTimeout <= 0 {
 			s.ShutdownTimeout = DefaultShutdownTimeout
 		}
+		if s.IdleTimeout <= 0 {
+			s.IdleTimeout = DefaultIdleTimeout
+		}
+		if s.ReadTimeout <= 0 {
+			s.ReadTimeout = DefaultReadTimeout
+		}
+		if s.WriteTimeout <= 0 {
+			s.WriteTimeout = s.DeleteTimeout + DefaultWriteMargin
+		}
+		if s.MaxConns <= 0 {
+			s.MaxConns = defaultMaxConns()
+		}
 		s.baseCtx, s.cancel = context.WithCancel(context.Background())
 		s.handler = s.routes()
 		s.srv = &http.Server{
 			Handler:           s.handler,
-			ReadHeaderTimeout: readHeaderTimeout,
+			ReadHeaderTimeout: min(readHeaderTimeout, s.ReadTimeout),
+			ReadTimeout:       s.ReadTimeout,
+			WriteTimeout:      s.WriteTimeout,
+			IdleTimeout:       s.IdleTimeout,
 			BaseContext:       func(net.Listener) context.Context { return s.baseCtx },
-			ConnContext:       withPeer,
+			ConnContext:       func(ctx context.Context, c net.Conn) context.Context { return withPeer(withConn(ctx, c), c) },
 			ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 		}
 	})
@@ -157,7 +176,9 @@ func removeStale(path string) error {
 // Serve answers requests on l until Close. It returns nil after Close.
 func (s *Server) Serve(l net.Listener) error {
 	s.init()
-	err := s.srv.Serve(l)
+	cl := newConnLimiter(l, s.MaxConns, s.log)
+	s.limiter.Store(cl)
+	err := s.srv.Serve(cl)
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}
@@ -169,12 +190,17 @@ func (s *Server) Serve(l net.Listener) error {
 // it when the drain starts, so no new sandbox is declared behind its back.
 func (s *Server) StopIntents() { s.draining.Store(true) }
 
-// Close stops serving: requests in flight get ShutdownTimeout to finish,
-// then their contexts are cancelled and connections closed.
+// Close stops serving: connections with no request being answered (idle,
+// or still sending one) are closed at once; requests in flight get
+// ShutdownTimeout to finish, then their contexts are cancelled and
+// connections closed.
 func (s *Server) Close() error {
 	s.init()
 	ctx, cancel := context.WithTimeout(context.Background(), s.ShutdownTimeout)
 	defer cancel()
+	if cl := s.limiter.Load(); cl != nil {
+		cl.closeWaiting()
+	}
 	err := s.srv.Shutdown(ctx)
 	s.cancel()
 	if err != nil {
@@ -200,6 +226,9 @@ type peer struct {
 // withPeer reads the connecting process's credentials from the kernel once
 // per connection.
 func withPeer(ctx context.Context, c net.Conn) context.Context {
+	if tc, ok := c.(*trackedConn); ok {
+		c = tc.Conn
+	}
 	uc, ok := c.(*net.UnixConn)
 	if !ok {
 		return context.WithValue(ctx, peerKey{}, peer{err: errors.New("not a Unix socket connection")})
@@ -240,6 +269,12 @@ func (s *Server) routes() http.Handler {
 		if !s.allowed(p.uid) {
 			s.log.Warn("intent API: refused a connection from another user", "uid", p.uid, "pid", p.pid)
 			writeError(w, http.StatusForbidden, fmt.Sprintf("uid %d may not use this socket", p.uid))
+			return
+		}
+		done, err := readWhole(r)
+		defer done()
+		if err != nil {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("body: reading it: %v", err))
 			return
 		}
 		mux.ServeHTTP(w, r)

@@ -275,6 +275,10 @@ var ErrUnresolved = errors.New("unresolved intents stay in the journal")
 type LiveJournal interface {
 	Live() ([]spool.Intent, error)
 	LiveCount() (int, error)
+	// Quarantined are the records the journal could not read: their
+	// sandboxes, if any, cannot be resolved, so they count as left live.
+	Quarantined() ([]spool.Quarantined, error)
+	Owner() string
 }
 
 // noProviderWhy is why a drain without a provider tries nothing.
@@ -295,7 +299,7 @@ func (r *Reaper) DrainLive(ctx context.Context, j LiveJournal, timeout time.Dura
 			return Report{}, fmt.Errorf("drain: read the journal: %w", err)
 		}
 		if n == 0 {
-			return Report{}, nil
+			return Report{}, r.reportQuarantined(j, w)
 		}
 		rep = Report{Total: n, NotTried: n, NotTriedWhy: noProviderWhy}
 		log.Debug("drain: no provider; every live intent stays in the journal", "live", n)
@@ -306,7 +310,7 @@ func (r *Reaper) DrainLive(ctx context.Context, j LiveJournal, timeout time.Dura
 		}
 		if len(live) == 0 {
 			log.Debug("drain: no live intent; nothing to do")
-			return Report{}, nil
+			return Report{}, r.reportQuarantined(j, w)
 		}
 		dctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
@@ -318,10 +322,37 @@ func (r *Reaper) DrainLive(ctx context.Context, j LiveJournal, timeout time.Dura
 	for _, line := range strings.Split(strings.TrimRight(b.String(), "\n"), "\n") {
 		fmt.Fprintln(w, "tether: "+line)
 	}
+	qerr := r.reportQuarantined(j, w)
 	if rep.Live() > 0 {
 		return rep, fmt.Errorf("drain: %d intents left live: %w", rep.Live(), ErrUnresolved)
 	}
-	return rep, nil
+	return rep, qerr
+}
+
+// reportQuarantined adds the journal's quarantined records to the drain
+// report on w, at most ReportLines of them by name, and returns
+// ErrUnresolved (wrapped) when there are any: tether could not read them,
+// so their sandboxes, if any, are not resolved.
+func (r *Reaper) reportQuarantined(j LiveJournal, w io.Writer) error {
+	qs, err := j.Quarantined()
+	if err != nil {
+		fmt.Fprintf(w, "tether: quarantine: cannot be read: %v\n", err)
+		return nil
+	}
+	if len(qs) == 0 {
+		return nil
+	}
+	fmt.Fprintf(w, "tether: quarantined: %d journal records could not be read; a sandbox may exist for each (name below, label %s=%s): delete it by hand if so\n",
+		len(qs), spool.LabelOwner, j.Owner())
+	limit := orDefault(r.ReportLines, DefaultReportLines)
+	for i, q := range qs {
+		if i == limit {
+			fmt.Fprintf(w, "tether: quarantined: ... and %d more\n", len(qs)-i)
+			break
+		}
+		fmt.Fprintf(w, "tether: quarantined: %s  %s\n", q.Name(), q.Reason)
+	}
+	return fmt.Errorf("drain: %d quarantined records: %w", len(qs), ErrUnresolved)
 }
 
 // Replay resolves the intents an earlier run left live (the boot replay),

@@ -2,12 +2,10 @@ package spooldir
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"strings"
 
+	"github.com/tether-run/tether/internal/jsonstrict"
 	"github.com/tether-run/tether/spool"
 )
 
@@ -34,8 +32,9 @@ type FileOp struct {
 	Outcome   string            `json:"outcome,omitempty"`
 }
 
-// Decode parses and validates one spool file: exactly one JSON
-// object, no unknown fields, only the fields its op takes.
+// Decode parses and validates one spool file: exactly one JSON object,
+// decoded strictly (jsonstrict: exact field names, each once, valid UTF-8),
+// only the fields its op takes.
 func Decode(data []byte) (FileOp, error) {
 	var f FileOp
 	if len(data) > MaxFileSize {
@@ -45,21 +44,11 @@ func Decode(data []byte) (FileOp, error) {
 	if len(t) == 0 || t[0] != '{' {
 		return FileOp{}, errors.New("want one JSON object")
 	}
-	dec := json.NewDecoder(bytes.NewReader(t))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&f); err != nil {
-		var te *json.UnmarshalTypeError
-		switch {
-		case errors.As(err, &te):
-			return FileOp{}, fmt.Errorf("%s: want a JSON %s, got %s", te.Field, te.Type, te.Value)
-		case errors.Is(err, io.ErrUnexpectedEOF):
-			return FileOp{}, errors.New("malformed JSON: it ends too early (was the file renamed before it was fully written?)")
-		default:
-			return FileOp{}, fmt.Errorf("malformed JSON: %s", strings.TrimPrefix(err.Error(), "json: "))
+	if err := jsonstrict.Decode(t, &f); err != nil {
+		if errors.Is(err, jsonstrict.ErrTruncated) {
+			return FileOp{}, fmt.Errorf("%w (was the file renamed before it was fully written?)", err)
 		}
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return FileOp{}, errors.New("more than one JSON value")
+		return FileOp{}, err
 	}
 	if err := spool.ValidateIntentID(f.ID); err != nil {
 		return FileOp{}, err

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/tether-run/tether/spool"
 )
@@ -21,6 +22,8 @@ func FuzzDecode(f *testing.F) {
 		`{"op":"observe","id":"x","labels":{}}`, `{"op":"intent","id":"UP"}`, `{"op":"intent",`,
 		`{"op":"intent","id":"a","labels":{"tether-x":"1"}}`, `{"op":"intent","id":"a"}{}`, ``, `null`,
 		`{"op":"intent","id":"` + strings.Repeat("a", 65) + `"}`,
+		`{"OP":"intent","id":"a"}`, `{"op":"intent","id":"a","ID":"b"}`, `{"op":"intent","op":"delete","id":"a"}`,
+		"{\"op\":\"intent\",\"id\":\"a\",\"labels\":{\"k\":\"\xff\"}}", `{"op":"intent","id":"a","labels":{"TETHER-x":"1"}}`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -28,6 +31,20 @@ func FuzzDecode(f *testing.F) {
 		op, err := Decode(data)
 		if err != nil {
 			return
+		}
+		if !utf8.Valid(data) {
+			t.Fatalf("accepted invalid UTF-8: %q", data)
+		}
+		var fields map[string]json.RawMessage
+		if err := json.Unmarshal(data, &fields); err != nil {
+			t.Fatalf("accepted %q, which is not one object: %v", data, err)
+		}
+		for k := range fields {
+			switch k {
+			case "op", "id", "labels", "on_drain", "sandbox_id", "outcome":
+			default:
+				t.Fatalf("accepted field %q", k)
+			}
 		}
 		if spool.ValidateIntentID(op.ID) != nil {
 			t.Fatalf("accepted a bad id %q", op.ID)

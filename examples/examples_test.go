@@ -113,8 +113,8 @@ type world struct {
 	journal string
 }
 
-func newWorld(t *testing.T) *world {
-	sim := daytonatest.NewServer(daytonatest.WithCreateDelay(10*time.Millisecond), daytonatest.WithDestroyDelay(50*time.Millisecond))
+func newWorld(t *testing.T, opts ...daytonatest.Option) *world {
+	sim := daytonatest.NewServer(append([]daytonatest.Option{daytonatest.WithCreateDelay(10 * time.Millisecond), daytonatest.WithDestroyDelay(50 * time.Millisecond)}, opts...)...)
 	t.Cleanup(sim.Close)
 	// A short path: Unix socket paths are limited to about 100 bytes.
 	dir, err := os.MkdirTemp("", "tx")

@@ -2,7 +2,8 @@
 // under the real tether binary against the simulated Daytona API on
 // loopback, and judges by the simulator's record: a runner that finishes
 // its job leaves nothing to tether; one stopped mid-job (SIGTERM to tether,
-// as docker stop sends) has every sandbox deleted by tether's drain.
+// as docker stop sends) has every sandbox deleted by tether's drain. The
+// zero-code runners (zerocode_test.go) go through tether's Daytona API proxy.
 package examples_test
 
 import (

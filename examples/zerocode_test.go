@@ -29,10 +29,10 @@ var zeroCodeRunners = []struct {
 
 // TestZeroCodeExamples: each zero-code runner creates 3 sandboxes with
 // neither name nor labels and one with its own name and labels, deletes 2
-// itself, and then exits or is SIGKILLed. Judged by the simulator's record:
-// all 4 end destroyed with exactly one DELETE each (the runner's 2 are not
-// deleted again, the drain deletes the other 2), and the named one kept its
-// name and label beside tether's ownership labels.
+// itself, and then exits, is SIGKILLed, or is stopped with tether. Judged by
+// the simulator's record: all 4 end destroyed with exactly one DELETE each
+// (the runner's 2 are not deleted again, the drain deletes the other 2), and
+// the named one kept its name and label beside tether's ownership labels.
 //
 // The simulator lags each destroy as Daytona does (GET shows a deleted
 // sandbox renamed but in its old state until the destroy action runs), so
@@ -45,16 +45,14 @@ func TestZeroCodeExamples(t *testing.T) {
 			if _, err := exec.LookPath(r.tool); err != nil {
 				t.Skipf("SKIP: %s is not installed: the %s zero-code example did not run", r.tool, r.name)
 			}
-			for _, killed := range []bool{false, true} {
-				how := "exits"
-				if killed {
-					how = "killed"
-				}
+			// exits: on its own; killed: SIGKILL to the runner (a crash, the
+			// OOM killer); stopped: SIGTERM to tether (docker stop), forwarded.
+			for _, how := range []string{"exits", "killed", "stopped"} {
 				t.Run(how, func(t *testing.T) {
 					w := newWorld(t, daytonatest.WithDestroyLag(destroyLag))
 					name := "zerocode-" + r.name + "-" + how
 					args := append(r.cmd, "--sandboxes", fmt.Sprint(unnamed), "--name", name, "--delete", fmt.Sprint(deleted))
-					if killed {
+					if how != "exits" {
 						args = append(args, "--hold")
 					}
 					p := w.start(args...)
@@ -92,9 +90,15 @@ func TestZeroCodeExamples(t *testing.T) {
 					}
 
 					want := 0
-					if killed {
+					switch how {
+					case "killed":
 						want = 128 + int(syscall.SIGKILL)
 						if err := syscall.Kill(childOf(t, p.cmd.Process.Pid), syscall.SIGKILL); err != nil {
+							t.Fatal(err)
+						}
+					case "stopped":
+						want = 128 + int(syscall.SIGTERM)
+						if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 							t.Fatal(err)
 						}
 					}

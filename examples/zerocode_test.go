@@ -137,10 +137,15 @@ func TestZeroCodeExamples(t *testing.T) {
 					if len(intents) != len(created) {
 						t.Errorf("the journal holds %d intents, want one per create, %d", len(intents), len(created))
 					}
+					journaledName := false
 					for _, in := range intents {
 						if in.State != spool.Gone {
 							t.Errorf("intent %s (%s) is %s, want gone", in.ID, in.Name, in.State)
 						}
+						journaledName = journaledName || (in.Name == name && in.SandboxID == created.named(name))
+					}
+					if !journaledName {
+						t.Errorf("no intent journals the runner's name %q with its sandbox id", name)
 					}
 				})
 			}

@@ -2,7 +2,8 @@
 // under the real tether binary against the simulated Daytona API on
 // loopback, and judges by the simulator's record: a runner that finishes
 // its job leaves nothing to tether; one stopped mid-job (SIGTERM to tether,
-// as docker stop sends) has every sandbox deleted by tether's drain.
+// as docker stop sends) has every sandbox deleted by tether's drain. The
+// zero-code runners (zerocode_test.go) go through tether's Daytona API proxy.
 package examples_test
 
 import (
@@ -113,8 +114,8 @@ type world struct {
 	journal string
 }
 
-func newWorld(t *testing.T) *world {
-	sim := daytonatest.NewServer(daytonatest.WithCreateDelay(10*time.Millisecond), daytonatest.WithDestroyDelay(50*time.Millisecond))
+func newWorld(t *testing.T, opts ...daytonatest.Option) *world {
+	sim := daytonatest.NewServer(append([]daytonatest.Option{daytonatest.WithCreateDelay(10 * time.Millisecond), daytonatest.WithDestroyDelay(50 * time.Millisecond)}, opts...)...)
 	t.Cleanup(sim.Close)
 	// A short path: Unix socket paths are limited to about 100 bytes.
 	dir, err := os.MkdirTemp("", "tx")

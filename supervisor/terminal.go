@@ -55,9 +55,6 @@ func (t *terminal) handle(s *supervisor, sig syscall.Signal) bool {
 		return false
 	}
 	switch sig {
-	case syscall.SIGTTIN, syscall.SIGTTOU:
-		// The terminal's, aimed at tether's own group, not the child's.
-		return true
 	case syscall.SIGCONT:
 		// fg: the shell gave the terminal to tether; pass it on. bg: leave
 		// the terminal alone; the child is only woken.
@@ -105,7 +102,7 @@ func (t *terminal) restore(log *slog.Logger, sigs chan os.Signal) {
 func (t *terminal) takeBack(log *slog.Logger, sigs chan os.Signal) {
 	signal.Ignore(syscall.SIGTTOU)
 	err := unix.IoctlSetPointerInt(t.fd, unix.TIOCSPGRP, t.pgrp)
-	signal.Notify(sigs, syscall.SIGTTOU)
+	signal.Notify(ownDropped, syscall.SIGTTOU)
 	if err != nil {
 		log.Warn("cannot take the terminal back", "err", err)
 	}

@@ -67,6 +67,10 @@ type Intake struct {
 	RescanInterval time.Duration
 	// WatchDelay defaults to DefaultWatchDelay; negative starts the watcher at once.
 	WatchDelay time.Duration
+	// FinalScanCtx, when set, cuts the last scan short when it ends (tether
+	// run ends it at the drain's deadline); FinalScanTimeout bounds that
+	// scan in any case.
+	FinalScanCtx context.Context
 
 	deletes sync.WaitGroup
 }
@@ -178,11 +182,18 @@ func (in *Intake) watch() *fsnotify.Watcher {
 
 // finalScan takes the files present when the intake is stopped.
 func (in *Intake) finalScan() error {
-	ctx, cancel := context.WithTimeout(context.Background(), FinalScanTimeout)
+	parent := in.FinalScanCtx
+	if parent == nil {
+		parent = context.Background()
+	}
+	ctx, cancel := context.WithTimeout(parent, FinalScanTimeout)
 	defer cancel()
 	if err := in.scan(ctx); err != nil {
 		in.Logger.Warn("spool: last scan before the drain failed; the files stay for the next start", "dir", in.Dir, "err", err)
+	} else if ctx.Err() != nil {
+		in.Logger.Warn("spool: last scan cut short; the files left stay for the next start", "dir", in.Dir)
 	}
+	in.Logger.Debug("spool: last scan done", "dir", in.Dir)
 	return nil
 }
 

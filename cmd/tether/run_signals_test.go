@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -77,4 +78,33 @@ func TestRunChildStartsWithDefaultSignals(t *testing.T) {
 		}
 		check(t, path)
 	})
+}
+
+// TestRunKeepsItsOwnSignals: SIGPIPE, SIGXFSZ, SIGXCPU, SIGTTIN and SIGTTOU
+// are tether's (its own I/O and limits raise them): sent to tether, they
+// neither reach the child nor stop tether. SIGPWR (30) is the barrier: the
+// Go runtime hands pending signals out lowest number first, so any of those
+// (13 to 25) that were to be forwarded would reach the child before it.
+func TestRunKeepsItsOwnSignals(t *testing.T) {
+	t.Parallel()
+	p := startTether(t, append([]string{"--grace", "1h", "--"}, helperCommand("record")...))
+	waitEvent(t, p.events, "child ready")
+	own := []syscall.Signal{syscall.SIGPIPE, syscall.SIGXFSZ, syscall.SIGXCPU, syscall.SIGTTIN, syscall.SIGTTOU}
+	for _, sig := range own {
+		p.signal(t, sig)
+	}
+	p.signal(t, syscall.SIGPWR)
+	waitEvent(t, p.events, "child SIGPWR")
+	if st := procState(p.cmd.Process.Pid); st == 'T' || st == 0 {
+		t.Fatalf("tether's state is %q after its own signals, want it running", st)
+	}
+	for _, sig := range own {
+		if hasLine(readLines(p.events), "child "+sigName(sig)) {
+			t.Errorf("%s reached the child", sigName(sig))
+		}
+	}
+	p.signal(t, syscall.SIGINT)
+	if got := p.wait(t); got != 0 {
+		t.Fatalf("exit code %d, want 0 (the child exits 0 on SIGINT); stderr:\n%s", got, p.stderr.String())
+	}
 }

@@ -37,6 +37,11 @@ type sidecar struct {
 	reaper  *reaper.Reaper
 	account string
 
+	// settling is what the drain waits for first (see settle); cutFinal
+	// ends the spool intake's last scan.
+	settling []settling
+	cutFinal context.CancelFunc
+
 	// report is the drain's, once AfterChild has run.
 	mu     sync.Mutex
 	report *reaper.Report
@@ -143,6 +148,8 @@ func (sc *sidecar) Actors() ([]supervisor.Actor, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Every interrupt below only signals; settle waits at the start of the
+	// drain (see shutdown.go).
 	serve, stopServe := srv.Actor(l)
 
 	intake := &spool.Intake{
@@ -156,6 +163,7 @@ func (sc *sidecar) Actors() ([]supervisor.Actor, error) {
 		Logger:   sc.log.With("component", "spool"),
 	}
 	intakeCtx, stopIntake := context.WithCancel(context.Background())
+	intake.FinalScanCtx, sc.cutFinal = context.WithCancel(context.Background())
 
 	// What an earlier run left live is replayed in the background: the
 	// child must not wait for slow provider calls. Intents the child
@@ -164,18 +172,26 @@ func (sc *sidecar) Actors() ([]supervisor.Actor, error) {
 	if err != nil {
 		l.Close()
 		stopIntake()
+		sc.cutFinal()
 		return nil, err
 	}
 	replayCtx, stopReplay := context.WithCancel(context.Background())
 
+	spoolActor, intakeDone := backgroundActor("spool", func() error { return intake.Run(intakeCtx) }, stopIntake)
+	replayActor, replayDone := backgroundActor("replay", func() error {
+		sc.replay(replayCtx, left)
+		<-replayCtx.Done() // work that returns would end the group
+		return nil
+	}, stopReplay)
+	sc.settling = []settling{
+		{"intent API", srv.Done()},
+		{"spool intake's last scan", intakeDone},
+		{"boot replay", replayDone},
+	}
 	return []supervisor.Actor{
 		{Name: "api", Execute: serve, Interrupt: stopServe},
-		{Name: "spool", Execute: func() error { return intake.Run(intakeCtx) }, Interrupt: func(error) { stopIntake() }},
-		{Name: "replay", Execute: func() error {
-			sc.replay(replayCtx, left)
-			<-replayCtx.Done() // an actor that returns would end the group
-			return nil
-		}, Interrupt: func(error) { stopReplay() }},
+		spoolActor,
+		replayActor,
 	}, nil
 }
 
@@ -196,9 +212,16 @@ func (sc *sidecar) replay(ctx context.Context, left []spool.Intent) {
 }
 
 // AfterChild drains every live intent under --drain-timeout once the child
-// and its process group are gone.
+// and its process group are gone. The deadline covers the wait for the
+// intent API's last requests and the spool intake's last scan too.
 func (sc *sidecar) AfterChild(ctx context.Context, st supervisor.Status) error {
-	rep, err := drainJournal(ctx, sc.journal, sc.reaper, sc.cfg.DrainTimeout, sc.log, os.Stderr)
+	deadline := time.Now().Add(sc.cfg.DrainTimeout)
+	dctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	sc.log.Debug("drain: the child is gone; the intent API and the spool intake finish first", "deadline", sc.cfg.DrainTimeout)
+	sc.settle(dctx, sc.cutFinal)
+	sc.cutFinal()
+	rep, err := drainJournal(dctx, sc.journal, sc.reaper, time.Until(deadline), sc.log, os.Stderr)
 	sc.mu.Lock()
 	sc.report = rep
 	sc.mu.Unlock()

@@ -79,3 +79,42 @@ func TestCloseWaitsForRunningRequests(t *testing.T) {
 	}
 	<-f.srv.Done()
 }
+
+// TestActorInterruptDoesNotWait: the actor's interrupt only starts Close
+// (oklog/run calls interrupts one after another); Execute returns, and Done
+// waits for the request still running.
+func TestActorInterruptDoesNotWait(t *testing.T) {
+	t.Parallel()
+	entered, release := make(chan struct{}), make(chan struct{})
+	del := func(ctx context.Context, id string) (spool.Intent, error) {
+		close(entered)
+		<-release
+		return spool.Intent{ID: id, State: spool.Gone}, nil
+	}
+	s := &Server{Delete: del, ShutdownTimeout: time.Hour}
+	f := start(t, s)
+	in, err := f.client.CreateIntent(context.Background(), CreateRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	answered := make(chan error, 1)
+	go func() {
+		_, err := f.client.Delete(context.Background(), in.ID)
+		answered <- err
+	}()
+	<-entered
+	// The interrupt must return while the request above is still held
+	// (the shutdown timeout is an hour).
+	_, interrupt := s.Actor(nil)
+	interrupt(nil)
+	select {
+	case <-s.Done():
+		t.Fatal("Done before the running request finished")
+	default:
+	}
+	close(release)
+	if err := <-answered; err != nil {
+		t.Fatalf("the request that was running: %v", err)
+	}
+	<-s.Done()
+}

@@ -356,6 +356,17 @@ func (s *Server) routes() http.Handler {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path))
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, _ := r.Context().Value(peerKey{}).(peer)
+		if !p.known {
+			s.Logger.Warn("intent API: refused a connection without peer credentials", "err", p.err)
+			writeError(w, http.StatusForbidden, "peer credentials unavailable")
+			return
+		}
+		if !s.allowed(p.uid) {
+			s.Logger.Warn("intent API: refused a connection from another user", "uid", p.uid, "pid", p.pid)
+			writeError(w, http.StatusForbidden, fmt.Sprintf("uid %d may not use this socket", p.uid))
+			return
+		}
 		// The body is read before the request counts as being handled: a
 		// client that sent half of one and hung must not hold up Close.
 		readBody(r)
@@ -368,17 +379,6 @@ func (s *Server) routes() http.Handler {
 		// cuts one off.
 		defer s.handlers.exit()
 		defer http.NewResponseController(w).Flush()
-		p, _ := r.Context().Value(peerKey{}).(peer)
-		if !p.known {
-			s.Logger.Warn("intent API: refused a connection without peer credentials", "err", p.err)
-			writeError(w, http.StatusForbidden, "peer credentials unavailable")
-			return
-		}
-		if !s.allowed(p.uid) {
-			s.Logger.Warn("intent API: refused a connection from another user", "uid", p.uid, "pid", p.pid)
-			writeError(w, http.StatusForbidden, fmt.Sprintf("uid %d may not use this socket", p.uid))
-			return
-		}
 		mux.ServeHTTP(w, r)
 	})
 }

@@ -13,6 +13,15 @@ import (
 // it drives the reaper), SIGURG (the Go runtime preempts goroutines with it),
 // on Linux 32 to 34 (reserved by the Go runtime for the C libraries), and
 // tether's own signals (ownSignal).
+//
+// Of those forwarded, none is raised by what tether does itself: SIGIO needs
+// O_ASYNC on a descriptor (tether sets it on none), SIGALRM and SIGVTALRM a
+// timer of tether's (it arms none; the runtime's SIGPROF never reaches
+// os/signal), and a SIGSEGV, SIGBUS (a truncated journal under bbolt's
+// mmap), SIGFPE, SIGILL, SIGTRAP or SIGSYS that tether's own code causes is
+// a crash the Go runtime handles, not a notification. What reaches the
+// channel was sent by someone (kill, docker kill, a terminal), and is for
+// the child.
 func forwardedSignals() []os.Signal {
 	var sigs []os.Signal
 	for n := 1; n <= maxSignal; n++ {

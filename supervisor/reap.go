@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"errors"
+	"os"
 	"syscall"
 	"time"
 )
@@ -80,12 +81,20 @@ func (s *supervisor) reapPass() (mainStopped, waitingForGroup bool) {
 		close(s.exited)
 	}
 	if s.reaped && !s.groupGone {
-		// A zombie still counts as a member, so ESRCH means every member has
-		// been reaped (by tether or by its own parent).
-		if err := syscall.Kill(-s.pid, 0); errors.Is(err, syscall.ESRCH) {
+		if s.groupEmptyNow() {
 			s.groupGone = true
 			close(s.groupEmpty)
 		}
 	}
 	return mainStopped, s.reaped && !s.groupGone
+}
+
+// groupEmptyNow reports whether no process is left in the child's group. A
+// zombie still counts as a member, so ESRCH means every member has been
+// reaped (by tether or by its own parent).
+func (s *supervisor) groupEmptyNow() bool {
+	if s.term.sharesGroup() {
+		return len(groupMembers(s.term.pgrp, os.Getpid())) == 0
+	}
+	return errors.Is(syscall.Kill(-s.pid, 0), syscall.ESRCH)
 }

@@ -352,11 +352,11 @@ func (s *supervisor) childActor() error {
 				startGrace()
 			}
 		case <-s.groupEmpty:
-			s.term.restore(s.log, s.sigs)
+			s.term.restore(s.log)
 			return nil
 		case <-killWait:
 			s.log.Warn("process group still not gone after SIGKILL; going on", "pgid", s.pid, "waited", KillWait)
-			s.term.restore(s.log, s.sigs)
+			s.term.restore(s.log)
 			return nil
 		}
 	}
@@ -399,7 +399,9 @@ func (s *supervisor) signalActor(ctx context.Context, stop <-chan struct{}) erro
 			if s.term.handle(s, ssig) {
 				continue
 			}
-			s.forward(ssig)
+			if !s.term.fromTerminal(ssig) {
+				s.forward(ssig)
+			}
 			if ssig == syscall.SIGTERM || ssig == syscall.SIGINT {
 				stops++
 				if stops == 1 {
@@ -432,10 +434,44 @@ func (s *supervisor) signalGroup(sig syscall.Signal) {
 	if s.pid == 0 || s.groupGone {
 		return
 	}
+	if s.term.sharesGroup() {
+		s.signalMembers(sig)
+		return
+	}
 	if err := syscall.Kill(-s.pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
 		s.log.Warn("cannot signal the child's process group", "signal", sigName(sig), "err", err)
 	}
 }
+
+// signalMembers signals, one by one, the child's group when it shares
+// tether's (see terminal). Unlike kill(-pgid), that is not atomic: a member
+// may fork meanwhile, so a SIGKILL is repeated for members not seen before,
+// a few rounds.
+func (s *supervisor) signalMembers(sig syscall.Signal) {
+	rounds := 1
+	if sig == syscall.SIGKILL {
+		rounds = killRounds
+	}
+	sent := map[int]bool{}
+	for r := 0; r < rounds; r++ {
+		fresh := 0
+		for _, pid := range groupMembers(s.term.pgrp, os.Getpid()) {
+			if sent[pid] {
+				continue
+			}
+			sent[pid], fresh = true, fresh+1
+			if err := syscall.Kill(pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+				s.log.Warn("cannot signal a process of the child's group", "pid", pid, "signal", sigName(sig), "err", err)
+			}
+		}
+		if fresh == 0 {
+			return
+		}
+	}
+}
+
+// killRounds bounds the rounds of signalMembers' SIGKILL.
+const killRounds = 3
 
 // signalChild signals the main child alone, unless it has been reaped.
 func (s *supervisor) signalChild(sig syscall.Signal) {

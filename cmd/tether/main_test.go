@@ -99,6 +99,8 @@ func runHelper(args []string) int {
 		return 0
 	case "record":
 		return recordSignals(role)
+	case "jobshell": // jobshell CMD ARGS: run CMD as a shell runs a foreground job
+		return jobShell(args[1:])
 	case "readline": // read one line from stdin (a terminal in the TTY tests)
 		event(role, fmt.Sprintf("pid %d", os.Getpid()))
 		event(role, "ready")
@@ -142,6 +144,27 @@ func runHelper(args []string) int {
 	}
 	fmt.Fprintln(os.Stderr, "helper: unknown command", args[0])
 	return 2
+}
+
+// jobShell runs argv the way an interactive shell runs a foreground job:
+// in a process group of its own made the terminal's (stdin's) foreground,
+// inside the shell's session, so that group is not orphaned and job control
+// (Ctrl-Z) works as it does for a user. It records "tether pid N" and exits
+// with the job's code (128+N for signal N).
+func jobShell(argv []string) int {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Foreground: true, Ctty: 0}
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, "helper: jobshell:", err)
+		return 2
+	}
+	event("tether", fmt.Sprintf("pid %d", cmd.Process.Pid))
+	cmd.Wait()
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return cmd.ProcessState.ExitCode()
 }
 
 // recordSignals appends every signal it gets to the events file.

@@ -106,8 +106,7 @@ func TestRunBadEnvironmentSetting(t *testing.T) {
 // would be the second stop signal, which kills at once).
 var forwardedForTest = []syscall.Signal{
 	syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH,
-	syscall.SIGCONT, syscall.SIGALRM, syscall.SIGPIPE, syscall.SIGTSTP, syscall.SIGTTIN,
-	syscall.SIGTTOU, syscall.SIGVTALRM, syscall.SIGXCPU, syscall.SIGPWR, syscall.SIGIO,
+	syscall.SIGCONT, syscall.SIGALRM, syscall.SIGTSTP, syscall.SIGVTALRM, syscall.SIGPWR, syscall.SIGIO,
 	syscall.Signal(35), syscall.Signal(50), syscall.Signal(64), syscall.SIGINT,
 }
 

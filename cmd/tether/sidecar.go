@@ -42,6 +42,11 @@ type sidecar struct {
 	metrics       *metrics.Metrics
 	metricsServer *metrics.Server
 
+	// settling is what the drain waits for first (see settle); cutFinal
+	// ends the spool intake's last scan.
+	settling []settling
+	cutFinal context.CancelFunc
+
 	// report is the drain's, once AfterChild has run.
 	mu     sync.Mutex
 	report *reaper.Report
@@ -167,6 +172,8 @@ func (sc *sidecar) Actors() ([]supervisor.Actor, error) {
 	if err != nil {
 		return nil, withSetting(err, "--socket", config.EnvSocket)
 	}
+	// Every interrupt below only signals; settle waits at the start of the
+	// drain (see shutdown.go).
 	serve, stopServe := srv.Actor(l)
 
 	// The spool directory is checked before the child starts, as the
@@ -177,6 +184,7 @@ func (sc *sidecar) Actors() ([]supervisor.Actor, error) {
 		return nil, withSetting(err, "--spool", config.EnvSpool)
 	}
 	readerCtx, stopReader := context.WithCancel(context.Background())
+	reader.FinalScanCtx, sc.cutFinal = context.WithCancel(context.Background())
 
 	// What an earlier run left live is replayed in the background: the
 	// child must not wait for slow provider calls, nor for the intents to
@@ -186,24 +194,33 @@ func (sc *sidecar) Actors() ([]supervisor.Actor, error) {
 	if err != nil {
 		l.Close()
 		stopReader()
+		sc.cutFinal()
 		return nil, err
 	}
 	replayCtx, stopReplay := context.WithCancel(context.Background())
 
+	spoolActor, readerDone := backgroundActor("spool", func() error { return reader.Run(readerCtx) }, stopReader)
+	replayActor, replayDone := backgroundActor("replay", func() error {
+		sc.replay(replayCtx, left) // metrics.go
+		<-replayCtx.Done()         // work that returns would end the group
+		return nil
+	}, stopReplay)
+	sc.settling = []settling{
+		{"intent API", srv.Done()},
+		{"spool intake's last scan", readerDone},
+		{"boot replay", replayDone},
+	}
 	actors := []supervisor.Actor{
 		{Name: "api", Execute: serve, Interrupt: stopServe},
-		{Name: "spool", Execute: func() error { return reader.Run(readerCtx) }, Interrupt: func(error) { stopReader() }},
-		{Name: "replay", Execute: func() error {
-			sc.replay(replayCtx, left) // metrics.go
-			<-replayCtx.Done()         // an actor that returns would end the group
-			return nil
-		}, Interrupt: func(error) { stopReplay() }},
+		spoolActor,
+		replayActor,
 	}
 	if sc.cfg.DaytonaProxy {
 		a, err := sc.proxyActor()
 		if err != nil {
 			l.Close()
 			stopReader()
+			sc.cutFinal()
 			stopReplay()
 			return nil, err
 		}
@@ -220,9 +237,16 @@ func (sc *sidecar) withLogger(component string) *intake.Intake {
 }
 
 // AfterChild drains every live intent under --drain-timeout once the child
-// and its process group are gone.
+// and its process group are gone. The deadline covers the wait for the
+// intent API's last requests and the spool intake's last scan too.
 func (sc *sidecar) AfterChild(ctx context.Context, st supervisor.Status) error {
-	rep, err := sc.reaper.DrainLive(ctx, sc.journal, sc.cfg.DrainTimeout, os.Stderr)
+	deadline := time.Now().Add(sc.cfg.DrainTimeout)
+	dctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	sc.log.Debug("drain: the child is gone; the intent API and the spool intake finish first", "deadline", sc.cfg.DrainTimeout)
+	sc.settle(dctx, sc.cutFinal)
+	sc.cutFinal()
+	rep, err := sc.reaper.DrainLive(dctx, sc.journal, time.Until(deadline), os.Stderr)
 	sc.mu.Lock()
 	sc.report = &rep
 	sc.mu.Unlock()

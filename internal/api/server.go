@@ -19,6 +19,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,7 +34,8 @@ const (
 	// delete and the wait for the provider to confirm it gone. Past it the
 	// answer is 504 and the intent stays live for the drain.
 	DefaultDeleteTimeout = 30 * time.Second
-	// DefaultShutdownTimeout is how long Close lets requests in flight finish.
+	// DefaultShutdownTimeout is how long Close lets requests being handled
+	// finish (the drain's deadline bounds the wait for them too).
 	DefaultShutdownTimeout = 2 * time.Second
 	// readHeaderTimeout keeps a client that connects and says nothing from
 	// holding a connection forever.
@@ -66,6 +68,12 @@ type Server struct {
 	cancel   context.CancelFunc
 	draining atomic.Bool
 	log      *slog.Logger
+	handlers handlerCount
+	// closeOnce, closed and closeErr: Close runs once; closed is closed
+	// when it is done.
+	closeOnce sync.Once
+	closed    chan struct{}
+	closeErr  error
 }
 
 func (s *Server) init() {
@@ -89,6 +97,7 @@ func (s *Server) init() {
 		if s.MaxConns <= 0 {
 			s.MaxConns = defaultMaxConns()
 		}
+		s.closed = make(chan struct{})
 		s.baseCtx, s.cancel = context.WithCancel(context.Background())
 		s.handler = s.routes()
 		s.srv = &http.Server{
@@ -190,29 +199,104 @@ func (s *Server) Serve(l net.Listener) error {
 // it when the drain starts, so no new sandbox is declared behind its back.
 func (s *Server) StopIntents() { s.draining.Store(true) }
 
-// Close stops serving: connections with no request being answered (idle,
-// or still sending one) are closed at once; requests in flight get
-// ShutdownTimeout to finish, then their contexts are cancelled and
-// connections closed.
+// Close stops serving: the listener is closed and no new request is
+// handled (503); connections with no request being answered (idle, or
+// still sending one) are closed at once; requests being handled get
+// ShutdownTimeout to finish, then their contexts are cancelled; then every
+// connection is closed. A client that holds a connection without a complete
+// request (sent half of one and hung) is owed nothing and is not waited
+// for. Close may be called more than once; every call returns when the
+// first one is done.
 func (s *Server) Close() error {
 	s.init()
-	ctx, cancel := context.WithTimeout(context.Background(), s.ShutdownTimeout)
-	defer cancel()
-	if cl := s.limiter.Load(); cl != nil {
-		cl.closeWaiting()
-	}
-	err := s.srv.Shutdown(ctx)
-	s.cancel()
-	if err != nil {
-		return s.srv.Close()
-	}
-	return nil
+	s.closeOnce.Do(func() {
+		defer close(s.closed)
+		if cl := s.limiter.Load(); cl != nil {
+			cl.closeWaiting()
+		}
+		// Shutdown closes the listener and the idle connections at once;
+		// its own wait (it polls connections, backing off to 500 ms) is
+		// cut short below: the handlers are what is waited for.
+		stop, cancelShutdown := context.WithCancel(context.Background())
+		shut := make(chan struct{})
+		go func() { s.srv.Shutdown(stop); close(shut) }()
+		timer := time.NewTimer(s.ShutdownTimeout)
+		select {
+		case <-s.handlers.stop():
+		case <-timer.C:
+			s.log.Warn("intent API: requests still running at shutdown; cancelled", "waited", s.ShutdownTimeout)
+		}
+		timer.Stop()
+		s.cancel()
+		cancelShutdown()
+		s.closeErr = s.srv.Close()
+		<-shut
+		s.log.Debug("intent API: closed")
+	})
+	<-s.closed
+	return s.closeErr
 }
 
-// Actor is the server as an oklog/run actor on listener l.
+// Done is closed once Close has finished: no request of the API is being
+// handled any more, or those left were cancelled after ShutdownTimeout.
+func (s *Server) Done() <-chan struct{} {
+	s.init()
+	return s.closed
+}
+
+// Actor is the server as an oklog/run actor on listener l. The interrupt
+// only starts Close: oklog/run calls interrupts one after another, and one
+// that waited would hold up every actor behind it and the drain. Execute
+// returns as soon as the listener is closed; whoever must know that the
+// requests in flight are done (the drain) waits for Done.
 func (s *Server) Actor(l net.Listener) (execute func() error, interrupt func(error)) {
 	return func() error { return s.Serve(l) },
-		func(error) { s.Close() }
+		func(error) { go s.Close() }
+}
+
+// handlerCount counts the requests being handled, so Close waits for them
+// and not for connections.
+type handlerCount struct {
+	mu      sync.Mutex
+	n       int
+	closing bool
+	zero    chan struct{} // closed when n reaches 0 after stop
+}
+
+// enter reports whether a request may be handled: not once Close began.
+func (c *handlerCount) enter() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closing {
+		return false
+	}
+	c.n++
+	return true
+}
+
+func (c *handlerCount) exit() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n--
+	if c.n == 0 && c.zero != nil {
+		close(c.zero)
+		c.zero = nil
+	}
+}
+
+// stop refuses further requests and returns a channel closed once none is
+// being handled.
+func (c *handlerCount) stop() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closing = true
+	ch := make(chan struct{})
+	if c.n == 0 {
+		close(ch)
+	} else {
+		c.zero = ch
+	}
+	return ch
 }
 
 type peerKey struct{}
@@ -271,12 +355,23 @@ func (s *Server) routes() http.Handler {
 			writeError(w, http.StatusForbidden, fmt.Sprintf("uid %d may not use this socket", p.uid))
 			return
 		}
+		// The body is read before the request counts as being handled: a
+		// client that sent half of one and hung must not hold up Close.
 		done, err := readWhole(r)
 		defer done()
 		if err != nil {
 			writeError(w, http.StatusBadRequest, fmt.Sprintf("body: reading it: %v", err))
 			return
 		}
+		if !s.handlers.enter() {
+			writeError(w, http.StatusServiceUnavailable, "tether is shutting down")
+			return
+		}
+		// The answer is flushed before the request stops counting, so that
+		// Close, which closes the connections once none is counted, never
+		// cuts one off.
+		defer s.handlers.exit()
+		defer http.NewResponseController(w).Flush()
 		mux.ServeHTTP(w, r)
 	})
 }
@@ -515,6 +610,9 @@ var contentTypeJSON = []string{"application/json"}
 // writeRaw answers with b, already JSON, and a newline.
 func writeRaw(w http.ResponseWriter, code int, b []byte) {
 	w.Header()["Content-Type"] = contentTypeJSON
+	// A known length lets the answer be flushed whole before the request
+	// stops counting as being handled (see handlerCount).
+	w.Header()["Content-Length"] = []string{strconv.Itoa(len(b) + len(newline))}
 	w.WriteHeader(code)
 	w.Write(b)
 	w.Write(newline)

@@ -10,9 +10,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/tether-run/tether/internal/testutil"
 
 	"github.com/tether-run/tether/internal/intake"
 
@@ -46,31 +47,14 @@ type world struct {
 	j        *spool.Journal
 	p        *Proxy
 	url      string // the proxy's API URL, what a runner gets as DAYTONA_API_URL
-	logs     *lockedBuffer
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
+	logs     *testutil.Buffer
 }
 
 // newWorld starts a simulator (wrapped by wrap, if given), a journal and a
 // proxy whose own account is secretKey's.
 func newWorld(t *testing.T, wrap func(http.Handler) http.Handler, opts ...daytonatest.Option) *world {
 	t.Helper()
-	w := &world{t: t, logs: &lockedBuffer{}}
+	w := &world{t: t, logs: &testutil.Buffer{}}
 	opts = append([]daytonatest.Option{daytonatest.WithCreateDelay(time.Millisecond), daytonatest.WithDestroyDelay(5 * time.Millisecond)}, opts...)
 	if wrap == nil {
 		w.sim = daytonatest.NewServer(opts...)

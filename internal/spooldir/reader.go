@@ -65,6 +65,10 @@ type Reader struct {
 	// AllowUIDs are the uids, besides root and tether's own, whose files
 	// are taken and who may own Dir: the socket's AllowUIDs.
 	AllowUIDs []int
+	// FinalScanCtx, when set, cuts the last scan short when it ends (tether
+	// run ends it at the drain's deadline); FinalScanTimeout bounds that
+	// scan in any case.
+	FinalScanCtx context.Context
 
 	log     *slog.Logger
 	deletes sync.WaitGroup
@@ -182,11 +186,18 @@ func (in *Reader) watch() *fsnotify.Watcher {
 
 // finalScan takes the files present when the intake is stopped.
 func (in *Reader) finalScan() error {
-	ctx, cancel := context.WithTimeout(context.Background(), FinalScanTimeout)
+	parent := in.FinalScanCtx
+	if parent == nil {
+		parent = context.Background()
+	}
+	ctx, cancel := context.WithTimeout(parent, FinalScanTimeout)
 	defer cancel()
 	if err := in.scan(ctx); err != nil {
 		in.log.Warn("spool: last scan before the drain failed; the files stay for the next start", "dir", in.Dir, "err", err)
+	} else if ctx.Err() != nil {
+		in.log.Warn("spool: last scan cut short; the files left stay for the next start", "dir", in.Dir)
 	}
+	in.log.Debug("spool: last scan done", "dir", in.Dir)
 	return nil
 }
 

@@ -20,9 +20,10 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/tether-run/tether/internal/testutil"
 
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
 	"github.com/tether-run/tether/spool"
@@ -317,25 +318,8 @@ type container struct {
 	name   string
 	cmd    *exec.Cmd
 	lines  chan string
-	stderr *lockedBuffer
+	stderr *testutil.Buffer
 	done   chan struct{}
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // run starts a container of img on the host's network (the simulator
@@ -355,7 +339,7 @@ func run(t *testing.T, img string, o runOpts) *container {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &container{t: t, name: name, cmd: cmd, lines: make(chan string, 4096), stderr: &lockedBuffer{}, done: make(chan struct{})}
+	c := &container{t: t, name: name, cmd: cmd, lines: make(chan string, 4096), stderr: &testutil.Buffer{}, done: make(chan struct{})}
 	cmd.Stderr = c.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("docker run: %v", err)

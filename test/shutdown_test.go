@@ -1,0 +1,134 @@
+package e2e_test
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tether-run/tether/internal/spooldir"
+)
+
+// spoolFilesAtTerm is how many spool files the runner renames into the
+// spool directory on SIGTERM.
+const spoolFilesAtTerm = 10000
+
+// TestShutdownIsBoundedByGraceAndDrain: oklog/run calls the interrupts one
+// after another, before the drain. The intent API's interrupt used to wait
+// for its connections (a hung client held it 2 s) and the spool intake's
+// last scan ran before the drain, outside its deadline (up to 5 s), so
+// docker stop's SIGTERM could meet a tether still busy past --grace +
+// --drain-timeout. Now the interrupts only signal, and the wait for the
+// API's last requests and the last scan is part of the drain, under its
+// deadline.
+//
+// The worst case, with tether's default --grace and --drain-timeout: a
+// client hung on the socket with half a request, a runner that renames
+// 10,000 spool files in when it gets SIGTERM and dies at once (so most are
+// left to the last scan), and a drain that cannot finish in time (10,002
+// live intents). The time from SIGTERM to exit is logged (docs/benchmarks.md
+// has the figures); what is asserted is the order, which holds on any
+// machine: the drain's deadline is running before the API has closed and
+// before the last scan is done; and that no spool file is lost — each is
+// either journaled or still in the spool directory for the next start.
+func TestShutdownIsBoundedByGraceAndDrain(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	stage := filepath.Join(w.dir, "stage")
+	if err := os.Mkdir(stage, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < spoolFilesAtTerm; i++ {
+		body := fmt.Sprintf(`{"op":"intent","id":"f%05d","labels":{"run":"e2e"},"on_drain":"delete"}`, i)
+		if err := os.WriteFile(filepath.Join(stage, fmt.Sprintf("f%05d.json", i)), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	script := `"$0" "$@" || exit 1
+exec 2>/dev/null
+trap 'mv "$STAGE"/* "$TETHER_SPOOL"/; kill -KILL $$' TERM
+echo waiting
+while :; do sleep 0.1; done`
+	args := append(w.tetherArgs("run"), "--log-level", "debug",
+		"--", "/bin/sh", "-c", script, bin.runner, "--label", "e2e", "--sandboxes", "2", "--exit", "0")
+	w.env = append(w.env, "STAGE="+stage)
+	p := w.start(args...)
+	out := p.ready()
+	created := out.of("created")
+	if len(created) != 2 {
+		t.Fatalf("runner created %d sandboxes, want 2: %+v", len(created), out.lines)
+	}
+	p.wantLine("waiting")
+
+	hung, err := net.Dial("unix", w.socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hung.Close()
+	if _, err := hung.Write([]byte("POST /v1/intents HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\n{")); err != nil {
+		t.Fatal(err)
+	}
+
+	start := time.Now()
+	p.signal(syscall.SIGTERM)
+	code := p.wait()
+	took := time.Since(start)
+	t.Logf("SIGTERM to exit: %s (the runner took none of the 3 s grace; --drain-timeout 5s + 0.5s = 5.5s)", took.Round(time.Millisecond))
+	if code != 128+int(syscall.SIGKILL) {
+		t.Fatalf("tether exited %d, want 137 (the runner kills itself); stderr:\n%s", code, p.stderr)
+	}
+
+	stderr := p.stderr.String()
+	for _, line := range strings.Split(stderr, "\n") { // the timeline, for go test -v
+		for _, m := range []string{"stopping the child", "child exited", "drain", "spool: last scan", "intent API: closed", "tether: "} {
+			if strings.Contains(line, m) && !strings.Contains(line, "daytona call") {
+				t.Log(line)
+				break
+			}
+		}
+	}
+	at := func(msg string) int {
+		i := strings.Index(stderr, `msg="`+msg)
+		if i < 0 {
+			t.Fatalf("tether never logged %q; stderr:\n%s", msg, stderr)
+		}
+		return i
+	}
+	drain := at("drain: the child is gone")
+	if api := at("intent API: closed"); api < drain {
+		t.Errorf("the intent API closed before the drain's deadline started: the interrupt waited for it")
+	}
+	if scan := at("spool: last scan done"); scan < drain {
+		t.Errorf("the spool intake's last scan finished before the drain's deadline started: the interrupt waited for it")
+	}
+
+	// No spool file is lost: journaled, or left for the next start.
+	journaled := 0
+	for _, in := range w.intents() {
+		if strings.HasPrefix(in.ID, "f") { // the spool file's id is the intent id
+			journaled++
+		}
+	}
+	left, err := filepath.Glob(filepath.Join(w.spool, "*.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rejected, _ := filepath.Glob(filepath.Join(w.spool, spooldir.RejectedDir, "*"))
+	t.Logf("spool files: %d journaled, %d left for the next start", journaled, len(left))
+	if journaled+len(left) != spoolFilesAtTerm || len(rejected) != 0 {
+		t.Errorf("%d journaled + %d left in the spool + %d rejected, want %d in the first two", journaled, len(left), len(rejected), spoolFilesAtTerm)
+	}
+	// Each of the runner's sandboxes is deleted, or its intent is still
+	// live for the next start: never closed while it exists.
+	all := w.intents()
+	for _, c := range created {
+		sb, _ := w.sim.Sandbox(c.sandbox)
+		if in := all[c.intent]; sb.State != "destroyed" && !in.Live() {
+			t.Errorf("sandbox %s is %s but its intent is %s", c.sandbox, sb.State, in.State)
+		}
+	}
+}

@@ -48,9 +48,11 @@ const (
 	// Open intents wait for a slot at the gate, deletes first, so a drain
 	// with this many open sends every delete it can before it confirms:
 	// a delete that must wait out a 429 is then retried while the
-	// confirmations of the others go on, instead of starting last. 64 x 64
-	// open intents cost a goroutine each, 4,096 in all.
-	IntentsPerCall = 64
+	// confirmations of the others go on, instead of starting last. Each
+	// open intent is a goroutine: 16 x 64 = 1,024 at the default
+	// concurrency, so a drain of 1,000 has them all open at once while a
+	// journal of 10,000 does not cost 10,000 goroutine stacks.
+	IntentsPerCall = 16
 	// DefaultRetryBase is the first wait after a failed provider call
 	// (409, 429 without Retry-After, 5xx, timeout); it doubles per failure.
 	DefaultRetryBase = 100 * time.Millisecond

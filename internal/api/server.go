@@ -66,7 +66,6 @@ type Server struct {
 	handler  http.Handler
 	baseCtx  context.Context
 	cancel   context.CancelFunc
-	draining atomic.Bool
 	log      *slog.Logger
 	handlers handlerCount
 	// closeOnce, closed and closeErr: Close runs once; closed is closed
@@ -193,11 +192,6 @@ func (s *Server) Serve(l net.Listener) error {
 	}
 	return err
 }
-
-// StopIntents makes POST /v1/intents answer 503 (a retry with a known key
-// still gets its intent); everything else keeps working until Close. Call
-// it when the drain starts, so no new sandbox is declared behind its back.
-func (s *Server) StopIntents() { s.draining.Store(true) }
 
 // Close stops serving: the listener is closed and no new request is
 // handled (503); connections with no request being answered (idle, or
@@ -430,17 +424,6 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	req, err := DecodeCreateRequest(r.Body)
 	if err != nil {
 		badRequest(w, err)
-		return
-	}
-	if s.draining.Load() {
-		if req.Key != "" {
-			if in, err := s.Journal.GetByKey(req.Key); err == nil && in.Live() {
-				w.Header().Set(replayHeader, "true")
-				writeJSON(w, http.StatusCreated, View(in))
-				return
-			}
-		}
-		writeError(w, http.StatusServiceUnavailable, "tether is draining: no new intents")
 		return
 	}
 	in, created, err := s.Journal.Create(r.Context(), s.NewIntent(req.Labels, req.OnDrain, req.Key, ""))

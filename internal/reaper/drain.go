@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tether-run/tether/internal/crashpoint"
 	"github.com/tether-run/tether/spool"
 )
 
@@ -128,6 +129,7 @@ func (r *Reaper) Drain(ctx context.Context, intents []spool.Intent) Report {
 		wg.Go(func() {
 			for i := range jobs {
 				results[i] = r.resolveIsolated(ctx, intents[i])
+				crashpoint.Hit(crashpoint.DrainResolved)
 				if !results[i].in.Live() {
 					resolved.Add(1)
 				}
@@ -258,6 +260,7 @@ func (r *Reaper) Replay(ctx context.Context, left []spool.Intent) {
 	}
 	log := r.log()
 	log.Info("replay: resolving intents an earlier run left live", "live", len(left))
+	crashpoint.Hit(crashpoint.ReplayStarted)
 	rep := r.Drain(ctx, left)
 	if ctx.Err() != nil {
 		log.Info("replay: cut short by the end of the child; the drain takes over", "resolved", rep.Total-rep.Live(), "live", rep.Live())

@@ -19,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tether-run/tether/internal/crashpoint"
 	"github.com/tether-run/tether/provider"
 	"github.com/tether-run/tether/spool"
 )
@@ -412,6 +413,7 @@ func (r *Reaper) lookup(ctx context.Context, p provider.Provider, in spool.Inten
 		}
 		return in, fmt.Errorf("%w: observe %s: %w", ErrJournal, sb.ID, err)
 	}
+	crashpoint.Hit(crashpoint.ReaperAfterLookup)
 	return r.act(ctx, p, obs, sb)
 }
 
@@ -444,7 +446,9 @@ func (r *Reaper) act(ctx context.Context, p provider.Provider, in spool.Intent, 
 	if stop {
 		what, do = "stop sandbox "+sb.ID, p.Stop
 	}
+	crashpoint.Hit(crashpoint.ReaperBeforeDelete)
 	err := r.call(ctx, prioDestroy, what, func(ctx context.Context) error { return do(ctx, sb.ID) })
+	crashpoint.Hit(crashpoint.ReaperAfterDelete)
 	if errors.Is(err, provider.ErrNotFound) {
 		// Deleted meanwhile, or an earlier delete landed and lost its
 		// answer: the next read confirms by the observed id's 404.

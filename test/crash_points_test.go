@@ -337,18 +337,21 @@ func (w *world) checkAcked(intake string, out runnerOut) {
 // and it returns how many sandboxes of ours the simulator holds.
 func (w *world) checkInvariants(final bool) int {
 	w.t.Helper()
+	journal := w.intents()
 	if final {
-		// Deletes Daytona accepted (the runner's own among them) finish.
-		eventually(w.t, "accepted deletes finish", func() (bool, string) {
+		// The deletes the runner made itself (and released) finish; those
+		// of tether were confirmed before it said gone, so they are not
+		// waited for.
+		eventually(w.t, "the runner's deletes finish", func() (bool, string) {
 			for _, sb := range w.ours() {
-				if sb.DeleteRequested && sb.State != "destroyed" {
+				in := journal[sb.Labels[spool.LabelIntent]]
+				if sb.DeleteRequested && sb.State != "destroyed" && in.State == spool.Released {
 					return false, fmt.Sprintf("sandbox %s is %s", sb.ID, sb.State)
 				}
 			}
 			return true, ""
 		})
 	}
-	journal := w.intents()
 	ours := w.ours()
 	left := w.spoolLeft()
 	for _, sb := range ours {

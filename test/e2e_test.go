@@ -294,6 +294,9 @@ func (w *world) startBin(path string, env []string, args ...string) *proc {
 	cmd := exec.Command(path, args...)
 	cmd.Env = append(append([]string(nil), w.env...), env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// stderr goes through a pipe Wait copies from: a straggler holding it
+	// delays Wait by pipeDelay at most.
+	cmd.WaitDelay = pipeDelay
 	stdout, stdoutW, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
@@ -430,17 +433,19 @@ func (p *proc) wait() int {
 	case <-time.After(exitBound):
 		p.t.Fatalf("tether did not exit within %s; stderr:\n%s", exitBound, p.stderr)
 	}
-	var ee *exec.ExitError
-	if errors.As(p.err, &ee) {
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return 128 + int(ws.Signal())
-		}
-		return ee.ExitCode()
-	}
-	if p.err != nil {
+	// The process state, not Wait's error: a process tether started may
+	// still hold its stderr (exec.ErrWaitDelay) after tether exited.
+	st := p.cmd.ProcessState
+	if st == nil {
 		p.t.Fatalf("tether: %v", p.err)
 	}
-	return 0
+	if errors.Is(p.err, exec.ErrWaitDelay) {
+		p.t.Logf("tether exited; a process it started still held its stderr")
+	}
+	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return st.ExitCode()
 }
 
 // signal sends sig to tether alone, as docker stop does to PID 1.

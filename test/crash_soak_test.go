@@ -44,6 +44,7 @@ const (
 // soakStats is what a soak did, for docs/reliability.md.
 type soakStats struct {
 	cycles, crashes, sandboxes int
+	leftLive                   int // intents a drain left live, each found in its report
 	points                     map[string]int
 	answers                    map[int]int // error answers by status, faults and real 404s
 	aborted                    int         // calls hung or dropped without an answer
@@ -98,9 +99,11 @@ func TestCrashSoak(t *testing.T) {
 
 	for cycle = 1; cycle <= cycles; cycle++ {
 		c := drawCycle(rng, extra)
-		t.Logf("cycle %d: %s %v crash %q at %s; faults %s", cycle, c.intake, c.actions, c.point, c.at, c.faults)
+		t.Logf("cycle %d: %s %v crash %q at %s; drain %s; faults %s", cycle, c.intake, c.actions, c.point, c.at, c.drain, c.faults)
 		w.sim.SetFaults(c.faults)
-		if w.soakCycle(c, tetherBin, runnerBin) {
+		crashed, reported := w.soakCycle(c, tetherBin, runnerBin)
+		st.leftLive += reported
+		if crashed {
 			st.crashes++
 			name, _, _ := strings.Cut(c.point, ":")
 			st.points[name]++
@@ -128,8 +131,8 @@ func TestCrashSoak(t *testing.T) {
 		points = append(points, fmt.Sprintf("%s=%d", p, n))
 	}
 	sort.Strings(points)
-	t.Logf("soak: seed %d, %d cycles, %d crashes (%s), %d sandboxes of ours, error answers by status %v, %d calls hung or dropped; outcome: %s",
-		seed, st.cycles, st.crashes, strings.Join(points, " "), st.sandboxes, st.answers, st.aborted, map[bool]string{false: "pass", true: "FAIL"}[t.Failed()])
+	t.Logf("soak: seed %d, %d cycles, %d crashes (%s), %d sandboxes of ours, %d intents left live by a drain and reported, error answers by status %v, %d calls hung or dropped; outcome: %s",
+		seed, st.cycles, st.crashes, strings.Join(points, " "), st.sandboxes, st.leftLive, st.answers, st.aborted, map[bool]string{false: "pass", true: "FAIL"}[t.Failed()])
 }
 
 // soakCase is one cycle.
@@ -139,12 +142,15 @@ type soakCase struct {
 	point   string // "" for a cycle without a crash
 	at      string
 	faults  daytonatest.Faults
+	// drain is the cycle's --drain-timeout: now and then too short, so a
+	// drain leaves intents live and must report them.
+	drain string
 }
 
 // drawCycle draws one cycle from rng.
 func drawCycle(rng *rand.Rand, extra map[string]bool) soakCase {
 	intakes := []string{"socket", "spool", "proxy"}
-	c := soakCase{intake: intakes[rng.IntN(len(intakes))]}
+	c := soakCase{intake: intakes[rng.IntN(len(intakes))], drain: []string{drainTimeout, drainTimeout, "1s"}[rng.IntN(3)]}
 	ops := []string{"create", "create", "delete", "unobserved", "declare"}
 	if c.intake == "proxy" {
 		ops = ops[:3]
@@ -192,14 +198,15 @@ func drawCycle(rng *rand.Rand, extra map[string]bool) soakCase {
 	return c
 }
 
-// soakCycle runs one cycle and reports whether it crashed where it meant to.
-func (w *world) soakCycle(c soakCase, tetherBin, runnerBin string) (crashed bool) {
+// soakCycle runs one cycle and reports whether it crashed where it meant to,
+// and how many intents its drain left live (each checked to be reported).
+func (w *world) soakCycle(c soakCase, tetherBin, runnerBin string) (crashed bool, reported int) {
 	t := w.t
 	var env []string
 	if c.point != "" {
 		env = []string{crashpoint.Env + "=" + c.point}
 	}
-	args := append(w.tetherArgs("run"), crashFlags(c.intake)...)
+	args := append(append(w.tetherArgs("run"), crashFlags(c.intake)...), "--drain-timeout", c.drain)
 	args = append(append(args, "--", runnerBin, c.intake), c.actions...)
 	p := w.startBin(tetherBin, env, args...)
 	out, ready := p.collect()
@@ -216,7 +223,33 @@ func (w *world) soakCycle(c soakCase, tetherBin, runnerBin string) (crashed bool
 		t.Errorf("tether exited %d without crashing; stderr:\n%s", code, p.stderr)
 	}
 	w.checkAcked(c.intake, out)
-	return crashed
+	if code != 137 {
+		reported = w.checkReport(p.stderr.String())
+	}
+	return crashed, reported
+}
+
+// checkReport: a tether that ended with its drain (it was not killed)
+// reported by name every intent it left live, and so every sandbox of ours
+// still alive whose intent is live.
+func (w *world) checkReport(stderr string) (live int) {
+	t := w.t
+	journal := w.intents()
+	rep, ok := parseReport(stderr)
+	for id, in := range journal {
+		if !in.Live() {
+			continue
+		}
+		live++
+		if !ok {
+			t.Errorf("intent %s (%s) is live after a drain that printed no report", id, in.Name)
+			continue
+		}
+		if it, named := rep.unresolved[id]; !named || it.name != in.Name {
+			t.Errorf("intent %s (%s, %s) is live but the report does not name it (%+v)", id, in.Name, in.State, it)
+		}
+	}
+	return live
 }
 
 // answerCounter counts the simulator's error answers, in front of it.

@@ -24,6 +24,7 @@
 //	lost <intent> <name> -           the create failed; it may have landed
 //	observed <intent> <name> <id>    tether acknowledged the id
 //	deleted <intent> <name> <id>     deleted on Daytona and released
+//	undeleted <intent> <name> <id>   the delete failed; tether's to do
 //	ready
 package main
 

@@ -71,6 +71,8 @@ const (
 	atDrain  = "drain"  // in the drain that follows SIGTERM
 	atReplay = "replay" // in the boot replay of a restart after a SIGKILL
 	atRunner = "runner" // the runner dies; tether drains as it should
+	// in `tether drain` (offline, from a host) of a journal a SIGKILL left
+	atOffline = "offline"
 )
 
 type crashCase struct {
@@ -100,6 +102,7 @@ func crashCases() []crashCase {
 		}
 		add(intake, atDrain, crashpoint.ReaperBeforeDelete+":2", crashpoint.ReaperAfterDelete+":2", crashpoint.DrainResolved+":2")
 		add(intake, atReplay, crashpoint.ReplayStarted, crashpoint.DrainResolved+":2")
+		add(intake, atOffline, crashpoint.ReaperBeforeDelete+":2", crashpoint.ReaperAfterDelete+":2", crashpoint.DrainResolved+":2")
 		if intake != "proxy" { // a zero-code runner has no ack and no observe of its own
 			add(intake, atRunner, crashpoint.RunnerAfterAck+":2", crashpoint.RunnerAfterObserve+":2")
 		}
@@ -174,7 +177,7 @@ func runCrashCase(t *testing.T, c crashCase, newRunner bool) {
 			t.Fatalf("tether exited before the runner was ready: %v", crashed.stderr)
 		}
 		crashed.signal(syscall.SIGTERM)
-	case atReplay:
+	case atReplay, atOffline:
 		first := run(nil, crashActions(c.intake)...)
 		var ready bool
 		if out, ready = first.collect(); !ready {
@@ -190,7 +193,12 @@ func runCrashCase(t *testing.T, c crashCase, newRunner bool) {
 			t.Fatalf("tether exited %d, want 137", code)
 		}
 		w.checkAcked(c.intake, out)
-		crashed = run(crashEnv) // a runner that holds: the replay works meanwhile
+		if c.at == atReplay {
+			crashed = run(crashEnv) // a runner that holds: the replay works meanwhile
+		} else {
+			crashed = w.startBin(tetherBin, crashEnv, "drain", "--journal", w.journal,
+				"--drain-timeout", drainTimeout, "--never-created-after", crashNeverCreated)
+		}
 	}
 	code := crashed.wait()
 	if code != 137 || !strings.Contains(crashed.stderr.String(), "crashpoint: "+name+" hit") {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	"go.uber.org/goleak"
 )
 
 // envHoldJournal makes the test binary a helper process that opens the
@@ -34,7 +35,7 @@ func TestMain(m *testing.M) {
 		j.Close()
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m)
 }
 
 func openTemp(t *testing.T) *Journal {

@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -23,7 +24,9 @@ func (w *world) intentNew(labels ...string) api.Intent {
 	for _, l := range labels {
 		args = append(args, "--label", l)
 	}
-	cmd := exec.Command(bin.tether, args...)
+	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin.tether, args...)
 	cmd.Env = w.env
 	out, err := cmd.Output()
 	if err != nil {

@@ -5,13 +5,17 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
+
+// pipeDelay bounds how long Wait waits for a process's output once it has
+// exited (a process it started may hold the pipe).
+const pipeDelay = 5 * time.Second
 
 // TestDemo runs `tether demo` as CI does, stdout a pipe (no TTY): it exits
 // 0 and its final table lists every sandbox of both runs as gone in the
@@ -30,6 +34,7 @@ func TestDemo(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), exitBound*2)
 			defer cancel()
 			cmd := exec.CommandContext(ctx, bin.tether, append([]string{"demo"}, tc.args...)...)
+			cmd.WaitDelay = pipeDelay // a runner left holding the output cannot hang Run
 			var stdout, stderr bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &stdout, &stderr
 			err := cmd.Run()
@@ -78,7 +83,13 @@ func demoTable(out string) []string {
 // with every process it started gone and its temp directory removed.
 func TestDemoInterruptLeavesNothing(t *testing.T) {
 	t.Parallel()
-	cmd := exec.Command(bin.tether, "demo", "--sandboxes", "50")
+	// Every wait below is bounded: the context kills the demo, and Wait
+	// closes the output pipe pipeDelay after the demo exits even if a
+	// process it started still holds it.
+	ctx, cancel := context.WithTimeout(context.Background(), exitBound)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin.tether, "demo", "--sandboxes", "50")
+	cmd.WaitDelay = pipeDelay
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -87,17 +98,41 @@ func TestDemoInterruptLeavesNothing(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	waited := make(chan error, 1)
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-waited:
+		case <-time.After(exitBound):
+			t.Errorf("the demo was not reaped within %s of its kill", exitBound)
+		}
+	})
 	// Interrupt once the first run's runner is creating sandboxes, so a
 	// tether and its runner are alive.
-	var dir string
-	sc := bufio.NewScanner(stdout)
-	for sc.Scan() {
-		line := sc.Text()
-		if _, after, ok := strings.Cut(line, "a journal in "); ok {
-			dir = strings.TrimSpace(after)
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			case <-ctx.Done():
+			}
 		}
-		if strings.HasPrefix(line, "  runner: ") {
-			break
+	}()
+	var dir string
+	for running := false; !running; {
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				t.Fatal("the demo ended before its runner was creating sandboxes")
+			}
+			if _, after, ok := strings.Cut(line, "a journal in "); ok {
+				dir = strings.TrimSpace(after)
+			}
+			running = strings.HasPrefix(line, "  runner: ")
+		case <-ctx.Done():
+			t.Fatalf("the demo's runner was not creating sandboxes within %s", exitBound)
 		}
 	}
 	if dir == "" {
@@ -106,8 +141,19 @@ func TestDemoInterruptLeavesNothing(t *testing.T) {
 	if err := cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
 	}
-	go io.Copy(io.Discard, stdout)
-	if err := cmd.Wait(); err == nil {
+	go func() {
+		for range lines {
+		}
+	}()
+	go func() { waited <- cmd.Wait() }()
+	var werr error
+	select {
+	case werr = <-waited:
+		waited <- werr // for the cleanup
+	case <-ctx.Done():
+		t.Fatalf("the interrupted demo did not exit within %s", exitBound)
+	}
+	if werr == nil {
 		t.Error("an interrupted demo exited 0")
 	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {

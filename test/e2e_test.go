@@ -11,6 +11,7 @@ package e2e_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -154,6 +155,9 @@ func newWorld(t *testing.T, opts ...daytonatest.Option) *world {
 		// (which would learn every id at create time); the proxy has its
 		// own end-to-end tests.
 		"TETHER_DAYTONA_PROXY=false",
+		// Marks every process this world starts (tether, its runner, what
+		// the runner starts), so the cleanup can kill what outlived tether.
+		worldMark+"="+dir,
 	)
 	w.plantNeighbours()
 	// Whatever a test did, nothing foreign may have been touched.
@@ -281,30 +285,46 @@ func (w *world) run(flags []string, runnerArgs ...string) *proc {
 
 // start starts the tether binary with args, in its own process group (as
 // PID 1 of a container is: signals reach it alone).
-func (w *world) start(args ...string) *proc {
+func (w *world) start(args ...string) *proc { return w.startBin(bin.tether, nil, args...) }
+
+// startBin starts the tether binary at path with args and w's environment
+// plus env. Its exit is known when the process exits, even if a runner
+// that outlived it still holds its stdout: every wait on it is bounded, and
+// the cleanup kills it and every process of the world still running.
+func (w *world) startBin(path string, env []string, args ...string) *proc {
 	t := w.t
 	t.Helper()
-	cmd := exec.Command(bin.tether, args...)
+	cmd := exec.Command(path, args...)
 	if len(w.wrap) > 0 {
-		cmd = exec.Command(w.wrap[0], append(append(w.wrap[1:len(w.wrap):len(w.wrap)], bin.tether), args...)...)
+		cmd = exec.Command(w.wrap[0], append(append(w.wrap[1:len(w.wrap):len(w.wrap)], path), args...)...)
 	}
-	cmd.Env = w.env
+	cmd.Env = append(append([]string(nil), w.env...), env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	stdout, err := cmd.StdoutPipe()
+	// stderr goes through a pipe Wait copies from: a straggler holding it
+	// delays Wait by pipeDelay at most.
+	cmd.WaitDelay = pipeDelay
+	stdout, stdoutW, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
+	cmd.Stdout = stdoutW
 	p := &proc{t: t, cmd: cmd, lines: make(chan string, 4096), stderr: &testutil.Buffer{}, done: make(chan struct{})}
 	cmd.Stderr = p.stderr
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	stdoutW.Close() // the children hold their own copies
+	if err != nil {
+		stdout.Close()
 		t.Fatalf("start tether: %v", err)
 	}
 	go func() {
+		defer stdout.Close()
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
 			p.lines <- sc.Text()
 		}
 		close(p.lines)
+	}()
+	go func() {
 		p.err = cmd.Wait()
 		close(p.done)
 	}()
@@ -313,13 +333,48 @@ func (w *world) start(args ...string) *proc {
 		case <-p.done:
 		default:
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-p.done
+			select {
+			case <-p.done:
+			case <-time.After(exitBound):
+				t.Errorf("tether %d did not die of SIGKILL within %s", cmd.Process.Pid, exitBound)
+			}
+		}
+		if n := killMarked(w.dir); n > 0 {
+			t.Logf("killed %d processes of this test still running after tether", n)
 		}
 		if t.Failed() {
 			t.Logf("tether %v stderr:\n%s", args[0], p.stderr.String())
 		}
 	})
 	return p
+}
+
+// worldMark is the environment variable that marks a world's processes.
+const worldMark = "E2E_WORLD"
+
+// killMarked SIGKILLs every process whose environment carries the mark of
+// the world in dir (a runner that outlived its tether), and says how many.
+func killMarked(dir string) int {
+	mark := []byte(worldMark + "=" + dir + "\x00")
+	entries, _ := os.ReadDir("/proc")
+	n := 0
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if err != nil || !bytes.Contains(env, mark) {
+			continue
+		}
+		if gone, _ := dead(pid); gone {
+			continue
+		}
+		if syscall.Kill(pid, syscall.SIGKILL) == nil {
+			n++
+		}
+	}
+	return n
 }
 
 // runnerLine is one sandbox the runner told about.
@@ -384,17 +439,19 @@ func (p *proc) wait() int {
 	case <-time.After(exitBound):
 		p.t.Fatalf("tether did not exit within %s; stderr:\n%s", exitBound, p.stderr)
 	}
-	var ee *exec.ExitError
-	if errors.As(p.err, &ee) {
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return 128 + int(ws.Signal())
-		}
-		return ee.ExitCode()
-	}
-	if p.err != nil {
+	// The process state, not Wait's error: a process tether started may
+	// still hold its stderr (exec.ErrWaitDelay) after tether exited.
+	st := p.cmd.ProcessState
+	if st == nil {
 		p.t.Fatalf("tether: %v", p.err)
 	}
-	return 0
+	if errors.Is(p.err, exec.ErrWaitDelay) {
+		p.t.Logf("tether exited; a process it started still held its stderr")
+	}
+	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return st.ExitCode()
 }
 
 // signal sends sig to tether alone, as docker stop does to PID 1.

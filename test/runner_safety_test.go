@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 
@@ -95,7 +96,10 @@ func TestSpoolRunnerWithScopeLabels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	observe := exec.Command(bin.tether, "intent", "observe", in.ID, sb.ID)
+	octx, ocancel := context.WithTimeout(t.Context(), waitBound)
+	defer ocancel()
+	observe := exec.CommandContext(octx, bin.tether, "intent", "observe", in.ID, sb.ID)
+	observe.WaitDelay = pipeDelay
 	observe.Env = append(append([]string{}, w.env...), "TETHER_SPOOL="+w.spool)
 	if out, err := observe.CombinedOutput(); err != nil {
 		t.Fatalf("observe through the spool: %v\n%s", err, out)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tether-run/tether/internal/intake"
+	"github.com/tether-run/tether/internal/testutil"
 	"github.com/tether-run/tether/spool"
 )
 
@@ -120,19 +121,35 @@ func TestAllConnectionsBusy(t *testing.T) {
 	answers := make(chan int, 2)
 	for _, id := range ids {
 		go func() {
-			c := NewClient(f.sock)
-			req, _ := http.NewRequest("DELETE", "http://tether/v1/intents/"+id, nil)
-			resp, err := c.http.Do(req)
-			if err != nil {
-				answers <- 0
+			// Until its request is being answered, a connection may be
+			// the one a newer connection closes (the cap closes the one
+			// that has waited longest): the other delete's, or the idle
+			// keep-alive of the creates. A client then sends again.
+			for attempt := 0; ; attempt++ {
+				c := NewClient(f.sock)
+				req, _ := http.NewRequest("DELETE", "http://tether/v1/intents/"+id, nil)
+				resp, err := c.http.Do(req)
+				if err != nil && attempt < 50 {
+					time.Sleep(10 * time.Millisecond)
+					continue
+				}
+				if err != nil {
+					answers <- 0
+					return
+				}
+				resp.Body.Close()
+				answers <- resp.StatusCode
 				return
 			}
-			resp.Body.Close()
-			answers <- resp.StatusCode
 		}()
 	}
-	<-started
-	<-started
+	for range 2 {
+		select {
+		case <-started:
+		case <-time.After(testutil.WaitBound):
+			t.Fatal("the two deletes never both reached the handler")
+		}
+	}
 	c, err := net.Dial("unix", f.sock)
 	if err != nil {
 		t.Fatal(err)

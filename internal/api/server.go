@@ -24,6 +24,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tether-run/tether/internal/crashpoint"
 	"github.com/tether-run/tether/internal/intake"
 	"github.com/tether-run/tether/spool"
 )
@@ -426,6 +427,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		badRequest(w, err)
 		return
 	}
+	crashpoint.Hit(crashpoint.APIBeforeJournal)
 	in, created, err := s.Journal.Create(r.Context(), s.NewIntent(req.Labels, req.OnDrain, req.Key, ""))
 	if err != nil {
 		s.journalError(w, err)
@@ -436,6 +438,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	} else {
 		w.Header().Set(replayHeader, "true")
 	}
+	crashpoint.Hit(crashpoint.APIAfterJournal)
 	writeJSON(w, http.StatusCreated, View(in))
 }
 
@@ -483,6 +486,7 @@ func (s *Server) observe(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.Committed(c, in)
+	crashpoint.Hit(crashpoint.APIObserveAfterJournal)
 	writeJSON(w, http.StatusOK, View(in))
 }
 

@@ -19,6 +19,7 @@ import (
 
 	"github.com/tether-run/tether/internal/intake"
 	"github.com/tether-run/tether/spool"
+	"go.uber.org/goleak"
 )
 
 // Helper-process modes of the test binary (see TestMain).
@@ -45,7 +46,7 @@ func TestMain(m *testing.M) {
 		journal, sock, _ := strings.Cut(v, "|")
 		os.Exit(serveForever(journal, sock))
 	}
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m)
 }
 
 // serveForever is the process under test of the crash test: it serves the

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/tether-run/tether/internal/crashpoint"
 	"github.com/tether-run/tether/spool"
 )
 
@@ -42,6 +43,7 @@ func (p *Proxy) create(w http.ResponseWriter, r *http.Request) {
 	// The intent is durable before anything reaches Daytona. The runner's
 	// hanging up does not cut the write short: a half-known outcome would
 	// leave a name the drain polls for nothing.
+	crashpoint.Hit(crashpoint.ProxyBeforeJournal)
 	in, _, err := p.Journal.Create(context.WithoutCancel(r.Context()), spool.NewIntent{
 		Labels: p.Labels, Provider: p.Provider, Account: account, Name: cb.name,
 	})
@@ -55,6 +57,7 @@ func (p *Proxy) create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.remember(account, in.Name, in.ID)
+	crashpoint.Hit(crashpoint.ProxyAfterJournal)
 	out, overridden, err := cb.rewrite(in.Name, in.Labels, p.AutoStopMinutes)
 	if err != nil {
 		p.abandon(in, "the create body could not be rewritten: "+err.Error())
@@ -134,6 +137,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, body []byte, in 
 	// answer, in the same group commits as other creates. Until it is on
 	// disk, a crash leaves the intent pending and the drain finds the
 	// sandbox by its name.
+	crashpoint.Hit(crashpoint.ProxyAfterUpstream)
 	if resp.StatusCode >= 200 && resp.StatusCode <= 299 {
 		if id, err := sandboxID(answer); err != nil {
 			p.Logger.Warn("daytona proxy: create succeeded but its answer names no sandbox; the drain resolves it by name", "intent", in.ID, "name", in.Name, "err", err)

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tether-run/tether/internal/crashpoint"
 	"github.com/tether-run/tether/spool"
 )
 
@@ -172,6 +173,7 @@ func (r *Reaper) drain(ctx context.Context, intents []spool.Intent, replay bool)
 		wg.Go(func() {
 			for i := range jobs {
 				results[i] = r.resolveIsolated(ctx, intents[i])
+				crashpoint.Hit(crashpoint.DrainResolved)
 				if !results[i].in.Live() {
 					resolved.Add(1)
 				}
@@ -371,6 +373,7 @@ func (r *Reaper) Replay(ctx context.Context, left []string) Report {
 		return Report{Total: len(left)}
 	}
 	log.Info("replay: resolving intents an earlier run left live", "live", len(left))
+	crashpoint.Hit(crashpoint.ReplayStarted)
 	intents := make([]spool.Intent, len(left))
 	for i, id := range left {
 		intents[i] = spool.Intent{ID: id} // Resolve reads the rest from the journal

@@ -19,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tether-run/tether/internal/crashpoint"
 	"github.com/tether-run/tether/provider"
 	"github.com/tether-run/tether/spool"
 )
@@ -559,6 +560,7 @@ func (r *Reaper) lookup(ctx context.Context, p provider.Provider, in spool.Inten
 		}
 		return in, fmt.Errorf("%w: observe %s: %w", ErrJournal, sb.ID, err)
 	}
+	crashpoint.Hit(crashpoint.ReaperAfterLookup)
 	return r.act(ctx, p, obs, sb, pr)
 }
 
@@ -610,8 +612,10 @@ func (r *Reaper) destroy(ctx context.Context, p provider.Provider, in spool.Inte
 	if stop {
 		kind, what, do = provider.CallStop, "stop sandbox "+id, p.Stop
 	}
+	crashpoint.Hit(crashpoint.ReaperBeforeDelete)
 	pr.deleteSent = true
 	err := r.call(ctx, prioDestroy, kind, what, func(ctx context.Context) error { return do(ctx, id) })
+	crashpoint.Hit(crashpoint.ReaperAfterDelete)
 	switch {
 	case err == nil && stop:
 		return in, nil // the next read sees stopping, then stopped

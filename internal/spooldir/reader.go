@@ -19,6 +19,7 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
+	"github.com/tether-run/tether/internal/crashpoint"
 	"github.com/tether-run/tether/internal/intake"
 	"github.com/tether-run/tether/spool"
 )
@@ -298,6 +299,7 @@ func (in *Reader) take(ctx context.Context, names []string) (handled int, err er
 		if err == nil {
 			p.change, err = in.prepare(p.op)
 		}
+		crashpoint.Hit(crashpoint.SpoolBeforeJournal)
 		if err != nil {
 			p.err = err
 		} else if err := in.Journal.Submit(p.change); err != nil {
@@ -357,6 +359,7 @@ func (in *Reader) prepare(f FileOp) (*spool.Change, error) {
 
 // done removes a journaled file and starts what follows from its op.
 func (in *Reader) done(ctx context.Context, p *pending) {
+	crashpoint.Hit(crashpoint.SpoolAfterJournal)
 	if err := os.Remove(filepath.Join(in.Dir, p.name)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		in.log.Warn("spool: cannot remove a taken file (it will be taken again, harmlessly)", "file", p.name, "err", err)
 	}

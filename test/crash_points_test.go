@@ -1,0 +1,406 @@
+package e2e_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tether-run/tether/internal/crashpoint"
+	"github.com/tether-run/tether/spool"
+)
+
+// The crash-point matrix: for every named crash point (internal/crashpoint)
+// and every intake it lies on, tether (or the runner) built with
+// -tags crashpoints dies there of SIGKILL; tether is restarted on the same
+// journal, with a new runner or as `tether drain` alone; and the simulator's
+// own record of every sandbox ever created and deleted is held to the four
+// invariants (checkInvariants, checkAcked).
+
+// Settings of every tether the matrix runs.
+const (
+	// crashNeverCreated closes a declared name never seen after this long.
+	// Every create of a case has landed or failed before the drain that
+	// uses it starts (the processes that could create are dead, and the
+	// simulator allocates a sandbox on arrival), so it can be short.
+	crashNeverCreated = "2s"
+)
+
+// envCrashAll runs every case under both restarts (with and without a new
+// runner); by default each case runs one of them, alternating.
+const envCrashAll = "TETHER_CRASH_ALL"
+
+var crashBin struct {
+	once           sync.Once
+	tether, runner string
+	err            error
+}
+
+// crashBinaries builds tether and test/crashrunner with -tags crashpoints,
+// once, beside the release build of TestMain.
+func crashBinaries(t *testing.T) (tether, runner string) {
+	t.Helper()
+	crashBin.once.Do(func() {
+		dir := filepath.Dir(bin.tether)
+		crashBin.tether = filepath.Join(dir, "tether-crashpoints")
+		crashBin.runner = filepath.Join(dir, "crashrunner")
+		for out, pkg := range map[string]string{
+			crashBin.tether: "github.com/tether-run/tether/cmd/tether",
+			crashBin.runner: "github.com/tether-run/tether/test/crashrunner",
+		} {
+			if b, err := exec.Command("go", "build", "-tags", "crashpoints", "-o", out, pkg).CombinedOutput(); err != nil {
+				crashBin.err = fmt.Errorf("build %s with crash points: %v\n%s", pkg, err, b)
+				return
+			}
+		}
+	})
+	if crashBin.err != nil {
+		t.Fatal(crashBin.err)
+	}
+	return crashBin.tether, crashBin.runner
+}
+
+// Where a case's crash happens.
+const (
+	atIntake = "intake" // while the runner declares and creates
+	atDrain  = "drain"  // in the drain that follows SIGTERM
+	atReplay = "replay" // in the boot replay of a restart after a SIGKILL
+	atRunner = "runner" // the runner dies; tether drains as it should
+	// in `tether drain` (offline, from a host) of a journal a SIGKILL left
+	atOffline = "offline"
+)
+
+type crashCase struct {
+	intake string // socket, spool or proxy
+	point  string // $TETHER_CRASHPOINT: NAME or NAME:N
+	at     string
+}
+
+func (c crashCase) name() string {
+	return c.intake + "/" + c.at + "/" + strings.ReplaceAll(c.point, ":", "@")
+}
+
+// crashCases is the matrix: each point on each intake whose path crosses it.
+func crashCases() []crashCase {
+	var cases []crashCase
+	add := func(intake, at string, points ...string) {
+		for _, p := range points {
+			cases = append(cases, crashCase{intake, p, at})
+		}
+	}
+	add("socket", atIntake, crashpoint.APIBeforeJournal+":2", crashpoint.APIAfterJournal+":2", crashpoint.APIObserveAfterJournal+":2")
+	add("spool", atIntake, crashpoint.SpoolBeforeJournal+":2", crashpoint.SpoolAfterJournal+":2")
+	add("proxy", atIntake, crashpoint.ProxyBeforeJournal+":2", crashpoint.ProxyAfterJournal+":2", crashpoint.ProxyAfterUpstream+":2")
+	for _, intake := range []string{"socket", "spool", "proxy"} {
+		if intake != "proxy" { // the proxy journals every id it creates: no lookup
+			add(intake, atDrain, crashpoint.ReaperAfterLookup)
+		}
+		add(intake, atDrain, crashpoint.ReaperBeforeDelete+":2", crashpoint.ReaperAfterDelete+":2", crashpoint.DrainResolved+":2")
+		add(intake, atReplay, crashpoint.ReplayStarted, crashpoint.DrainResolved+":2")
+		add(intake, atOffline, crashpoint.ReaperBeforeDelete+":2", crashpoint.ReaperAfterDelete+":2", crashpoint.DrainResolved+":2")
+		if intake != "proxy" { // a zero-code runner has no ack and no observe of its own
+			add(intake, atRunner, crashpoint.RunnerAfterAck+":2", crashpoint.RunnerAfterObserve+":2")
+		}
+		add(intake, atRunner, crashpoint.RunnerAfterCreate+":2")
+	}
+	return cases
+}
+
+// crashActions is what the first runner does: sandboxes reported, one
+// created but never reported, one deleted by the runner itself, one
+// declared and never created.
+func crashActions(intake string) []string {
+	if intake == "proxy" {
+		return []string{"create", "create", "create", "delete"}
+	}
+	return []string{"create", "create", "unobserved", "create", "delete", "declare"}
+}
+
+// crashFlags are the flags of every `tether run` of the matrix.
+func crashFlags(intake string) []string {
+	f := []string{"--drain-timeout", drainTimeout, "--never-created-after", crashNeverCreated}
+	if intake == "proxy" {
+		f = append(f, "--daytona-proxy=true")
+	}
+	return f
+}
+
+func TestCrashPoints(t *testing.T) {
+	t.Parallel()
+	all := os.Getenv(envCrashAll) != ""
+	for i, c := range crashCases() {
+		for _, newRunner := range []bool{i%2 == 0, i%2 != 0} {
+			how := "drain"
+			if newRunner {
+				how = "rerun"
+			}
+			t.Run(c.name()+"/"+how, func(t *testing.T) {
+				t.Parallel()
+				runCrashCase(t, c, newRunner)
+			})
+			if !all {
+				break
+			}
+		}
+	}
+}
+
+// runCrashCase crashes tether (or the runner) at c's point, restarts on the
+// same journal, and holds the outcome to the invariants.
+func runCrashCase(t *testing.T, c crashCase, newRunner bool) {
+	w := newWorld(t)
+	w.plantOtherAccount()
+	tetherBin, runnerBin := crashBinaries(t)
+	crashEnv := []string{crashpoint.Env + "=" + c.point}
+	name, _, _ := strings.Cut(c.point, ":")
+	run := func(env []string, actions ...string) *proc {
+		args := append(w.tetherArgs("run"), crashFlags(c.intake)...)
+		args = append(append(args, "--", runnerBin, c.intake), actions...)
+		return w.startBin(tetherBin, env, args...)
+	}
+
+	var out runnerOut
+	var crashed *proc
+	switch c.at {
+	case atIntake, atRunner:
+		crashed = run(crashEnv, crashActions(c.intake)...)
+		out, _ = crashed.collect()
+	case atDrain:
+		crashed = run(crashEnv, crashActions(c.intake)...)
+		var ready bool
+		if out, ready = crashed.collect(); !ready {
+			t.Fatalf("tether exited before the runner was ready: %v", crashed.stderr)
+		}
+		crashed.signal(syscall.SIGTERM)
+	case atReplay, atOffline:
+		first := run(nil, crashActions(c.intake)...)
+		var ready bool
+		if out, ready = first.collect(); !ready {
+			t.Fatalf("tether exited before the runner was ready: %v", first.stderr)
+		}
+		// The replay needs intents in the journal: let tether take the
+		// spool files first.
+		eventually(t, "tether takes the spool files", func() (bool, string) {
+			left := w.spoolLeft()
+			return len(left) == 0, fmt.Sprintf("%d files left", len(left))
+		})
+		if code := first.stop(syscall.SIGKILL); code != 137 {
+			t.Fatalf("tether exited %d, want 137", code)
+		}
+		w.checkAcked(c.intake, out)
+		if c.at == atReplay {
+			crashed = run(crashEnv) // a runner that holds: the replay works meanwhile
+		} else {
+			crashed = w.startBin(tetherBin, crashEnv, "drain", "--journal", w.journal,
+				"--drain-timeout", drainTimeout, "--never-created-after", crashNeverCreated)
+		}
+	}
+	code := crashed.wait()
+	if code != 137 || !strings.Contains(crashed.stderr.String(), "crashpoint: "+name+" hit") {
+		t.Fatalf("want a crash at %s (exit 137), got exit %d; stderr:\n%s", c.point, code, crashed.stderr)
+	}
+	w.checkAcked(c.intake, out)
+
+	// Restart on the same journal, with the release build.
+	if newRunner {
+		args := append(w.tetherArgs("run"), crashFlags(c.intake)...)
+		args = append(args, "--", runnerBin, c.intake, "create", "delete", "create", "exit")
+		if code := w.startBin(bin.tether, nil, args...).wait(); code != 0 {
+			t.Errorf("restarted tether exited %d, want the runner's 0", code)
+		}
+	} else {
+		code, stderr := w.runTether("drain", "--journal", w.journal, "--drain-timeout", drainTimeout, "--never-created-after", crashNeverCreated)
+		if left := w.spoolLeft(); len(left) > 0 {
+			// `tether drain` reads the journal, not the spool directory:
+			// files tether never took wait for the next `tether run`.
+			t.Logf("tether drain (exit %d) left %d spool files to the next tether run", code, len(left))
+			args := append(w.tetherArgs("run"), crashFlags(c.intake)...)
+			args = append(args, "--", runnerBin, c.intake, "exit")
+			code = w.startBin(bin.tether, nil, args...).wait()
+		}
+		if code != 0 {
+			t.Errorf("the restart exited %d, want 0; stderr:\n%s", code, stderr)
+		}
+	}
+	n := w.checkInvariants(true)
+	t.Logf("%s: %d sandboxes of ours, %d intents, all resolved", c.point, n, len(w.intents()))
+}
+
+// plantOtherAccount plants, in another account of the same simulator, a
+// sandbox carrying this journal's owner label and tether's naming: only the
+// account tells it apart from ours.
+func (w *world) plantOtherAccount() {
+	id := newIntentID()
+	w.plant(otherOrg, spool.NamePrefix+id, map[string]string{
+		spool.LabelOwner: w.owner, spool.LabelIntent: id, "e2e": "yes", "runner": "crash",
+	})
+}
+
+// collect reads the runner's lines until "ready" or the end of tether's
+// output (tether and its runner died), within waitBound.
+func (p *proc) collect() (out runnerOut, ready bool) {
+	p.t.Helper()
+	timeout := time.NewTimer(waitBound)
+	defer timeout.Stop()
+	for {
+		select {
+		case line, ok := <-p.lines:
+			if !ok {
+				return out, false
+			}
+			f := strings.Fields(line)
+			switch {
+			case len(f) == 1 && f[0] == "ready":
+				return out, true
+			case len(f) == 2 && f[0] == "pid":
+				fmt.Sscan(f[1], &out.pid)
+			case len(f) >= 4:
+				out.lines = append(out.lines, runnerLine{how: f[0], intent: f[1], name: f[2], sandbox: f[3]})
+			}
+		case <-timeout.C:
+			p.t.Fatalf("the runner neither finished nor died within %s; stderr:\n%s", waitBound, p.stderr)
+		}
+	}
+}
+
+// spoolLeft lists the spool files tether has not taken yet, by content.
+func (w *world) spoolLeft() map[string]string {
+	left := map[string]string{}
+	entries, _ := os.ReadDir(w.spool)
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".json") || strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(w.spool, e.Name()))
+		if err == nil {
+			left[e.Name()] = string(b)
+		}
+	}
+	return left
+}
+
+// spoolWaiting reports whether a spool file not taken yet names intent id.
+func spoolWaiting(left map[string]string, id string) bool {
+	for _, body := range left {
+		if strings.Contains(body, `"id":"`+id+`"`) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkAcked is invariant 4, right after the crash: every intent tether
+// acknowledged is in the journal, and the journal opens. The socket's
+// acknowledgement is its answer (201 for a declaration, 200 for an
+// observe); the spool's is taking the file (a file not taken is still in
+// the directory); the proxy's is the create's answer, which comes only
+// after its intent was journaled.
+func (w *world) checkAcked(intake string, out runnerOut) {
+	w.t.Helper()
+	journal := w.intents()
+	byName := map[string]spool.Intent{}
+	for _, in := range journal {
+		byName[in.Name] = in
+	}
+	left := w.spoolLeft()
+	waiting := func(id string) bool { return spoolWaiting(left, id) }
+	for _, l := range out.lines {
+		switch {
+		case l.how == "acked":
+			if _, ok := journal[l.intent]; !ok {
+				w.t.Errorf("invariant 4: intent %s (%s) was acknowledged but is not in the journal", l.intent, l.name)
+			}
+		case l.how == "observed" && intake == "socket":
+			if in := journal[l.intent]; in.SandboxID != l.sandbox {
+				w.t.Errorf("invariant 4: the observe of %s on intent %s was acknowledged, the journal has %q", l.sandbox, l.intent, in.SandboxID)
+			}
+		case l.how == "written" || (l.how == "observed" && intake == "spool"):
+			if _, ok := journal[l.intent]; !ok && !waiting(l.intent) {
+				w.t.Errorf("invariant 4: the spool file of intent %s was taken but the intent is not in the journal", l.intent)
+			}
+		case l.how == "created" && intake == "proxy":
+			if _, ok := byName[l.name]; !ok {
+				w.t.Errorf("invariant 4: the proxy answered the create of %s (%s), but no intent of that name is in the journal", l.name, l.sandbox)
+			}
+		}
+	}
+}
+
+// checkInvariants holds the simulator's record of every sandbox ever made
+// against the journal, once tether has exited:
+//
+//  1. no leak: every sandbox of ours (our account, our owner label) is
+//     destroyed and its intent closed as gone or released; with final false
+//     (the soak, mid-way), one still alive may instead be live in the
+//     journal (tether still knows of it and says so);
+//  2. no foreign deletion: nothing that is not ours was touched
+//     (checkForeignUntouched);
+//  3. no false report: no intent closed as gone or never-created has a
+//     sandbox the simulator still has alive;
+//
+// and it returns how many sandboxes of ours the simulator holds.
+func (w *world) checkInvariants(final bool) int {
+	w.t.Helper()
+	journal := w.intents()
+	if final {
+		// The deletes the runner made itself (and released) finish; those
+		// of tether were confirmed before it said gone, so they are not
+		// waited for.
+		eventually(w.t, "the runner's deletes finish", func() (bool, string) {
+			for _, sb := range w.ours() {
+				in := journal[sb.Labels[spool.LabelIntent]]
+				if sb.DeleteRequested && sb.State != "destroyed" && in.State == spool.Released {
+					return false, fmt.Sprintf("sandbox %s is %s", sb.ID, sb.State)
+				}
+			}
+			return true, ""
+		})
+	}
+	ours := w.ours()
+	left := w.spoolLeft()
+	for _, sb := range ours {
+		id := sb.Labels[spool.LabelIntent]
+		in, ok := journal[id]
+		switch {
+		case !ok && !final && spoolWaiting(left, id):
+			// Its spool file waits for the next tether run to take it.
+		case !ok:
+			w.t.Errorf("invariant 1: sandbox %s (%s, %s) carries our labels but no intent in the journal", sb.ID, sb.Name, sb.State)
+		case sb.State != "destroyed" && in.State == spool.Released && sb.DeleteRequested:
+			// The runner deleted it and said so; Daytona is at it.
+		case sb.State != "destroyed" && (final || !in.Live()):
+			w.t.Errorf("invariant 1: sandbox %s (%s) of intent %s is %s; the journal says %s (%s)", sb.ID, sb.Name, id, sb.State, in.State, in.LastError)
+		case sb.State == "destroyed" && final && in.State != spool.Gone && in.State != spool.Released:
+			w.t.Errorf("invariant 1: sandbox %s of intent %s is destroyed but the journal never confirmed it: %s (%s)", sb.ID, id, in.State, in.LastError)
+		}
+	}
+	for _, in := range journal {
+		if in.State != spool.Gone && in.State != spool.NeverCreated {
+			continue
+		}
+		for _, sb := range ours {
+			if sb.Labels[spool.LabelIntent] == in.ID && sb.State != "destroyed" {
+				w.t.Errorf("invariant 3: intent %s is %s, but its sandbox %s is %s", in.ID, in.State, sb.ID, sb.State)
+			}
+		}
+		if in.SandboxID != "" {
+			if sb, ok := w.sim.Sandbox(in.SandboxID); ok && sb.State != "destroyed" {
+				w.t.Errorf("invariant 3: intent %s is %s, but sandbox %s is %s", in.ID, in.State, sb.ID, sb.State)
+			}
+		}
+	}
+	if final {
+		for _, in := range journal {
+			if in.Live() {
+				w.t.Errorf("intent %s (%s) is still live after the last drain: %s, %s", in.ID, in.Name, in.State, in.LastError)
+			}
+		}
+	}
+	w.checkForeignUntouched()
+	return len(ours)
+}

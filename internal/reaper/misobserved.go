@@ -27,14 +27,16 @@ var ErrMisobserved = errors.New("the observed id and the intent's name disagree"
 
 // observedAbsent is the step after the intent's observed id answered 404.
 //
-// An intent in releasing skips the name lookup: the reaper moves an intent
-// there only after a read by its observed id proved that sandbox ours (or
-// after the name lookup below found nothing), and Daytona renames a sandbox
-// the moment its deletion is accepted, so its name would find nothing
-// anyway. Otherwise the 404 is proof only when the name holds nothing of
-// ours.
-func (r *Reaper) observedAbsent(ctx context.Context, p provider.Provider, in spool.Intent) (spool.Intent, error) {
-	if in.State == spool.Releasing {
+// accepted says this reaper saw Daytona accept the intent's delete: then
+// the 404 is the end of that delete and needs no lookup. Otherwise — a
+// releasing intent included, since its delete may never have been sent or
+// accepted (a drain cut short, tether killed before the call) — the 404 is
+// proof only when the name holds nothing of ours: Daytona's access guard
+// answers 404 for any error it meets, and it renames a sandbox the moment
+// it accepts its deletion, so an accepted delete leaves nothing under the
+// name either.
+func (r *Reaper) observedAbsent(ctx context.Context, p provider.Provider, in spool.Intent, accepted bool) (spool.Intent, error) {
+	if accepted {
 		return r.finish(in, spool.Gone)
 	}
 	sb, ours, err := r.underName(ctx, p, in)

@@ -522,7 +522,7 @@ func (r *Reaper) notFound(ctx context.Context, p provider.Provider, in spool.Int
 	pr.notFound++
 	if pr.accepted || pr.notFound >= 2 {
 		// Proof the sandbox is gone, unless the observed id was wrong.
-		return r.observedAbsent(ctx, p, in)
+		return r.observedAbsent(ctx, p, in, pr.accepted)
 	}
 	pr.wait = orDefault(r.RecheckDelay, DefaultRecheckDelay)
 	return in, fmt.Errorf("%w: sandbox %s answered 404 once; reading it again to be sure: %w", ErrInProgress, in.SandboxID, err)

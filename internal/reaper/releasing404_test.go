@@ -1,7 +1,6 @@
 package reaper_test
 
 import (
-	"os"
 	"testing"
 	"time"
 
@@ -9,23 +8,15 @@ import (
 	"github.com/tether-run/tether/spool"
 )
 
-// envKnown runs the tests of faults tether does not survive yet (found by
-// the soak, docs/reliability.md); they fail until the reaper is fixed.
-const envKnown = "TETHER_KNOWN_BUGS"
-
 // TestTwoTransient404sOnAReleasingIntent: an intent journaled releasing
 // whose delete was never sent or never accepted (a drain cut short by its
 // deadline, or killed at reaper-before-delete), and a provider that answers
 // two reads of its observed id with a transient 404 (Daytona's access guard
 // turns any error into 404). The sandbox is still there, started, under
 // its own name, never asked to be deleted: the intent must not close as
-// gone. Fails on this branch (one 404 is enough) and on main as of issue
-// 12's merge (two in a row are, for a releasing intent, without the name
-// check a pending or observed one gets).
+// gone. Found by the soak (docs/reliability.md): a releasing intent used to
+// skip the name check a pending or observed one gets.
 func TestTwoTransient404sOnAReleasingIntent(t *testing.T) {
-	if os.Getenv(envKnown) == "" {
-		t.Skipf("a known failure (docs/reliability.md); %s=1 runs it", envKnown)
-	}
 	w := newWorld(t)
 	in := w.intent(scope, spool.DrainDelete)
 	sb := w.create(in)

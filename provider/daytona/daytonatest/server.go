@@ -87,6 +87,11 @@ type Server struct {
 	destroyLag                                       time.Duration
 	now                                              func() time.Time
 
+	// minute is the length of a simulated minute with WithMinute; zero:
+	// no lifecycle timer runs (timers.go).
+	minute   time.Duration
+	timerLog []TimerEvent
+
 	quotas     map[string]Quota   // by throttler
 	failedAuth Quota              // per client address
 	windows    map[string]*window // by throttleKey

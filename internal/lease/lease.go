@@ -1,0 +1,314 @@
+// Package lease is the renewer of lease mode (tether run --lease): while the
+// child runs, it renews every observed sandbox's lease on the provider's
+// own control plane (Daytona: POST /sandbox/{id}/last-activity), well
+// inside the short auto-stop interval lease mode sets, so that the sandbox
+// stops (and, for on_drain delete, is deleted) only once tether is gone —
+// however it went. It renews only what the journal holds as observed, and
+// reads the intent again just before each call, so a released or drained
+// intent is not renewed again.
+//
+// Renewals are jittered, bounded in number in flight, and hold back when
+// the provider says its rate limit is spent (a 429's Retry-After, or a
+// quota announced as exhausted). A sandbox whose renewals keep failing for
+// RiskAfter is logged at error level — it may be stopped under a live
+// runner — and counted.
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sort"
+	"time"
+
+	"github.com/tether-run/tether/provider"
+	"github.com/tether-run/tether/spool"
+)
+
+// Defaults, as shares of the lease (the auto-stop interval as a duration).
+const (
+	// DefaultPeriodShare: a sandbox is renewed every third of its lease
+	// (40 s at the default lease of 2 minutes), which leaves two thirds for
+	// the provider's own lag (Daytona: a renewal reaches its check within
+	// 10 s, and the check runs every 10 s) and for retries.
+	DefaultPeriodShare = 1.0 / 3
+	// DefaultJitter: each renewal comes up to this share of the period
+	// early, so renewals of sandboxes made together spread out.
+	DefaultJitter = 0.2
+	// DefaultRiskShare: renewals of one sandbox failing for this share of
+	// the lease are logged loudly and counted (30 s at 2 minutes).
+	DefaultRiskShare = 0.25
+	// DefaultConcurrency bounds the renewals in flight at once.
+	DefaultConcurrency = 8
+	// DefaultRetryShare: after a failed renewal the next try comes this
+	// share of the period later, doubling, up to a quarter of the period.
+	DefaultRetryShare = 0.1
+	// maxTick bounds the renewer's clock resolution.
+	maxTick = time.Second
+)
+
+// Journal is what the renewer reads of the journal.
+type Journal interface {
+	Live() ([]spool.Intent, error)
+	Get(id string) (spool.Intent, error)
+}
+
+// Observer is told what the renewer sees, for metrics. May be nil.
+type Observer interface {
+	// LeaseAtRisk: renewals of one sandbox have failed for RiskAfter.
+	LeaseAtRisk()
+	// Leased is how many sandboxes the renewer keeps alive now.
+	Leased(n int)
+}
+
+// Renewer renews the leases of every observed intent's sandbox until its
+// context ends. The zero value of each setting means its default.
+type Renewer struct {
+	Journal Journal
+	// Provider must implement provider.Leaser. Intents of another provider
+	// account are not renewed (the drain reports them).
+	Provider provider.Provider
+	// Lease is the auto-stop interval as a duration (minutes x 1 minute;
+	// tests speed the minute up). Required.
+	Lease time.Duration
+
+	Period      time.Duration // default Lease x DefaultPeriodShare
+	Jitter      float64       // default DefaultJitter; negative: none
+	RiskAfter   time.Duration // default Lease x DefaultRiskShare
+	RetryBase   time.Duration // default Period x DefaultRetryShare
+	Concurrency int           // default DefaultConcurrency
+	// Scan is how often the journal is read for newly observed sandboxes
+	// (default a quarter of the period, at most 5 s).
+	Scan time.Duration
+
+	Observer Observer
+	Logger   *slog.Logger
+}
+
+// entry is one sandbox being renewed.
+type entry struct {
+	intent, sandbox string
+	next            time.Time
+	failingSince    time.Time
+	attempt         int
+	warned, busy    bool
+}
+
+// result is what one renewal came to.
+type result struct {
+	intent string
+	err    error
+	drop   bool      // the intent is no longer observed with that sandbox
+	until  time.Time // the quota is spent until then: nothing was sent
+}
+
+func (r *Renewer) settings() (period, riskAfter, retryBase, scan time.Duration, conc int, jitter float64) {
+	period = r.Period
+	if period <= 0 {
+		period = time.Duration(float64(r.Lease) * DefaultPeriodShare)
+	}
+	riskAfter = r.RiskAfter
+	if riskAfter <= 0 {
+		riskAfter = time.Duration(float64(r.Lease) * DefaultRiskShare)
+	}
+	retryBase = r.RetryBase
+	if retryBase <= 0 {
+		retryBase = time.Duration(float64(period) * DefaultRetryShare)
+	}
+	scan = r.Scan
+	if scan <= 0 {
+		scan = min(period/4, 5*time.Second)
+	}
+	conc = r.Concurrency
+	if conc <= 0 {
+		conc = DefaultConcurrency
+	}
+	jitter = r.Jitter
+	switch {
+	case jitter == 0:
+		jitter = DefaultJitter
+	case jitter < 0:
+		jitter = 0
+	}
+	return period, riskAfter, retryBase, scan, conc, min(jitter, 1)
+}
+
+func (r *Renewer) log() *slog.Logger {
+	if r.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return r.Logger
+}
+
+// Run renews until ctx ends; it returns nil then. It fails at once if the
+// provider cannot renew or the lease is not set.
+func (r *Renewer) Run(ctx context.Context) error {
+	leaser, ok := r.Provider.(provider.Leaser)
+	if r.Provider == nil || !ok {
+		return errors.New("lease mode: the provider cannot renew sandboxes")
+	}
+	if r.Lease <= 0 {
+		return fmt.Errorf("lease mode: lease %s: must be positive", r.Lease)
+	}
+	period, riskAfter, retryBase, scan, conc, jitter := r.settings()
+	tick := min(period/8, maxTick)
+	log := r.log()
+
+	entries := map[string]*entry{}
+	results := make(chan result)
+	inFlight := 0
+	var hold time.Time // a 429 or a spent quota: no renewal goes out before then
+	var nextScan time.Time
+	ticker := time.NewTicker(tick)
+	defer ticker.Stop()
+
+	early := func() time.Duration { return time.Duration(rand.Float64() * jitter * float64(period)) }
+	retry := func(e *entry) time.Duration {
+		d := retryBase
+		for i := 0; i < e.attempt && d < period/4; i++ {
+			d *= 2
+		}
+		d = min(d, period/4)
+		return d - time.Duration(rand.Float64()*jitter*float64(d))
+	}
+
+	for {
+		now := time.Now()
+		if !now.Before(nextScan) {
+			nextScan = now.Add(scan)
+			r.scan(entries, now, period, early, log)
+		}
+		if !now.Before(hold) {
+			due := make([]*entry, 0)
+			for _, e := range entries {
+				if !e.busy && !e.next.After(now) {
+					due = append(due, e)
+				}
+			}
+			sort.Slice(due, func(i, j int) bool { return due[i].next.Before(due[j].next) })
+			for _, e := range due {
+				if inFlight == conc {
+					break
+				}
+				inFlight++
+				e.busy = true
+				go func(e entry) {
+					res := r.renew(ctx, leaser, e)
+					select {
+					case results <- res:
+					case <-ctx.Done():
+					}
+				}(*e)
+			}
+		}
+
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ticker.C:
+		case res := <-results:
+			inFlight--
+			e, ok := entries[res.intent]
+			if !ok {
+				continue
+			}
+			e.busy = false
+			now := time.Now()
+			var rl *provider.RateLimitError
+			switch {
+			case res.drop:
+				delete(entries, res.intent)
+				log.Debug("lease no longer renewed: the intent is not observed any more", "intent", e.intent, "sandbox", e.sandbox)
+			case !res.until.IsZero():
+				hold = later(hold, res.until)
+				e.next = res.until
+			case res.err == nil:
+				if e.warned {
+					log.Warn("lease renewed again", "intent", e.intent, "sandbox", e.sandbox, "failed_for", now.Sub(e.failingSince).Round(time.Millisecond))
+				}
+				e.failingSince, e.attempt, e.warned = time.Time{}, 0, false
+				e.next = now.Add(period - early())
+			default:
+				if e.failingSince.IsZero() {
+					e.failingSince = now
+				}
+				wait := retry(e)
+				if errors.As(res.err, &rl) && rl.RetryAfter > 0 {
+					// The throttler refuses the whole organization until then.
+					wait = rl.RetryAfter
+					hold = later(hold, now.Add(wait))
+				}
+				e.attempt++
+				e.next = now.Add(wait)
+				log.Debug("lease renewal failed", "intent", e.intent, "sandbox", e.sandbox, "attempt", e.attempt, "retry_in", wait, "err", res.err)
+				if !e.warned && now.Sub(e.failingSince) >= riskAfter {
+					e.warned = true
+					log.Error("lease renewals keep failing: the provider may stop this sandbox under the live runner",
+						"intent", e.intent, "sandbox", e.sandbox, "failing_for", now.Sub(e.failingSince).Round(time.Millisecond),
+						"lease", r.Lease, "err", res.err)
+					if r.Observer != nil {
+						r.Observer.LeaseAtRisk()
+					}
+				}
+			}
+		}
+	}
+}
+
+// scan adds the newly observed intents and drops those no longer observed.
+// A new one is first renewed within a period (the lease was applied on
+// observe, with a renewal of its own).
+func (r *Renewer) scan(entries map[string]*entry, now time.Time, period time.Duration, early func() time.Duration, log *slog.Logger) {
+	live, err := r.Journal.Live()
+	if err != nil {
+		log.Warn("lease: cannot read the journal; renewing the sandboxes known so far", "err", err)
+		return
+	}
+	account := r.Provider.Account()
+	seen := make(map[string]bool, len(live))
+	for _, in := range live {
+		if in.State != spool.Observed || in.SandboxID == "" || (in.Account != "" && in.Account != account) {
+			continue
+		}
+		if in.Provider != "" && in.Provider != r.Provider.Name() {
+			continue
+		}
+		seen[in.ID] = true
+		if e, ok := entries[in.ID]; ok && e.sandbox == in.SandboxID {
+			continue
+		}
+		entries[in.ID] = &entry{intent: in.ID, sandbox: in.SandboxID, next: now.Add(period - early())}
+	}
+	for id, e := range entries {
+		if !seen[id] && !e.busy {
+			delete(entries, id)
+		}
+	}
+	if r.Observer != nil {
+		r.Observer.Leased(len(entries))
+	}
+}
+
+// renew makes one renewal of e, unless its intent is no longer observed
+// with that sandbox or the provider said its quota is spent.
+func (r *Renewer) renew(ctx context.Context, p provider.Leaser, e entry) result {
+	in, err := r.Journal.Get(e.intent)
+	if err != nil || in.State != spool.Observed || in.SandboxID != e.sandbox {
+		return result{intent: e.intent, drop: true}
+	}
+	if t, ok := r.Provider.(provider.Throttled); ok {
+		if until := t.ExhaustedUntil(provider.CallRenew); time.Now().Before(until) {
+			return result{intent: e.intent, until: until}
+		}
+	}
+	return result{intent: e.intent, err: p.Renew(ctx, e.sandbox)}
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}

@@ -81,6 +81,7 @@ func openSidecar(cfg config.Config, log *slog.Logger) (*sidecar, error) {
 		j.Close()
 		return nil, err
 	}
+	sc.warnLease() // lease.go
 	return sc, nil
 }
 
@@ -127,6 +128,10 @@ func (sc *sidecar) deleteNow(ctx context.Context, id string) (spool.Intent, erro
 // the intent instead.
 func (sc *sidecar) observed(in spool.Intent) {
 	if sc.reaper.Provider == nil {
+		return
+	}
+	if sc.leaseMode() {
+		sc.applyLease(in) // lease.go
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), backstopTimeout)
@@ -198,6 +203,9 @@ func (sc *sidecar) Actors() ([]supervisor.Actor, error) {
 			<-replayCtx.Done()         // an actor that returns would end the group
 			return nil
 		}, Interrupt: func(error) { stopReplay() }},
+	}
+	if sc.leaseMode() {
+		actors = append(actors, sc.leaseActor()) // lease.go
 	}
 	if sc.cfg.DaytonaProxy {
 		a, err := sc.proxyActor()

@@ -110,7 +110,7 @@ func TestLastActivityKeepsAlive(t *testing.T) {
 		t.Fatal("the activity was seen before the flush")
 	}
 	clock.Add(time.Second)
-	renew(t, c, sb.ID) // within 5 s of the taken one: nothing
+	renew(t, c, sb.ID)         // within 5 s of the taken one: nothing
 	clock.Add(6 * time.Second) // the flush at :10
 	if got := mustSandbox(t, s, sb.ID).LastActivityAt; !got.Equal(called) {
 		t.Fatalf("after the flush: last activity %s, want %s (a throttled call does nothing)", got, called)

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"context"
+	"time"
+
+	"github.com/tether-run/tether/internal/config"
+	"github.com/tether-run/tether/internal/lease"
+	"github.com/tether-run/tether/internal/reaper"
+	"github.com/tether-run/tether/spool"
+	"github.com/tether-run/tether/supervisor"
+)
+
+// leaseMode reports whether tether run renews leases (--lease) and can:
+// without a provider there is nothing to renew with (said once at start).
+func (sc *sidecar) leaseMode() bool {
+	return sc.cfg.Lease > 0 && sc.reaper.Provider != nil
+}
+
+// scaledMinute turns a duration of Daytona's in real minutes into tether's
+// minute (TETHER_LEASE_MINUTE, a minute but in tests).
+func (sc *sidecar) scaledMinute(d time.Duration) time.Duration {
+	return time.Duration(float64(d) * float64(sc.cfg.LeaseMinute) / float64(time.Minute))
+}
+
+// applyLease puts a newly observed sandbox under lease mode (the backstop of
+// lease mode: a short auto-stop rather than a long one).
+func (sc *sidecar) applyLease(in spool.Intent) {
+	l := reaper.Lease{Minutes: sc.cfg.Lease, Settle: sc.scaledMinute(reaper.DefaultLeaseSettle)}
+	ctx, cancel := context.WithTimeout(context.Background(), backstopTimeout+l.Settle)
+	defer cancel()
+	if err := sc.reaper.ApplyLease(ctx, in, l); err != nil {
+		sc.log.Error("lease not applied: this sandbox keeps its own auto-stop and would outlive a lost tether by that long", "intent", in.ID, "name", in.Name, "sandbox", in.SandboxID, "err", err)
+	}
+}
+
+// leaseActor renews every observed sandbox while the child runs.
+func (sc *sidecar) leaseActor() supervisor.Actor {
+	r := &lease.Renewer{
+		Journal:  sc.journal,
+		Provider: sc.reaper.Provider,
+		Lease:    sc.cfg.LeaseDuration(),
+		Logger:   sc.log.With("component", "lease"),
+	}
+	if sc.metrics != nil {
+		r.Observer = sc.metrics
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	return supervisor.Actor{Name: "lease", Execute: func() error {
+		if err := r.Run(ctx); err != nil {
+			sc.log.Error("lease mode: no renewals; sandboxes will be stopped by their short auto-stop under the live runner", "err", err)
+			<-ctx.Done() // an actor that returns would end the group
+		}
+		return nil
+	}, Interrupt: func(error) { stop() }}
+}
+
+// warnLease says at start that lease mode asked for cannot run.
+func (sc *sidecar) warnLease() {
+	if sc.cfg.Lease > 0 && sc.reaper.Provider == nil {
+		sc.log.Warn("lease mode needs Daytona credentials; it is off for this run", "setting", "--lease", "env", config.EnvLease)
+	}
+	if sc.leaseMode() {
+		sc.log.Info("lease mode", "auto_stop_minutes", sc.cfg.Lease, "renew_every", time.Duration(float64(sc.cfg.LeaseDuration())*lease.DefaultPeriodShare).Round(time.Millisecond))
+	}
+}

@@ -96,6 +96,12 @@ type world struct {
 // leaseMinutes, auto-delete 0) and an observed intent for each.
 func newWorld(t *testing.T, n int, opts ...daytonatest.Option) *world {
 	t.Helper()
+	return newWorldStop(t, n, leaseMinutes, opts...)
+}
+
+// newWorldStop is newWorld with another auto-stop interval.
+func newWorldStop(t *testing.T, n, autoStop int, opts ...daytonatest.Option) *world {
+	t.Helper()
 	sim := daytonatest.NewUnstartedServer(append([]daytonatest.Option{daytonatest.WithMinute(time.Minute)}, opts...)...)
 	t.Cleanup(sim.Close)
 	prov, err := daytona.New(daytona.Config{
@@ -107,7 +113,7 @@ func newWorld(t *testing.T, n int, opts ...daytonatest.Option) *world {
 		t.Fatal(err)
 	}
 	w := &world{sim: sim, prov: prov, journal: &journal{intents: map[string]spool.Intent{}}, observer: &observer{}}
-	stop, del := leaseMinutes, 0
+	stop, del := autoStop, 0
 	for i := 0; i < n; i++ {
 		sb, err := sim.AddSandbox(daytonatest.DefaultOrg, daytonatest.SeedSandbox{
 			Name: fmt.Sprintf("tether-i%d", i), AutoStopInterval: &stop, AutoDeleteInterval: &del,

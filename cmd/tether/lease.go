@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/tether-run/tether/internal/config"
@@ -45,6 +46,14 @@ func (sc *sidecar) leaseActor() supervisor.Actor {
 	if sc.metrics != nil {
 		r.Observer = sc.metrics
 	}
+	r.Kept = func(in spool.Intent) {
+		ctx, cancel := context.WithTimeout(context.Background(), backstopTimeout)
+		defer cancel()
+		sc.endLease(ctx, in)
+	}
+	sc.kept.Lock()
+	sc.kept.since = time.Now()
+	sc.kept.Unlock()
 	ctx, stop := context.WithCancel(context.Background())
 	return supervisor.Actor{Name: "lease", Execute: func() error {
 		if err := r.Run(ctx); err != nil {
@@ -63,4 +72,62 @@ func (sc *sidecar) warnLease() {
 	if sc.leaseMode() {
 		sc.log.Info("lease mode", "auto_stop_minutes", sc.cfg.Lease, "renew_every", time.Duration(float64(sc.cfg.LeaseDuration())*lease.DefaultPeriodShare).Round(time.Millisecond))
 	}
+}
+
+// keptLeases are the intents whose lease endLease ended (or is ending), so
+// a kept sandbox is handed back once; since is when lease mode started.
+type keptLeases struct {
+	sync.Mutex
+	ids   map[string]bool
+	since time.Time
+}
+
+// endLease hands a sandbox the runner released as kept back to it: the
+// backstop's auto-stop, auto-delete never (reaper.EndLease).
+func (sc *sidecar) endLease(ctx context.Context, in spool.Intent) {
+	sc.kept.Lock()
+	if sc.kept.ids == nil {
+		sc.kept.ids = map[string]bool{}
+	}
+	if sc.kept.ids[in.ID] {
+		sc.kept.Unlock()
+		return
+	}
+	sc.kept.ids[in.ID] = true
+	sc.kept.Unlock()
+	if err := sc.reaper.EndLease(ctx, in, sc.cfg.DaytonaAutoStop); err != nil {
+		sc.log.Error("lease not ended on a sandbox the runner keeps: Daytona will stop it (and delete it if auto-delete is 0) within the lease", "intent", in.ID, "sandbox", in.SandboxID, "err", err)
+	}
+}
+
+// endKeptLeases, once the child is gone, ends (beside the drain, under its
+// deadline) the leases of the sandboxes released as kept in this run that
+// the renewer had no time to see: a runner that releases and exits at
+// once. The returned channel is closed when it is done.
+func (sc *sidecar) endKeptLeases() <-chan struct{} {
+	done := make(chan struct{})
+	if !sc.leaseMode() {
+		close(done)
+		return done
+	}
+	all, err := sc.journal.All()
+	if err != nil {
+		sc.log.Warn("lease: cannot read the journal for sandboxes released as kept", "err", err)
+		close(done)
+		return done
+	}
+	sc.kept.Lock()
+	since := sc.kept.since
+	sc.kept.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), sc.cfg.DrainTimeout)
+	var wg sync.WaitGroup
+	for _, in := range all {
+		if in.State != spool.Released || in.Outcome != spool.OutcomeKept || in.SandboxID == "" || in.UpdatedAt.Before(since) {
+			continue
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); sc.endLease(ctx, in) }()
+	}
+	go func() { wg.Wait(); cancel(); close(done) }()
+	return done
 }

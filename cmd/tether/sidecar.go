@@ -42,6 +42,9 @@ type sidecar struct {
 	metrics       *metrics.Metrics
 	metricsServer *metrics.Server
 
+	// kept: sandboxes released as kept, taken out of lease mode (lease.go).
+	kept keptLeases
+
 	// report is the drain's, once AfterChild has run.
 	mu     sync.Mutex
 	report *reaper.Report
@@ -230,7 +233,9 @@ func (sc *sidecar) withLogger(component string) *intake.Intake {
 // AfterChild drains every live intent under --drain-timeout once the child
 // and its process group are gone.
 func (sc *sidecar) AfterChild(ctx context.Context, st supervisor.Status) error {
+	kept := sc.endKeptLeases() // lease.go
 	rep, err := sc.reaper.DrainLive(ctx, sc.journal, sc.cfg.DrainTimeout, os.Stderr)
+	<-kept
 	sc.mu.Lock()
 	sc.report = &rep
 	sc.mu.Unlock()

@@ -85,6 +85,10 @@ type Renewer struct {
 
 	Observer Observer
 	Logger   *slog.Logger
+	// Kept, if set, is called in a goroutine of its own with each intent
+	// the renewer stops renewing because the runner released it as kept
+	// (spool.OutcomeKept): the sandbox is the runner's from then on.
+	Kept func(spool.Intent)
 }
 
 // entry is one sandbox being renewed.
@@ -100,8 +104,9 @@ type entry struct {
 type result struct {
 	intent string
 	err    error
-	drop   bool      // the intent is no longer observed with that sandbox
-	until  time.Time // the quota is spent until then: nothing was sent
+	drop   bool         // the intent is no longer observed with that sandbox
+	gone   spool.Intent // the intent as the journal has it then, if it has it
+	until  time.Time    // the quota is spent until then: nothing was sent
 }
 
 func (r *Renewer) settings() (period, riskAfter, retryBase, scan time.Duration, conc int, jitter float64) {
@@ -220,6 +225,7 @@ func (r *Renewer) Run(ctx context.Context) error {
 			switch {
 			case res.drop:
 				delete(entries, res.intent)
+				r.released(res.gone)
 				log.Debug("lease no longer renewed: the intent is not observed any more", "intent", e.intent, "sandbox", e.sandbox)
 			case !res.until.IsZero():
 				hold = later(hold, res.until)
@@ -284,6 +290,9 @@ func (r *Renewer) scan(entries map[string]*entry, now time.Time, period time.Dur
 	for id, e := range entries {
 		if !seen[id] && !e.busy {
 			delete(entries, id)
+			if in, err := r.Journal.Get(id); err == nil {
+				r.released(in)
+			}
 		}
 	}
 	if r.Observer != nil {
@@ -296,7 +305,7 @@ func (r *Renewer) scan(entries map[string]*entry, now time.Time, period time.Dur
 func (r *Renewer) renew(ctx context.Context, p provider.Leaser, e entry) result {
 	in, err := r.Journal.Get(e.intent)
 	if err != nil || in.State != spool.Observed || in.SandboxID != e.sandbox {
-		return result{intent: e.intent, drop: true}
+		return result{intent: e.intent, drop: true, gone: in}
 	}
 	if t, ok := r.Provider.(provider.Throttled); ok {
 		if until := t.ExhaustedUntil(provider.CallRenew); time.Now().Before(until) {
@@ -304,6 +313,13 @@ func (r *Renewer) renew(ctx context.Context, p provider.Leaser, e entry) result 
 		}
 	}
 	return result{intent: e.intent, err: p.Renew(ctx, e.sandbox)}
+}
+
+// released hands an intent the runner released as kept to Kept.
+func (r *Renewer) released(in spool.Intent) {
+	if r.Kept != nil && in.State == spool.Released && in.Outcome == spool.OutcomeKept && in.SandboxID != "" {
+		go r.Kept(in)
+	}
 }
 
 func later(a, b time.Time) time.Time {

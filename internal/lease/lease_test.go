@@ -261,6 +261,36 @@ func TestReleasedIsNotRenewed(t *testing.T) {
 	})
 }
 
+// An intent released as kept is handed to Kept once; one released as
+// deleted is not.
+func TestKeptIsHandedBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 2)
+		var mu sync.Mutex
+		var kept []string
+		r := w.renewer()
+		r.Kept = func(in spool.Intent) { mu.Lock(); kept = append(kept, in.ID); mu.Unlock() }
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- r.Run(ctx) }()
+		time.Sleep(time.Minute)
+		w.journal.mu.Lock()
+		for id, out := range map[string]string{"i0": spool.OutcomeKept, "i1": spool.OutcomeDeleted} {
+			in := w.journal.intents[id]
+			in.State, in.Outcome = spool.Released, out
+			w.journal.intents[id] = in
+		}
+		w.journal.mu.Unlock()
+		time.Sleep(2 * time.Minute)
+		cancel()
+		<-done
+		synctest.Wait()
+		if len(kept) != 1 || kept[0] != "i0" {
+			t.Fatalf("handed back %v, want [i0]", kept)
+		}
+	})
+}
+
 // Renewals that keep failing are reported once per sandbox.
 func TestFailingRenewalsAreReported(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {

@@ -119,3 +119,68 @@ func (r *Reaper) leaseOnce(ctx context.Context, p provider.Provider, leaser prov
 	}
 	return err
 }
+
+// EndLease takes a sandbox out of lease mode when the runner released its
+// intent as kept: the sandbox is the runner's from then on, and lease
+// mode's settings would stop (and delete) it once nobody renews it. It
+// gets autoStop minutes (the backstop, --daytona-autostop) and auto-delete
+// -1 (never; Daytona's default). A foreign sandbox, or one whose delete
+// was accepted, is left alone. It retries within ctx.
+func (r *Reaper) EndLease(ctx context.Context, in spool.Intent, autoStop int) error {
+	if in.SandboxID == "" {
+		return nil
+	}
+	p, err := r.providerFor(in)
+	if err != nil {
+		return fmt.Errorf("end lease %s: %w", in.Name, err)
+	}
+	if in.Account != "" && in.Account != p.Account() {
+		return fmt.Errorf("end lease %s: %w", in.Name, ErrWrongAccount)
+	}
+	leaser, ok := p.(provider.Leaser)
+	if !ok {
+		return fmt.Errorf("end lease %s: provider %s has no leases", in.Name, p.Name())
+	}
+	base, max := orDefault(r.RetryBase, DefaultRetryBase), orDefault(r.RetryMax, DefaultRetryMax)
+	for attempt := 0; ; attempt++ {
+		err := r.endLeaseOnce(ctx, p, leaser, in, autoStop)
+		if err == nil || errors.Is(err, ErrForeign) || errors.Is(err, provider.ErrNotFound) || provider.ConfigError(err) {
+			return err
+		}
+		if ctx.Err() != nil || !sleep(ctx, r.backoff(attempt, base, max, err)) {
+			return err
+		}
+	}
+}
+
+func (r *Reaper) endLeaseOnce(ctx context.Context, p provider.Provider, leaser provider.Leaser, in spool.Intent, autoStop int) error {
+	var sb provider.Sandbox
+	err := r.call(ctx, prioRead, provider.CallRead, "end lease: read sandbox "+in.SandboxID, func(ctx context.Context) (err error) {
+		sb, err = p.Get(ctx, in.SandboxID)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if why := mismatch(in, sb); why != "" {
+		return fmt.Errorf("end lease: sandbox %s: %w: %s", sb.ID, ErrForeign, why)
+	}
+	if renamedForDeletion(in, sb) {
+		return nil
+	}
+	if sb.AutoStopMinutes != autoStop {
+		err = r.call(ctx, prioDestroy, provider.CallSetter, "end lease: set auto-stop of "+sb.ID, func(ctx context.Context) error {
+			return p.SetAutoStop(ctx, sb.ID, autoStop)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	err = r.call(ctx, prioDestroy, provider.CallSetter, "end lease: set auto-delete of "+sb.ID, func(ctx context.Context) error {
+		return leaser.SetAutoDelete(ctx, sb.ID, -1)
+	})
+	if err == nil {
+		r.log().Info("lease ended: the runner keeps the sandbox", "intent", in.ID, "sandbox", sb.ID, "auto_stop_minutes", autoStop, "auto_delete", "never")
+	}
+	return err
+}

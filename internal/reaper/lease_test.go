@@ -54,3 +54,24 @@ func TestApplyLease(t *testing.T) {
 		t.Errorf("a foreign sandbox was changed: %+v", got)
 	}
 }
+
+// EndLease hands a kept sandbox back: the backstop's auto-stop, auto-delete
+// never.
+func TestEndLease(t *testing.T) {
+	w := newWorld(t)
+	w.r.Provider = w.prov
+	ctx, cancel := context.WithTimeout(context.Background(), generous)
+	defer cancel()
+	in := w.intent(scope, spool.DrainDelete)
+	sb := w.create(in)
+	in = w.observe(in, sb.ID)
+	if err := w.r.ApplyLease(ctx, in, reaper.Lease{Minutes: 2, Settle: time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.r.EndLease(ctx, in, 15); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.sandbox(sb.ID); got.AutoStopInterval != 15 || got.AutoDeleteInterval != -1 {
+		t.Errorf("after EndLease: auto-stop %d auto-delete %d, want 15 and -1", got.AutoStopInterval, got.AutoDeleteInterval)
+	}
+}

@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
 	"github.com/tether-run/tether/internal/config"
 	"github.com/tether-run/tether/internal/lease"
 	"github.com/tether-run/tether/internal/reaper"
+	"github.com/tether-run/tether/provider"
 	"github.com/tether-run/tether/spool"
 	"github.com/tether-run/tether/supervisor"
 )
@@ -30,8 +32,18 @@ func (sc *sidecar) applyLease(in spool.Intent) {
 	l := reaper.Lease{Minutes: sc.cfg.Lease, Settle: sc.scaledMinute(reaper.DefaultLeaseSettle)}
 	ctx, cancel := context.WithTimeout(context.Background(), backstopTimeout+l.Settle)
 	defer cancel()
-	if err := sc.reaper.ApplyLease(ctx, in, l); err != nil {
-		sc.log.Error("lease not applied: this sandbox keeps its own auto-stop and would outlive a lost tether by that long", "intent", in.ID, "name", in.Name, "sandbox", in.SandboxID, "err", err)
+	err := sc.reaper.ApplyLease(ctx, in, l)
+	if err == nil || errors.Is(err, reaper.ErrForeign) || errors.Is(err, provider.ErrNotFound) {
+		if err != nil {
+			sc.log.Warn("lease not applied", "intent", in.ID, "name", in.Name, "sandbox", in.SandboxID, "err", err)
+		}
+		return
+	}
+	sc.log.Error("lease not applied: this sandbox keeps its own auto-stop and would outlive a lost tether by that long; trying the auto-stop backstop", "intent", in.ID, "name", in.Name, "sandbox", in.SandboxID, "err", err)
+	bctx, cancel := context.WithTimeout(context.Background(), backstopTimeout)
+	defer cancel()
+	if err := sc.reaper.Backstop(bctx, in); err != nil {
+		sc.log.Warn("auto-stop backstop not applied", "intent", in.ID, "name", in.Name, "sandbox", in.SandboxID, "err", err)
 	}
 }
 

@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"bytes"
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -55,4 +57,41 @@ func TestLeaseBodyKeepsEveryOtherField(t *testing.T) {
 	if replaced["autoStopInterval"] != "5" || len(replaced) != 1 {
 		t.Errorf("replaced %v", replaced)
 	}
+}
+
+// FuzzLeaseBody: for every body the proxy accepts and rewrites, lease mode
+// never fails, sets exactly its two intervals and keeps every other field.
+func FuzzLeaseBody(f *testing.F) {
+	for _, seed := range []string{
+		`{}`, `{"autoStopInterval":5,"autoDeleteInterval":-1,"name":"x"}`,
+		`{"autoDeleteInterval":null,"env":{"A":"<&>"},"big":12345678901234567890123}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		cb, err := parseCreate(body)
+		if err != nil {
+			return
+		}
+		rewritten, _, err := cb.rewrite("tether-x", map[string]string{"tether-owner": "o"}, 15)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, _, err := leaseBody(rewritten, 2)
+		if err != nil {
+			t.Fatalf("lease of an accepted body failed: %v", err)
+		}
+		var before, after map[string]json.RawMessage
+		if json.Unmarshal(rewritten, &before) != nil || json.Unmarshal(out, &after) != nil {
+			t.Fatal("a body does not decode")
+		}
+		if string(after[fieldAutoStop]) != "2" || string(after[fieldAutoDelete]) != "0" {
+			t.Fatalf("intervals %s %s", after[fieldAutoStop], after[fieldAutoDelete])
+		}
+		for k, v := range before {
+			if k != fieldAutoStop && k != fieldAutoDelete && !bytes.Equal(bytes.TrimSpace(after[k]), bytes.TrimSpace(v)) {
+				t.Fatalf("field %s changed: %s -> %s", k, v, after[k])
+			}
+		}
+	})
 }

@@ -13,10 +13,11 @@ import (
 
 // Lease mode on a sped-up clock: the simulator's minute and tether's
 // (TETHER_LEASE_MINUTE, test-only) are both leaseMinute, so the default
-// lease of 2 minutes lasts 2 s here and Daytona's 10 s checks run every
+// lease of 2 minutes lasts 3 s here (renewed every second, which leaves
+// about 1.5 s for a stall of the loaded machine), and Daytona's 10 s checks run every
 // leaseMinute/6.
 const (
-	leaseMinute  = time.Second
+	leaseMinute  = 1500 * time.Millisecond
 	leaseMinutes = 2
 	leaseSpan    = leaseMinutes * leaseMinute
 	// leaseBound is the documented bound from the last renewal to the
@@ -25,22 +26,56 @@ const (
 	leaseBound = leaseSpan + leaseMinute/6
 )
 
-// TestLeaseModeOutlivesNoHost: a live runner holds its sandboxes for 10
-// leases and none is stopped; then tether and the runner are SIGKILLed
-// together and the journal is lost with them, as with a lost node. No
-// tether process is left, yet every sandbox is stopped and deleted by the
-// simulator's own timers, within the lease and one check of the kill.
+// TestLeaseModeOutlivesNoHost: a live runner holds its sandboxes, declared
+// over the socket, for 10 leases and none is stopped; then tether and the
+// runner are SIGKILLed together and the journal is lost with them, as with
+// a lost node. No tether process is left, yet every sandbox is stopped and
+// deleted by the simulator's own timers, within the lease and one check of
+// the kill.
 func TestLeaseModeOutlivesNoHost(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t, daytonatest.WithMinute(leaseMinute))
-	w.env = append(w.env, "TETHER_LEASE_MINUTE="+leaseMinute.String())
+	w := leaseWorld(t)
 	p := w.run([]string{"--lease", strconv.Itoa(leaseMinutes)}, "--sandboxes", "6", "--print-pid")
 	out := p.ready()
-	created := out.of("created")
-	if len(created) != 6 {
+	if created := out.of("created"); len(created) != 6 {
 		t.Fatalf("runner: %+v", out.lines)
 	}
-	sandboxes := ids(created, sandboxOf)
+	w.leaseScenario(p, out, ids(out.of("created"), sandboxOf))
+}
+
+// TestLeaseModeThroughTheProxy: the same for an unchanged runner whose
+// creates go through the proxy, which sets the lease in the create itself.
+func TestLeaseModeThroughTheProxy(t *testing.T) {
+	t.Parallel()
+	w := leaseWorld(t)
+	p := w.runZeroCode([]string{"--lease", strconv.Itoa(leaseMinutes)}, "create:4")
+	out := p.ready()
+	if created := out.of("created"); len(created) != 4 {
+		t.Fatalf("runner: %+v", out.lines)
+	}
+	sandboxes := ids(out.of("created"), sandboxOf)
+	for _, id := range sandboxes {
+		// Set in the create: no setter call was needed.
+		if n := w.sim.CallsFor(id)[daytonatest.RouteAutoStop]; n != 0 {
+			t.Errorf("sandbox %s: %d auto-stop calls, want the lease set in the create", id, n)
+		}
+	}
+	w.leaseScenario(p, out, sandboxes)
+}
+
+// leaseWorld is a world whose simulator and tether share the sped-up minute.
+func leaseWorld(t *testing.T) *world {
+	w := newWorld(t, daytonatest.WithMinute(leaseMinute))
+	w.env = append(w.env, "TETHER_LEASE_MINUTE="+leaseMinute.String())
+	return w
+}
+
+// leaseScenario: the runner holds the sandboxes for 10 leases, none is
+// stopped; tether and runner are killed, the journal lost; the
+// simulator's timers stop and delete every sandbox within the bound.
+func (w *world) leaseScenario(p *proc, out runnerOut, sandboxes []string) {
+	t := w.t
+	t.Helper()
 	eventually(t, "the lease is applied to every sandbox", func() (bool, string) {
 		for _, id := range sandboxes {
 			sb, _ := w.sim.Sandbox(id)

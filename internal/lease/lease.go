@@ -98,6 +98,10 @@ type entry struct {
 	failingSince    time.Time
 	attempt         int
 	warned, busy    bool
+	// notFound counts the 404s in a row; gone: two of them, the sandbox is
+	// not renewed again (the drain confirms it and closes the intent).
+	notFound int
+	gone     bool
 }
 
 // result is what one renewal came to.
@@ -188,7 +192,7 @@ func (r *Renewer) Run(ctx context.Context) error {
 		if !now.Before(hold) {
 			due := make([]*entry, 0)
 			for _, e := range entries {
-				if !e.busy && !e.next.After(now) {
+				if !e.busy && !e.gone && !e.next.After(now) {
 					due = append(due, e)
 				}
 			}
@@ -230,13 +234,24 @@ func (r *Renewer) Run(ctx context.Context) error {
 			case !res.until.IsZero():
 				hold = later(hold, res.until)
 				e.next = res.until
+			case errors.Is(res.err, provider.ErrNotFound) && e.notFound > 0:
+				// Two 404s in a row: Daytona's access guard answers one for
+				// any error it meets, but not two.
+				e.gone = true
+				log.Warn("lease: the sandbox is gone while its intent is live; no more renewals (the drain confirms it)", "intent", e.intent, "sandbox", e.sandbox)
 			case res.err == nil:
+				e.notFound = 0
 				if e.warned {
 					log.Warn("lease renewed again", "intent", e.intent, "sandbox", e.sandbox, "failed_for", now.Sub(e.failingSince).Round(time.Millisecond))
 				}
 				e.failingSince, e.attempt, e.warned = time.Time{}, 0, false
 				e.next = now.Add(period - early())
 			default:
+				if errors.Is(res.err, provider.ErrNotFound) {
+					e.notFound++
+				} else {
+					e.notFound = 0
+				}
 				if e.failingSince.IsZero() {
 					e.failingSince = now
 				}

@@ -303,3 +303,33 @@ func TestFailingRenewalsAreReported(t *testing.T) {
 		}
 	})
 }
+
+// A sandbox deleted behind tether's back (two 404s) is not renewed again.
+func TestGoneSandboxIsNotRenewed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 2)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- w.renewer().Run(ctx) }()
+		time.Sleep(leaseMinutes * time.Minute)
+		synctest.Wait()
+		// Deleted by someone else; its intent stays observed.
+		req, _ := http.NewRequest(http.MethodDelete, "http://daytona.invalid/api/sandbox/"+w.ids[0], nil)
+		req.Header.Set("Authorization", "Bearer "+daytonatest.DefaultKey)
+		if resp, err := (handlerTransport{w.sim.Handler()}).RoundTrip(req); err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("delete: %v %v", resp, err)
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		before := w.sim.CallsFor(w.ids[0])[daytonatest.RouteLastActivity]
+		time.Sleep(5 * leaseMinutes * time.Minute)
+		cancel()
+		<-done
+		if after := w.sim.CallsFor(w.ids[0])[daytonatest.RouteLastActivity]; after != before {
+			t.Errorf("a gone sandbox was renewed %d more times", after-before)
+		}
+		if sb, _ := w.sim.Sandbox(w.ids[1]); sb.State != "started" {
+			t.Errorf("the other sandbox: %s, want started", sb.State)
+		}
+	})
+}

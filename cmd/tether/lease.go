@@ -50,10 +50,11 @@ func (sc *sidecar) applyLease(in spool.Intent) {
 // leaseActor renews every observed sandbox while the child runs.
 func (sc *sidecar) leaseActor() supervisor.Actor {
 	r := &lease.Renewer{
-		Journal:  sc.journal,
-		Provider: sc.reaper.Provider,
-		Lease:    sc.cfg.LeaseDuration(),
-		Logger:   sc.log.With("component", "lease"),
+		Journal:    sc.journal,
+		Provider:   sc.reaper.Provider,
+		Lease:      sc.cfg.LeaseDuration(),
+		MinSpacing: sc.scaledMinute(lease.DefaultMinSpacing),
+		Logger:     sc.log.With("component", "lease"),
 	}
 	if sc.metrics != nil {
 		r.Observer = sc.metrics

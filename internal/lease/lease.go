@@ -45,6 +45,12 @@ const (
 	// DefaultRetryShare: after a failed renewal the next try comes this
 	// share of the period later, doubling, up to a quarter of the period.
 	DefaultRetryShare = 0.1
+	// DefaultMinSpacing: two renewals of one sandbox are never closer than
+	// this. Daytona takes one last-activity call per sandbox per 5 s and
+	// answers the others 201 without doing anything
+	// (SANDBOX_ACTIVITY_THROTTLE_TTL_SECONDS; sandbox-activity.service.ts:41-51),
+	// so a closer retry would look like a renewal and be none.
+	DefaultMinSpacing = 5 * time.Second
 	// maxTick bounds the renewer's clock resolution.
 	maxTick = time.Second
 )
@@ -78,6 +84,7 @@ type Renewer struct {
 	Jitter      float64       // default DefaultJitter; negative: none
 	RiskAfter   time.Duration // default Lease x DefaultRiskShare
 	RetryBase   time.Duration // default Period x DefaultRetryShare
+	MinSpacing  time.Duration // default DefaultMinSpacing
 	Concurrency int           // default DefaultConcurrency
 	// Scan is how often the journal is read for newly observed sandboxes
 	// (default a quarter of the period, at most 5 s).
@@ -163,6 +170,10 @@ func (r *Renewer) Run(ctx context.Context) error {
 	}
 	period, riskAfter, retryBase, scan, conc, jitter := r.settings()
 	tick := min(period/8, maxTick)
+	spacing := r.MinSpacing
+	if spacing <= 0 {
+		spacing = DefaultMinSpacing
+	}
 	log := r.log()
 
 	entries := map[string]*entry{}
@@ -180,7 +191,8 @@ func (r *Renewer) Run(ctx context.Context) error {
 			d *= 2
 		}
 		d = min(d, period/4)
-		return d - time.Duration(rand.Float64()*jitter*float64(d))
+		d -= time.Duration(rand.Float64() * jitter * float64(d))
+		return max(d, spacing)
 	}
 
 	for {

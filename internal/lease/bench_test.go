@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strconv"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -19,6 +20,7 @@ import (
 //
 //	TETHER_BENCH_LEASE=1 go test -run BenchLease -v ./internal/lease
 //
+// with 200 sandboxes (TETHER_BENCH_LEASE_N sets another number).
 // It reports the renewal calls per sandbox per hour at the default lease,
 // and, after a total loss (tether and runner gone at one instant), the
 // time until each sandbox stops (for on_drain delete: until its deletion
@@ -29,7 +31,10 @@ func TestBenchLease(t *testing.T) {
 	if os.Getenv("TETHER_BENCH_LEASE") != "1" {
 		t.Skip("a benchmark: TETHER_BENCH_LEASE=1 go test -run BenchLease -v ./internal/lease")
 	}
-	const n = 200
+	n := 200
+	if v, err := strconv.Atoi(os.Getenv("TETHER_BENCH_LEASE_N")); err == nil && v > 0 {
+		n = v
+	}
 	measure := func(t *testing.T, autoStop int, r *lease.Renewer, w *world) (perHour float64, after []time.Duration) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
@@ -40,7 +45,7 @@ func TestBenchLease(t *testing.T) {
 		<-done
 		synctest.Wait()
 		lost := time.Now()
-		perHour = float64(w.sim.Calls()[daytonatest.RouteLastActivity]) / n / lost.Sub(start).Hours()
+		perHour = float64(w.sim.Calls()[daytonatest.RouteLastActivity]) / float64(n) / lost.Sub(start).Hours()
 		time.Sleep(time.Duration(autoStop)*time.Minute + 5*time.Minute)
 		for _, e := range w.sim.TimerEvents() {
 			after = append(after, e.At.Sub(lost))

@@ -91,6 +91,7 @@ type Server struct {
 	// no lifecycle timer runs (timers.go).
 	minute   time.Duration
 	timerLog []TimerEvent
+	fired    map[firedKey]int // by check run: how many it took
 
 	quotas     map[string]Quota   // by throttler
 	failedAuth Quota              // per client address

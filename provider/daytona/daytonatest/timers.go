@@ -33,12 +33,19 @@ import (
 //     instead (:143-144). A stopped one (desired stopped, not pending) with
 //     an auto-delete interval >= 0 and a last activity older than interval x
 //     1 minute is deleted (:250-277): 0 means at the first check after it
-//     stopped (its stop was its last activity), -1 never.
+//     stopped (its stop was its last activity), -1 never. Each run takes
+//     at most 100 sandboxes per runner node (:130, :265); the rest wait for
+//     the next run.
 //
 // Everything is computed lazily, like the state changes: when the server is
 // asked, the timers that would have fired since are applied at the moment
 // they would have fired, so the record's times do not depend on when a test
 // looks.
+
+// checkBatch is how many sandboxes one run of a check takes per runner
+// node (sandbox.manager.ts:130, 265: .limit(100)); the simulator is one
+// node. The others wait for the next run.
+const checkBatch = 100
 
 // Periods of the real server, in seconds of a 60-second minute.
 const (
@@ -83,6 +90,12 @@ func (s *Server) TimerEvents() []TimerEvent {
 	return append([]TimerEvent(nil), s.timerLog...)
 }
 
+// firedKey names one run of one check.
+type firedKey struct {
+	kind string
+	at   int64
+}
+
 // lease is a record's part of the timers.
 type lease struct {
 	// buffered is the last activity taken but not flushed yet (zero: none).
@@ -120,17 +133,28 @@ func (s *Server) nextTimer(r *record, now time.Time) (time.Time, func()) {
 		at, fire = t, f
 	}
 	check := s.scaled(checkSeconds)
-	due := func(interval int) time.Time {
+	due := func(kind string, interval int) time.Time {
 		deadline := r.lastActivityAt.Add(time.Duration(interval) * s.minute)
-		return tickAfter(later(deadline, r.checkedUntil), check)
+		t := tickAfter(later(deadline, r.checkedUntil), check)
+		for s.fired[firedKey{kind, t.UnixNano()}] >= checkBatch {
+			t = t.Add(check)
+		}
+		return t
+	}
+	logFire := func(kind string, t time.Time) {
+		s.timerLog = append(s.timerLog, TimerEvent{ID: r.id, Kind: kind, At: t, LastActivity: r.lastActivityAt})
+		if s.fired == nil {
+			s.fired = map[firedKey]int{}
+		}
+		s.fired[firedKey{kind, t.UnixNano()}]++
+		r.checkedUntil = t
 	}
 	active := !r.held && !r.pending && !r.erroredDeleted() && !r.deleteRequested
 	switch {
 	case active && r.state == stateStarted && r.desiredState == stateStarted && r.autoStop != 0:
-		t := due(r.autoStop)
+		t := due(TimerAutoStop, r.autoStop)
 		consider(t, func() {
-			s.timerLog = append(s.timerLog, TimerEvent{ID: r.id, Kind: TimerAutoStop, At: t, LastActivity: r.lastActivityAt})
-			r.checkedUntil = t
+			logFire(TimerAutoStop, t)
 			if r.autoDelete == 0 {
 				r.beginDestroy(t, s.destroyLag)
 				return
@@ -139,10 +163,9 @@ func (s *Server) nextTimer(r *record, now time.Time) (time.Time, func()) {
 			r.pending = true
 		})
 	case active && r.state == stateStopped && r.desiredState == stateStopped && r.autoDelete >= 0:
-		t := due(r.autoDelete)
+		t := due(TimerAutoDelete, r.autoDelete)
 		consider(t, func() {
-			s.timerLog = append(s.timerLog, TimerEvent{ID: r.id, Kind: TimerAutoDelete, At: t, LastActivity: r.lastActivityAt})
-			r.checkedUntil = t
+			logFire(TimerAutoDelete, t)
 			r.beginDestroy(t, s.destroyLag)
 		})
 	}

@@ -1,6 +1,7 @@
 package daytonatest_test
 
 import (
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -161,5 +162,24 @@ func TestNoTimersWithoutMinute(t *testing.T) {
 	clock.Add(24 * time.Hour)
 	if got := mustSandbox(t, s, sb.ID).State; got != "started" {
 		t.Fatalf("%s, want started", got)
+	}
+}
+
+// One run of the check takes at most 100 sandboxes; the rest wait for the
+// next runs, 10 s apart.
+func TestChecksTakeAHundredAtATime(t *testing.T) {
+	s, clock := timerServer(t)
+	for i := 0; i < 250; i++ {
+		seedIn(t, s, daytonatest.SeedSandbox{Name: fmt.Sprint("idle-", i), AutoStopInterval: intp(1), AutoDeleteInterval: intp(0)})
+	}
+	start := clock.Now()
+	clock.Add(5 * time.Minute)
+	runs := map[time.Duration]int{}
+	for _, e := range s.TimerEvents() {
+		runs[e.At.Sub(start)]++
+	}
+	want := map[time.Duration]int{70 * time.Second: 100, 80 * time.Second: 100, 90 * time.Second: 50}
+	if fmt.Sprint(runs) != fmt.Sprint(want) {
+		t.Fatalf("auto-stops by check run %v, want %v", runs, want)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/tether-run/tether/internal/lease"
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
+	"github.com/tether-run/tether/spool"
 )
 
 // TestBenchLease is a benchmark, not a test: it measures lease mode at the
@@ -84,4 +86,37 @@ func TestBenchLease(t *testing.T) {
 		fixedMean = report(t, "fixed 15-minute auto-stop, runner busy until the loss", perHour, after)
 	})
 	t.Logf("credit-minutes burned after a total loss, fixed 15 min / lease 2: %.1fx (means)", float64(fixedMean)/float64(leaseMean))
+}
+
+// BenchmarkScanJournal is the renewer's scan of a journal of 10,000 live
+// intents (Journal.Live), which it makes every 5 s at most.
+//
+//	go test -run '^$' -bench ScanJournal -benchtime 20x ./internal/lease
+func BenchmarkScanJournal(b *testing.B) {
+	j, err := spool.Open(filepath.Join(b.TempDir(), "journal.db"), spool.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer j.Close()
+	for i := 0; i < 10_000; i++ { // the last of each 500 is waited for
+		c, err := j.PrepareCreate(spool.NewIntent{Labels: map[string]string{"run": "bench"}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := j.Submit(c); err != nil {
+			b.Fatal(err)
+		}
+		if i%500 == 499 {
+			if _, err := c.Wait(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		live, err := j.Live()
+		if err != nil || len(live) != 10_000 {
+			b.Fatalf("%d live, %v", len(live), err)
+		}
+	}
 }

@@ -120,35 +120,57 @@ type result struct {
 	until  time.Time    // the quota is spent until then: nothing was sent
 }
 
-func (r *Renewer) settings() (period, riskAfter, retryBase, scan time.Duration, conc int, jitter float64) {
-	period = r.Period
-	if period <= 0 {
-		period = time.Duration(float64(r.Lease) * DefaultPeriodShare)
+// loop is one Run: its settings, resolved once, and its state, owned by
+// Run's goroutine alone.
+type loop struct {
+	r      *Renewer
+	leaser provider.Leaser
+	log    *slog.Logger
+
+	period, riskAfter, retryBase, scanEvery, spacing time.Duration
+	conc                                             int
+	jitter                                           float64
+
+	entries  map[string]*entry
+	results  chan result
+	inFlight int
+	hold     time.Time // a 429 or a spent quota: no renewal goes out before then
+	nextScan time.Time
+}
+
+func (r *Renewer) newLoop(leaser provider.Leaser) *loop {
+	l := &loop{r: r, leaser: leaser, log: r.log(), entries: map[string]*entry{}, results: make(chan result)}
+	l.period = r.Period
+	if l.period <= 0 {
+		l.period = time.Duration(float64(r.Lease) * DefaultPeriodShare)
 	}
-	riskAfter = r.RiskAfter
-	if riskAfter <= 0 {
-		riskAfter = time.Duration(float64(r.Lease) * DefaultRiskShare)
+	l.riskAfter = r.RiskAfter
+	if l.riskAfter <= 0 {
+		l.riskAfter = time.Duration(float64(r.Lease) * DefaultRiskShare)
 	}
-	retryBase = r.RetryBase
-	if retryBase <= 0 {
-		retryBase = time.Duration(float64(period) * DefaultRetryShare)
+	l.retryBase = r.RetryBase
+	if l.retryBase <= 0 {
+		l.retryBase = time.Duration(float64(l.period) * DefaultRetryShare)
 	}
-	scan = r.Scan
-	if scan <= 0 {
-		scan = min(period/4, 5*time.Second)
+	l.scanEvery = r.Scan
+	if l.scanEvery <= 0 {
+		l.scanEvery = min(l.period/4, 5*time.Second)
 	}
-	conc = r.Concurrency
-	if conc <= 0 {
-		conc = DefaultConcurrency
+	l.spacing = r.MinSpacing
+	if l.spacing <= 0 {
+		l.spacing = DefaultMinSpacing
 	}
-	jitter = r.Jitter
+	l.conc = r.Concurrency
+	if l.conc <= 0 {
+		l.conc = DefaultConcurrency
+	}
 	switch {
-	case jitter == 0:
-		jitter = DefaultJitter
-	case jitter < 0:
-		jitter = 0
+	case r.Jitter == 0:
+		l.jitter = DefaultJitter
+	case r.Jitter > 0:
+		l.jitter = min(r.Jitter, 1)
 	}
-	return period, riskAfter, retryBase, scan, conc, min(jitter, 1)
+	return l
 }
 
 func (r *Renewer) log() *slog.Logger {
@@ -168,123 +190,124 @@ func (r *Renewer) Run(ctx context.Context) error {
 	if r.Lease <= 0 {
 		return fmt.Errorf("lease mode: lease %s: must be positive", r.Lease)
 	}
-	period, riskAfter, retryBase, scan, conc, jitter := r.settings()
-	tick := min(period/8, maxTick)
-	spacing := r.MinSpacing
-	if spacing <= 0 {
-		spacing = DefaultMinSpacing
-	}
-	log := r.log()
-
-	entries := map[string]*entry{}
-	results := make(chan result)
-	inFlight := 0
-	var hold time.Time // a 429 or a spent quota: no renewal goes out before then
-	var nextScan time.Time
-	ticker := time.NewTicker(tick)
+	l := r.newLoop(leaser)
+	ticker := time.NewTicker(min(l.period/8, maxTick))
 	defer ticker.Stop()
-
-	early := func() time.Duration { return time.Duration(rand.Float64() * jitter * float64(period)) }
-	retry := func(e *entry) time.Duration {
-		d := retryBase
-		for i := 0; i < e.attempt && d < period/4; i++ {
-			d *= 2
-		}
-		d = min(d, period/4)
-		d -= time.Duration(rand.Float64() * jitter * float64(d))
-		return max(d, spacing)
-	}
-
 	for {
 		now := time.Now()
-		if !now.Before(nextScan) {
-			nextScan = now.Add(scan)
-			r.scan(entries, now, period, early, log)
+		if !now.Before(l.nextScan) {
+			l.nextScan = now.Add(l.scanEvery)
+			l.scan(now)
 		}
-		if !now.Before(hold) {
-			due := make([]*entry, 0)
-			for _, e := range entries {
-				if !e.busy && !e.gone && !e.next.After(now) {
-					due = append(due, e)
-				}
-			}
-			sort.Slice(due, func(i, j int) bool { return due[i].next.Before(due[j].next) })
-			for _, e := range due {
-				if inFlight == conc {
-					break
-				}
-				inFlight++
-				e.busy = true
-				go func(e entry) {
-					res := r.renew(ctx, leaser, e)
-					select {
-					case results <- res:
-					case <-ctx.Done():
-					}
-				}(*e)
-			}
+		if !now.Before(l.hold) {
+			l.dispatch(ctx, now)
 		}
-
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-ticker.C:
-		case res := <-results:
-			inFlight--
-			e, ok := entries[res.intent]
-			if !ok {
-				continue
+		case res := <-l.results:
+			l.settle(res, time.Now())
+		}
+	}
+}
+
+// early is how much sooner than a period the next renewal comes.
+func (l *loop) early() time.Duration {
+	return time.Duration(rand.Float64() * l.jitter * float64(l.period))
+}
+
+// retry is the wait before the next try of a failing renewal.
+func (l *loop) retry(e *entry) time.Duration {
+	d := l.retryBase
+	for i := 0; i < e.attempt && d < l.period/4; i++ {
+		d *= 2
+	}
+	d = min(d, l.period/4)
+	d -= time.Duration(rand.Float64() * l.jitter * float64(d))
+	return max(d, l.spacing)
+}
+
+// dispatch sends the renewals that are due, the most overdue first, as
+// long as slots are free.
+func (l *loop) dispatch(ctx context.Context, now time.Time) {
+	var due []*entry
+	for _, e := range l.entries {
+		if !e.busy && !e.gone && !e.next.After(now) {
+			due = append(due, e)
+		}
+	}
+	sort.Slice(due, func(i, j int) bool { return due[i].next.Before(due[j].next) })
+	for _, e := range due {
+		if l.inFlight == l.conc {
+			return
+		}
+		l.inFlight++
+		e.busy = true
+		go func(e entry) {
+			res := l.r.renew(ctx, l.leaser, e)
+			select {
+			case l.results <- res:
+			case <-ctx.Done():
 			}
-			e.busy = false
-			now := time.Now()
-			var rl *provider.RateLimitError
-			switch {
-			case res.drop:
-				delete(entries, res.intent)
-				r.released(res.gone)
-				log.Debug("lease no longer renewed: the intent is not observed any more", "intent", e.intent, "sandbox", e.sandbox)
-			case !res.until.IsZero():
-				hold = later(hold, res.until)
-				e.next = res.until
-			case errors.Is(res.err, provider.ErrNotFound) && e.notFound > 0:
-				// Two 404s in a row: Daytona's access guard answers one for
-				// any error it meets, but not two.
-				e.gone = true
-				log.Warn("lease: the sandbox is gone while its intent is live; no more renewals (the drain confirms it)", "intent", e.intent, "sandbox", e.sandbox)
-			case res.err == nil:
-				e.notFound = 0
-				if e.warned {
-					log.Warn("lease renewed again", "intent", e.intent, "sandbox", e.sandbox, "failed_for", now.Sub(e.failingSince).Round(time.Millisecond))
-				}
-				e.failingSince, e.attempt, e.warned = time.Time{}, 0, false
-				e.next = now.Add(period - early())
-			default:
-				if errors.Is(res.err, provider.ErrNotFound) {
-					e.notFound++
-				} else {
-					e.notFound = 0
-				}
-				if e.failingSince.IsZero() {
-					e.failingSince = now
-				}
-				wait := retry(e)
-				if errors.As(res.err, &rl) && rl.RetryAfter > 0 {
-					// The throttler refuses the whole organization until then.
-					wait = rl.RetryAfter
-					hold = later(hold, now.Add(wait))
-				}
-				e.attempt++
-				e.next = now.Add(wait)
-				log.Debug("lease renewal failed", "intent", e.intent, "sandbox", e.sandbox, "attempt", e.attempt, "retry_in", wait, "err", res.err)
-				if !e.warned && now.Sub(e.failingSince) >= riskAfter {
-					e.warned = true
-					log.Error("lease renewals keep failing: the provider may stop this sandbox under the live runner",
-						"intent", e.intent, "sandbox", e.sandbox, "failing_for", now.Sub(e.failingSince).Round(time.Millisecond),
-						"lease", r.Lease, "err", res.err)
-					if r.Observer != nil {
-						r.Observer.LeaseAtRisk()
-					}
-				}
+		}(*e)
+	}
+}
+
+// settle takes in what one renewal came to.
+func (l *loop) settle(res result, now time.Time) {
+	l.inFlight--
+	e, ok := l.entries[res.intent]
+	if !ok {
+		return
+	}
+	e.busy = false
+	var rl *provider.RateLimitError
+	switch {
+	case res.drop:
+		delete(l.entries, res.intent)
+		l.r.released(res.gone)
+		l.log.Debug("lease no longer renewed: the intent is not observed any more", "intent", e.intent, "sandbox", e.sandbox)
+	case !res.until.IsZero():
+		l.hold = later(l.hold, res.until)
+		e.next = res.until
+	case errors.Is(res.err, provider.ErrNotFound) && e.notFound > 0:
+		// Two 404s in a row: Daytona's access guard answers one for any
+		// error it meets, but not two.
+		e.gone = true
+		l.log.Warn("lease: the sandbox is gone while its intent is live; no more renewals (the drain confirms it)", "intent", e.intent, "sandbox", e.sandbox)
+	case res.err == nil:
+		e.notFound = 0
+		if e.warned {
+			l.log.Warn("lease renewed again", "intent", e.intent, "sandbox", e.sandbox, "failed_for", now.Sub(e.failingSince).Round(time.Millisecond))
+		}
+		e.failingSince, e.attempt, e.warned = time.Time{}, 0, false
+		e.next = now.Add(l.period - l.early())
+	default:
+		if errors.Is(res.err, provider.ErrNotFound) {
+			e.notFound++
+		} else {
+			e.notFound = 0
+		}
+		if e.failingSince.IsZero() {
+			e.failingSince = now
+		}
+		wait := l.retry(e)
+		if errors.As(res.err, &rl) && rl.RetryAfter > 0 {
+			// The throttler refuses the whole organization until then.
+			wait = rl.RetryAfter
+			l.hold = later(l.hold, now.Add(wait))
+		}
+		e.attempt++
+		e.next = now.Add(wait)
+		l.log.Debug("lease renewal failed", "intent", e.intent, "sandbox", e.sandbox, "attempt", e.attempt, "retry_in", wait, "err", res.err)
+		if !e.warned && now.Sub(e.failingSince) >= l.riskAfter {
+			e.warned = true
+			l.log.Error("lease renewals keep failing: the provider may stop this sandbox under the live runner",
+				"intent", e.intent, "sandbox", e.sandbox, "failing_for", now.Sub(e.failingSince).Round(time.Millisecond),
+				"lease", l.r.Lease, "err", res.err)
+			if l.r.Observer != nil {
+				l.r.Observer.LeaseAtRisk()
 			}
 		}
 	}
@@ -293,10 +316,11 @@ func (r *Renewer) Run(ctx context.Context) error {
 // scan adds the newly observed intents and drops those no longer observed.
 // A new one is first renewed within a period (the lease was applied on
 // observe, with a renewal of its own).
-func (r *Renewer) scan(entries map[string]*entry, now time.Time, period time.Duration, early func() time.Duration, log *slog.Logger) {
+func (l *loop) scan(now time.Time) {
+	r := l.r
 	live, err := r.Journal.Live()
 	if err != nil {
-		log.Warn("lease: cannot read the journal; renewing the sandboxes known so far", "err", err)
+		l.log.Warn("lease: cannot read the journal; renewing the sandboxes known so far", "err", err)
 		return
 	}
 	account := r.Provider.Account()
@@ -309,21 +333,21 @@ func (r *Renewer) scan(entries map[string]*entry, now time.Time, period time.Dur
 			continue
 		}
 		seen[in.ID] = true
-		if e, ok := entries[in.ID]; ok && e.sandbox == in.SandboxID {
+		if e, ok := l.entries[in.ID]; ok && e.sandbox == in.SandboxID {
 			continue
 		}
-		entries[in.ID] = &entry{intent: in.ID, sandbox: in.SandboxID, next: now.Add(period - early())}
+		l.entries[in.ID] = &entry{intent: in.ID, sandbox: in.SandboxID, next: now.Add(l.period - l.early())}
 	}
-	for id, e := range entries {
+	for id, e := range l.entries {
 		if !seen[id] && !e.busy {
-			delete(entries, id)
+			delete(l.entries, id)
 			if in, err := r.Journal.Get(id); err == nil {
 				r.released(in)
 			}
 		}
 	}
 	if r.Observer != nil {
-		r.Observer.Leased(len(entries))
+		r.Observer.Leased(len(l.entries))
 	}
 }
 

@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
+	"github.com/tether-run/tether/spool"
 )
 
 // Lease mode on a sped-up clock: the simulator's minute and tether's
@@ -37,10 +39,63 @@ func TestLeaseModeOutlivesNoHost(t *testing.T) {
 	w := leaseWorld(t)
 	p := w.run([]string{"--lease", strconv.Itoa(leaseMinutes)}, "--sandboxes", "6", "--print-pid")
 	out := p.ready()
-	if created := out.of("created"); len(created) != 6 {
+	created := out.of("created")
+	if len(created) != 6 {
 		t.Fatalf("runner: %+v", out.lines)
 	}
-	w.leaseScenario(p, out, ids(out.of("created"), sandboxOf))
+	// Two the runner releases once their leases are applied: one it says
+	// it deleted (it did not), one it keeps.
+	gone, kept := created[0], created[1]
+	w.waitLease(ids(created, sandboxOf))
+	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
+	defer cancel()
+	renewed := map[string]int{}
+	for _, r := range []struct {
+		l       runnerLine
+		outcome string
+	}{{gone, spool.OutcomeDeleted}, {kept, spool.OutcomeKept}} {
+		renewed[r.l.sandbox] = w.sim.CallsFor(r.l.sandbox)[daytonatest.RouteLastActivity]
+		if _, err := w.client().Release(ctx, r.l.intent, r.outcome); err != nil {
+			t.Fatal(err)
+		}
+	}
+	released := time.Now()
+	eventually(t, "the kept sandbox is handed back", func() (bool, string) {
+		sb, _ := w.sim.Sandbox(kept.sandbox)
+		return sb.AutoStopInterval == 15 && sb.AutoDeleteInterval == -1, fmt.Sprintf("auto-stop %d auto-delete %d", sb.AutoStopInterval, sb.AutoDeleteInterval)
+	})
+
+	w.leaseScenario(p, out, ids(created[2:], sandboxOf))
+
+	// Neither released sandbox was renewed after its release (but for one
+	// renewal already under way then).
+	for id, before := range renewed {
+		if after := w.sim.CallsFor(id)[daytonatest.RouteLastActivity]; after > before+1 {
+			t.Errorf("sandbox %s renewed %d times after its release", id, after-before)
+		}
+	}
+	// The one released as deleted had its lease run out under the live
+	// runner: the simulator stopped and deleted it within the bound.
+	var stoppedAt time.Time
+	for _, e := range w.sim.TimerEvents() {
+		if e.ID == gone.sandbox {
+			stoppedAt = e.At
+		}
+	}
+	if sb, _ := w.sim.Sandbox(gone.sandbox); sb.State != "destroyed" || stoppedAt.IsZero() || stoppedAt.Sub(released) > leaseBound {
+		t.Errorf("sandbox released as deleted: %s, stopped by its lease at %s (%s after the release; bound %s)", sb.State, stoppedAt, stoppedAt.Sub(released), leaseBound)
+	}
+	// The kept one is the runner's: nothing renews it, so Daytona stops it
+	// after the backstop's 15 idle minutes (22.5 s here), never sooner,
+	// and never deletes it.
+	if sb, _ := w.sim.Sandbox(kept.sandbox); sb.DeleteRequested {
+		t.Errorf("sandbox released as kept was deleted (%s)", sb.State)
+	}
+	for _, e := range w.sim.TimerEvents() {
+		if e.ID == kept.sandbox && (e.Kind != daytonatest.TimerAutoStop || e.At.Sub(released) < 15*leaseMinute-leaseSpan) {
+			t.Errorf("sandbox released as kept: %s %s after its release, want only an auto-stop after 15 idle minutes", e.Kind, e.At.Sub(released))
+		}
+	}
 }
 
 // TestLeaseModeThroughTheProxy: the same for an unchanged runner whose
@@ -76,15 +131,19 @@ func leaseWorld(t *testing.T) *world {
 func (w *world) leaseScenario(p *proc, out runnerOut, sandboxes []string) {
 	t := w.t
 	t.Helper()
-	eventually(t, "the lease is applied to every sandbox", func() (bool, string) {
-		for _, id := range sandboxes {
-			sb, _ := w.sim.Sandbox(id)
-			if sb.AutoStopInterval != leaseMinutes || sb.AutoDeleteInterval != 0 {
-				return false, fmt.Sprintf("sandbox %s: auto-stop %d, auto-delete %d", id, sb.AutoStopInterval, sb.AutoDeleteInterval)
+	w.waitLease(sandboxes)
+	mine := map[string]bool{}
+	for _, id := range sandboxes {
+		mine[id] = true
+	}
+	timers := func() (out []daytonatest.TimerEvent) {
+		for _, e := range w.sim.TimerEvents() {
+			if mine[e.ID] {
+				out = append(out, e)
 			}
 		}
-		return true, ""
-	})
+		return out
+	}
 
 	time.Sleep(10 * leaseSpan) // the scenario itself: a runner at work for 10 leases
 	for _, id := range sandboxes {
@@ -92,7 +151,7 @@ func (w *world) leaseScenario(p *proc, out runnerOut, sandboxes []string) {
 			t.Errorf("sandbox %s under a live runner: %s (delete requested %v), want started", id, sb.State, sb.DeleteRequested)
 		}
 	}
-	if ev := w.sim.TimerEvents(); len(ev) > 0 {
+	if ev := timers(); len(ev) > 0 {
 		t.Fatalf("the simulator's timers fired under a live runner: %+v", ev)
 	}
 	renewals := 0
@@ -128,7 +187,7 @@ func (w *world) leaseScenario(p *proc, out runnerOut, sandboxes []string) {
 		return true, ""
 	})
 	fired := map[string]daytonatest.TimerEvent{}
-	for _, e := range w.sim.TimerEvents() {
+	for _, e := range timers() {
 		fired[e.ID] = e
 	}
 	for _, id := range sandboxes {
@@ -143,4 +202,18 @@ func (w *world) leaseScenario(p *proc, out runnerOut, sandboxes []string) {
 			t.Errorf("sandbox %s stopped %s after the kill, beyond the bound %s", id, after, leaseBound)
 		}
 	}
+}
+
+// waitLease waits until every sandbox has lease mode's intervals.
+func (w *world) waitLease(sandboxes []string) {
+	w.t.Helper()
+	eventually(w.t, "the lease is applied to every sandbox", func() (bool, string) {
+		for _, id := range sandboxes {
+			sb, _ := w.sim.Sandbox(id)
+			if sb.AutoStopInterval != leaseMinutes || sb.AutoDeleteInterval != 0 {
+				return false, fmt.Sprintf("sandbox %s: auto-stop %d, auto-delete %d", id, sb.AutoStopInterval, sb.AutoDeleteInterval)
+			}
+		}
+		return true, ""
+	})
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -26,8 +27,12 @@ import (
 
 const leaseMinutes = 2
 
-// handlerTransport serves requests with h in the calling goroutine.
-type handlerTransport struct{ h http.Handler }
+// handlerTransport serves requests with h in the calling goroutine; spent,
+// if set, counts the answers that said the authenticated quota is spent.
+type handlerTransport struct {
+	h     http.Handler
+	spent *atomic.Int64
+}
 
 func (t handlerTransport) RoundTrip(req *http.Request) (resp *http.Response, err error) {
 	defer func() {
@@ -37,6 +42,9 @@ func (t handlerTransport) RoundTrip(req *http.Request) (resp *http.Response, err
 	}()
 	rec := httptest.NewRecorder()
 	t.h.ServeHTTP(rec, req)
+	if t.spent != nil && rec.Header().Get("X-RateLimit-Remaining-"+daytonatest.ThrottlerAuthenticated) == "0" {
+		t.spent.Add(1)
+	}
 	return rec.Result(), nil
 }
 
@@ -90,6 +98,7 @@ type world struct {
 	journal  *journal
 	observer *observer
 	ids      []string // sandbox ids, by intent "i<n>"
+	spent    *atomic.Int64
 }
 
 // newWorld plants n started sandboxes with lease mode's settings (auto-stop
@@ -103,16 +112,17 @@ func newWorld(t *testing.T, n int, opts ...daytonatest.Option) *world {
 func newWorldStop(t *testing.T, n, autoStop int, opts ...daytonatest.Option) *world {
 	t.Helper()
 	sim := daytonatest.NewUnstartedServer(append([]daytonatest.Option{daytonatest.WithMinute(time.Minute)}, opts...)...)
+	spent := &atomic.Int64{}
 	t.Cleanup(sim.Close)
 	prov, err := daytona.New(daytona.Config{
 		APIKey: daytonatest.DefaultKey, APIURL: "http://daytona.invalid/api",
-		HTTPClient: &http.Client{Transport: handlerTransport{sim.Handler()}},
+		HTTPClient: &http.Client{Transport: handlerTransport{sim.Handler(), spent}},
 		Logger:     slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &world{sim: sim, prov: prov, journal: &journal{intents: map[string]spool.Intent{}}, observer: &observer{}}
+	w := &world{sim: sim, prov: prov, journal: &journal{intents: map[string]spool.Intent{}}, observer: &observer{}, spent: spent}
 	stop, del := autoStop, 0
 	for i := 0; i < n; i++ {
 		sb, err := sim.AddSandbox(daytonatest.DefaultOrg, daytonatest.SeedSandbox{
@@ -229,6 +239,28 @@ func TestRenewalsUnderRateLimits(t *testing.T) {
 	})
 }
 
+// Under a per-minute quota the renewals just fit in, the renewer holds back
+// when an answer says the quota is spent (X-RateLimit-Remaining: 0), so
+// almost nothing is refused, and every sandbox stays alive.
+func TestRenewalsUnderAQuota(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// 20 sandboxes renewed every 36 s on average: 33 a minute, against 34.
+		w := newWorld(t, 20, daytonatest.WithRateLimit(daytonatest.ThrottlerAuthenticated, 34, time.Minute))
+		w.run(t, 10*leaseMinutes*time.Minute)
+		w.assertAlive(t)
+		th := w.sim.Throttle()
+		calls := w.sim.Calls()[daytonatest.RouteLastActivity]
+		refused := th.Refused[daytonatest.ThrottlerAuthenticated]
+		t.Logf("%d renewals, %d refused, %d answers said the quota was spent", calls, refused, w.spent.Load())
+		if w.spent.Load() == 0 {
+			t.Fatal("the quota was never spent: nothing to honour")
+		}
+		if refused > calls/20 {
+			t.Errorf("%d of %d renewals refused: the spent quota was not honoured", refused, calls)
+		}
+	})
+}
+
 // A released intent's sandbox is not renewed again; the others are.
 func TestReleasedIsNotRenewed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -316,7 +348,7 @@ func TestGoneSandboxIsNotRenewed(t *testing.T) {
 		// Deleted by someone else; its intent stays observed.
 		req, _ := http.NewRequest(http.MethodDelete, "http://daytona.invalid/api/sandbox/"+w.ids[0], nil)
 		req.Header.Set("Authorization", "Bearer "+daytonatest.DefaultKey)
-		if resp, err := (handlerTransport{w.sim.Handler()}).RoundTrip(req); err != nil || resp.StatusCode != http.StatusOK {
+		if resp, err := (handlerTransport{h: w.sim.Handler()}).RoundTrip(req); err != nil || resp.StatusCode != http.StatusOK {
 			t.Fatalf("delete: %v %v", resp, err)
 		}
 		time.Sleep(time.Minute)

@@ -169,6 +169,7 @@ made absolute once, at start.
 		{daytona.EnvTarget, "run, drain, sweep", "region new sandboxes are created in (the proxy and the sample runner)"},
 		{config.EnvOwner, "intent (without a socket)", "the journal's owner id; tether run gives it to its child"},
 		{config.EnvSocket + ", " + config.EnvSpool + ", " + config.EnvLabels, "intent, status", "tether run gives them to its child: where to declare intents, and the scope labels (`k=v,k=v`)"},
+		{config.EnvLeaseMinute, "run", "**tests only**: the length of a minute for lease mode's renewals and waits (default `1m`), to match a simulated Daytona whose minute is sped up; Daytona's minute is a minute"},
 	} {
 		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", strings.ReplaceAll(row[0], ", ", "`, `"), row[1], row[2])
 	}

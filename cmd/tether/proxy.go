@@ -27,6 +27,9 @@ func (sc *sidecar) proxyActor() (supervisor.Actor, error) {
 		Upstream:        upstreamAPIURL(),
 		AutoStopMinutes: sc.cfg.DaytonaAutoStop,
 	}
+	if sc.leaseMode() {
+		p.LeaseMinutes = sc.cfg.Lease
+	}
 	l, err := p.Listen(sc.cfg.DaytonaProxyAddr)
 	if err != nil {
 		return supervisor.Actor{}, err

@@ -46,6 +46,8 @@ type sidecar struct {
 	// ends the spool intake's last scan.
 	settling []settling
 	cutFinal context.CancelFunc
+	// kept: sandboxes released as kept, taken out of lease mode (lease.go).
+	kept keptLeases
 
 	// report is the drain's, once AfterChild has run.
 	mu     sync.Mutex
@@ -86,6 +88,7 @@ func openSidecar(cfg config.Config, log *slog.Logger) (*sidecar, error) {
 		j.Close()
 		return nil, err
 	}
+	sc.warnLease() // lease.go
 	return sc, nil
 }
 
@@ -132,6 +135,10 @@ func (sc *sidecar) deleteNow(ctx context.Context, id string) (spool.Intent, erro
 // the intent instead.
 func (sc *sidecar) observed(in spool.Intent) {
 	if sc.reaper.Provider == nil {
+		return
+	}
+	if sc.leaseMode() {
+		sc.applyLease(in) // lease.go
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), backstopTimeout)
@@ -215,6 +222,9 @@ func (sc *sidecar) Actors() ([]supervisor.Actor, error) {
 		spoolActor,
 		replayActor,
 	}
+	if sc.leaseMode() {
+		actors = append(actors, sc.leaseActor()) // lease.go
+	}
 	if sc.cfg.DaytonaProxy {
 		a, err := sc.proxyActor()
 		if err != nil {
@@ -246,7 +256,9 @@ func (sc *sidecar) AfterChild(ctx context.Context, st supervisor.Status) error {
 	sc.log.Debug("drain: the child is gone; the intent API and the spool intake finish first", "deadline", sc.cfg.DrainTimeout)
 	sc.settle(dctx, sc.cutFinal)
 	sc.cutFinal()
+	kept := sc.endKeptLeases() // lease.go
 	rep, err := sc.reaper.DrainLive(dctx, sc.journal, time.Until(deadline), os.Stderr)
+	<-kept
 	sc.mu.Lock()
 	sc.report = &rep
 	sc.mu.Unlock()

@@ -54,6 +54,9 @@ type Config struct {
 
 	// Metrics endpoint and tether sweep (operator.go).
 	Operator
+
+	// Lease mode (lease.go).
+	LeaseSettings
 }
 
 // Defaults. Grace + DrainTimeout (3 s + 5 s) leaves 2 s of margin inside the
@@ -94,6 +97,7 @@ func Default() Config {
 		DaytonaProxy:        true,
 		DaytonaProxyAddr:    DefaultDaytonaProxyAddr,
 		Operator:            defaultOperator(),
+		LeaseSettings:       LeaseSettings{LeaseMinute: DefaultLeaseMinute},
 	}
 }
 
@@ -238,6 +242,7 @@ func (c *Config) Bind(fs *flag.FlagSet, groups ...Group) error {
 		b.int(&c.DaytonaAutoStop, "daytona-autostop", EnvDaytonaAutoStop, "Daytona auto-stop minutes enforced on sandboxes that have it disabled (>= 1)")
 	}
 	c.bindOperator(b, want)
+	c.bindLease(b, want)
 	return errors.Join(b.errs...)
 }
 
@@ -353,6 +358,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	errs = append(errs, c.validateOperator()...)
+	errs = append(errs, c.validateLease()...)
 	return errors.Join(errs...)
 }
 

@@ -52,6 +52,7 @@ type Metrics struct {
 	replay      prometheus.Histogram
 	unresolved  prometheus.Gauge
 	drainsLeft  *prometheus.CounterVec
+	lease       *leaseMetrics // lease.go
 }
 
 // New makes the collectors; j is read at each scrape.
@@ -89,6 +90,8 @@ func New(j Journal) *Metrics {
 		Name: "tether_drain_intents_total",
 		Help: "Intents the drains and replays resolved or left, by the state they ended in (live: left unresolved).",
 	}, []string{"state"})
+	m.lease = newLeaseMetrics()
+	m.reg.MustRegister(m.lease.collectors()...)
 	m.reg.MustRegister(m.calls, m.latency, m.waits, m.waitSeconds, m.drain, m.replay, m.unresolved, m.drainsLeft,
 		&journalCollector{j: j},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

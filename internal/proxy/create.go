@@ -59,6 +59,12 @@ func (p *Proxy) create(w http.ResponseWriter, r *http.Request) {
 	p.remember(account, in.Name, in.ID)
 	crashpoint.Hit(crashpoint.ProxyAfterJournal)
 	out, overridden, err := cb.rewrite(in.Name, in.Labels, p.AutoStopMinutes)
+	if err == nil && p.LeaseMinutes > 0 {
+		var replaced map[string]string
+		if out, replaced, err = leaseBody(out, p.LeaseMinutes); err == nil && len(replaced) > 0 {
+			p.Logger.Info("daytona proxy: lease mode replaces the runner's intervals", "intent", in.ID, "runner_sent", replaced)
+		}
+	}
 	if err != nil {
 		p.abandon(in, "the create body could not be rewritten: "+err.Error())
 		writeError(w, http.StatusInternalServerError, "tether proxy: rewriting the create body: "+err.Error())

@@ -88,6 +88,9 @@ type Proxy struct {
 	// AutoStopMinutes replaces an autoStopInterval of 0 (or null) in a
 	// create; 0 leaves it as the runner sent it.
 	AutoStopMinutes int
+	// LeaseMinutes, in lease mode (tether run --lease), is the auto-stop
+	// every create gets, with auto-delete 0 (lease.go); 0: off.
+	LeaseMinutes int
 	// Transport makes the upstream calls (default: http.DefaultTransport's
 	// settings, without transparent compression, so bodies pass as sent).
 	Transport http.RoundTripper

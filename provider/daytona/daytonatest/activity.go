@@ -14,7 +14,6 @@ func (s *Server) Touch(id string) error {
 	}
 	now := s.now()
 	r.advance(now)
-	r.lastActivityAt = now
-	r.record(now)
+	r.noteActivity(now)
 	return nil
 }

@@ -21,7 +21,9 @@ const (
 	RouteAutoArchive = "autoarchive"
 	RouteAutoDelete  = "autodelete"
 	RouteLabels      = "labels"
-	RouteUnknown     = "unknown"
+	// RouteLastActivity is POST /sandbox/{id}/last-activity (timers.go).
+	RouteLastActivity = "last-activity"
+	RouteUnknown      = "unknown"
 )
 
 // DefaultRetryAfter is the Retry-After a 429 carries when Faults.RetryAfter is zero.

@@ -45,6 +45,7 @@ func (s *Server) routes() http.Handler {
 	handle("POST /api/sandbox/{idOrName}/autoarchive/{interval}", RouteAutoArchive, s.setInterval(RouteAutoArchive))
 	handle("POST /api/sandbox/{idOrName}/autodelete/{interval}", RouteAutoDelete, s.setInterval(RouteAutoDelete))
 	handle("PUT /api/sandbox/{idOrName}/labels", RouteLabels, s.replaceLabels)
+	handle("POST /api/sandbox/{idOrName}/last-activity", RouteLastActivity, s.lastActivity)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.serve(mux, w, r)
 	})
@@ -658,6 +659,9 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request) {
 
 // transition starts a state change requested through the API.
 func (s *Server) transition(rec *record, now time.Time, state string) {
+	if rec.state != state {
+		rec.stateChanged(now)
+	}
 	rec.state = state
 	rec.desiredState = desiredFor(state)
 	rec.errorReason = ""

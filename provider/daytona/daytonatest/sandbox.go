@@ -79,6 +79,7 @@ type record struct {
 	steps   []step // future state changes, in time order
 	history []version
 	srv     *Server // for timings and faults; read under srv.mu
+	lease           // the lifecycle timers' own state (timers.go)
 }
 
 // view is what GET and list show of a sandbox at one moment.
@@ -147,15 +148,26 @@ func (r *record) viewAt(t time.Time) (view, bool) {
 	return view{}, false
 }
 
-// advance applies every state change due by now, in order.
+// advance applies every state change due by now, in order, and with
+// WithMinute the lifecycle timers that fall between them (timers.go).
 func (r *record) advance(now time.Time) {
-	for !r.held && len(r.steps) > 0 && !r.steps[0].at.After(now) {
-		st := r.steps[0]
-		r.steps = r.steps[1:]
-		r.state = st.state
-		r.updatedAt = st.at
-		r.record(st.at)
-		r.entered(st.at)
+	for {
+		at, fire := r.srv.nextTimer(r, now)
+		if !r.held && len(r.steps) > 0 && !r.steps[0].at.After(now) && (fire == nil || !r.steps[0].at.After(at)) {
+			st := r.steps[0]
+			r.steps = r.steps[1:]
+			r.state = st.state
+			r.updatedAt = st.at
+			r.stateChanged(st.at)
+			r.record(st.at)
+			r.entered(st.at)
+			continue
+		}
+		if fire == nil {
+			r.checkedUntil = now
+			return
+		}
+		fire()
 	}
 }
 
@@ -164,9 +176,10 @@ func (r *record) entered(at time.Time) {
 	if r.state == r.desiredState {
 		r.pending = false
 	}
-	if r.state == stateStopped && r.autoDelete == 0 && !r.deleteRequested {
+	if r.state == stateStopped && r.autoDelete == 0 && !r.deleteRequested && r.srv.minute == 0 {
 		// autoDeleteInterval 0 ("ephemeral") deletes a sandbox when it stops;
 		// a sandbox that never stops is never deleted (a real leak: auto-stop 0 disables Daytona's own cleanup).
+		// With WithMinute the auto-delete check does it, at its next run.
 		r.beginDestroy(at, r.srv.destroyLag)
 	}
 }

@@ -87,6 +87,12 @@ type Server struct {
 	destroyLag                                       time.Duration
 	now                                              func() time.Time
 
+	// minute is the length of a simulated minute with WithMinute; zero:
+	// no lifecycle timer runs (timers.go).
+	minute   time.Duration
+	timerLog []TimerEvent
+	fired    map[firedKey]int // by check run: how many it took
+
 	quotas     map[string]Quota   // by throttler
 	failedAuth Quota              // per client address
 	windows    map[string]*window // by throttleKey

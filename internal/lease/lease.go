@@ -1,0 +1,381 @@
+// Package lease is the renewer of lease mode (tether run --lease): while the
+// child runs, it renews every observed sandbox's lease on the provider's
+// own control plane (Daytona: POST /sandbox/{id}/last-activity), well
+// inside the short auto-stop interval lease mode sets, so that the sandbox
+// stops (and, for on_drain delete, is deleted) only once tether is gone —
+// however it went. It renews only what the journal holds as observed, and
+// reads the intent again just before each call, so a released or drained
+// intent is not renewed again.
+//
+// Renewals are jittered, bounded in number in flight, and hold back when
+// the provider says its rate limit is spent (a 429's Retry-After, or a
+// quota announced as exhausted). A sandbox whose renewals keep failing for
+// RiskAfter is logged at error level — it may be stopped under a live
+// runner — and counted.
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sort"
+	"time"
+
+	"github.com/tether-run/tether/provider"
+	"github.com/tether-run/tether/spool"
+)
+
+// Defaults, as shares of the lease (the auto-stop interval as a duration).
+const (
+	// DefaultPeriodShare: a sandbox is renewed every third of its lease
+	// (40 s at the default lease of 2 minutes), which leaves two thirds for
+	// the provider's own lag (Daytona: a renewal reaches its check within
+	// 10 s, and the check runs every 10 s) and for retries.
+	DefaultPeriodShare = 1.0 / 3
+	// DefaultJitter: each renewal comes up to this share of the period
+	// early, so renewals of sandboxes made together spread out.
+	DefaultJitter = 0.2
+	// DefaultRiskShare: renewals of one sandbox failing for this share of
+	// the lease are logged loudly and counted (30 s at 2 minutes).
+	DefaultRiskShare = 0.25
+	// DefaultConcurrency bounds the renewals in flight at once.
+	DefaultConcurrency = 8
+	// DefaultRetryShare: after a failed renewal the next try comes this
+	// share of the period later, doubling, up to a quarter of the period.
+	DefaultRetryShare = 0.1
+	// DefaultMinSpacing: two renewals of one sandbox are never closer than
+	// this. Daytona takes one last-activity call per sandbox per 5 s and
+	// answers the others 201 without doing anything
+	// (SANDBOX_ACTIVITY_THROTTLE_TTL_SECONDS; sandbox-activity.service.ts:41-51),
+	// so a closer retry would look like a renewal and be none.
+	DefaultMinSpacing = 5 * time.Second
+	// maxTick bounds the renewer's clock resolution.
+	maxTick = time.Second
+)
+
+// Journal is what the renewer reads of the journal.
+type Journal interface {
+	Live() ([]spool.Intent, error)
+	Get(id string) (spool.Intent, error)
+}
+
+// Observer is told what the renewer sees, for metrics. May be nil.
+type Observer interface {
+	// LeaseAtRisk: renewals of one sandbox have failed for RiskAfter.
+	LeaseAtRisk()
+	// Leased is how many sandboxes the renewer keeps alive now.
+	Leased(n int)
+}
+
+// Renewer renews the leases of every observed intent's sandbox until its
+// context ends. The zero value of each setting means its default.
+type Renewer struct {
+	Journal Journal
+	// Provider must implement provider.Leaser. Intents of another provider
+	// account are not renewed (the drain reports them).
+	Provider provider.Provider
+	// Lease is the auto-stop interval as a duration (minutes x 1 minute;
+	// tests speed the minute up). Required.
+	Lease time.Duration
+
+	Period      time.Duration // default Lease x DefaultPeriodShare
+	Jitter      float64       // default DefaultJitter; negative: none
+	RiskAfter   time.Duration // default Lease x DefaultRiskShare
+	RetryBase   time.Duration // default Period x DefaultRetryShare
+	MinSpacing  time.Duration // default DefaultMinSpacing
+	Concurrency int           // default DefaultConcurrency
+	// Scan is how often the journal is read for newly observed sandboxes
+	// (default a quarter of the period, at most 5 s).
+	Scan time.Duration
+
+	Observer Observer
+	Logger   *slog.Logger
+	// Kept, if set, is called in a goroutine of its own with each intent
+	// the renewer stops renewing because the runner released it as kept
+	// (spool.OutcomeKept): the sandbox is the runner's from then on.
+	Kept func(spool.Intent)
+}
+
+// entry is one sandbox being renewed.
+type entry struct {
+	intent, sandbox string
+	next            time.Time
+	failingSince    time.Time
+	attempt         int
+	warned, busy    bool
+	// notFound counts the 404s in a row; gone: two of them, the sandbox is
+	// not renewed again (the drain confirms it and closes the intent).
+	notFound int
+	gone     bool
+}
+
+// result is what one renewal came to.
+type result struct {
+	intent string
+	err    error
+	drop   bool         // the intent is no longer observed with that sandbox
+	gone   spool.Intent // the intent as the journal has it then, if it has it
+	until  time.Time    // the quota is spent until then: nothing was sent
+}
+
+// loop is one Run: its settings, resolved once, and its state, owned by
+// Run's goroutine alone.
+type loop struct {
+	r      *Renewer
+	leaser provider.Leaser
+	log    *slog.Logger
+
+	period, riskAfter, retryBase, scanEvery, spacing time.Duration
+	conc                                             int
+	jitter                                           float64
+
+	entries  map[string]*entry
+	results  chan result
+	inFlight int
+	hold     time.Time // a 429 or a spent quota: no renewal goes out before then
+	nextScan time.Time
+}
+
+func (r *Renewer) newLoop(leaser provider.Leaser) *loop {
+	l := &loop{r: r, leaser: leaser, log: r.log(), entries: map[string]*entry{}, results: make(chan result)}
+	l.period = r.Period
+	if l.period <= 0 {
+		l.period = time.Duration(float64(r.Lease) * DefaultPeriodShare)
+	}
+	l.riskAfter = r.RiskAfter
+	if l.riskAfter <= 0 {
+		l.riskAfter = time.Duration(float64(r.Lease) * DefaultRiskShare)
+	}
+	l.retryBase = r.RetryBase
+	if l.retryBase <= 0 {
+		l.retryBase = time.Duration(float64(l.period) * DefaultRetryShare)
+	}
+	l.scanEvery = r.Scan
+	if l.scanEvery <= 0 {
+		l.scanEvery = min(l.period/4, 5*time.Second)
+	}
+	l.spacing = r.MinSpacing
+	if l.spacing <= 0 {
+		l.spacing = DefaultMinSpacing
+	}
+	l.conc = r.Concurrency
+	if l.conc <= 0 {
+		l.conc = DefaultConcurrency
+	}
+	switch {
+	case r.Jitter == 0:
+		l.jitter = DefaultJitter
+	case r.Jitter > 0:
+		l.jitter = min(r.Jitter, 1)
+	}
+	return l
+}
+
+func (r *Renewer) log() *slog.Logger {
+	if r.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return r.Logger
+}
+
+// Run renews until ctx ends; it returns nil then. It fails at once if the
+// provider cannot renew or the lease is not set.
+func (r *Renewer) Run(ctx context.Context) error {
+	leaser, ok := r.Provider.(provider.Leaser)
+	if r.Provider == nil || !ok {
+		return errors.New("lease mode: the provider cannot renew sandboxes")
+	}
+	if r.Lease <= 0 {
+		return fmt.Errorf("lease mode: lease %s: must be positive", r.Lease)
+	}
+	l := r.newLoop(leaser)
+	ticker := time.NewTicker(min(l.period/8, maxTick))
+	defer ticker.Stop()
+	for {
+		now := time.Now()
+		if !now.Before(l.nextScan) {
+			l.nextScan = now.Add(l.scanEvery)
+			l.scan(now)
+		}
+		if !now.Before(l.hold) {
+			l.dispatch(ctx, now)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ticker.C:
+		case res := <-l.results:
+			l.settle(res, time.Now())
+		}
+	}
+}
+
+// early is how much sooner than a period the next renewal comes.
+func (l *loop) early() time.Duration {
+	return time.Duration(rand.Float64() * l.jitter * float64(l.period))
+}
+
+// retry is the wait before the next try of a failing renewal.
+func (l *loop) retry(e *entry) time.Duration {
+	d := l.retryBase
+	for i := 0; i < e.attempt && d < l.period/4; i++ {
+		d *= 2
+	}
+	d = min(d, l.period/4)
+	d -= time.Duration(rand.Float64() * l.jitter * float64(d))
+	return max(d, l.spacing)
+}
+
+// dispatch sends the renewals that are due, the most overdue first, as
+// long as slots are free.
+func (l *loop) dispatch(ctx context.Context, now time.Time) {
+	var due []*entry
+	for _, e := range l.entries {
+		if !e.busy && !e.gone && !e.next.After(now) {
+			due = append(due, e)
+		}
+	}
+	sort.Slice(due, func(i, j int) bool { return due[i].next.Before(due[j].next) })
+	for _, e := range due {
+		if l.inFlight == l.conc {
+			return
+		}
+		l.inFlight++
+		e.busy = true
+		go func(e entry) {
+			res := l.r.renew(ctx, l.leaser, e)
+			select {
+			case l.results <- res:
+			case <-ctx.Done():
+			}
+		}(*e)
+	}
+}
+
+// settle takes in what one renewal came to.
+func (l *loop) settle(res result, now time.Time) {
+	l.inFlight--
+	e, ok := l.entries[res.intent]
+	if !ok {
+		return
+	}
+	e.busy = false
+	var rl *provider.RateLimitError
+	switch {
+	case res.drop:
+		delete(l.entries, res.intent)
+		l.r.released(res.gone)
+		l.log.Debug("lease no longer renewed: the intent is not observed any more", "intent", e.intent, "sandbox", e.sandbox)
+	case !res.until.IsZero():
+		l.hold = later(l.hold, res.until)
+		e.next = res.until
+	case errors.Is(res.err, provider.ErrNotFound) && e.notFound > 0:
+		// Two 404s in a row: Daytona's access guard answers one for any
+		// error it meets, but not two.
+		e.gone = true
+		l.log.Warn("lease: the sandbox is gone while its intent is live; no more renewals (the drain confirms it)", "intent", e.intent, "sandbox", e.sandbox)
+	case res.err == nil:
+		e.notFound = 0
+		if e.warned {
+			l.log.Warn("lease renewed again", "intent", e.intent, "sandbox", e.sandbox, "failed_for", now.Sub(e.failingSince).Round(time.Millisecond))
+		}
+		e.failingSince, e.attempt, e.warned = time.Time{}, 0, false
+		e.next = now.Add(l.period - l.early())
+	default:
+		if errors.Is(res.err, provider.ErrNotFound) {
+			e.notFound++
+		} else {
+			e.notFound = 0
+		}
+		if e.failingSince.IsZero() {
+			e.failingSince = now
+		}
+		wait := l.retry(e)
+		if errors.As(res.err, &rl) && rl.RetryAfter > 0 {
+			// The throttler refuses the whole organization until then.
+			wait = rl.RetryAfter
+			l.hold = later(l.hold, now.Add(wait))
+		}
+		e.attempt++
+		e.next = now.Add(wait)
+		l.log.Debug("lease renewal failed", "intent", e.intent, "sandbox", e.sandbox, "attempt", e.attempt, "retry_in", wait, "err", res.err)
+		if !e.warned && now.Sub(e.failingSince) >= l.riskAfter {
+			e.warned = true
+			l.log.Error("lease renewals keep failing: the provider may stop this sandbox under the live runner",
+				"intent", e.intent, "sandbox", e.sandbox, "failing_for", now.Sub(e.failingSince).Round(time.Millisecond),
+				"lease", l.r.Lease, "err", res.err)
+			if l.r.Observer != nil {
+				l.r.Observer.LeaseAtRisk()
+			}
+		}
+	}
+}
+
+// scan adds the newly observed intents and drops those no longer observed.
+// A new one is first renewed within a period (the lease was applied on
+// observe, with a renewal of its own).
+func (l *loop) scan(now time.Time) {
+	r := l.r
+	live, err := r.Journal.Live()
+	if err != nil {
+		l.log.Warn("lease: cannot read the journal; renewing the sandboxes known so far", "err", err)
+		return
+	}
+	account := r.Provider.Account()
+	seen := make(map[string]bool, len(live))
+	for _, in := range live {
+		if in.State != spool.Observed || in.SandboxID == "" || (in.Account != "" && in.Account != account) {
+			continue
+		}
+		if in.Provider != "" && in.Provider != r.Provider.Name() {
+			continue
+		}
+		seen[in.ID] = true
+		if e, ok := l.entries[in.ID]; ok && e.sandbox == in.SandboxID {
+			continue
+		}
+		l.entries[in.ID] = &entry{intent: in.ID, sandbox: in.SandboxID, next: now.Add(l.period - l.early())}
+	}
+	for id, e := range l.entries {
+		if !seen[id] && !e.busy {
+			delete(l.entries, id)
+			if in, err := r.Journal.Get(id); err == nil {
+				r.released(in)
+			}
+		}
+	}
+	if r.Observer != nil {
+		r.Observer.Leased(len(l.entries))
+	}
+}
+
+// renew makes one renewal of e, unless its intent is no longer observed
+// with that sandbox or the provider said its quota is spent.
+func (r *Renewer) renew(ctx context.Context, p provider.Leaser, e entry) result {
+	in, err := r.Journal.Get(e.intent)
+	if err != nil || in.State != spool.Observed || in.SandboxID != e.sandbox {
+		return result{intent: e.intent, drop: true, gone: in}
+	}
+	if t, ok := r.Provider.(provider.Throttled); ok {
+		if until := t.ExhaustedUntil(provider.CallRenew); time.Now().Before(until) {
+			return result{intent: e.intent, until: until}
+		}
+	}
+	return result{intent: e.intent, err: p.Renew(ctx, e.sandbox)}
+}
+
+// released hands an intent the runner released as kept to Kept.
+func (r *Renewer) released(in spool.Intent) {
+	if r.Kept != nil && in.State == spool.Released && in.Outcome == spool.OutcomeKept && in.SandboxID != "" {
+		go r.Kept(in)
+	}
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}

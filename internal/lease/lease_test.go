@@ -1,0 +1,367 @@
+package lease_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/tether-run/tether/internal/lease"
+	"github.com/tether-run/tether/provider/daytona"
+	"github.com/tether-run/tether/provider/daytona/daytonatest"
+	"github.com/tether-run/tether/spool"
+)
+
+// These tests run in a synctest bubble: the simulator's clock and the
+// renewer's are the same fake clock, which moves only when every goroutine
+// waits, so a lease of 2 real minutes (the default) is tested at the real
+// server's pace in milliseconds, with no timing assumption about the
+// machine. The simulator is served in memory (handlerTransport): a socket
+// would keep the bubble's clock from moving.
+
+const leaseMinutes = 2
+
+// handlerTransport serves requests with h in the calling goroutine; spent,
+// if set, counts the answers that said the authenticated quota is spent.
+type handlerTransport struct {
+	h     http.Handler
+	spent *atomic.Int64
+}
+
+func (t handlerTransport) RoundTrip(req *http.Request) (resp *http.Response, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			resp, err = nil, fmt.Errorf("simulator aborted the request: %v", p)
+		}
+	}()
+	rec := httptest.NewRecorder()
+	t.h.ServeHTTP(rec, req)
+	if t.spent != nil && rec.Header().Get("X-RateLimit-Remaining-"+daytonatest.ThrottlerAuthenticated) == "0" {
+		t.spent.Add(1)
+	}
+	return rec.Result(), nil
+}
+
+// journal is an in-memory lease.Journal.
+type journal struct {
+	mu      sync.Mutex
+	intents map[string]spool.Intent
+}
+
+func (j *journal) Live() ([]spool.Intent, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	var out []spool.Intent
+	for _, in := range j.intents {
+		if in.State.Live() {
+			out = append(out, in)
+		}
+	}
+	return out, nil
+}
+
+func (j *journal) Get(id string) (spool.Intent, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	in, ok := j.intents[id]
+	if !ok {
+		return in, spool.ErrNotFound
+	}
+	return in, nil
+}
+
+func (j *journal) set(id string, st spool.State) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	in := j.intents[id]
+	in.State = st
+	j.intents[id] = in
+}
+
+type observer struct {
+	mu     sync.Mutex
+	atRisk int
+}
+
+func (o *observer) LeaseAtRisk() { o.mu.Lock(); o.atRisk++; o.mu.Unlock() }
+func (o *observer) Leased(int)   {}
+
+type world struct {
+	sim      *daytonatest.Server
+	prov     *daytona.Provider
+	journal  *journal
+	observer *observer
+	ids      []string // sandbox ids, by intent "i<n>"
+	spent    *atomic.Int64
+}
+
+// newWorld plants n started sandboxes with lease mode's settings (auto-stop
+// leaseMinutes, auto-delete 0) and an observed intent for each.
+func newWorld(t *testing.T, n int, opts ...daytonatest.Option) *world {
+	t.Helper()
+	return newWorldStop(t, n, leaseMinutes, opts...)
+}
+
+// newWorldStop is newWorld with another auto-stop interval.
+func newWorldStop(t *testing.T, n, autoStop int, opts ...daytonatest.Option) *world {
+	t.Helper()
+	sim := daytonatest.NewUnstartedServer(append([]daytonatest.Option{daytonatest.WithMinute(time.Minute)}, opts...)...)
+	spent := &atomic.Int64{}
+	t.Cleanup(sim.Close)
+	prov, err := daytona.New(daytona.Config{
+		APIKey: daytonatest.DefaultKey, APIURL: "http://daytona.invalid/api",
+		HTTPClient: &http.Client{Transport: handlerTransport{sim.Handler(), spent}},
+		Logger:     slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &world{sim: sim, prov: prov, journal: &journal{intents: map[string]spool.Intent{}}, observer: &observer{}, spent: spent}
+	stop, del := autoStop, 0
+	for i := 0; i < n; i++ {
+		sb, err := sim.AddSandbox(daytonatest.DefaultOrg, daytonatest.SeedSandbox{
+			Name: fmt.Sprintf("tether-i%d", i), AutoStopInterval: &stop, AutoDeleteInterval: &del,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := fmt.Sprintf("i%d", i)
+		w.journal.intents[id] = spool.Intent{ID: id, State: spool.Observed, SandboxID: sb.ID, Provider: daytona.ProviderName, Account: prov.Account()}
+		w.ids = append(w.ids, sb.ID)
+	}
+	return w
+}
+
+func (w *world) renewer() *lease.Renewer {
+	return &lease.Renewer{
+		Journal: w.journal, Provider: w.prov, Lease: leaseMinutes * time.Minute,
+		Observer: w.observer, Logger: slog.New(slog.DiscardHandler),
+	}
+}
+
+// run runs the renewer for d of the fake clock and stops it; it returns
+// when the renewer stopped.
+func (w *world) run(t *testing.T, d time.Duration) time.Time {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.renewer().Run(ctx) }()
+	time.Sleep(d)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	synctest.Wait()
+	return time.Now()
+}
+
+func (w *world) assertAlive(t *testing.T) {
+	t.Helper()
+	for _, id := range w.ids {
+		sb, _ := w.sim.Sandbox(id)
+		if sb.State != "started" || sb.DeleteRequested {
+			t.Errorf("sandbox %s: %s (delete requested %v), want started", id, sb.State, sb.DeleteRequested)
+		}
+	}
+	if ev := w.sim.TimerEvents(); len(ev) > 0 {
+		t.Errorf("timers fired on renewed sandboxes: %+v", ev)
+	}
+}
+
+// assertReaped: every sandbox deleted by the simulator's own timer, at
+// most a lease and one check (10 s) after the renewals stopped at `stopped`.
+func (w *world) assertReaped(t *testing.T, stopped time.Time) {
+	t.Helper()
+	fired := map[string]daytonatest.TimerEvent{}
+	for _, e := range w.sim.TimerEvents() {
+		fired[e.ID] = e
+	}
+	bound := leaseMinutes*time.Minute + 10*time.Second
+	for _, id := range w.ids {
+		sb, _ := w.sim.Sandbox(id)
+		if sb.State != "destroyed" {
+			t.Errorf("sandbox %s: %s, want destroyed", id, sb.State)
+		}
+		e, ok := fired[id]
+		if !ok || e.Kind != daytonatest.TimerAutoStop {
+			t.Errorf("sandbox %s: no auto-stop fired (%+v)", id, e)
+			continue
+		}
+		if late := e.At.Sub(stopped); late > bound {
+			t.Errorf("sandbox %s deleted %s after the renewals stopped, more than the bound %s", id, late, bound)
+		}
+	}
+}
+
+// A live runner holds its sandboxes for 10 leases: none is stopped; then
+// tether is gone and every one is deleted within the lease plus a check.
+func TestRenewedSandboxesLiveThenDieWithTether(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 20)
+		stopped := w.run(t, 10*leaseMinutes*time.Minute)
+		w.assertAlive(t)
+		calls := w.sim.Calls()[daytonatest.RouteLastActivity]
+		perHour := float64(calls) / float64(len(w.ids)) / (10 * leaseMinutes / 60.0)
+		t.Logf("%d renewals for %d sandboxes over %d minutes: %.0f per sandbox per hour", calls, len(w.ids), 10*leaseMinutes, perHour)
+
+		time.Sleep(leaseMinutes*time.Minute + 20*time.Second)
+		w.assertReaped(t, stopped)
+	})
+}
+
+// 30% of the renewals answered 429: the renewer honours the Retry-After
+// and still keeps every sandbox alive.
+func TestRenewalsUnderRateLimits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 20, daytonatest.WithFaults(daytonatest.Faults{
+			Seed: 7, Rate429: 0.3, Routes: []string{daytonatest.RouteLastActivity},
+		}))
+		w.run(t, 10*leaseMinutes*time.Minute)
+		w.assertAlive(t)
+		th := w.sim.Throttle()
+		calls := w.sim.Calls()[daytonatest.RouteLastActivity]
+		refused := th.Refused[daytonatest.ThrottlerAuthenticated]
+		if refused < calls/5 {
+			t.Fatalf("%d of %d renewals refused: the faults did not bite", refused, calls)
+		}
+		// Renewals sent inside a window a 429 announced: only those already
+		// in flight when it came.
+		if in := th.InWindow[daytonatest.ThrottlerAuthenticated]; in > refused {
+			t.Errorf("%d renewals sent inside announced throttle windows (%d refused): Retry-After not honoured", in, refused)
+		}
+		t.Logf("%d renewals, %d refused, %d inside throttle windows", calls, refused, th.InWindow[daytonatest.ThrottlerAuthenticated])
+	})
+}
+
+// Under a per-minute quota the renewals just fit in, the renewer holds back
+// when an answer says the quota is spent (X-RateLimit-Remaining: 0), so
+// almost nothing is refused, and every sandbox stays alive.
+func TestRenewalsUnderAQuota(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// 20 sandboxes renewed every 36 s on average: 33 a minute, against 34.
+		w := newWorld(t, 20, daytonatest.WithRateLimit(daytonatest.ThrottlerAuthenticated, 34, time.Minute))
+		w.run(t, 10*leaseMinutes*time.Minute)
+		w.assertAlive(t)
+		th := w.sim.Throttle()
+		calls := w.sim.Calls()[daytonatest.RouteLastActivity]
+		refused := th.Refused[daytonatest.ThrottlerAuthenticated]
+		t.Logf("%d renewals, %d refused, %d answers said the quota was spent", calls, refused, w.spent.Load())
+		if w.spent.Load() == 0 {
+			t.Fatal("the quota was never spent: nothing to honour")
+		}
+		if refused > calls/20 {
+			t.Errorf("%d of %d renewals refused: the spent quota was not honoured", refused, calls)
+		}
+	})
+}
+
+// A released intent's sandbox is not renewed again; the others are.
+func TestReleasedIsNotRenewed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 2)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		done := make(chan error, 1)
+		go func() { done <- w.renewer().Run(ctx) }()
+		time.Sleep(leaseMinutes * time.Minute)
+		synctest.Wait()
+		w.journal.set("i0", spool.Released)
+		before := w.sim.CallsFor(w.ids[0])[daytonatest.RouteLastActivity]
+		if before == 0 {
+			t.Fatal("the sandbox was never renewed before its release")
+		}
+		time.Sleep(5 * leaseMinutes * time.Minute)
+		cancel()
+		<-done
+		if after := w.sim.CallsFor(w.ids[0])[daytonatest.RouteLastActivity]; after != before {
+			t.Errorf("released sandbox renewed %d more times after its release", after-before)
+		}
+		// Its lease ran out: the simulator deleted it (lease mode's
+		// settings stay on a released sandbox).
+		if sb, _ := w.sim.Sandbox(w.ids[0]); sb.State != "destroyed" {
+			t.Errorf("released sandbox: %s, want destroyed by its lease", sb.State)
+		}
+		if sb, _ := w.sim.Sandbox(w.ids[1]); sb.State != "started" {
+			t.Errorf("the other sandbox: %s, want started", sb.State)
+		}
+	})
+}
+
+// An intent released as kept is handed to Kept once; one released as
+// deleted is not.
+func TestKeptIsHandedBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 2)
+		var mu sync.Mutex
+		var kept []string
+		r := w.renewer()
+		r.Kept = func(in spool.Intent) { mu.Lock(); kept = append(kept, in.ID); mu.Unlock() }
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- r.Run(ctx) }()
+		time.Sleep(time.Minute)
+		w.journal.mu.Lock()
+		for id, out := range map[string]string{"i0": spool.OutcomeKept, "i1": spool.OutcomeDeleted} {
+			in := w.journal.intents[id]
+			in.State, in.Outcome = spool.Released, out
+			w.journal.intents[id] = in
+		}
+		w.journal.mu.Unlock()
+		time.Sleep(2 * time.Minute)
+		cancel()
+		<-done
+		synctest.Wait()
+		if len(kept) != 1 || kept[0] != "i0" {
+			t.Fatalf("handed back %v, want [i0]", kept)
+		}
+	})
+}
+
+// Renewals that keep failing are reported once per sandbox.
+func TestFailingRenewalsAreReported(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 3, daytonatest.WithFaults(daytonatest.Faults{
+			Seed: 1, Rate5xx: 1, Routes: []string{daytonatest.RouteLastActivity},
+		}))
+		w.run(t, leaseMinutes*time.Minute)
+		if w.observer.atRisk != len(w.ids) {
+			t.Fatalf("at-risk reports: %d, want %d (one per sandbox)", w.observer.atRisk, len(w.ids))
+		}
+	})
+}
+
+// A sandbox deleted behind tether's back (two 404s) is not renewed again.
+func TestGoneSandboxIsNotRenewed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 2)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- w.renewer().Run(ctx) }()
+		time.Sleep(leaseMinutes * time.Minute)
+		synctest.Wait()
+		// Deleted by someone else; its intent stays observed.
+		req, _ := http.NewRequest(http.MethodDelete, "http://daytona.invalid/api/sandbox/"+w.ids[0], nil)
+		req.Header.Set("Authorization", "Bearer "+daytonatest.DefaultKey)
+		if resp, err := (handlerTransport{h: w.sim.Handler()}).RoundTrip(req); err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("delete: %v %v", resp, err)
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		before := w.sim.CallsFor(w.ids[0])[daytonatest.RouteLastActivity]
+		time.Sleep(5 * leaseMinutes * time.Minute)
+		cancel()
+		<-done
+		if after := w.sim.CallsFor(w.ids[0])[daytonatest.RouteLastActivity]; after != before {
+			t.Errorf("a gone sandbox was renewed %d more times", after-before)
+		}
+		if sb, _ := w.sim.Sandbox(w.ids[1]); sb.State != "started" {
+			t.Errorf("the other sandbox: %s, want started", sb.State)
+		}
+	})
+}

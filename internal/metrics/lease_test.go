@@ -1,0 +1,63 @@
+package metrics_test
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/tether-run/tether/internal/metrics"
+	"github.com/tether-run/tether/provider"
+	"github.com/tether-run/tether/provider/daytona"
+	"github.com/tether-run/tether/provider/daytona/daytonatest"
+	"github.com/tether-run/tether/spool"
+)
+
+// The counted provider keeps lease mode's calls (and counts them); the
+// lease collectors show what the renewer reported.
+func TestLeaseMetrics(t *testing.T) {
+	j, err := spool.Open(filepath.Join(t.TempDir(), "journal.db"), spool.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	sim := daytonatest.NewServer()
+	defer sim.Close()
+	sb, err := sim.AddSandbox(daytonatest.DefaultOrg, daytonatest.SeedSandbox{Name: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prov, err := daytona.New(daytona.Config{APIKey: daytonatest.DefaultKey, APIURL: sim.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := metrics.New(j)
+	l, ok := m.Provider(prov).(provider.Leaser)
+	if !ok {
+		t.Fatal("the counted provider cannot renew")
+	}
+	if err := l.Renew(t.Context(), sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.SetAutoDelete(t.Context(), sb.ID, 0); err != nil {
+		t.Fatal(err)
+	}
+	m.Leased(7)
+	m.LeaseAtRisk()
+	fams := scrape(t, m.Handler())
+	for _, c := range []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{"tether_provider_calls_total", []string{"op", "renew", "outcome", "ok"}, 1},
+		{"tether_provider_calls_total", []string{"op", "set_autodelete", "outcome", "ok"}, 1},
+		{"tether_leased_sandboxes", nil, 7},
+		{"tether_lease_at_risk_total", nil, 1},
+	} {
+		if got := sum(fams, c.name, c.labels...); got != c.want {
+			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
+		}
+	}
+	if got, _ := sim.Sandbox(sb.ID); got.AutoDeleteInterval != 0 {
+		t.Errorf("auto-delete %d, want 0", got.AutoDeleteInterval)
+	}
+}

@@ -1,0 +1,186 @@
+package reaper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/tether-run/tether/provider"
+	"github.com/tether-run/tether/spool"
+)
+
+// DefaultLeaseSettle is how long ApplyLease waits between its renewal and
+// the short auto-stop: Daytona takes a renewal into its auto-stop check
+// only at its next flush, within 10 s (sandbox-activity.service.ts:75 at
+// v0.190.0). A sandbox observed long after its last activity would
+// otherwise be stopped by a check that runs before the renewal is seen.
+const DefaultLeaseSettle = 10 * time.Second
+
+// Lease is what lease mode sets on an observed sandbox.
+type Lease struct {
+	// Minutes is the auto-stop interval; required (>= 1).
+	Minutes int
+	// Settle: default DefaultLeaseSettle (tests speed it up with the minute).
+	Settle time.Duration
+}
+
+// ApplyLease puts an observed intent's sandbox under lease mode: it reads
+// the sandbox and verifies it is ours (as Backstop does, correcting a
+// wrong observed id), renews it, waits Settle, then sets the lease as its
+// auto-stop and, when the drain would delete it (on_drain delete),
+// auto-delete 0. A sandbox already being deleted is left alone. It retries
+// within ctx. From then on the renewer (internal/lease) keeps it alive.
+func (r *Reaper) ApplyLease(ctx context.Context, in spool.Intent, l Lease) error {
+	if l.Minutes < 1 {
+		return fmt.Errorf("lease %s: %d minutes: must be at least 1", in.Name, l.Minutes)
+	}
+	if in.SandboxID == "" {
+		return fmt.Errorf("lease %s: no sandbox observed", in.Name)
+	}
+	p, err := r.providerFor(in)
+	if err != nil {
+		return fmt.Errorf("lease %s: %w", in.Name, err)
+	}
+	if in.Account != "" && in.Account != p.Account() {
+		return fmt.Errorf("lease %s: %w", in.Name, ErrWrongAccount)
+	}
+	leaser, ok := p.(provider.Leaser)
+	if !ok {
+		return fmt.Errorf("lease %s: provider %s cannot renew sandboxes", in.Name, p.Name())
+	}
+	if l.Settle <= 0 {
+		l.Settle = DefaultLeaseSettle
+	}
+	base, max := orDefault(r.RetryBase, DefaultRetryBase), orDefault(r.RetryMax, DefaultRetryMax)
+	corrected := false
+	for attempt := 0; ; attempt++ {
+		err := r.leaseOnce(ctx, p, leaser, in, l)
+		if !corrected && (errors.Is(err, ErrForeign) || errors.Is(err, provider.ErrNotFound)) {
+			corrected = true
+			if fixed, ok := r.correctObserved(ctx, p, in, err); ok {
+				in = fixed
+				continue
+			}
+		}
+		if err == nil || errors.Is(err, ErrForeign) || errors.Is(err, provider.ErrNotFound) || provider.ConfigError(err) {
+			return err
+		}
+		if ctx.Err() != nil || !sleep(ctx, r.backoff(attempt, base, max, err)) {
+			return err
+		}
+	}
+}
+
+func (r *Reaper) leaseOnce(ctx context.Context, p provider.Provider, leaser provider.Leaser, in spool.Intent, l Lease) error {
+	var sb provider.Sandbox
+	err := r.call(ctx, prioRead, provider.CallRead, "lease: read sandbox "+in.SandboxID, func(ctx context.Context) (err error) {
+		sb, err = p.Get(ctx, in.SandboxID)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if why := mismatch(in, sb); why != "" {
+		return fmt.Errorf("lease: sandbox %s: %w: %s", sb.ID, ErrForeign, why)
+	}
+	if renamedForDeletion(in, sb) {
+		return nil // its delete was accepted: nothing to keep alive
+	}
+	r.remember(in, sb.ID)
+	if sb.AutoStopMinutes != l.Minutes {
+		// The interval is about to get short: make the last activity recent
+		// first, and let the provider see it.
+		err = r.call(ctx, prioRead, provider.CallRenew, "lease: renew "+sb.ID, func(ctx context.Context) error {
+			return leaser.Renew(ctx, sb.ID)
+		})
+		if err != nil {
+			return err
+		}
+		if !sleep(ctx, l.Settle) {
+			return fmt.Errorf("lease: sandbox %s: no time left to let its renewal settle (%s): %w", sb.ID, l.Settle, context.DeadlineExceeded)
+		}
+		err = r.call(ctx, prioDestroy, provider.CallSetter, "lease: set auto-stop of "+sb.ID, func(ctx context.Context) error {
+			return p.SetAutoStop(ctx, sb.ID, l.Minutes)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	if in.OnDrain == spool.DrainStop {
+		r.log().Info("lease applied", "intent", in.ID, "sandbox", sb.ID, "auto_stop_minutes", l.Minutes)
+		return nil
+	}
+	err = r.call(ctx, prioDestroy, provider.CallSetter, "lease: set auto-delete of "+sb.ID, func(ctx context.Context) error {
+		return leaser.SetAutoDelete(ctx, sb.ID, 0)
+	})
+	if err == nil {
+		r.log().Info("lease applied", "intent", in.ID, "sandbox", sb.ID, "auto_stop_minutes", l.Minutes, "auto_delete_minutes", 0)
+	}
+	return err
+}
+
+// EndLease takes a sandbox out of lease mode when the runner released its
+// intent as kept: the sandbox is the runner's from then on, and lease
+// mode's settings would stop (and delete) it once nobody renews it. It
+// gets autoStop minutes (the backstop, --daytona-autostop) and auto-delete
+// -1 (never; Daytona's default). A foreign sandbox, or one whose delete
+// was accepted, is left alone. It retries within ctx.
+func (r *Reaper) EndLease(ctx context.Context, in spool.Intent, autoStop int) error {
+	if in.SandboxID == "" {
+		return nil
+	}
+	p, err := r.providerFor(in)
+	if err != nil {
+		return fmt.Errorf("end lease %s: %w", in.Name, err)
+	}
+	if in.Account != "" && in.Account != p.Account() {
+		return fmt.Errorf("end lease %s: %w", in.Name, ErrWrongAccount)
+	}
+	leaser, ok := p.(provider.Leaser)
+	if !ok {
+		return fmt.Errorf("end lease %s: provider %s has no leases", in.Name, p.Name())
+	}
+	base, max := orDefault(r.RetryBase, DefaultRetryBase), orDefault(r.RetryMax, DefaultRetryMax)
+	for attempt := 0; ; attempt++ {
+		err := r.endLeaseOnce(ctx, p, leaser, in, autoStop)
+		if err == nil || errors.Is(err, ErrForeign) || errors.Is(err, provider.ErrNotFound) || provider.ConfigError(err) {
+			return err
+		}
+		if ctx.Err() != nil || !sleep(ctx, r.backoff(attempt, base, max, err)) {
+			return err
+		}
+	}
+}
+
+func (r *Reaper) endLeaseOnce(ctx context.Context, p provider.Provider, leaser provider.Leaser, in spool.Intent, autoStop int) error {
+	var sb provider.Sandbox
+	err := r.call(ctx, prioRead, provider.CallRead, "end lease: read sandbox "+in.SandboxID, func(ctx context.Context) (err error) {
+		sb, err = p.Get(ctx, in.SandboxID)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if why := mismatch(in, sb); why != "" {
+		return fmt.Errorf("end lease: sandbox %s: %w: %s", sb.ID, ErrForeign, why)
+	}
+	if renamedForDeletion(in, sb) {
+		return nil
+	}
+	if sb.AutoStopMinutes != autoStop {
+		err = r.call(ctx, prioDestroy, provider.CallSetter, "end lease: set auto-stop of "+sb.ID, func(ctx context.Context) error {
+			return p.SetAutoStop(ctx, sb.ID, autoStop)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	err = r.call(ctx, prioDestroy, provider.CallSetter, "end lease: set auto-delete of "+sb.ID, func(ctx context.Context) error {
+		return leaser.SetAutoDelete(ctx, sb.ID, -1)
+	})
+	if err == nil {
+		r.log().Info("lease ended: the runner keeps the sandbox", "intent", in.ID, "sandbox", sb.ID, "auto_stop_minutes", autoStop, "auto_delete", "never")
+	}
+	return err
+}

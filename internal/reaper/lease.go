@@ -52,24 +52,7 @@ func (r *Reaper) ApplyLease(ctx context.Context, in spool.Intent, l Lease) error
 	if l.Settle <= 0 {
 		l.Settle = DefaultLeaseSettle
 	}
-	base, max := orDefault(r.RetryBase, DefaultRetryBase), orDefault(r.RetryMax, DefaultRetryMax)
-	corrected := false
-	for attempt := 0; ; attempt++ {
-		err := r.leaseOnce(ctx, p, leaser, in, l)
-		if !corrected && (errors.Is(err, ErrForeign) || errors.Is(err, provider.ErrNotFound)) {
-			corrected = true
-			if fixed, ok := r.correctObserved(ctx, p, in, err); ok {
-				in = fixed
-				continue
-			}
-		}
-		if err == nil || errors.Is(err, ErrForeign) || errors.Is(err, provider.ErrNotFound) || provider.ConfigError(err) {
-			return err
-		}
-		if ctx.Err() != nil || !sleep(ctx, r.backoff(attempt, base, max, err)) {
-			return err
-		}
-	}
+	return r.retryObserved(ctx, p, in, func(in spool.Intent) error { return r.leaseOnce(ctx, p, leaser, in, l) })
 }
 
 func (r *Reaper) leaseOnce(ctx context.Context, p provider.Provider, leaser provider.Leaser, in spool.Intent, l Lease) error {

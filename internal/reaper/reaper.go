@@ -738,10 +738,20 @@ func (r *Reaper) Backstop(ctx context.Context, in spool.Intent) error {
 	if in.Account != "" && in.Account != p.Account() {
 		return fmt.Errorf("backstop %s: %w", in.Name, ErrWrongAccount)
 	}
+	return r.retryObserved(ctx, p, in, func(in spool.Intent) error { return r.backstopOnce(ctx, p, in) })
+}
+
+// retryObserved runs once, a step on a newly observed sandbox (the
+// backstop, the lease), until it succeeds, fails for good (not ours, not
+// found, a configuration error) or ctx ends, with backoff between tries. A
+// first "not ours" or "not found" may mean the runner observed a wrong id:
+// correctObserved looks the name up and, if it finds the intent's sandbox,
+// once is tried again on it.
+func (r *Reaper) retryObserved(ctx context.Context, p provider.Provider, in spool.Intent, once func(spool.Intent) error) error {
 	base, max := orDefault(r.RetryBase, DefaultRetryBase), orDefault(r.RetryMax, DefaultRetryMax)
 	corrected := false
 	for attempt := 0; ; attempt++ {
-		err := r.backstopOnce(ctx, p, in)
+		err := once(in)
 		if !corrected && (errors.Is(err, ErrForeign) || errors.Is(err, provider.ErrNotFound)) {
 			corrected = true
 			if fixed, ok := r.correctObserved(ctx, p, in, err); ok {

@@ -279,6 +279,15 @@ func (p *Provider) Account() string { return p.account }
 // answer for another id (a sandbox whose name happens to be this id) is
 // treated as not found.
 func (p *Provider) Get(ctx context.Context, id string) (provider.Sandbox, error) {
+	sb, err := p.getByID(ctx, id)
+	if err != nil {
+		return provider.Sandbox{}, err
+	}
+	return fromSandbox(sb), nil
+}
+
+// getByID is the read of Get and Inspect: the sandbox with exactly that id.
+func (p *Provider) getByID(ctx context.Context, id string) (*apiclient.Sandbox, error) {
 	var sb *apiclient.Sandbox
 	err := p.call(ctx, "get", id, func(ctx context.Context) (*http.Response, error) {
 		var resp *http.Response
@@ -287,12 +296,12 @@ func (p *Provider) Get(ctx context.Context, id string) (provider.Sandbox, error)
 		return resp, err
 	})
 	if err != nil {
-		return provider.Sandbox{}, err
+		return nil, err
 	}
 	if sb.GetId() != id {
-		return provider.Sandbox{}, fmt.Errorf("daytona get %s: the answer is sandbox %s: %w", id, sb.GetId(), provider.ErrNotFound)
+		return nil, fmt.Errorf("daytona get %s: the answer is sandbox %s: %w", id, sb.GetId(), provider.ErrNotFound)
 	}
-	return fromSandbox(sb), nil
+	return sb, nil
 }
 
 // GetByName reads the sandbox with exactly this name. GET /sandbox/{idOrName}

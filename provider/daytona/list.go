@@ -68,18 +68,9 @@ func (p *Provider) ListPage(ctx context.Context, q provider.AccountQuery, cursor
 
 // Inspect is Get with the last activity and whether a delete was accepted.
 func (p *Provider) Inspect(ctx context.Context, id string) (provider.Listed, error) {
-	var sb *apiclient.Sandbox
-	err := p.call(ctx, "get", id, func(ctx context.Context) (*http.Response, error) {
-		var resp *http.Response
-		var err error
-		sb, resp, err = p.api.SandboxAPI.GetSandbox(ctx, id).Execute()
-		return resp, err
-	})
+	sb, err := p.getByID(ctx, id)
 	if err != nil {
 		return provider.Listed{}, err
-	}
-	if sb.GetId() != id {
-		return provider.Listed{}, fmt.Errorf("daytona get %s: the answer is sandbox %s: %w", id, sb.GetId(), provider.ErrNotFound)
 	}
 	return provider.Listed{
 		Sandbox:         fromSandbox(sb),

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/tether-run/tether/internal/config"
 )
 
 // stdout is where help goes (asked for, so it is output, exit 0); usage
@@ -64,6 +66,22 @@ func parseFlags(fs *flag.FlagSet, args []string, maxArgs int) error {
 	}
 	if maxArgs >= 0 && fs.NArg() > maxArgs {
 		return usageError(fs, fmt.Errorf("unexpected argument %q", fs.Arg(maxArgs)))
+	}
+	return nil
+}
+
+// parseConfig is parseFlags for a command that bound cfg's settings to fs
+// (envErr is what Bind found wrong in the environment): then the
+// environment's errors, then cfg.Validate, each a usage error.
+func parseConfig(fs *flag.FlagSet, args []string, maxArgs int, cfg *config.Config, envErr error) error {
+	if err := parseFlags(fs, args, maxArgs); err != nil {
+		return err
+	}
+	if envErr != nil {
+		return usageError(fs, envErr)
+	}
+	if err := cfg.Validate(); err != nil {
+		return usageError(fs, err)
 	}
 	return nil
 }

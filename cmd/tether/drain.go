@@ -45,14 +45,8 @@ func (*DrainCommand) Run(ctx context.Context, args []string) error {
 	fs := newFlags("drain", drainUsage)
 	envErr := cfg.Bind(fs, config.Journal, config.Drain, config.Log)
 	salvageTo := fs.String("salvage-to", "", "copy what is readable of a damaged --journal into this new journal (same owner id; the damaged file is only read), then drain the new one")
-	if err := parseFlags(fs, args, 0); err != nil {
+	if err := parseConfig(fs, args, 0, &cfg, envErr); err != nil {
 		return helped(err)
-	}
-	if envErr != nil {
-		return usageError(fs, envErr)
-	}
-	if err := cfg.Validate(); err != nil {
-		return usageError(fs, err)
 	}
 	if _, err := os.Stat(cfg.Journal); err != nil {
 		// Never create an empty journal where the operator expected one.

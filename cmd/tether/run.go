@@ -28,14 +28,8 @@ func (*RunCommand) Run(ctx context.Context, args []string) error {
 	cfg := config.Default()
 	fs := newFlags("run", runUsage)
 	envErr := cfg.Bind(fs, config.All, config.Metrics)
-	if err := parseFlags(fs, args, -1); err != nil {
+	if err := parseConfig(fs, args, -1, &cfg, envErr); err != nil {
 		return helped(err)
-	}
-	if envErr != nil {
-		return usageError(fs, envErr)
-	}
-	if err := cfg.Validate(); err != nil {
-		return usageError(fs, err)
 	}
 	command := fs.Args()
 	if len(command) == 0 {

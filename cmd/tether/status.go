@@ -73,14 +73,8 @@ func (*StatusCommand) Run(ctx context.Context, args []string) error {
 	asJSON := fs.Bool("json", false, "print one JSON object instead of the table")
 	recent := fs.Int("recent", DefaultStatusRecent, "finished intents to show after the live ones (0: none)")
 	timeout := fs.Duration("timeout", DefaultStatusTimeout, "bound on the whole call")
-	if err := parseFlags(fs, args, 0); err != nil {
+	if err := parseConfig(fs, args, 0, &cfg, envErr); err != nil {
 		return helped(err)
-	}
-	if envErr != nil {
-		return usageError(fs, envErr)
-	}
-	if err := cfg.Validate(); err != nil {
-		return usageError(fs, err)
 	}
 	if *recent < 0 || *recent > spool.MaxPageLimit {
 		return usageError(fs, fmt.Errorf("--recent %d: must be between 0 and %d", *recent, spool.MaxPageLimit))

@@ -46,14 +46,8 @@ func (*SweepCommand) Run(ctx context.Context, args []string) error {
 	envErr := cfg.Bind(fs, config.Sweep, config.Log)
 	yes := fs.Bool("yes", false, "delete the stale sandboxes (without it: a dry run that changes nothing)")
 	asJSON := fs.Bool("json", false, "print the report as one JSON object instead of the table")
-	if err := parseFlags(fs, args, 0); err != nil {
+	if err := parseConfig(fs, args, 0, &cfg, envErr); err != nil {
 		return helped(err)
-	}
-	if envErr != nil {
-		return usageError(fs, envErr)
-	}
-	if err := cfg.Validate(); err != nil {
-		return usageError(fs, err)
 	}
 	log := newLogger(cfg, os.Stderr)
 	prov, err := openProvider(log)

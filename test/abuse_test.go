@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-run/tether/internal/testutil"
+
 	"github.com/tether-run/tether/internal/api"
 	"github.com/tether-run/tether/spool"
 )
@@ -53,7 +55,7 @@ func socketUnderAbuse(t *testing.T, nofile int) {
 	}
 	p := w.start(append(w.tetherArgs("run"), "--drain-timeout", drainTimeout, "--", "sleep", "600")...)
 	c := w.client()
-	eventually(t, "the socket answers", func() (bool, string) {
+	testutil.Eventually(t, "the socket answers", func() (bool, string) {
 		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 		defer cancel()
 		_, err := c.Health(ctx)

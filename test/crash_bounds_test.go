@@ -3,6 +3,8 @@ package e2e_test
 import (
 	"fmt"
 	"testing"
+
+	"github.com/tether-run/tether/internal/testutil"
 )
 
 // TestRunnerOutlivingTetherDoesNotHang: a runner leaves a process behind
@@ -32,7 +34,7 @@ func TestRunnerOutlivingTetherDoesNotHang(t *testing.T) {
 	if n := killMarked(w.dir); n < 1 {
 		t.Fatalf("the cleanup killed %d processes, want the straggler", n)
 	}
-	eventually(t, "the straggler dies", func() (bool, string) {
+	testutil.Eventually(t, "the straggler dies", func() (bool, string) {
 		gone, why := dead(out.pid)
 		return gone, fmt.Sprint(why)
 	})

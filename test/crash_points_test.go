@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-run/tether/internal/testutil"
+
 	"github.com/tether-run/tether/internal/crashpoint"
 	"github.com/tether-run/tether/spool"
 )
@@ -185,7 +187,7 @@ func runCrashCase(t *testing.T, c crashCase, newRunner bool) {
 		}
 		// The replay needs intents in the journal: let tether take the
 		// spool files first.
-		eventually(t, "tether takes the spool files", func() (bool, string) {
+		testutil.Eventually(t, "tether takes the spool files", func() (bool, string) {
 			left := w.spoolLeft()
 			return len(left) == 0, fmt.Sprintf("%d files left", len(left))
 		})
@@ -351,7 +353,7 @@ func (w *world) checkInvariants(final bool) int {
 		// The deletes the runner made itself (and released) finish; those
 		// of tether were confirmed before it said gone, so they are not
 		// waited for.
-		eventually(w.t, "the runner's deletes finish", func() (bool, string) {
+		testutil.Eventually(w.t, "the runner's deletes finish", func() (bool, string) {
 			for _, sb := range w.ours() {
 				in := journal[sb.Labels[spool.LabelIntent]]
 				if sb.DeleteRequested && sb.State != "destroyed" && in.State == spool.Released {

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/tether-run/tether/internal/testutil"
+
 	"github.com/tether-run/tether/internal/api"
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
 	"github.com/tether-run/tether/spool"
@@ -100,7 +102,7 @@ func TestCrashReplay(t *testing.T) {
 	}
 	// The runner dies with tether (parent-death signal): nothing of the
 	// first run cleans anything up.
-	eventually(t, "the runner dies with tether", func() (bool, string) { return dead(out.pid) })
+	testutil.Eventually(t, "the runner dies with tether", func() (bool, string) { return dead(out.pid) })
 
 	journal := w.intents()
 	var live, observed int
@@ -131,7 +133,7 @@ func TestCrashReplay(t *testing.T) {
 	exist := append(ids(append(created, unobserved...), sandboxOf), lateSandboxes...)
 	waiting := []string{unseen[0].ID, unseen[1].ID, impostor.ID}
 	sort.Strings(waiting)
-	eventually(t, "the replay deletes every sandbox that exists and waits for the others", func() (bool, string) {
+	testutil.Eventually(t, "the replay deletes every sandbox that exists and waits for the others", func() (bool, string) {
 		for _, id := range exist {
 			if sb, _ := w.sim.Sandbox(id); sb.State != "destroyed" {
 				return false, fmt.Sprintf("sandbox %s is %s", id, sb.State)
@@ -167,7 +169,7 @@ func TestCrashReplay(t *testing.T) {
 	labels[spool.LabelOwner] = "somebody-else"
 	w.plant(daytonatest.DefaultOrg, impostor.Name, labels)
 
-	eventually(t, "the replay resolves the stragglers", func() (bool, string) {
+	testutil.Eventually(t, "the replay resolves the stragglers", func() (bool, string) {
 		ins, err := w.liveIntents()
 		if err != nil {
 			return false, err.Error()

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tether-run/tether/internal/testutil"
 )
 
 // pipeDelay bounds how long Wait waits for a process's output once it has
@@ -161,7 +163,7 @@ func TestDemoInterruptLeavesNothing(t *testing.T) {
 	}
 	// The demo waited for its tether; the runner dies with it (parent-death
 	// signal), which takes a moment to be reaped by whoever adopted it.
-	eventually(t, "no process of the demo left", func() (bool, string) {
+	testutil.Eventually(t, "no process of the demo left", func() (bool, string) {
 		procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 		for _, p := range procs {
 			b, err := os.ReadFile(p)

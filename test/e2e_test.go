@@ -42,8 +42,6 @@ const (
 	waitBound = 30 * time.Second
 	// exitBound bounds the wait for a tether process to exit.
 	exitBound = 60 * time.Second
-	// pollEvery is the interval of condition polls.
-	pollEvery = 20 * time.Millisecond
 	// drainTimeout is given to every tether whose drain must converge; the
 	// report then proves it did, before this deadline.
 	drainTimeout = "30s"
@@ -567,7 +565,7 @@ func (w *world) assertDestroyed(ids ...string) {
 // for to complete, then asserts them as assertDestroyed does.
 func (w *world) eventuallyDestroyed(ids ...string) {
 	w.t.Helper()
-	eventually(w.t, "the deletions complete", func() (bool, string) {
+	testutil.Eventually(w.t, "the deletions complete", func() (bool, string) {
 		for _, id := range ids {
 			if sb, _ := w.sim.Sandbox(id); sb.State != "destroyed" {
 				return false, fmt.Sprintf("sandbox %s is %s", id, sb.State)
@@ -631,22 +629,6 @@ func (w *world) assertJournal(want spool.State, ids ...string) {
 		if in.State != want {
 			w.t.Errorf("intent %s (%s): journal state %s, want %s (last error: %s)", id, in.Name, in.State, want, in.LastError)
 		}
-	}
-}
-
-// eventually polls cond until it holds, for at most waitBound.
-func eventually(t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(waitBound)
-	for {
-		ok, why := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s: %s", what, waitBound, why)
-		}
-		time.Sleep(pollEvery)
 	}
 }
 

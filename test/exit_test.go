@@ -6,6 +6,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/tether-run/tether/internal/testutil"
+
 	"github.com/tether-run/tether/spool"
 )
 
@@ -159,19 +161,19 @@ func TestRepeatedSignalDuringDrain(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.signal(syscall.SIGTERM)
-	eventually(t, "the drain starts", func() (bool, string) {
+	testutil.Eventually(t, "the drain starts", func() (bool, string) {
 		return strings.Contains(p.stderr.String(), "drain: resolving every live intent"), "no drain in the log"
 	})
 	const caught = "signal received after the child ended; finishing the drain"
 	for i, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGTERM} {
 		p.signal(sig)
-		eventually(t, "tether notes the signal and drains on", func() (bool, string) {
+		testutil.Eventually(t, "tether notes the signal and drains on", func() (bool, string) {
 			n := strings.Count(p.stderr.String(), caught)
 			return n == i+1, fmt.Sprintf("%d signals noted", n)
 		})
 	}
 	// The other four are done while the held one still blocks nothing but itself.
-	eventually(t, "the other sandboxes go while one hangs", func() (bool, string) {
+	testutil.Eventually(t, "the other sandboxes go while one hangs", func() (bool, string) {
 		for _, l := range created[1:] {
 			if sb, _ := w.sim.Sandbox(l.sandbox); sb.State != "destroyed" {
 				return false, fmt.Sprintf("sandbox %s is %s", l.sandbox, sb.State)

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-run/tether/internal/testutil"
+
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
 	"github.com/tether-run/tether/spool"
 )
@@ -60,7 +62,7 @@ func TestLeaseModeOutlivesNoHost(t *testing.T) {
 		}
 	}
 	released := time.Now()
-	eventually(t, "the kept sandbox is handed back", func() (bool, string) {
+	testutil.Eventually(t, "the kept sandbox is handed back", func() (bool, string) {
 		sb, _ := w.sim.Sandbox(kept.sandbox)
 		return sb.AutoStopInterval == 15 && sb.AutoDeleteInterval == -1, fmt.Sprintf("auto-stop %d auto-delete %d", sb.AutoStopInterval, sb.AutoDeleteInterval)
 	})
@@ -179,10 +181,10 @@ func (w *world) leaseScenario(p *proc, out runnerOut, sandboxes []string) {
 		t.Fatal(err)
 	}
 	for _, pid := range []int{p.cmd.Process.Pid, out.pid} {
-		eventually(t, "no tether process is left", func() (bool, string) { return dead(pid) })
+		testutil.Eventually(t, "no tether process is left", func() (bool, string) { return dead(pid) })
 	}
 
-	eventually(t, "Daytona's own timers delete every sandbox", func() (bool, string) {
+	testutil.Eventually(t, "Daytona's own timers delete every sandbox", func() (bool, string) {
 		for _, id := range sandboxes {
 			if sb, _ := w.sim.Sandbox(id); sb.State != "destroyed" {
 				return false, fmt.Sprintf("sandbox %s: %s", id, sb.State)
@@ -216,7 +218,7 @@ func (w *world) leaseScenario(p *proc, out runnerOut, sandboxes []string) {
 // waitLease waits until every sandbox has lease mode's intervals.
 func (w *world) waitLease(sandboxes []string) {
 	w.t.Helper()
-	eventually(w.t, "the lease is applied to every sandbox", func() (bool, string) {
+	testutil.Eventually(w.t, "the lease is applied to every sandbox", func() (bool, string) {
 		for _, id := range sandboxes {
 			sb, _ := w.sim.Sandbox(id)
 			if sb.AutoStopInterval != leaseMinutes || sb.AutoDeleteInterval != 0 {

@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/tether-run/tether/internal/testutil"
+
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
 	"github.com/tether-run/tether/spool"
 )
@@ -53,7 +55,7 @@ func TestMistypedObservedID(t *testing.T) {
 				t.Fatalf("observe: %v\n%s", err, out)
 			}
 			if backstopFails {
-				eventually(t, "the backstop to give up", func() (bool, string) {
+				testutil.Eventually(t, "the backstop to give up", func() (bool, string) {
 					return strings.Contains(p.stderr.String(), "auto-stop backstop not applied"), p.stderr.String()
 				})
 				w.sim.AddKey(daytonatest.DefaultKey, daytonatest.DefaultOrg)
@@ -61,7 +63,7 @@ func TestMistypedObservedID(t *testing.T) {
 					t.Fatalf("intent observed %s, want the typo %s still", got.SandboxID, typo)
 				}
 			} else {
-				eventually(t, "the backstop to correct the id and set the auto-stop", func() (bool, string) {
+				testutil.Eventually(t, "the backstop to correct the id and set the auto-stop", func() (bool, string) {
 					got, _ := w.sim.Sandbox(sb.ID)
 					in := w.intentOf(in.ID)
 					return in.SandboxID == sb.ID && got.AutoStopInterval != 0, fmt.Sprintf("intent observed %s, auto-stop %d", in.SandboxID, got.AutoStopInterval)

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/tether-run/tether/internal/testutil"
+
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
 )
 
@@ -59,7 +61,7 @@ func TestBrokenProviderSetupIsSaidAtStart(t *testing.T) {
 				if l := <-p.lines; l != "ready" {
 					t.Fatalf("child said %q; stderr:\n%s", l, p.stderr)
 				}
-				eventually(t, "the broken setup said on stderr", func() (bool, string) {
+				testutil.Eventually(t, "the broken setup said on stderr", func() (bool, string) {
 					select {
 					case <-p.done:
 						return false, "tether exited"

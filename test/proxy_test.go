@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-run/tether/internal/testutil"
+
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
 	"github.com/tether-run/tether/spool"
 )
@@ -130,7 +132,7 @@ func TestProxyCreatesThatFailOrLoseTheirAnswer(t *testing.T) {
 		t.Fatalf("runner: %+v", out.lines)
 	}
 	// The create the runner gave up on goes on: tether journals its id.
-	eventually(t, "the proxy journals the abandoned create's id", func() (bool, string) {
+	testutil.Eventually(t, "the proxy journals the abandoned create's id", func() (bool, string) {
 		live, err := w.liveIntents()
 		if err != nil {
 			return false, err.Error()

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/tether-run/tether/internal/testutil"
+
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -104,7 +106,7 @@ func TestSpoolRunnerWithScopeLabels(t *testing.T) {
 	if out, err := observe.CombinedOutput(); err != nil {
 		t.Fatalf("observe through the spool: %v\n%s", err, out)
 	}
-	eventually(t, "the spool files journaled", func() (bool, string) {
+	testutil.Eventually(t, "the spool files journaled", func() (bool, string) {
 		got, err := w.client().Get(t.Context(), in.ID)
 		return err == nil && got.SandboxID == sb.ID, fmt.Sprintf("intent %+v, %v", got, err)
 	})

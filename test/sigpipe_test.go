@@ -203,7 +203,7 @@ func (p *proc) wantLine(want string) {
 // that path. A connection is closed after its answer was written.
 func waitServerConnsClosed(t *testing.T, socket string) {
 	t.Helper()
-	eventually(t, "tether to close its connections on "+socket, func() (bool, string) {
+	testutil.Eventually(t, "tether to close its connections on "+socket, func() (bool, string) {
 		b, err := os.ReadFile("/proc/net/unix")
 		if err != nil {
 			t.Skipf("no /proc/net/unix: %v", err)

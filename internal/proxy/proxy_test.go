@@ -29,7 +29,6 @@ import (
 // only a real hang fails a test on a loaded machine.
 const (
 	waitBound = 30 * time.Second
-	pollEvery = 10 * time.Millisecond
 	// backstop is the auto-stop the proxy sets on a create that has it off.
 	backstop = 17
 	// secretKey is a runner key that must never reach a log or the journal.
@@ -146,7 +145,7 @@ func (w *world) drain() reaper.Report {
 func (w *world) observed() spool.Intent {
 	w.t.Helper()
 	var in spool.Intent
-	eventually(w.t, "the sandbox id is journaled", func() (bool, string) {
+	testutil.Eventually(w.t, "the sandbox id is journaled", func() (bool, string) {
 		in = w.only()
 		return in.SandboxID != "", "intent is " + string(in.State)
 	})
@@ -174,21 +173,6 @@ func (w *world) byName(name string) (daytonatest.Sandbox, bool) {
 		}
 	}
 	return daytonatest.Sandbox{}, false
-}
-
-func eventually(t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(waitBound)
-	for {
-		ok, why := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s: %s", what, waitBound, why)
-		}
-		time.Sleep(pollEvery)
-	}
 }
 
 func ctx(t *testing.T) context.Context {
@@ -368,7 +352,7 @@ func TestDeleteByTheRunnerMarksReleasingAndIsNotDeletedTwice(t *testing.T) {
 		}
 		ids = append(ids, sb.GetId())
 	}
-	eventually(t, "every id is journaled", func() (bool, string) {
+	testutil.Eventually(t, "every id is journaled", func() (bool, string) {
 		all, _ := w.j.All()
 		for _, in := range all {
 			if in.SandboxID == "" {
@@ -519,7 +503,7 @@ func TestCloseDoesNotWaitForCreatesInFlight(t *testing.T) {
 		_, _, err := w.runner().SandboxAPI.CreateSandbox(context.Background()).CreateSandbox(*apiclient.NewCreateSandbox()).Execute()
 		errc <- err
 	}()
-	eventually(t, "the create reaches Daytona", func() (bool, string) {
+	testutil.Eventually(t, "the create reaches Daytona", func() (bool, string) {
 		return w.sim.Calls()[daytonatest.RouteCreate] == 1, "not yet"
 	})
 	w.p.Close()

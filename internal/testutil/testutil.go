@@ -28,6 +28,23 @@ func WaitFor(t testing.TB, what string, cond func() bool) {
 	}
 }
 
+// Eventually is WaitFor for a condition that can say why it does not hold
+// yet: the last reason is in the failure.
+func Eventually(t testing.TB, what string, cond func() (ok bool, why string)) {
+	t.Helper()
+	deadline := time.Now().Add(WaitBound)
+	for {
+		ok, why := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s: %s", what, WaitBound, why)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // Buffer is a bytes.Buffer guarded by a mutex: a process's stderr written by
 // one goroutine and read by the test in another.
 type Buffer struct {

@@ -485,13 +485,6 @@ func (p *Provider) callOnce(ctx context.Context, op string, do func(ctx context.
 	return p.classify(ctx, cctx, op, resp, err)
 }
 
-func statusOf(resp *http.Response) int {
-	if resp == nil {
-		return 0
-	}
-	return resp.StatusCode
-}
-
 // permissionFor is the Daytona permission each call needs
 // (apps/api/src/sandbox/controllers/sandbox.controller.ts:244, 416, 550, 958
 // at v0.190.0; reads need none).

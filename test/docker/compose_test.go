@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tether-run/tether/internal/testutil"
 )
 
 // TestComposeExample builds examples/docker/Dockerfile and runs
@@ -69,7 +71,7 @@ func TestComposeExample(t *testing.T) {
 		t.Fatalf("docker-compose up: %v\n%s", err, out)
 	}
 	container := project + "_runner_1"
-	eventually(t, "the runner's sandboxes observed", func() (bool, string) {
+	testutil.Eventually(t, "the runner's sandboxes observed", func() (bool, string) {
 		out, _ := docker(t, "exec", container, "tether", "intent", "ls")
 		n := strings.Count(out, `"state":"observed"`)
 		return n == sandboxes, fmt.Sprintf("%d observed: %s", n, out)

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-run/tether/internal/testutil"
+
 	"github.com/tether-run/tether/internal/config"
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
 )
@@ -146,7 +148,7 @@ func TestDockerStopTooShort(t *testing.T) {
 				t.Fatalf("the runner created %d sandboxes, want %d", got, sandboxes)
 			}
 			// The backstop is applied in the background after each observe.
-			eventually(t, "the auto-stop backstop on every sandbox", func() (bool, string) {
+			testutil.Eventually(t, "the auto-stop backstop on every sandbox", func() (bool, string) {
 				for _, sb := range w.ours(label) {
 					if sb.AutoStopInterval != config.DefaultDaytonaAutoStop {
 						return false, fmt.Sprintf("sandbox %s has auto-stop %d", sb.ID, sb.AutoStopInterval)
@@ -371,7 +373,7 @@ func orphansReaped(t *testing.T, dockerOpts []string) {
 	}
 	// The orphans' parent is gone; they end 300 ms in. Unreaped, each
 	// would stay a zombie of PID 1 for good.
-	eventually(t, "the orphans reaped", func() (bool, string) {
+	testutil.Eventually(t, "the orphans reaped", func() (bool, string) {
 		out, err := c.exec(nil, "probe", "pids")
 		if err != nil {
 			return false, fmt.Sprintf("probe pids: %v: %s", err, out)
@@ -409,7 +411,7 @@ func TestDockerRestartReusedKeys(t *testing.T) {
 		t.Fatalf("the runner created %d sandboxes, want %d", got, sandboxes)
 	}
 	mustDocker(t, "restart", c.name)
-	eventually(t, "the restarted runner's sandboxes", func() (bool, string) {
+	testutil.Eventually(t, "the restarted runner's sandboxes", func() (bool, string) {
 		if running := mustDocker(t, "inspect", "-f", "{{.State.Running}}", c.name); running != "true" {
 			logs, _ := docker(t, "logs", c.name)
 			t.Fatalf("the restarted container is not running; logs:\n%s", logs)

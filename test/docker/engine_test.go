@@ -33,7 +33,6 @@ import (
 // only a real hang fails a test on a loaded one.
 const (
 	waitBound = 60 * time.Second
-	pollEvery = 50 * time.Millisecond
 )
 
 // Simulated timings: short, but deletion is visibly asynchronous.
@@ -433,21 +432,6 @@ func (c *container) exec(opts []string, cmd ...string) (string, error) {
 	args := append([]string{"exec"}, opts...)
 	args = append(args, c.name)
 	return docker(c.t, append(args, cmd...)...)
-}
-
-func eventually(t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(waitBound)
-	for {
-		ok, why := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s: %s", what, waitBound, why)
-		}
-		time.Sleep(pollEvery)
-	}
 }
 
 // --- tether's report and journal ---

@@ -36,14 +36,6 @@ func throttlerOf(route string) string {
 	return ThrottlerAuthenticated
 }
 
-// Tier-1 rate limits per organization and minute, from Daytona's documented
-// limits (apps/docs/src/content/docs/en/limits.mdx:34-36 at v0.190.0).
-const (
-	Tier1Authenticated    = 10000
-	Tier1SandboxCreate    = 300
-	Tier1SandboxLifecycle = 10000
-)
-
 // Quota is one throttler's limit: Limit requests per Window, per organization.
 type Quota struct {
 	Limit  int
@@ -59,15 +51,6 @@ type Quota struct {
 // server enforces no quota and sends no X-RateLimit headers.
 func WithRateLimit(throttler string, limit int, window time.Duration) Option {
 	return func(s *Server) { s.quotas[throttler] = Quota{Limit: limit, Window: window} }
-}
-
-// WithTier1RateLimits enforces the documented Tier-1 quotas per minute.
-func WithTier1RateLimits() Option {
-	return func(s *Server) {
-		s.quotas[ThrottlerAuthenticated] = Quota{Tier1Authenticated, time.Minute}
-		s.quotas[ThrottlerSandboxCreate] = Quota{Tier1SandboxCreate, time.Minute}
-		s.quotas[ThrottlerSandboxLifecycle] = Quota{Tier1SandboxLifecycle, time.Minute}
-	}
 }
 
 // WithFailedAuthLimit blocks a client address for window once it has made

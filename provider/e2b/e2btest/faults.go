@@ -1,0 +1,232 @@
+package e2btest
+
+import (
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+)
+
+// Route names, as counted by Calls and targeted by FailNext and
+// Faults.Routes.
+const (
+	RouteCreate  = "create"  // POST /sandboxes
+	RouteList    = "list"    // GET /v2/sandboxes
+	RouteGet     = "get"     // GET /sandboxes/{sandboxID}
+	RouteKill    = "kill"    // DELETE /sandboxes/{sandboxID}
+	RoutePause   = "pause"   // POST /sandboxes/{sandboxID}/pause
+	RouteResume  = "resume"  // POST /sandboxes/{sandboxID}/resume
+	RouteConnect = "connect" // POST /sandboxes/{sandboxID}/connect
+	RouteTimeout = "timeout" // POST /sandboxes/{sandboxID}/timeout
+	RouteRefresh = "refresh" // POST /sandboxes/{sandboxID}/refreshes
+	RouteFork    = "fork"    // POST /sandboxes/{sandboxID}/fork
+	RouteUnknown = "unknown"
+)
+
+// Route patterns, as the real rate limiter keys its limits: the gin route
+// (c.FullPath()), without the method, so GET and DELETE of one sandbox
+// share a limit (middleware/ratelimit/ratelimit.go:87, 107).
+const (
+	PatternSandboxes = "/sandboxes"
+	PatternList      = "/v2/sandboxes"
+	PatternSandbox   = "/sandboxes/:sandboxID"
+	PatternPause     = "/sandboxes/:sandboxID/pause"
+	PatternResume    = "/sandboxes/:sandboxID/resume"
+	PatternConnect   = "/sandboxes/:sandboxID/connect"
+	PatternTimeout   = "/sandboxes/:sandboxID/timeout"
+	PatternRefresh   = "/sandboxes/:sandboxID/refreshes"
+	PatternFork      = "/sandboxes/:sandboxID/fork"
+)
+
+var patternOf = map[string]string{
+	RouteCreate: PatternSandboxes, RouteList: PatternList, RouteGet: PatternSandbox, RouteKill: PatternSandbox,
+	RoutePause: PatternPause, RouteResume: PatternResume, RouteConnect: PatternConnect,
+	RouteTimeout: PatternTimeout, RouteRefresh: PatternRefresh, RouteFork: PatternFork,
+}
+
+// DefaultRetryAfter is the Retry-After a faulted 429 carries when
+// Faults.RetryAfter is zero.
+const DefaultRetryAfter = time.Second
+
+// Faults are random failures drawn from a generator seeded with Seed, so a
+// sequential test sees the same faults on every run. Rates are shares of
+// calls between 0 and 1. The zero value is a healthy server.
+type Faults struct {
+	Seed int64
+	// Latency is added to every call in scope before it is answered.
+	Latency time.Duration
+	// Rate5xx of calls in scope answer 500 without doing anything.
+	Rate5xx float64
+	// Rate429 of calls in scope answer 429 "Rate limit exceeded" with
+	// Retry-After and RateLimit-* headers, as the rate limiter does
+	// (middleware/ratelimit/ratelimit.go:126-149), without doing anything.
+	Rate429 float64
+	// RetryAfter is the hint of those 429s (DefaultRetryAfter if zero), in
+	// whole seconds, at least 1 (ratelimit.go:138).
+	RetryAfter time.Duration
+	// RateCreateLost of creates make the sandbox and then lose the answer
+	// (the connection is closed), so the caller never learns its id.
+	RateCreateLost float64
+	// RateKillFail of kills fail on the node: the answer is 500 "Error
+	// killing sandbox", but the sandbox has already left the store and
+	// answers 404 from then on (orchestrator/delete_instance.go:104-120);
+	// the node's sync kills it later as an orphan.
+	RateKillFail float64
+	// Routes limits the faults to these routes (Route*); empty: all.
+	Routes []string
+}
+
+// Scripted is one answer FailNext queues for a route.
+type Scripted struct {
+	Status  int
+	Message string // empty: a message like the real server's for the status
+	// RetryAfter goes with a 429 (DefaultRetryAfter if zero).
+	RetryAfter time.Duration
+}
+
+// SetFaults replaces the faults and reseeds their generator.
+func (s *Server) SetFaults(f Faults) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.setFaultsLocked(f)
+}
+
+func (s *Server) setFaultsLocked(f Faults) {
+	s.faults = f
+	s.faults.Routes = slices.Clone(f.Routes)
+	s.rng = rand.New(rand.NewPCG(uint64(f.Seed), 0xe2b))
+}
+
+// FailNext makes the next n calls of route answer status without doing
+// anything (after authentication and rate limits).
+func (s *Server) FailNext(route string, status, n int) {
+	s.Inject(route, n, Scripted{Status: status})
+}
+
+// Inject queues n scripted answers for route.
+func (s *Server) Inject(route string, n int, f Scripted) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for range n {
+		s.scripted[route] = append(s.scripted[route], f)
+	}
+}
+
+// decision is what the faults make of one call.
+type decision struct {
+	latency    time.Duration
+	status     int
+	message    string
+	retryAfter time.Duration
+	lost       bool // create: lose the answer
+	killFail   bool
+}
+
+func (s *Server) decideLocked(route string) decision {
+	var d decision
+	f := s.faults
+	inScope := len(f.Routes) == 0 || slices.Contains(f.Routes, route)
+	if inScope {
+		d.latency = f.Latency
+	}
+	if q := s.scripted[route]; len(q) > 0 {
+		sc := q[0]
+		s.scripted[route] = q[1:]
+		d.status, d.message, d.retryAfter = sc.Status, sc.Message, sc.RetryAfter
+		return d
+	}
+	if !inScope {
+		return d
+	}
+	switch {
+	case f.Rate5xx > 0 && s.rng.Float64() < f.Rate5xx:
+		d.status = http.StatusInternalServerError
+	case f.Rate429 > 0 && s.rng.Float64() < f.Rate429:
+		d.status = http.StatusTooManyRequests
+		d.retryAfter = f.RetryAfter
+	case route == RouteCreate && f.RateCreateLost > 0 && s.rng.Float64() < f.RateCreateLost:
+		d.lost = true
+	case route == RouteKill && f.RateKillFail > 0 && s.rng.Float64() < f.RateKillFail:
+		d.killFail = true
+	}
+	return d
+}
+
+// RateLimit is a per-team limit of one route pattern (Pattern*), as the
+// real limiter reads it from its feature flag: rate requests per period,
+// with a burst (middleware/ratelimit/ratelimit.go:34-73).
+type RateLimit struct {
+	Rate, Burst int
+	Period      time.Duration // zero: one second
+}
+
+// SetRateLimit limits route pattern for every team; a zero RateLimit
+// removes the limit. A route without a limit is not limited and its
+// answers carry no RateLimit-* header (ratelimit.go:89-96).
+func (s *Server) SetRateLimit(pattern string, l RateLimit) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if l.Rate <= 0 {
+		delete(s.limits, pattern)
+		return
+	}
+	s.limits[pattern] = l
+}
+
+// bucket is one team's GCRA state for one route, the algorithm of
+// go-redis/redis_rate, which the real limiter uses (ratelimit.go:108).
+type bucket struct{ tat time.Time }
+
+type allowance struct {
+	limited                bool
+	remaining              int
+	resetAfter, retryAfter time.Duration
+}
+
+// allowLocked spends one request of the team's quota for pattern.
+func (s *Server) allowLocked(team, pattern string, now time.Time) (allowance, RateLimit, bool) {
+	l, ok := s.limits[pattern]
+	if !ok {
+		return allowance{}, l, false
+	}
+	period := l.Period
+	if period <= 0 {
+		period = time.Second
+	}
+	burst := max(l.Burst, 1)
+	key := team + " " + pattern
+	b := s.buckets[key]
+	if b == nil {
+		b = &bucket{}
+		s.buckets[key] = b
+	}
+	interval := period / time.Duration(l.Rate)
+	tat := b.tat
+	if tat.Before(now) {
+		tat = now
+	}
+	newTat := tat.Add(interval)
+	allowAt := newTat.Add(-interval * time.Duration(burst))
+	diff := now.Sub(allowAt)
+	if diff < 0 {
+		return allowance{limited: true, retryAfter: -diff, resetAfter: tat.Sub(now)}, l, true
+	}
+	b.tat = newTat
+	return allowance{remaining: int(diff / interval), resetAfter: newTat.Sub(now)}, l, true
+}
+
+// setRateLimitHeaders writes the headers of every answer of a limited
+// route (ratelimit.go:126-129).
+func setRateLimitHeaders(h http.Header, l RateLimit, a allowance) {
+	h.Set("RateLimit-Limit", strconv.Itoa(max(l.Burst, 1)))
+	h.Set("RateLimit-Remaining", strconv.Itoa(a.remaining))
+	h.Set("RateLimit-Reset", strconv.FormatInt(int64(math.Ceil(a.resetAfter.Seconds())), 10))
+}
+
+// retryAfterSeconds is the real limiter's Retry-After: whole seconds, at
+// least 1 (ratelimit.go:138).
+func retryAfterSeconds(d time.Duration) string {
+	return strconv.Itoa(max(int(d.Seconds()), 1))
+}

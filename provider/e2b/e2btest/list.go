@@ -66,11 +66,12 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, c *call) {
 		}
 		limit = n
 	}
-	cursorTime, cursorID := time.Now(), maxSandboxID
-	if asc {
-		cursorTime = time.Time{}
-	}
+	// The first page starts after everything: at the real server's "now"
+	// with the greatest id (utils/pagination.go:193-201), which no sandbox
+	// has started after.
+	first, cursorTime, cursorID := true, time.Time{}, maxSandboxID
 	if tok := q.Get("nextToken"); tok != "" {
+		first = false
 		t, id, tokAsc, err := parseCursor(tok)
 		if err != nil || tokAsc != asc {
 			// utils/pagination.go:169-191, handlers/sandboxes_list.go:281-285.
@@ -78,12 +79,6 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, c *call) {
 			return
 		}
 		cursorTime, cursorID = t.Truncate(time.Microsecond), id
-	} else {
-		s.mu.Lock()
-		if !asc {
-			cursorTime = s.now()
-		}
-		s.mu.Unlock()
 	}
 	var filter map[string]string
 	if v, ok := q["metadata"]; ok {
@@ -119,7 +114,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, c *call) {
 	if slices.Contains(states, StateRunning) {
 		w.Header().Set("X-Total-Running", strconv.Itoa(running))
 	}
-	items = slices.DeleteFunc(items, func(it item) bool { return !after(it, cursorTime, cursorID, asc) })
+	items = slices.DeleteFunc(items, func(it item) bool { return !first && !after(it, cursorTime, cursorID, asc) })
 	slices.SortFunc(items, func(a, b item) int { return compare(a, b, asc) })
 	if len(items) > limit {
 		last := items[limit-1]

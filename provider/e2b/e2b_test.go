@@ -342,6 +342,9 @@ func TestStopAndTimeout(t *testing.T) {
 	if f := e.fate(sb.ID); f.State != e2btest.StatePaused || !f.Snapshot {
 		t.Errorf("fate %+v", f)
 	}
+	if l, err := e.p.Inspect(ctx, sb.ID); err != nil || !l.LastActivityAt.Equal(e.fate(sb.ID).EndAt) {
+		t.Errorf("Inspect of a paused sandbox: %+v, %v; want its pause time as last activity", l, err)
+	}
 	if err := e.p.Stop(ctx, sb.ID); !errors.Is(err, provider.ErrNotStoppable) {
 		t.Errorf("second Stop: %v", err)
 	}
@@ -525,6 +528,11 @@ func TestListPagingAndForks(t *testing.T) {
 	}
 	if len(swept) != 23 {
 		t.Errorf("ListPage: %d, want 23", len(swept))
+	}
+	for _, l := range swept {
+		if l.Stopped() != !l.LastActivityAt.IsZero() {
+			t.Errorf("%s (%s): last activity %s; want the pause time for a paused one only", l.ID, l.State, l.LastActivityAt)
+		}
 	}
 
 	parent := e.create("forked", map[string]string{"tether-owner": "me"})

@@ -220,10 +220,23 @@ func tlsProblem(err error) string {
 // sweepPageLimit is the page size of ListPage: the server's maximum.
 const sweepPageLimit = listPageLimit
 
+// listed is the sweep's view. E2B reports no activity; a paused sandbox
+// has had none since it was paused, when its endAt was set
+// (packages/api/internal/handlers/sandboxes_list.go:441,
+// handlers/sandbox_get.go:250), so that is its last activity. A running
+// one's is unknown (zero): it ends by its own timeout anyway.
+func (l *listedJSON) listed(now time.Time) provider.Listed {
+	out := provider.Listed{Sandbox: l.sandbox(now)}
+	if l.State == statePaused {
+		out.LastActivityAt = l.EndAt
+	}
+	return out
+}
+
 // ListPage is one GET /v2/sandboxes of the team's running and paused
 // sandboxes whose metadata includes every pair of q.Labels, oldest first
-// (order=asc). E2B reports no last activity (LastActivityAt is zero) and
-// keeps no deleted sandbox to list (IncludeErroredDeleted changes nothing).
+// (order=asc). E2B keeps no deleted sandbox to list (IncludeErroredDeleted
+// changes nothing).
 func (p *Provider) ListPage(ctx context.Context, q provider.AccountQuery, cursor string) ([]provider.Listed, string, error) {
 	page, next, err := p.listPage(ctx, q.Labels, cursor, true)
 	if err != nil {
@@ -232,7 +245,7 @@ func (p *Provider) ListPage(ctx context.Context, q provider.AccountQuery, cursor
 	now := time.Now()
 	out := make([]provider.Listed, 0, len(page))
 	for i := range page {
-		out = append(out, provider.Listed{Sandbox: page[i].sandbox(now)})
+		out = append(out, page[i].listed(now))
 	}
 	if next == cursor {
 		next = "" // a server that repeats the cursor would loop the caller
@@ -246,5 +259,5 @@ func (p *Provider) Inspect(ctx context.Context, id string) (provider.Listed, err
 	if err != nil {
 		return provider.Listed{}, err
 	}
-	return provider.Listed{Sandbox: d.sandbox(time.Now())}, nil
+	return d.listed(time.Now()), nil
 }

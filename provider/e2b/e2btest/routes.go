@@ -499,7 +499,7 @@ func (s *Server) resume(w http.ResponseWriter, r *http.Request, c *call) {
 }
 
 // connect is POST /sandboxes/{sandboxID}/connect
-// (handlers/sandbox_connect.go:25-140): a running sandbox's timeout is
+// (handlers/sandbox_connect.go:25-183): a running sandbox's timeout is
 // only lengthened (200), a paused one is resumed (201).
 func (s *Server) connect(w http.ResponseWriter, r *http.Request, c *call) {
 	var body struct {
@@ -620,7 +620,7 @@ func (s *Server) s204(w http.ResponseWriter, c *call, id string, d time.Duration
 }
 
 // refresh is POST /sandboxes/{sandboxID}/refreshes
-// (handlers/sandbox_refresh.go:17-66): it only lengthens, by at least the
+// (handlers/sandbox_refresh.go:18-66): it only lengthens, by at least the
 // server's default 15 s; the spec bounds duration to 3600.
 func (s *Server) refresh(w http.ResponseWriter, r *http.Request, c *call) {
 	id, ok := shortID(w, r)
@@ -649,7 +649,7 @@ type forkResultJSON struct {
 	Error   *errorJSON   `json:"error,omitempty"`
 }
 
-// fork is POST /sandboxes/{sandboxID}/fork (handlers/sandbox_fork.go):
+// fork is POST /sandboxes/{sandboxID}/fork (handlers/sandbox_fork.go:37-186):
 // the running parent keeps its id and timeout; each fork is a new sandbox
 // started from the parent's snapshot, so it carries the parent's metadata
 // (handlers/sandbox_fork.go:164, handlers/sandbox_resume.go:340).
@@ -686,7 +686,12 @@ func (s *Server) fork(w http.ResponseWriter, r *http.Request, c *call) {
 	case parent == nil || parent.state == StateCreating || parent.state == StateKilled || parent.state == StateKilling:
 		writeError(w, http.StatusNotFound, notFoundMsg(id))
 		return
+	case parent.state == StatePaused:
+		// sandbox_fork.go:188-200
+		writeError(w, http.StatusConflict, fmt.Sprintf("Sandbox '%s' is paused and cannot be forked; resume it first", id))
+		return
 	case parent.state != StateRunning:
+		// sandbox_fork.go:129-132
 		writeError(w, http.StatusConflict, fmt.Sprintf("Sandbox '%s' cannot be forked while in '%s' state", id, parent.state))
 		return
 	}

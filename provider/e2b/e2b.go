@@ -215,9 +215,16 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.CallTimeout == 0 {
 		cfg.CallTimeout = DefaultCallTimeout
 	}
-	hc := cfg.HTTPClient
-	if hc == nil {
-		hc = &http.Client{}
+	hc := &http.Client{}
+	if cfg.HTTPClient != nil {
+		c := *cfg.HTTPClient
+		hc = &c
+	}
+	if hc.CheckRedirect == nil {
+		// The key travels in X-API-Key, which Go's client would carry to
+		// any host a redirect names (it strips only Authorization and
+		// Cookie). The API never redirects: a redirect is an answer.
+		hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	}
 	log := cfg.Logger
 	if log == nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -461,6 +462,31 @@ func TestTimeouts(t *testing.T) {
 	_, err = e.p.Get(cctx, sb.ID)
 	if err == nil || errors.Is(err, provider.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("caller's deadline: %v", err)
+	}
+}
+
+// A redirect is not followed: the key would go with it.
+func TestRedirectNotFollowed(t *testing.T) {
+	e := newEnv(t)
+	e.create("run-1", nil)
+	var leaked bool
+	elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		leaked = leaked || r.Header.Get("X-API-Key") != ""
+	}))
+	defer elsewhere.Close()
+	redirector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, elsewhere.URL+r.URL.Path, http.StatusTemporaryRedirect)
+	}))
+	defer redirector.Close()
+	p, err := e2b.New(e2b.Config{APIKey: e2btest.DefaultKey, APIURL: redirector.URL, CallTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Delete(ctx, "iabc"); err == nil || errors.Is(err, provider.ErrNotFound) {
+		t.Errorf("Delete through a redirect: %v", err)
+	}
+	if leaked {
+		t.Error("the key followed a redirect to another host")
 	}
 }
 

@@ -390,8 +390,15 @@ func (s *Server) kill(w http.ResponseWriter, r *http.Request, c *call) {
 		return
 	}
 	rec.state = StateKilling
+	gate := s.killGate
 	s.mu.Unlock()
 	s.sleep(s.killDelay)
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-s.closed:
+		}
+	}
 	s.mu.Lock()
 	rec.kill(s.now(), KillRequest, redactKey(c.key))
 	s.mu.Unlock()

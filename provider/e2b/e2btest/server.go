@@ -107,6 +107,7 @@ type Server struct {
 
 	createDelay, pauseDelay, killDelay time.Duration
 	createGate                         chan struct{} // non-nil: creates wait for it to close
+	killGate                           chan struct{} // non-nil: kills wait for it to close
 	now                                func() time.Time
 }
 
@@ -183,6 +184,7 @@ func (s *Server) Handler() http.Handler { return s.handler }
 func (s *Server) Close() {
 	s.once.Do(func() { close(s.closed) })
 	s.ReleaseCreates()
+	s.ReleaseKills()
 	if s.hs != nil {
 		s.hs.Close()
 	}
@@ -246,6 +248,26 @@ func (s *Server) ReleaseCreates() {
 	if s.createGate != nil {
 		close(s.createGate)
 		s.createGate = nil
+	}
+}
+
+// HoldKills makes every kill of a running sandbox wait, `killing`,
+// until ReleaseKills: the window in which a kill is in progress.
+func (s *Server) HoldKills() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.killGate == nil {
+		s.killGate = make(chan struct{})
+	}
+}
+
+// ReleaseKills lets the held kills go on.
+func (s *Server) ReleaseKills() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.killGate != nil {
+		close(s.killGate)
+		s.killGate = nil
 	}
 }
 

@@ -268,14 +268,16 @@ func TestKillThen404(t *testing.T) {
 // A sandbox being killed reads as 404, and a second DELETE meanwhile
 // answers 204 (orchestrator/delete_instance.go:44-51).
 func TestKillInProgress(t *testing.T) {
-	srv, _ := newSim(t, e2btest.WithKillDelay(300*time.Millisecond))
+	srv, _ := newSim(t)
 	c := newClient(t, srv)
 	id := c.create(map[string]any{})
+	srv.HoldKills()
 	done := make(chan answer)
 	go func() { done <- c.do("DELETE", "/sandboxes/"+id, nil) }()
 	testutil.WaitFor(t, "the kill to start", func() bool { return fate(t, srv, id).State == e2btest.StateKilling })
 	expect(t, "get while killing", c.do("GET", "/sandboxes/"+id, nil), 404)
 	expect(t, "second delete while killing", c.do("DELETE", "/sandboxes/"+id, nil), 204)
+	srv.ReleaseKills()
 	expect(t, "first delete", <-done, 204)
 	if sb := fate(t, srv, id); sb.State != e2btest.StateKilled {
 		t.Errorf("after the kill: %s", sb.State)
@@ -589,6 +591,20 @@ func TestLostCreateAndFailedKill(t *testing.T) {
 	expect(t, "after a failed kill", c.do("DELETE", "/sandboxes/"+all[0].ID, nil), 404)
 	if sb := fate(t, srv, all[0].ID); !sb.Orphaned || sb.State != e2btest.StateKilled {
 		t.Errorf("after a failed kill: %+v", sb)
+	}
+}
+
+// Latency delays every answer in scope, and only those.
+func TestLatency(t *testing.T) {
+	srv, _ := newSim(t, e2btest.WithFaults(e2btest.Faults{Latency: 200 * time.Millisecond, Routes: []string{e2btest.RouteList}}))
+	c := newClient(t, srv)
+	start := time.Now()
+	c.list("")
+	if d := time.Since(start); d < 200*time.Millisecond {
+		t.Errorf("a list with 200ms latency took %s", d)
+	}
+	if n := srv.Calls()[e2btest.RouteList]; n != 1 {
+		t.Errorf("%d list calls", n)
 	}
 }
 

@@ -47,8 +47,13 @@ func newDrainWorld(t *testing.T, opts ...e2btest.Option) *drainWorld {
 
 func (w *drainWorld) intent(account string) spool.Intent {
 	w.t.Helper()
+	return w.intentDrained(account, spool.DrainDelete)
+}
+
+func (w *drainWorld) intentDrained(account string, on spool.OnDrain) spool.Intent {
+	w.t.Helper()
 	in, _, err := w.j.Create(context.Background(), spool.NewIntent{
-		Labels: map[string]string{"scope": "s1"}, Provider: e2b.ProviderName, Account: account,
+		Labels: map[string]string{"scope": "s1"}, Provider: e2b.ProviderName, Account: account, OnDrain: on,
 	})
 	if err != nil {
 		w.t.Fatal(err)
@@ -110,6 +115,28 @@ func TestDrainPausedSandbox(t *testing.T) {
 	}
 	if f := w.fate(sb.ID); f.State != e2btest.StateKilled || f.Snapshot {
 		t.Errorf("fate %+v", f)
+	}
+}
+
+// An intent drained by stopping pauses its sandbox: stopped, its
+// snapshot kept; a sandbox already paused is stopped already.
+func TestDrainStopPauses(t *testing.T) {
+	w := newDrainWorld(t)
+	for _, pausedFirst := range []bool{false, true} {
+		in := w.intentDrained(w.p.Account(), spool.DrainStop)
+		sb := w.create(in.Name, in.Labels)
+		if pausedFirst {
+			if err := w.p.Stop(ctx, sb.ID); err != nil {
+				t.Fatal(err)
+			}
+		}
+		out, err := w.resolve(in)
+		if err != nil || out.State != spool.Stopped {
+			t.Fatalf("paused first %v: Resolve = %s, %v; want stopped", pausedFirst, out.State, err)
+		}
+		if f := w.fate(sb.ID); f.State != e2btest.StatePaused || !f.Snapshot || f.Pauses != 1 {
+			t.Errorf("paused first %v: fate %+v", pausedFirst, f)
+		}
 	}
 }
 

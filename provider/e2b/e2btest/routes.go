@@ -445,8 +445,15 @@ func (s *Server) pause(w http.ResponseWriter, r *http.Request, c *call) {
 		return
 	}
 	rec.state = StatePausing
+	gate := s.pauseGate
 	s.mu.Unlock()
 	s.sleep(s.pauseDelay)
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-s.closed:
+		}
+	}
 	s.mu.Lock()
 	if rec.state == StatePausing { // a kill meanwhile wins (sandboxtypes/states.go:95-99)
 		rec.state, rec.snapshot, rec.endAt = StatePaused, true, s.now()

@@ -108,6 +108,7 @@ type Server struct {
 	createDelay, pauseDelay, killDelay time.Duration
 	createGate                         chan struct{} // non-nil: creates wait for it to close
 	killGate                           chan struct{} // non-nil: kills wait for it to close
+	pauseGate                          chan struct{} // non-nil: pauses wait for it to close
 	now                                func() time.Time
 }
 
@@ -185,6 +186,7 @@ func (s *Server) Close() {
 	s.once.Do(func() { close(s.closed) })
 	s.ReleaseCreates()
 	s.ReleaseKills()
+	s.ReleasePauses()
 	if s.hs != nil {
 		s.hs.Close()
 	}
@@ -268,6 +270,26 @@ func (s *Server) ReleaseKills() {
 	if s.killGate != nil {
 		close(s.killGate)
 		s.killGate = nil
+	}
+}
+
+// HoldPauses makes every pause request wait, `pausing`, until
+// ReleasePauses: the window in which a pause is in progress.
+func (s *Server) HoldPauses() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pauseGate == nil {
+		s.pauseGate = make(chan struct{})
+	}
+}
+
+// ReleasePauses lets the held pauses go on.
+func (s *Server) ReleasePauses() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pauseGate != nil {
+		close(s.pauseGate)
+		s.pauseGate = nil
 	}
 }
 

@@ -473,6 +473,36 @@ func TestListMetadataEncoding(t *testing.T) {
 	}
 }
 
+// The list reads the same store as GET: a sandbox is listed as soon as
+// its create answers, a pausing one as paused (handlers/sandboxes_list.go:
+// 362-393, 468-472), and a killed one no more.
+func TestListConsistency(t *testing.T) {
+	srv, _ := newSim(t)
+	c := newClient(t, srv)
+	id := c.create(map[string]any{"metadata": map[string]string{"n": "1"}})
+	q := "metadata=" + url.QueryEscape("n=1")
+	if l, _ := c.list(q); len(l) != 1 || l[0].State != "running" {
+		t.Fatalf("after create: %+v", l)
+	}
+	srv.HoldPauses()
+	done := make(chan answer)
+	go func() { done <- c.do("POST", "/sandboxes/"+id+"/pause", nil) }()
+	testutil.WaitFor(t, "the pause to start", func() bool { return fate(t, srv, id).State == e2btest.StatePausing })
+	if l, _ := c.list(q); len(l) != 1 || l[0].State != "paused" {
+		t.Errorf("while pausing: %+v", l)
+	}
+	if l, _ := c.list(q + "&state=running"); len(l) != 0 {
+		t.Errorf("a pausing sandbox listed as running: %+v", l)
+	}
+	expect(t, "pause while pausing", c.do("POST", "/sandboxes/"+id+"/pause", nil), 409)
+	srv.ReleasePauses()
+	expect(t, "pause", <-done, 204)
+	expect(t, "kill", c.do("DELETE", "/sandboxes/"+id, nil), 204)
+	if l, _ := c.list(q); len(l) != 0 {
+		t.Errorf("after kill: %+v", l)
+	}
+}
+
 // Pause and resume keep the id and metadata; resume of a running
 // sandbox is 409; connect lengthens a running one (200) and resumes a
 // paused one (201).

@@ -366,7 +366,8 @@ func (p *Provider) listPage(ctx context.Context, labels map[string]string, token
 }
 
 // EncodeMetadataFilter is the metadata query value for these pairs, as the
-// JS SDK builds it (sandboxApi.ts:1853-1862): each key and value escaped,
+// SDKs build it (js-sdk src/sandbox/sandboxApi.ts:1853-1862, python-sdk
+// e2b/sandbox_sync/paginator.py:53-59): each key and value escaped,
 // joined as key=value&..., then escaped again as a form would. The query
 // string escapes it a third time. The server unescapes three times: the
 // query, the whole value, each key and value (packages/api/internal/utils/

@@ -65,9 +65,9 @@ func (s *Server) route(name string, h func(http.ResponseWriter, *http.Request, *
 			return
 		}
 		s.mu.Lock()
-		a, l, limited := s.allowLocked(c.team, patternOf[name], s.now())
+		a, l, hasLimit := s.allowLocked(c.team, patternOf[name], s.now())
 		s.mu.Unlock()
-		if limited {
+		if hasLimit {
 			setRateLimitHeaders(w.Header(), l, a)
 			if a.limited {
 				w.Header().Set("Retry-After", retryAfterSeconds(a.retryAfter))
@@ -611,11 +611,11 @@ func (s *Server) setTimeout(w http.ResponseWriter, r *http.Request, c *call) {
 		return
 	}
 	d := max(time.Duration(*body.Timeout)*time.Second, 0)
-	s.s204(w, c, id, d, true)
+	s.keepAlive(w, c, id, d, true)
 }
 
-// s204 applies a keep-alive to an id and answers 204 or the error.
-func (s *Server) s204(w http.ResponseWriter, c *call, id string, d time.Duration, allowShorter bool) {
+// keepAlive applies a keep-alive to an id and answers 204 or the error.
+func (s *Server) keepAlive(w http.ResponseWriter, c *call, id string, d time.Duration, allowShorter bool) {
 	s.mu.Lock()
 	now := s.now()
 	rec := s.lookupLocked(c.team, id, now)
@@ -655,7 +655,7 @@ func (s *Server) refresh(w http.ResponseWriter, r *http.Request, c *call) {
 		}
 		d = max(time.Duration(*body.Duration)*time.Second, ServerDefaultTimeout)
 	}
-	s.s204(w, c, id, d, false)
+	s.keepAlive(w, c, id, d, false)
 }
 
 type forkResultJSON struct {

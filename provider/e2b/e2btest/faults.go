@@ -74,7 +74,8 @@ type Faults struct {
 	// RateKillFail of kills fail on the node: the answer is 500 "Error
 	// killing sandbox", but the sandbox has already left the store and
 	// answers 404 from then on (orchestrator/delete_instance.go:104-120);
-	// the node's sync kills it later as an orphan.
+	// the node's next reconcile kills it as an orphan (sandbox/store.go:
+	// 139-153), which the simulator records at once.
 	RateKillFail float64
 	// Routes limits the faults to these routes (Route*); empty: all.
 	Routes []string

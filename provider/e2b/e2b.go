@@ -483,10 +483,14 @@ func (p *Provider) Create(ctx context.Context, name string, labels map[string]st
 	}, nil
 }
 
-// Check makes one cheap authenticated read (a list of at most one
-// sandbox) and says what to fix when it fails: the key (401/403), the URL
-// (404, DNS), the certificates (TLS).
+// Check looks first at what needs no call (an https URL on a system without
+// CA certificates), then makes one cheap authenticated read (a list of at
+// most one sandbox), and says what to fix when either fails: the key
+// (401/403), the URL (404, DNS), the certificates (TLS).
 func (p *Provider) Check(ctx context.Context) error {
+	if err := p.trustProblem(); err != nil {
+		return fmt.Errorf("e2b check: %w", err)
+	}
 	q := url.Values{"limit": {"1"}}
 	_, err := p.call(ctx, "check", "", http.MethodGet, "/v2/sandboxes", q, nil, nil, http.StatusOK)
 	switch {

@@ -45,7 +45,8 @@ func SetupFromEnv(log *slog.Logger) Setup {
 			variable = EnvDebug
 		}
 	}
-	if u, err := url.Parse(cfg.apiURL()); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || strings.ContainsAny(cfg.Domain, "/?#@ ") {
+	badDomain := variable == EnvDomain && strings.ContainsAny(cfg.Domain, "/?#@: ")
+	if u, err := url.Parse(cfg.apiURL()); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || badDomain {
 		s.Problems = append(s.Problems, fmt.Errorf("%s: %q is not an API URL tether can call (want http(s)://host[/path], or a bare domain in %s)", variable, redactURL(cfg.apiURL()), EnvDomain))
 	}
 	if len(s.Problems) > 0 {

@@ -21,6 +21,7 @@ func TestSetupFromEnv(t *testing.T) {
 	}{
 		{name: "fine", key: "e2b_k"},
 		{name: "fine with a domain", key: "e2b_k", domain: "example.dev"},
+		{name: "a URL makes the domain unused", key: "e2b_k", url: "http://127.0.0.1:3000", domain: "not a domain/"},
 		{name: "no key", want: []string{"E2B_API_KEY"}},
 		{name: "bad url", key: "e2b_k", url: "api.e2b.app", want: []string{"E2B_API_URL"}},
 		{name: "bad domain", key: "e2b_k", domain: "https://e2b.app", want: []string{"E2B_DOMAIN"}},

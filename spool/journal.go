@@ -684,13 +684,19 @@ func (j *Journal) PrepareObserve(id, sandboxID string) (*Change, error) {
 // and records lastErr (empty clears it).
 func (j *Journal) Transition(id string, to State, lastErr string) (Intent, error) {
 	return j.update(id, func(in *Intent) (bool, error) {
-		if !CanTransition(in.State, to) {
-			return false, fmt.Errorf("intent %s: %s → %s: %w", in.ID, in.State, to, ErrIllegalTransition)
-		}
-		in.State = to
-		in.LastError = lastErr
-		return true, nil
+		return moveTo(in, to, lastErr)
 	})
+}
+
+// moveTo is the state machine's step on an intent being updated: it moves
+// in to state to, recording lastErr, or refuses with ErrIllegalTransition.
+func moveTo(in *Intent, to State, lastErr string) (bool, error) {
+	if !CanTransition(in.State, to) {
+		return false, fmt.Errorf("intent %s: %s → %s: %w", in.ID, in.State, to, ErrIllegalTransition)
+	}
+	in.State = to
+	in.LastError = lastErr
+	return true, nil
 }
 
 // Note records one more resolve attempt and its error, keeping the state.

@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tether-run/tether/spool/durable"
 	berrors "go.etcd.io/bbolt/errors"
 )
 
@@ -143,17 +144,8 @@ func ensureMarker(path, owner string) error {
 		os.Remove(tmp)
 		return fmt.Errorf("marker %s: %w", marker, err)
 	}
-	syncParent(path)
+	_ = durable.SyncDir(filepath.Dir(path)) // the marker only guards a later truncation
 	return nil
-}
-
-// syncParent fsyncs the directory of path, so a file just created or
-// renamed there survives a power loss.
-func syncParent(path string) {
-	if d, err := os.Open(filepath.Dir(path)); err == nil {
-		_ = d.Sync()
-		d.Close()
-	}
 }
 
 // emptiedError is ErrEmptied with what the marker says.

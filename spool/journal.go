@@ -16,7 +16,7 @@ import (
 
 	"github.com/oklog/ulid/v2"
 
-	"github.com/tether-run/tether/internal/durable"
+	"github.com/tether-run/tether/spool/durable"
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 )

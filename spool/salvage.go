@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/tether-run/tether/spool/durable"
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 )
@@ -314,7 +315,7 @@ func (s *salvage) write(dst, owner string, rep *SalvageReport) error {
 		err = cerr
 	}
 	if err == nil {
-		syncParent(dst)
+		_ = durable.SyncDir(filepath.Dir(dst)) // as Open does for a new journal
 	}
 	return err
 }

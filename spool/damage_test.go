@@ -577,3 +577,32 @@ func TestCheckedReadOnlyOpen(t *testing.T) {
 		t.Fatalf("read-only open of a truncated journal: %v", err)
 	}
 }
+
+// A read-only journal (`tether status` beside a stopped tether) skips a
+// damaged record as a writable one does, though it cannot quarantine it.
+func TestReadOnlySkipsADamagedRecord(t *testing.T) {
+	path, intents, _ := healthyJournal(t)
+	var victim Intent
+	for _, in := range intents {
+		victim = in
+		break
+	}
+	b, _ := os.ReadFile(path)
+	needle := []byte(`{"id":"` + victim.ID + `"`)
+	for i := bytes.Index(b, needle); i >= 0; i = bytes.Index(b, needle) {
+		b[i] = '!'
+	}
+	os.WriteFile(path, b, 0o600)
+	j, err := OpenReadOnly(path, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	live, err := j.Live()
+	if err != nil || len(live) != len(intents)-1 {
+		t.Fatalf("%d live of %d, %v", len(live), len(intents), err)
+	}
+	if q, err := j.Quarantined(); err != nil || len(q) != 0 {
+		t.Fatalf("a read-only journal quarantined %+v, %v", q, err)
+	}
+}

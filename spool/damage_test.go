@@ -387,21 +387,39 @@ func TestZeroByteJournal(t *testing.T) {
 	})
 }
 
-// Reads that meet the same bad record at once quarantine it once, with
-// the bytes that were found.
-func TestQuarantineConcurrentReads(t *testing.T) {
-	path, intents, _ := healthyJournal(t)
+// breakRecord makes one of intents undecodable in every copy the file at
+// path holds, and returns it.
+func breakRecord(t *testing.T, path string, intents map[string]Intent) Intent {
+	t.Helper()
 	var victim Intent
 	for _, in := range intents {
 		victim = in
 		break
 	}
-	b, _ := os.ReadFile(path)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
 	needle := []byte(`{"id":"` + victim.ID + `"`)
+	n := 0
 	for i := bytes.Index(b, needle); i >= 0; i = bytes.Index(b, needle) {
 		b[i] = '!'
+		n++
 	}
-	os.WriteFile(path, b, 0o600)
+	if n == 0 {
+		t.Fatal("record not found in the file")
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return victim
+}
+
+// Reads that meet the same bad record at once quarantine it once, with
+// the bytes that were found.
+func TestQuarantineConcurrentReads(t *testing.T) {
+	path, intents, _ := healthyJournal(t)
+	victim := breakRecord(t, path, intents)
 	j, err := Open(path, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -582,17 +600,7 @@ func TestCheckedReadOnlyOpen(t *testing.T) {
 // damaged record as a writable one does, though it cannot quarantine it.
 func TestReadOnlySkipsADamagedRecord(t *testing.T) {
 	path, intents, _ := healthyJournal(t)
-	var victim Intent
-	for _, in := range intents {
-		victim = in
-		break
-	}
-	b, _ := os.ReadFile(path)
-	needle := []byte(`{"id":"` + victim.ID + `"`)
-	for i := bytes.Index(b, needle); i >= 0; i = bytes.Index(b, needle) {
-		b[i] = '!'
-	}
-	os.WriteFile(path, b, 0o600)
+	breakRecord(t, path, intents)
 	j, err := OpenReadOnly(path, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -604,5 +612,49 @@ func TestReadOnlySkipsADamagedRecord(t *testing.T) {
 	}
 	if q, err := j.Quarantined(); err != nil || len(q) != 0 {
 		t.Fatalf("a read-only journal quarantined %+v, %v", q, err)
+	}
+}
+
+// An entry of the live index whose record is lost is quarantined by name,
+// and the other live intents are still read.
+func TestLiveIndexWithoutRecord(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "journal.db")
+	j, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for range 3 {
+		in, _, err := j.Create(t.Context(), NewIntent{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, in.ID)
+	}
+	j.Close()
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketIntents).Delete([]byte(ids[1])) })
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err = Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	live, err := j.Live()
+	if err != nil || len(live) != 2 || live[0].ID != ids[0] || live[1].ID != ids[2] {
+		t.Fatalf("live %+v, %v; want %s and %s", live, err, ids[0], ids[2])
+	}
+	q, err := j.Quarantined()
+	if err != nil || len(q) != 1 || q[0].ID != ids[1] || !strings.Contains(q[0].Reason, "no record") {
+		t.Fatalf("quarantine %+v, %v; want %s", q, err, ids[1])
+	}
+	if n, err := j.LiveCount(); err != nil || n != 2 {
+		t.Fatalf("live count %d after the quarantine, %v", n, err)
 	}
 }

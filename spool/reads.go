@@ -6,7 +6,6 @@ package spool
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -46,31 +45,7 @@ func (j *Journal) GetByKey(key string) (Intent, error) {
 // (creation order for the ULIDs tether picks). A record that cannot be read
 // is quarantined and logged, not returned: one damaged record must not keep
 // the others from the drain.
-func (j *Journal) Live() ([]Intent, error) {
-	out := []Intent{}
-	bad := map[string]error{}
-	err := j.view(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketLive).ForEach(func(k, _ []byte) error {
-			in, err := load(tx, string(k))
-			if errors.Is(err, ErrUnreadable) || errors.Is(err, ErrNotFound) {
-				if errors.Is(err, ErrNotFound) {
-					err = fmt.Errorf("the live index names intent %s, but it has no record", k)
-				}
-				bad[string(k)] = err
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			out = append(out, in)
-			return nil
-		})
-	})
-	if err == nil && len(bad) > 0 {
-		j.quarantine(bad)
-	}
-	return out, err
-}
+func (j *Journal) Live() ([]Intent, error) { return j.scan(bucketLive) }
 
 // LiveIDs returns the ids of the live intents in id order, without decoding
 // them: the boot replay's snapshot of what an earlier run left live, taken
@@ -99,11 +74,24 @@ func (j *Journal) LiveCount() (int, error) {
 
 // All returns every intent, live or not, in creation order; unreadable
 // records are quarantined as Live does.
-func (j *Journal) All() ([]Intent, error) {
+func (j *Journal) All() ([]Intent, error) { return j.scan(bucketIntents) }
+
+// scan decodes the intents whose ids are the keys of index (bucketLive, or
+// bucketIntents itself for all of them), in id order. Records it cannot
+// read, and ids of the live index with no record, are quarantined after
+// the read, not returned.
+func (j *Journal) scan(index []byte) ([]Intent, error) {
 	out := []Intent{}
 	bad := map[string]error{}
 	err := j.view(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketIntents).ForEach(func(k, v []byte) error {
+		intents := tx.Bucket(bucketIntents)
+		return tx.Bucket(index).ForEach(func(k, v []byte) error {
+			if !bytes.Equal(index, bucketIntents) {
+				if v = intents.Get(k); v == nil {
+					bad[string(k)] = fmt.Errorf("the live index names intent %s, but it has no record", k)
+					return nil
+				}
+			}
 			in, err := decode(k, v)
 			if err != nil {
 				bad[string(k)] = err

@@ -49,6 +49,15 @@ const (
 // Live reports whether tether still has work to do for an intent in state s.
 func (s State) Live() bool { return s == Pending || s == Observed || s == Releasing }
 
+// knownState reports whether s is one of the intent states.
+func knownState(s State) bool {
+	switch s {
+	case Pending, Observed, Releasing, Gone, Stopped, Released, NeverCreated, Foreign:
+		return true
+	}
+	return false
+}
+
 // transitions lists every legal move. Anything else is ErrIllegalTransition.
 // Releasing → Releasing and Observed → Observed (same id) are allowed so a
 // retried drain or a repeated observe is idempotent. Observing an id while

@@ -156,14 +156,6 @@ func ValidatePageQuery(q PageQuery) error {
 	return nil
 }
 
-func knownState(s State) bool {
-	switch s {
-	case Pending, Observed, Releasing, Gone, Stopped, Released, NeverCreated, Foreign:
-		return true
-	}
-	return false
-}
-
 // ListPage returns one page of intents. Only the intents of the page are
 // decoded (and, when every state asked for is live, only the live index is
 // walked), so a page costs about the same at 100 live intents as at 100,000.

@@ -1,4 +1,26 @@
-package spool
+// Package boltcheck reads bbolt's on-disk format with plain reads into Go
+// slices, every offset bounds-checked, so that a damaged bbolt file is found
+// and described before bbolt itself touches it, and what is readable of one
+// can still be read.
+//
+// Why not bbolt's own tx.Check: bbolt reads pages through its memory map
+// and asserts on what it finds. Opening a file without a synced freelist
+// (tether's journals) walks every page on a goroutine of bbolt's own, and a
+// failed assertion there — "Page expected to be: 43, but self identifies as
+// 0" — or a page past the end of a truncated file (SIGBUS on the map) kills
+// the process: no recover can catch a panic on another goroutine or a
+// fault. A child process could run that check, but it would cost a fork and
+// exec on every start. Check walks everything bbolt's open-time walk
+// asserts (page ids, page types, each page reachable once, below the high
+// water mark, key order) plus what bbolt trusts blindly (element offsets
+// inside their page, pages inside the file), in the caller's goroutine and
+// without a memory map: what it cannot read is an error, never a crash.
+//
+// The same walker, told to carry on past damage (Walk), and a scan of every
+// page that says it is a leaf (ScanLeaves) are what a salvage reads a
+// damaged file with. The package knows bbolt's format only; what the keys
+// and values mean is its caller's business.
+package boltcheck
 
 import (
 	"bytes"
@@ -11,26 +33,6 @@ import (
 	"runtime/debug"
 	"syscall"
 )
-
-// This file reads bbolt's on-disk format with plain reads into Go slices,
-// every offset bounds-checked, so that a damaged journal is found and
-// described before bbolt itself touches it.
-//
-// Why not bbolt's own tx.Check: bbolt reads pages through its memory map
-// and asserts on what it finds. Opening a file without a synced freelist
-// (tether's journals) walks every page on a goroutine of bbolt's own, and a
-// failed assertion there — "Page expected to be: 43, but self identifies as
-// 0" — or a page past the end of a truncated file (SIGBUS on the map) kills
-// the process: no recover can catch a panic on another goroutine or a
-// fault. A child process could run that check, but it would cost a fork and
-// exec on every start. This walk checks everything bbolt's open-time walk
-// asserts (page ids, page types, each page reachable once, below the high
-// water mark, key order) plus what bbolt trusts blindly (element offsets
-// inside their page, pages inside the file), in the caller's goroutine and
-// without a memory map: what it cannot read is an error, never a crash.
-//
-// The same walker, told to carry on past damage, is what salvage reads a
-// damaged journal with.
 
 // The constants of bbolt's format (go.etcd.io/bbolt/internal/common).
 const (
@@ -57,7 +59,7 @@ const (
 // bbolt writes its structures in the machine's byte order.
 var boltOrder = binary.NativeEndian
 
-// DamageError says what is wrong with a journal file and where.
+// DamageError says what is wrong with a bbolt file and where.
 type DamageError struct {
 	Page   uint64 // 0 when the damage is not in one page (size, headers)
 	Reason string
@@ -70,8 +72,8 @@ func (e *DamageError) Error() string {
 	return e.Reason
 }
 
-// ErrDamaged marks a journal file that is not a readable bbolt file.
-var ErrDamaged = errors.New("journal file is damaged")
+// ErrDamaged marks a file that is not a readable bbolt file.
+var ErrDamaged = errors.New("bbolt file is damaged")
 
 func (e *DamageError) Unwrap() error { return ErrDamaged }
 
@@ -153,7 +155,7 @@ func openBoltFile(r io.ReaderAt, size int64) (*boltFile, error) {
 		}
 	}
 	if pageSize == 0 {
-		return nil, damaged(0, "no valid bbolt header (both meta pages are damaged, or this is not a journal)")
+		return nil, damaged(0, "no valid bbolt header (both meta pages are damaged, or this is not a bbolt file)")
 	}
 	if pageSize < boltMinPageSize || pageSize > boltMaxPageSize || pageSize&(pageSize-1) != 0 {
 		return nil, damaged(0, "page size %d is not a power of two between %d and %d", pageSize, boltMinPageSize, boltMaxPageSize)
@@ -561,9 +563,9 @@ func (w *boltWalk) leafElem(path []string, id uint64, e boltElem) error {
 	return nil
 }
 
-// checkBoltFile is the strict check of a whole file: nil means bbolt can
-// open it and read every page without tripping on anything.
-func checkBoltFile(r io.ReaderAt, size int64) error {
+// Check is the strict check of a whole file: nil means bbolt can open it
+// and read every page without tripping on anything.
+func Check(r io.ReaderAt, size int64) error {
 	f, err := openBoltFile(r, size)
 	if err != nil {
 		return err
@@ -577,22 +579,22 @@ func checkBoltFile(r io.ReaderAt, size int64) error {
 	return w.walk(f.meta)
 }
 
-// checkMapped is checkBoltFile over the file mapped read-only: the pages
-// are read where the page cache holds them, not copied one pread at a time
-// (a third of the time on a journal of 10,000 intents). The map covers the
-// file's size and no more, so every read the walk makes is inside it; a
-// fault (someone truncating the file under tether's lock) becomes an error
+// CheckMapped is Check over f mapped read-only: the pages are read where
+// the page cache holds them, not copied one pread at a time (a third of the
+// time on a tether journal of 10,000 intents). The map covers the file's
+// size and no more, so every read the walk makes is inside it; a fault
+// (someone truncating the file under the caller's lock) becomes an error
 // through SetPanicOnFault, on this goroutine.
 //
 // notes are what is worth a warning in a file that passes: a meta page that
 // is not valid (bbolt then uses the transaction before it).
-func checkMapped(f *os.File, size int64) (notes []string, err error) {
+func CheckMapped(f *os.File, size int64) (notes []string, err error) {
 	if size <= 0 || int64(int(size)) != size {
-		return nil, checkBoltFile(f, size)
+		return nil, Check(f, size)
 	}
 	data, err := syscall.Mmap(int(f.Fd()), 0, int(size), syscall.PROT_READ, syscall.MAP_SHARED)
 	if err != nil {
-		return nil, checkBoltFile(f, size) // no map: plain reads
+		return nil, Check(f, size) // no map: plain reads
 	}
 	defer syscall.Munmap(data)
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
@@ -614,4 +616,84 @@ func checkMapped(f *os.File, size int64) (notes []string, err error) {
 		notes = append(notes, e.Error())
 	}
 	return notes, nil
+}
+
+// Walk reads every key/value pair it can reach from the newest valid meta
+// page, going on past damaged pages, and gives each one that is not a
+// bucket to visit with the names of the buckets it is in. It returns the
+// file's page size (0 when no header names one) and the damage it met.
+func Walk(r io.ReaderAt, size int64, visit func(path []string, k, v []byte)) (pageSize int, damage []error) {
+	bf, err := openBoltFile(r, size)
+	if err != nil {
+		return 0, []error{err}
+	}
+	w := &boltWalk{f: bf, tolerant: true, visit: visit}
+	w.walk(bf.meta)
+	return bf.pageSize, w.problems
+}
+
+// ScanLeaves reads every page of the file that says it is a leaf page,
+// reachable or not (a freed page still holds older copies of its values),
+// and gives each key/value pair in it that is not a bucket to visit,
+// including those of inline buckets. A page that fooled the checks is
+// skipped.
+func ScanLeaves(r io.ReaderAt, size int64, pageSize int, visit func(k, v []byte)) {
+	var visitElems func(id uint64, b []byte)
+	visitElems = func(id uint64, b []byte) {
+		flags, elems, err := elements(id, b, nil)
+		if err != nil || flags != boltLeafPage {
+			return
+		}
+		for _, e := range elems {
+			if e.bucket {
+				if len(e.value) > boltBucketHeader && boltOrder.Uint64(e.value) == 0 {
+					visitElems(id, e.value[boltBucketHeader:])
+				}
+				continue
+			}
+			visit(e.key, e.value)
+		}
+	}
+	pages := size / int64(pageSize)
+	buf := make([]byte, pageSize)
+	for id := int64(2); id < pages; id++ {
+		if _, err := r.ReadAt(buf, id*int64(pageSize)); err != nil {
+			break
+		}
+		if boltOrder.Uint64(buf) != uint64(id) || boltOrder.Uint16(buf[8:]) != boltLeafPage {
+			continue
+		}
+		b := buf
+		if overflow := int64(boltOrder.Uint32(buf[12:])); overflow > 0 && id+overflow < pages {
+			b = make([]byte, (overflow+1)*int64(pageSize))
+			if _, err := r.ReadAt(b, id*int64(pageSize)); err != nil {
+				continue
+			}
+		}
+		func() {
+			defer func() { _ = recover() }() // a page that fooled the checks is skipped
+			visitElems(uint64(id), b)
+		}()
+	}
+}
+
+// Reachable lists the pages bbolt reads from the newest valid meta (every
+// page of every bucket's tree, with their overflow pages), in id order, and
+// the file's page size: where damage would be met. A file that fails Check
+// is an error.
+func Reachable(r io.ReaderAt, size int64) (pages []uint64, pageSize int, err error) {
+	bf, err := openBoltFile(r, size)
+	if err != nil {
+		return nil, 0, err
+	}
+	w := &boltWalk{f: bf}
+	if err := w.walk(bf.meta); err != nil {
+		return nil, 0, err
+	}
+	for id := uint64(0); id < w.hwm; id++ {
+		if w.seen.has(id) {
+			pages = append(pages, id)
+		}
+	}
+	return pages, bf.pageSize, nil
 }

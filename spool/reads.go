@@ -1,17 +1,111 @@
 package spool
 
+// Reading the journal: one intent, the live ones, all of them, a page of
+// them, counts.
+
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"slices"
-	"time"
 
 	bolt "go.etcd.io/bbolt"
-	berrors "go.etcd.io/bbolt/errors"
 )
+
+// Get returns the intent with that id, or ErrNotFound.
+func (j *Journal) Get(id string) (Intent, error) {
+	if err := ValidateIntentID(id); err != nil {
+		return Intent{}, fmt.Errorf("%w: %w", ErrNotFound, err)
+	}
+	var in Intent
+	err := j.view(func(tx *bolt.Tx) (err error) {
+		in, err = load(tx, id)
+		return err
+	})
+	return in, err
+}
+
+// GetByKey returns the intent created with that idempotency key, or ErrNotFound.
+func (j *Journal) GetByKey(key string) (Intent, error) {
+	var in Intent
+	err := j.view(func(tx *bolt.Tx) error {
+		id := tx.Bucket(bucketKeys).Get([]byte(key))
+		if id == nil {
+			return fmt.Errorf("key %q: %w", truncate(key), ErrNotFound)
+		}
+		var err error
+		in, err = load(tx, string(id))
+		return err
+	})
+	return in, err
+}
+
+// Live returns the live intents (pending, observed, releasing) in id order
+// (creation order for the ULIDs tether picks). A record that cannot be read
+// is quarantined and logged, not returned: one damaged record must not keep
+// the others from the drain.
+func (j *Journal) Live() ([]Intent, error) { return j.scan(bucketLive) }
+
+// LiveIDs returns the ids of the live intents in id order, without decoding
+// them: the boot replay's snapshot of what an earlier run left live, taken
+// before the child starts and cheap enough not to delay it (the intents are
+// read, one by one, in the background).
+func (j *Journal) LiveIDs() ([]string, error) {
+	var out []string
+	err := j.view(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketLive).ForEach(func(k, _ []byte) error {
+			out = append(out, string(k))
+			return nil
+		})
+	})
+	return out, err
+}
+
+// LiveCount is len(Live()) without decoding the intents.
+func (j *Journal) LiveCount() (int, error) {
+	var n int
+	err := j.view(func(tx *bolt.Tx) error {
+		n = tx.Bucket(bucketLive).Stats().KeyN
+		return nil
+	})
+	return n, err
+}
+
+// All returns every intent, live or not, in creation order; unreadable
+// records are quarantined as Live does.
+func (j *Journal) All() ([]Intent, error) { return j.scan(bucketIntents) }
+
+// scan decodes the intents whose ids are the keys of index (bucketLive, or
+// bucketIntents itself for all of them), in id order. Records it cannot
+// read, and ids of the live index with no record, are quarantined after
+// the read, not returned.
+func (j *Journal) scan(index []byte) ([]Intent, error) {
+	out := []Intent{}
+	bad := map[string]error{}
+	err := j.view(func(tx *bolt.Tx) error {
+		intents := tx.Bucket(bucketIntents)
+		return tx.Bucket(index).ForEach(func(k, v []byte) error {
+			if !bytes.Equal(index, bucketIntents) {
+				if v = intents.Get(k); v == nil {
+					bad[string(k)] = fmt.Errorf("the live index names intent %s, but it has no record", k)
+					return nil
+				}
+			}
+			in, err := decode(k, v)
+			if err != nil {
+				bad[string(k)] = err
+				return nil
+			}
+			out = append(out, in)
+			return nil
+		})
+	})
+	if err == nil && len(bad) > 0 {
+		j.quarantine(bad)
+	}
+	return out, err
+}
 
 // MaxPageLimit bounds one page of intents: a page is decoded and encoded in
 // memory at once, and a client that wants more pages through them.
@@ -60,14 +154,6 @@ func ValidatePageQuery(q PageQuery) error {
 		}
 	}
 	return nil
-}
-
-func knownState(s State) bool {
-	switch s {
-	case Pending, Observed, Releasing, Gone, Stopped, Released, NeverCreated, Foreign:
-		return true
-	}
-	return false
 }
 
 // ListPage returns one page of intents. Only the intents of the page are
@@ -167,50 +253,33 @@ func (j *Journal) Size() (int64, error) {
 	return fi.Size(), nil
 }
 
-// DefaultReadOnlyLockTimeout bounds OpenReadOnly's wait for the shared lock.
-// A live tether holds the exclusive lock for its whole life, so a short wait
-// is enough to tell "held" from "free".
-const DefaultReadOnlyLockTimeout = 200 * time.Millisecond
-
-// OpenReadOnly opens an existing journal for reading only, as `tether
-// status` does beside a stopped (or dead) tether: it never creates the file
-// nor writes to it. A journal a live tether holds fails within timeout
-// (DefaultReadOnlyLockTimeout when 0) with ErrLocked, without waiting for
-// it; ask that tether over its socket instead. Mutations on the returned
-// journal fail.
-func OpenReadOnly(path string, timeout time.Duration) (*Journal, error) {
-	if timeout <= 0 {
-		timeout = DefaultReadOnlyLockTimeout
+func (j *Journal) view(fn func(tx *bolt.Tx) error) error {
+	j.mu.RLock()
+	closed := j.closed
+	j.mu.RUnlock()
+	if closed {
+		return ErrClosed
 	}
-	if _, err := os.Stat(path); err != nil {
-		return nil, fmt.Errorf("journal %s: %w", path, err)
-	}
-	db, err := openBoltReadOnly(path, timeout)
-	if errors.Is(err, berrors.ErrTimeout) {
-		return nil, fmt.Errorf("journal %s: %w", path, ErrLocked)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("journal %s: cannot open: %w", path, err)
-	}
-	owner, ok := readyJournal(db)
-	if !ok {
-		db.Close()
-		return nil, fmt.Errorf("journal %s: not a tether journal of schema %d (or one never opened by tether run)", path, SchemaVersion)
-	}
-	j := &Journal{db: db, path: path, owner: owner, maxBatch: 1, ops: make(chan *op, 1), done: make(chan struct{})}
-	go j.commitLoop() // writes fail in bbolt with "database is in read-only mode"
-	return j, nil
+	return j.db.View(fn)
 }
 
-func openBoltReadOnly(path string, timeout time.Duration) (db *bolt.DB, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("corrupt journal: %v", r)
-		}
-	}()
-	// openChecked takes the (shared) lock and checks the file before bbolt
-	// maps it: a damaged journal is an error here, never a panic on bbolt's
-	// own goroutine.
-	var notes []string
-	return bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: timeout, OpenFile: openChecked(timeout, &notes)})
+func load(tx *bolt.Tx, id string) (Intent, error) {
+	v := tx.Bucket(bucketIntents).Get([]byte(id))
+	if v == nil {
+		return Intent{}, fmt.Errorf("intent %s: %w", id, ErrNotFound)
+	}
+	return decode([]byte(id), v)
+}
+
+// decode reads a record; a record that is not the intent its key names is
+// ErrUnreadable, like one that is not JSON.
+func decode(k, v []byte) (Intent, error) {
+	var in Intent
+	if err := json.Unmarshal(v, &in); err != nil {
+		return Intent{}, fmt.Errorf("intent %s: %w: %w", truncate(string(k)), ErrUnreadable, err)
+	}
+	if err := checkRecord(k, in); err != nil {
+		return Intent{}, fmt.Errorf("intent %s: %w: %w", truncate(string(k)), ErrUnreadable, err)
+	}
+	return in, nil
 }

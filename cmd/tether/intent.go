@@ -12,9 +12,9 @@ import (
 
 	"github.com/oklog/ulid/v2"
 
-	"github.com/tether-run/tether/internal/api"
 	"github.com/tether-run/tether/internal/config"
-	"github.com/tether-run/tether/internal/spooldir"
+	api "github.com/tether-run/tether/internal/intake/socket"
+	"github.com/tether-run/tether/internal/intake/spooldir"
 	"github.com/tether-run/tether/spool"
 )
 

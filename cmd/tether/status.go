@@ -13,8 +13,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/tether-run/tether/internal/api"
 	"github.com/tether-run/tether/internal/config"
+	api "github.com/tether-run/tether/internal/intake/socket"
 	"github.com/tether-run/tether/spool"
 )
 

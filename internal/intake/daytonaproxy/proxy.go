@@ -1,4 +1,4 @@
-// Package proxy is tether's third intake, beside the socket API and the
+// Package daytonaproxy is tether's third intake, beside the socket API and the
 // spool directory: a Daytona API proxy on loopback. tether points the
 // child's DAYTONA_API_URL at it, and every official Daytona SDK reads that
 // variable, so a runner that knows nothing of tether is covered
@@ -22,7 +22,7 @@
 // stays an error. Credentials go from the runner to Daytona untouched and
 // are never journaled or logged; only their fingerprint is, as the
 // intent's account, and an account other than tether's own is reported.
-package proxy
+package daytonaproxy
 
 import (
 	"context"

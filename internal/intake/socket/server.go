@@ -1,4 +1,4 @@
-// Package api is tether's intent API: HTTP/1.1 over a Unix socket, as the
+// Package socket is tether's intent API: HTTP/1.1 over a Unix socket, as the
 // wire contract in ARCHITECTURE.md lays it out, and the small client the
 // `tether intent` command uses.
 //
@@ -6,7 +6,7 @@
 // Its answers are promises about the disk: a 201 means the intent is
 // fsynced. Who may ask is decided by the kernel's view of the peer
 // (SO_PEERCRED), not by anything the client says.
-package api
+package socket
 
 import (
 	"context"

@@ -191,7 +191,7 @@ func (p *Proxy) failed(in spool.Intent, status int) {
 // abandon closes the intent of a create that certainly never reached
 // Daytona's create step, so the drain does not poll for its name.
 func (p *Proxy) abandon(in spool.Intent, why string) {
-	if _, err := p.Journal.Transition(in.ID, spool.NeverCreated, why); err != nil {
+	if _, err := p.Journal.CloseRefusedCreate(in.ID, why); err != nil {
 		p.Logger.Warn("daytona proxy: could not close an intent whose create never happened; the drain resolves it", "intent", in.ID, "name", in.Name, "err", err)
 		return
 	}

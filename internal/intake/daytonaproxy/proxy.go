@@ -343,7 +343,7 @@ func (p *Proxy) afterPass(resp *http.Response) error {
 	if id == "" {
 		return nil
 	}
-	in, err := p.Journal.Transition(id, spool.Releasing, "")
+	in, err := p.Journal.MarkDeleteRequested(id)
 	switch {
 	case err == nil:
 		p.Logger.Debug("daytona proxy: the runner deleted its sandbox; the drain only confirms it", "intent", in.ID, "name", in.Name, "sandbox", in.SandboxID)

@@ -119,7 +119,7 @@ func start(t *testing.T, s *Server) *fixture {
 			t.Errorf("Serve: %v", err)
 		}
 	})
-	return &fixture{srv: s, j: s.Journal, sock: sock, client: NewClient(sock)}
+	return &fixture{srv: s, j: s.Journal.(*spool.Journal), sock: sock, client: NewClient(sock)}
 }
 
 // raw sends one request over the socket and returns status and body.

@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-run/tether/intentapi"
+	"github.com/tether-run/tether/intentapi/client"
 	"github.com/tether-run/tether/internal/intake"
 	"github.com/tether-run/tether/internal/intake/socket"
 	"github.com/tether-run/tether/internal/intake/spooldir"
@@ -257,10 +259,10 @@ func TestCrashRealBinary(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	client := socket.NewClient(sock)
+	cl := client.New(sock)
 	deadline := time.Now().Add(waitLimit)
 	for {
-		if _, err := client.Health(t.Context()); err == nil {
+		if _, err := cl.Health(t.Context()); err == nil {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -280,7 +282,7 @@ func TestCrashRealBinary(t *testing.T) {
 			defer wg.Done()
 			for i := 0; ; i++ {
 				key := fmt.Sprintf("g%d-%d", g, i)
-				in, err := client.CreateIntent(context.Background(), socket.CreateRequest{Key: key})
+				in, err := cl.CreateIntent(context.Background(), intentapi.CreateRequest{Key: key})
 				if err != nil {
 					return // tether was killed
 				}
@@ -351,7 +353,7 @@ func TestJournalHeldByAnotherTether(t *testing.T) {
 	defer func() { holder.Process.Signal(syscall.SIGTERM); holder.Wait() }()
 	deadline := time.Now().Add(waitLimit)
 	for {
-		if _, err := socket.NewClient(filepath.Join(dir, "a.sock")).Health(t.Context()); err == nil {
+		if _, err := client.New(filepath.Join(dir, "a.sock")).Health(t.Context()); err == nil {
 			break
 		}
 		if time.Now().After(deadline) {

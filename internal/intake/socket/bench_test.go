@@ -3,6 +3,8 @@ package socket
 import (
 	"context"
 	"fmt"
+	"github.com/tether-run/tether/intentapi"
+	"github.com/tether-run/tether/intentapi/client"
 	"os"
 	"path/filepath"
 	"slices"
@@ -127,7 +129,7 @@ func BenchmarkIntentAck(b *testing.B) {
 			}
 			go s.Serve(l)
 			defer s.Close()
-			c := NewClient(sock)
+			c := client.New(sock)
 			// Warm the connections so dialing is not measured.
 			var wg sync.WaitGroup
 			for i := 0; i < clients; i++ {
@@ -149,7 +151,7 @@ func BenchmarkIntentAck(b *testing.B) {
 					lat[g] = make([]time.Duration, 0, n)
 					for i := 0; i < n; i++ {
 						t0 := time.Now()
-						if _, err := c.CreateIntent(context.Background(), CreateRequest{Labels: map[string]string{"bench": "1"}}); err != nil {
+						if _, err := c.CreateIntent(context.Background(), intentapi.CreateRequest{Labels: map[string]string{"bench": "1"}}); err != nil {
 							b.Error(err)
 							return
 						}

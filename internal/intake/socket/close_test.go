@@ -2,6 +2,7 @@ package socket
 
 import (
 	"context"
+	"github.com/tether-run/tether/intentapi"
 	"net"
 	"testing"
 	"time"
@@ -50,7 +51,7 @@ func TestCloseWaitsForRunningRequests(t *testing.T) {
 		return spool.Intent{ID: id, State: spool.Gone}, nil
 	}
 	f := start(t, &Server{Intake: &intake.Intake{Delete: del}, ShutdownTimeout: time.Hour})
-	in, err := f.client.CreateIntent(context.Background(), CreateRequest{})
+	in, err := f.client.CreateIntent(context.Background(), intentapi.CreateRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +95,7 @@ func TestActorInterruptDoesNotWait(t *testing.T) {
 	}
 	s := &Server{Intake: &intake.Intake{Delete: del}, ShutdownTimeout: time.Hour}
 	f := start(t, s)
-	in, err := f.client.CreateIntent(context.Background(), CreateRequest{})
+	in, err := f.client.CreateIntent(context.Background(), intentapi.CreateRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}

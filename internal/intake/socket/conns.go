@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/tether-run/tether/intentapi"
 )
 
 // Bounds on the socket's connections, so that a client that connects and
@@ -189,7 +191,7 @@ func withConn(ctx context.Context, c net.Conn) context.Context {
 // it from memory.
 func readWhole(r *http.Request) (done func(), err error) {
 	if r.Body != nil && r.Body != http.NoBody {
-		b, err := io.ReadAll(io.LimitReader(r.Body, MaxBody+1))
+		b, err := io.ReadAll(io.LimitReader(r.Body, intentapi.MaxBody+1))
 		if err != nil {
 			return func() {}, err
 		}

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"github.com/tether-run/tether/intentapi"
+	"github.com/tether-run/tether/intentapi/client"
 	"io"
 	"net"
 	"net/http"
@@ -49,7 +51,7 @@ func abuse(t *testing.T, sock string, n int) []net.Conn {
 	return conns
 }
 
-func health(t *testing.T, c *Client) {
+func health(t *testing.T, c *client.Client) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), waitBound)
 	defer cancel()
@@ -68,7 +70,7 @@ func TestConnectionCap(t *testing.T) {
 	if n := f.srv.limiter.Load().open(); n > max {
 		t.Fatalf("%d connections open, the cap is %d", n, max)
 	}
-	in, err := f.client.CreateIntent(t.Context(), CreateRequest{Key: "after-abuse"})
+	in, err := f.client.CreateIntent(t.Context(), intentapi.CreateRequest{Key: "after-abuse"})
 	if err != nil {
 		t.Fatalf("create under abuse: %v", err)
 	}
@@ -112,7 +114,7 @@ func TestAllConnectionsBusy(t *testing.T) {
 	}}})
 	var ids []string
 	for range 2 {
-		in, err := f.client.CreateIntent(t.Context(), CreateRequest{})
+		in, err := f.client.CreateIntent(t.Context(), intentapi.CreateRequest{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -126,9 +128,8 @@ func TestAllConnectionsBusy(t *testing.T) {
 			// that has waited longest): the other delete's, or the idle
 			// keep-alive of the creates. A client then sends again.
 			for attempt := 0; ; attempt++ {
-				c := NewClient(f.sock)
 				req, _ := http.NewRequest("DELETE", "http://tether/v1/intents/"+id, nil)
-				resp, err := c.http.Do(req)
+				resp, err := unixHTTP(f.sock).Do(req)
 				if err != nil && attempt < 50 {
 					time.Sleep(10 * time.Millisecond)
 					continue

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"github.com/tether-run/tether/intentapi"
+	"github.com/tether-run/tether/intentapi/client"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -49,7 +51,7 @@ func TestCrashKeepsAcknowledgedIntents(t *testing.T) {
 	acked := map[string]string{} // key → id
 	for round, killAfter := range []int{50, 300, 800} {
 		cmd := startServing(t, journal, sock)
-		client := NewClient(sock)
+		cl := client.New(sock)
 		var mu sync.Mutex
 		n := 0
 		var wg sync.WaitGroup
@@ -66,7 +68,7 @@ func TestCrashKeepsAcknowledgedIntents(t *testing.T) {
 					}
 					key := fmt.Sprintf("r%d-g%d-%d", round, g, i)
 					ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-					in, err := client.CreateIntent(ctx, CreateRequest{Key: key, Labels: map[string]string{"g": fmt.Sprint(g)}})
+					in, err := cl.CreateIntent(ctx, intentapi.CreateRequest{Key: key, Labels: map[string]string{"g": fmt.Sprint(g)}})
 					cancel()
 					if err != nil {
 						return // the server was killed
@@ -130,7 +132,7 @@ func TestCrashKeepsAcknowledgedIntents(t *testing.T) {
 
 		// A restarted server on the same journal serves them all.
 		cmd = startServing(t, journal, sock)
-		live, err := NewClient(sock).List(t.Context())
+		live, err := client.New(sock).List(t.Context())
 		cmd.Process.Signal(syscall.SIGKILL)
 		cmd.Wait()
 		if err != nil || len(live) < len(acked) {

@@ -3,6 +3,7 @@ package socket
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/tether-run/tether/intentapi"
 	"reflect"
 	"testing"
 	"unicode/utf8"
@@ -65,7 +66,7 @@ func FuzzDecodeIntentRequest(f *testing.F) {
 }
 
 // normal treats a nil and an empty label map alike (omitempty drops both).
-func normal(r CreateRequest) CreateRequest {
+func normal(r intentapi.CreateRequest) intentapi.CreateRequest {
 	if len(r.Labels) == 0 {
 		r.Labels = nil
 	}

@@ -2,6 +2,7 @@ package socket
 
 import (
 	"context"
+	"github.com/tether-run/tether/intentapi"
 	"net/http"
 	"strings"
 	"testing"
@@ -17,7 +18,7 @@ import (
 func TestObserveOtherIDRefusedWhileReleasing(t *testing.T) {
 	f := start(t, &Server{})
 	ctx := context.Background()
-	in, err := f.client.CreateIntent(ctx, CreateRequest{Labels: map[string]string{"run": "x"}})
+	in, err := f.client.CreateIntent(ctx, intentapi.CreateRequest{Labels: map[string]string{"run": "x"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,59 +1,15 @@
 package socket
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 
+	"github.com/tether-run/tether/intentapi"
 	"github.com/tether-run/tether/spool"
 )
-
-// ListPage is the answer of GET /v1/intents with paging: one page, and the
-// cursor of the next (empty on the last page). Without any query parameter
-// the answer is the whole live list, {"intents":[...]}, as before paging.
-type ListPage struct {
-	Intents    []Intent `json:"intents"`
-	NextCursor string   `json:"next_cursor,omitempty"`
-}
-
-// ListQuery is the query string of a paged GET /v1/intents.
-type ListQuery struct {
-	// Limit bounds the page (spool.DefaultPageLimit when 0, at most spool.MaxPageLimit).
-	Limit int
-	// Cursor is the previous page's NextCursor.
-	Cursor string
-	// States filters by state; empty means the live states.
-	States []spool.State
-	// Newest pages from the newest intent to the oldest (order=desc).
-	Newest bool
-}
-
-// Values is the query string of q.
-func (q ListQuery) Values() url.Values {
-	v := url.Values{}
-	if q.Limit > 0 {
-		v.Set("limit", strconv.Itoa(q.Limit))
-	} else {
-		v.Set("limit", strconv.Itoa(spool.DefaultPageLimit))
-	}
-	if q.Cursor != "" {
-		v.Set("cursor", q.Cursor)
-	}
-	if len(q.States) > 0 {
-		s := make([]string, len(q.States))
-		for i, st := range q.States {
-			s[i] = string(st)
-		}
-		v.Set("state", strings.Join(s, ","))
-	}
-	if q.Newest {
-		v.Set("order", "desc")
-	}
-	return v
-}
 
 // ParseListQuery reads a paged list's query string: limit, cursor, state
 // (comma-separated, repeatable) and order (asc or desc). Anything else,
@@ -115,15 +71,9 @@ func (s *Server) listPage(w http.ResponseWriter, r *http.Request) {
 		s.journalError(w, err)
 		return
 	}
-	out := ListPage{Intents: make([]Intent, len(p.Intents)), NextCursor: p.Next}
+	out := intentapi.ListPage{Intents: make([]intentapi.Intent, len(p.Intents)), NextCursor: p.Next}
 	for i, in := range p.Intents {
-		out.Intents[i] = View(in)
+		out.Intents[i] = intentapi.View(in)
 	}
 	writeJSON(w, http.StatusOK, out)
-}
-
-// ListPage reads one page of intents (GET /v1/intents?limit=...).
-func (c *Client) ListPage(ctx context.Context, q ListQuery) (ListPage, error) {
-	var out ListPage
-	return out, c.do(ctx, http.MethodGet, "/v1/intents?"+q.Values().Encode(), nil, &out)
 }

@@ -3,6 +3,8 @@ package socket
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/tether-run/tether/intentapi"
+	"github.com/tether-run/tether/intentapi/client"
 	"net/http"
 	"net/url"
 	"os"
@@ -20,7 +22,7 @@ func TestListPaging(t *testing.T) {
 	ctx := t.Context()
 	var live, released []string
 	for i := 0; i < 12; i++ {
-		in, err := f.client.CreateIntent(ctx, CreateRequest{})
+		in, err := f.client.CreateIntent(ctx, intentapi.CreateRequest{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -39,12 +41,12 @@ func TestListPaging(t *testing.T) {
 	if code != 200 || strings.Contains(body, "next_cursor") {
 		t.Fatalf("unpaged: %d %s", code, body)
 	}
-	var old map[string][]Intent
+	var old map[string][]intentapi.Intent
 	if err := json.Unmarshal([]byte(body), &old); err != nil || len(old["intents"]) != len(live) {
 		t.Fatalf("unpaged answer: %v %s", err, body)
 	}
 
-	pageThrough := func(q ListQuery) []string {
+	pageThrough := func(q intentapi.ListQuery) []string {
 		var ids []string
 		for n := 0; n < 50; n++ {
 			p, err := f.client.ListPage(ctx, q)
@@ -65,13 +67,13 @@ func TestListPaging(t *testing.T) {
 		t.Fatal("paging does not end")
 		return nil
 	}
-	if got := pageThrough(ListQuery{Limit: 4}); fmt.Sprint(got) != fmt.Sprint(live) {
+	if got := pageThrough(intentapi.ListQuery{Limit: 4}); fmt.Sprint(got) != fmt.Sprint(live) {
 		t.Fatalf("live pages %v, want %v", got, live)
 	}
-	if got := pageThrough(ListQuery{Limit: 2, States: []spool.State{spool.Released}}); fmt.Sprint(got) != fmt.Sprint(released) {
+	if got := pageThrough(intentapi.ListQuery{Limit: 2, States: []spool.State{spool.Released}}); fmt.Sprint(got) != fmt.Sprint(released) {
 		t.Fatalf("released pages %v, want %v", got, released)
 	}
-	newest := pageThrough(ListQuery{Limit: 5, Newest: true})
+	newest := pageThrough(intentapi.ListQuery{Limit: 5, Newest: true})
 	if len(newest) != len(live) || newest[0] != live[len(live)-1] {
 		t.Fatalf("newest first: %v", newest)
 	}
@@ -147,14 +149,14 @@ func BenchmarkListPage(b *testing.B) {
 	}
 	go s.Serve(l)
 	defer s.Close()
-	c := NewClient(sock)
+	c := client.New(sock)
 	for _, bc := range []struct {
 		name string
-		q    ListQuery
+		q    intentapi.ListQuery
 	}{
-		{"first-page", ListQuery{Limit: 100}},
-		{"middle-page", ListQuery{Limit: 100, Cursor: mid}},
-		{"newest-page", ListQuery{Limit: 100, Newest: true}},
+		{"first-page", intentapi.ListQuery{Limit: 100}},
+		{"middle-page", intentapi.ListQuery{Limit: 100, Cursor: mid}},
+		{"newest-page", intentapi.ListQuery{Limit: 100, Newest: true}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			var worst time.Duration

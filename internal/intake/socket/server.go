@@ -1,6 +1,6 @@
-// Package socket is tether's intent API: HTTP/1.1 over a Unix socket, as the
-// wire contract in ARCHITECTURE.md lays it out, and the small client the
-// `tether intent` command uses.
+// Package socket is the server of tether's intent API: HTTP/1.1 over a Unix
+// socket, as docs/protocol.md lays it out. Its JSON is package intentapi's,
+// and its Go client is intentapi/client.
 //
 // The socket is the runner's way to declare a sandbox before creating it.
 // Its answers are promises about the disk: a 201 means the intent is
@@ -24,6 +24,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tether-run/tether/intentapi"
 	"github.com/tether-run/tether/internal/crashpoint"
 	"github.com/tether-run/tether/internal/intake"
 	"github.com/tether-run/tether/spool"
@@ -398,7 +399,7 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 		s.journalError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, Health{Owner: s.Journal.Owner(), Version: s.Version, Live: n})
+	writeJSON(w, http.StatusOK, intentapi.Health{Owner: s.Journal.Owner(), Version: s.Version, Live: n})
 }
 
 func (s *Server) list(w http.ResponseWriter, r *http.Request) {
@@ -411,15 +412,12 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 		s.journalError(w, err)
 		return
 	}
-	views := make([]Intent, len(live))
+	views := make([]intentapi.Intent, len(live))
 	for i, in := range live {
-		views[i] = View(in)
+		views[i] = intentapi.View(in)
 	}
-	writeJSON(w, http.StatusOK, map[string][]Intent{"intents": views})
+	writeJSON(w, http.StatusOK, map[string][]intentapi.Intent{"intents": views})
 }
-
-// replayHeader tells a client its create was a retry of an earlier one.
-const replayHeader = "Tether-Idempotent-Replay"
 
 func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	req, err := DecodeCreateRequest(r.Body)
@@ -436,10 +434,10 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	if created {
 		s.log.Debug("intent declared", "intent", in.ID, "name", in.Name)
 	} else {
-		w.Header().Set(replayHeader, "true")
+		w.Header().Set(intentapi.ReplayHeader, "true")
 	}
 	crashpoint.Hit(crashpoint.APIAfterJournal)
-	writeJSON(w, http.StatusCreated, View(in))
+	writeJSON(w, http.StatusCreated, intentapi.View(in))
 }
 
 // pathID returns the {id} of the request, or answers 400.
@@ -462,7 +460,7 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 		s.journalError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, View(in))
+	writeJSON(w, http.StatusOK, intentapi.View(in))
 }
 
 func (s *Server) observe(w http.ResponseWriter, r *http.Request) {
@@ -487,7 +485,7 @@ func (s *Server) observe(w http.ResponseWriter, r *http.Request) {
 	}
 	s.Committed(c, in)
 	crashpoint.Hit(crashpoint.APIObserveAfterJournal)
-	writeJSON(w, http.StatusOK, View(in))
+	writeJSON(w, http.StatusOK, intentapi.View(in))
 }
 
 func (s *Server) release(w http.ResponseWriter, r *http.Request) {
@@ -505,7 +503,7 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request) {
 		s.journalError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, View(in))
+	writeJSON(w, http.StatusOK, intentapi.View(in))
 }
 
 func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
@@ -519,7 +517,7 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !in.Live() {
-		writeJSON(w, http.StatusOK, View(in))
+		writeJSON(w, http.StatusOK, intentapi.View(in))
 		return
 	}
 	if s.Delete == nil {
@@ -537,7 +535,7 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if err == nil && !out.Live() {
-		writeJSON(w, http.StatusOK, View(out))
+		writeJSON(w, http.StatusOK, intentapi.View(out))
 		return
 	}
 	code, msg := http.StatusBadGateway, "the sandbox is not confirmed gone"
@@ -549,8 +547,8 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
 		msg = fmt.Sprintf("not confirmed gone within %s: %s", s.DeleteTimeout, msg)
 	}
 	s.log.Warn("intent API: delete not confirmed", "intent", id, "err", msg)
-	v := View(out)
-	writeJSON(w, code, errorBody{Error: msg, Intent: &v})
+	v := intentapi.View(out)
+	writeJSON(w, code, intentapi.ErrorBody{Error: msg, Intent: &v})
 }
 
 // journalError maps the journal's errors onto HTTP codes.
@@ -579,7 +577,7 @@ func badRequest(w http.ResponseWriter, err error) {
 }
 
 func writeError(w http.ResponseWriter, code int, msg string) {
-	writeJSON(w, code, errorBody{Error: msg})
+	writeJSON(w, code, intentapi.ErrorBody{Error: msg})
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

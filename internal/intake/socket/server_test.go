@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/tether-run/tether/intentapi"
+	"github.com/tether-run/tether/intentapi/client"
 	"io"
 	"net"
 	"net/http"
@@ -30,8 +32,8 @@ const (
 
 func TestMain(m *testing.M) {
 	if sock := os.Getenv(envPeerGet); sock != "" {
-		_, err := NewClient(sock).Health(context.Background())
-		var e *Error
+		_, err := client.New(sock).Health(context.Background())
+		var e *client.Error
 		switch {
 		case err == nil:
 			fmt.Println(200)
@@ -87,7 +89,15 @@ type fixture struct {
 	srv    *Server
 	j      *spool.Journal
 	sock   string
-	client *Client
+	client *client.Client
+	http   *http.Client // for requests the client does not make
+}
+
+// unixHTTP is a plain HTTP client of the socket at sock.
+func unixHTTP(sock string) *http.Client {
+	return &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return new(net.Dialer).DialContext(ctx, "unix", sock)
+	}}}
 }
 
 // start serves s (Journal filled in if nil) on a real socket.
@@ -119,7 +129,7 @@ func start(t *testing.T, s *Server) *fixture {
 			t.Errorf("Serve: %v", err)
 		}
 	})
-	return &fixture{srv: s, j: s.Journal.(*spool.Journal), sock: sock, client: NewClient(sock)}
+	return &fixture{srv: s, j: s.Journal.(*spool.Journal), sock: sock, client: client.New(sock), http: unixHTTP(sock)}
 }
 
 // raw sends one request over the socket and returns status and body.
@@ -130,7 +140,7 @@ func (f *fixture) raw(t *testing.T, method, path, body string) (int, string) {
 		rd = strings.NewReader(body)
 	}
 	req, _ := http.NewRequest(method, "http://tether"+path, rd)
-	resp, err := f.client.http.Do(req)
+	resp, err := f.http.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +165,7 @@ func TestEndpoints(t *testing.T) {
 	if err != nil || h.Owner != f.j.Owner() || h.Version != "v9" || h.Live != 0 {
 		t.Fatalf("health: %+v %v", h, err)
 	}
-	in, err := f.client.CreateIntent(ctx, CreateRequest{Labels: map[string]string{"team": "a"}, OnDrain: spool.DrainStop})
+	in, err := f.client.CreateIntent(ctx, intentapi.CreateRequest{Labels: map[string]string{"team": "a"}, OnDrain: spool.DrainStop})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +205,7 @@ func TestEndpoints(t *testing.T) {
 	if _, err := f.client.Observe(ctx, in.ID, "sb-1"); err != nil {
 		t.Fatalf("repeat observe: %v", err)
 	}
-	if _, err := f.client.Observe(ctx, in.ID, "sb-2"); !IsStatus(err, http.StatusConflict) {
+	if _, err := f.client.Observe(ctx, in.ID, "sb-2"); !client.IsStatus(err, http.StatusConflict) {
 		t.Fatalf("observe other id: %v", err)
 	}
 	list, err := f.client.List(ctx)
@@ -222,7 +232,7 @@ func TestEndpoints(t *testing.T) {
 	if d, err := f.client.Delete(ctx, in.ID); err != nil || d.State != spool.Released {
 		t.Fatalf("delete released: %+v %v", d, err)
 	}
-	if _, err := f.client.Get(ctx, "01arz3ndektsv4rrffq69g5fav"); !IsStatus(err, http.StatusNotFound) {
+	if _, err := f.client.Get(ctx, "01arz3ndektsv4rrffq69g5fav"); !client.IsStatus(err, http.StatusNotFound) {
 		t.Fatalf("get unknown: %v", err)
 	}
 }
@@ -260,9 +270,9 @@ func TestDelete(t *testing.T) {
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
 			mode.Store(tc.mode)
-			in, _ := f.client.CreateIntent(ctx, CreateRequest{})
+			in, _ := f.client.CreateIntent(ctx, intentapi.CreateRequest{})
 			out, err := f.client.Delete(ctx, in.ID)
-			var e *Error
+			var e *client.Error
 			switch {
 			case tc.status == http.StatusOK:
 				if err != nil || out.State != tc.state {
@@ -276,22 +286,22 @@ func TestDelete(t *testing.T) {
 		})
 	}
 	noProvider := start(t, &Server{})
-	in, _ := noProvider.client.CreateIntent(ctx, CreateRequest{})
-	if _, err := noProvider.client.Delete(ctx, in.ID); !IsStatus(err, http.StatusNotImplemented) {
+	in, _ := noProvider.client.CreateIntent(ctx, intentapi.CreateRequest{})
+	if _, err := noProvider.client.Delete(ctx, in.ID); !client.IsStatus(err, http.StatusNotImplemented) {
 		t.Fatalf("no Delete: %v", err)
 	}
 }
 
 func TestRequestErrors(t *testing.T) {
 	f := start(t, &Server{})
-	in, _ := f.client.CreateIntent(t.Context(), CreateRequest{})
+	in, _ := f.client.CreateIntent(t.Context(), intentapi.CreateRequest{})
 	if _, err := f.client.Observe(t.Context(), in.ID, "sb"); err != nil {
 		t.Fatal(err)
 	}
-	released, _ := f.client.CreateIntent(t.Context(), CreateRequest{})
+	released, _ := f.client.CreateIntent(t.Context(), intentapi.CreateRequest{})
 	f.client.Release(t.Context(), released.ID, "")
 	unknown := "01arz3ndektsv4rrffq69g5fav"
-	long := strings.Repeat("x", MaxBody+1)
+	long := strings.Repeat("x", intentapi.MaxBody+1)
 	manyLabels := make([]string, spool.MaxLabels+1)
 	for i := range manyLabels {
 		manyLabels[i] = fmt.Sprintf(`"k%d":"v"`, i)
@@ -347,7 +357,7 @@ func TestRequestErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, body := f.raw(t, tc.method, tc.path, tc.body)
-			var eb errorBody
+			var eb intentapi.ErrorBody
 			if err := json.Unmarshal([]byte(body), &eb); err != nil {
 				t.Fatalf("answer is not a JSON error: %s", body)
 			}
@@ -368,7 +378,7 @@ func TestRequestErrors(t *testing.T) {
 
 func TestIdempotentRetry(t *testing.T) {
 	f := start(t, &Server{})
-	first, err := f.client.CreateIntent(t.Context(), CreateRequest{Key: "job-42", Labels: map[string]string{"a": "1"}})
+	first, err := f.client.CreateIntent(t.Context(), intentapi.CreateRequest{Key: "job-42", Labels: map[string]string{"a": "1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -392,7 +402,7 @@ func TestConcurrentCreates(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < each; i++ {
-				in, err := f.client.CreateIntent(t.Context(), CreateRequest{Key: fmt.Sprintf("c%d-%d", c, i)})
+				in, err := f.client.CreateIntent(t.Context(), intentapi.CreateRequest{Key: fmt.Sprintf("c%d-%d", c, i)})
 				if err != nil {
 					t.Error(err)
 					return
@@ -521,7 +531,7 @@ func TestPeerCredentials(t *testing.T) {
 				t.Fatalf("as nobody: %s, want %s", got, tc.want)
 			}
 			// Our own uid is always let in.
-			if _, err := NewClient(sock).Health(t.Context()); err != nil {
+			if _, err := client.New(sock).Health(t.Context()); err != nil {
 				t.Fatalf("own uid: %v", err)
 			}
 		})

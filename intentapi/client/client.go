@@ -1,4 +1,8 @@
-package socket
+// Package client is the Go client of tether's intent API over its Unix
+// socket ($TETHER_SOCKET): what a Go runner imports to declare, observe
+// and release its sandboxes, and what `tether intent` and `tether status`
+// use. The JSON it sends and reads is package intentapi's.
+package client
 
 import (
 	"bytes"
@@ -11,6 +15,8 @@ import (
 	"net/http"
 	"net/url"
 	"time"
+
+	"github.com/tether-run/tether/intentapi"
 )
 
 // DefaultDialTimeout bounds connecting to the socket; a tether that is up
@@ -23,8 +29,8 @@ type Client struct {
 	http   *http.Client
 }
 
-// NewClient returns a client of the tether serving socketPath.
-func NewClient(socketPath string) *Client {
+// New returns a client of the tether serving socketPath.
+func New(socketPath string) *Client {
 	d := &net.Dialer{Timeout: DefaultDialTimeout}
 	return &Client{
 		socket: socketPath,
@@ -42,7 +48,7 @@ type Error struct {
 	Status  int
 	Message string
 	// Intent is the intent as it stands, when tether sent it (a failed delete).
-	Intent *Intent
+	Intent *intentapi.Intent
 }
 
 func (e *Error) Error() string {
@@ -50,47 +56,53 @@ func (e *Error) Error() string {
 }
 
 // CreateIntent declares an intent; with req.Key set a retry returns the same one.
-func (c *Client) CreateIntent(ctx context.Context, req CreateRequest) (Intent, error) {
-	var in Intent
+func (c *Client) CreateIntent(ctx context.Context, req intentapi.CreateRequest) (intentapi.Intent, error) {
+	var in intentapi.Intent
 	return in, c.do(ctx, http.MethodPost, "/v1/intents", req, &in)
 }
 
 // Observe records the provider's sandbox id for intent id.
-func (c *Client) Observe(ctx context.Context, id, sandboxID string) (Intent, error) {
-	var in Intent
-	return in, c.do(ctx, http.MethodPost, "/v1/intents/"+url.PathEscape(id)+"/observe", ObserveRequest{SandboxID: sandboxID}, &in)
+func (c *Client) Observe(ctx context.Context, id, sandboxID string) (intentapi.Intent, error) {
+	var in intentapi.Intent
+	return in, c.do(ctx, http.MethodPost, "/v1/intents/"+url.PathEscape(id)+"/observe", intentapi.ObserveRequest{SandboxID: sandboxID}, &in)
 }
 
 // Release tells tether the runner handled the sandbox (outcome deleted or kept).
-func (c *Client) Release(ctx context.Context, id, outcome string) (Intent, error) {
-	var in Intent
-	return in, c.do(ctx, http.MethodPost, "/v1/intents/"+url.PathEscape(id)+"/release", ReleaseRequest{Outcome: outcome}, &in)
+func (c *Client) Release(ctx context.Context, id, outcome string) (intentapi.Intent, error) {
+	var in intentapi.Intent
+	return in, c.do(ctx, http.MethodPost, "/v1/intents/"+url.PathEscape(id)+"/release", intentapi.ReleaseRequest{Outcome: outcome}, &in)
 }
 
 // Delete asks tether to delete the sandbox now and waits for the verdict.
-func (c *Client) Delete(ctx context.Context, id string) (Intent, error) {
-	var in Intent
+func (c *Client) Delete(ctx context.Context, id string) (intentapi.Intent, error) {
+	var in intentapi.Intent
 	return in, c.do(ctx, http.MethodDelete, "/v1/intents/"+url.PathEscape(id), nil, &in)
 }
 
 // Get reads one intent.
-func (c *Client) Get(ctx context.Context, id string) (Intent, error) {
-	var in Intent
+func (c *Client) Get(ctx context.Context, id string) (intentapi.Intent, error) {
+	var in intentapi.Intent
 	return in, c.do(ctx, http.MethodGet, "/v1/intents/"+url.PathEscape(id), nil, &in)
 }
 
 // List returns the live intents.
-func (c *Client) List(ctx context.Context) ([]Intent, error) {
+func (c *Client) List(ctx context.Context) ([]intentapi.Intent, error) {
 	var out struct {
-		Intents []Intent `json:"intents"`
+		Intents []intentapi.Intent `json:"intents"`
 	}
 	return out.Intents, c.do(ctx, http.MethodGet, "/v1/intents", nil, &out)
 }
 
 // Health reads tether's owner id, version and live count.
-func (c *Client) Health(ctx context.Context) (Health, error) {
-	var h Health
+func (c *Client) Health(ctx context.Context) (intentapi.Health, error) {
+	var h intentapi.Health
 	return h, c.do(ctx, http.MethodGet, "/v1/health", nil, &h)
+}
+
+// ListPage reads one page of intents (GET /v1/intents?limit=...).
+func (c *Client) ListPage(ctx context.Context, q intentapi.ListQuery) (intentapi.ListPage, error) {
+	var out intentapi.ListPage
+	return out, c.do(ctx, http.MethodGet, "/v1/intents?"+q.Values().Encode(), nil, &out)
 }
 
 func (c *Client) do(ctx context.Context, method, path string, body, out any) error {
@@ -119,7 +131,7 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 		return fmt.Errorf("tether socket %s: reading answer: %w", c.socket, err)
 	}
 	if resp.StatusCode >= 400 {
-		var eb errorBody
+		var eb intentapi.ErrorBody
 		if json.Unmarshal(data, &eb) != nil || eb.Error == "" {
 			eb.Error = string(bytes.TrimSpace(data))
 		}

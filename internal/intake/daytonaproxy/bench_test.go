@@ -35,7 +35,7 @@ const (
 // $TETHER_BENCH_DIR (default the temp directory). Its figures go to
 // docs/benchmarks.md:
 //
-//	go test -run '^$' -bench BenchmarkProxyOverhead -benchtime 1x ./internal/proxy
+//	go test -run '^$' -bench BenchmarkProxyOverhead -benchtime 1x ./internal/intake/daytonaproxy
 func BenchmarkProxyOverhead(b *testing.B) {
 	sim := daytonatest.NewServer(daytonatest.WithCreateDelay(0), daytonatest.WithCreateWait(0),
 		daytonatest.WithStopDelay(0), daytonatest.WithDestroyDelay(0))

@@ -8,9 +8,9 @@
 // It is a benchmark tool, a module of its own under testdata so tether's
 // build never sees its dependency:
 //
-//	cd internal/api/testdata/slowfs && go build -o /tmp/slowfs .
+//	cd internal/intake/socket/testdata/slowfs && go build -o /tmp/slowfs .
 //	/tmp/slowfs -backing /var/tmp/slow-backing -mount /tmp/slow -delay 2ms &
-//	TETHER_BENCH_DIR=/tmp/slow go test -run '^$' -bench ... ./internal/api/ ./spool/
+//	TETHER_BENCH_DIR=/tmp/slow go test -run '^$' -bench ... ./internal/intake/socket/ ./spool/
 //	umount /tmp/slow
 package main
 

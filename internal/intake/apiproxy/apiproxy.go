@@ -83,9 +83,10 @@ type Config struct {
 	// fingerprint of tether's own credentials ("" without any).
 	*intake.Intake
 	API API
-	// Provider names the provider in logs and messages ("Daytona"), and
-	// KeyEnv the variable of its API key ("DAYTONA_API_KEY").
-	Provider, KeyEnv string
+	// Name is the provider as logs and messages name it ("Daytona"), and
+	// KeyEnv the variable of its API key ("DAYTONA_API_KEY"). The name
+	// journaled with each intent is the Intake's Provider.
+	Name, KeyEnv string
 	// Upstream is the real API URL, http(s)://host/path.
 	Upstream string
 	// Handler answers every request: the provider's routing, over Pass,
@@ -104,7 +105,7 @@ type Config struct {
 type Proxy struct {
 	Config
 	log      *slog.Logger
-	name     string // "daytona proxy", the prefix of its log lines
+	prefix   string // "daytona proxy", the prefix of its log lines and errors
 	upstream *url.URL
 	base     string // upstream path without its trailing slash, e.g. /api
 	pass     *httputil.ReverseProxy
@@ -119,7 +120,7 @@ type Proxy struct {
 
 // New checks c and fills in its defaults.
 func New(c Config) (*Proxy, error) {
-	p := &Proxy{Config: c, name: strings.ToLower(c.Provider) + " proxy"}
+	p := &Proxy{Config: c, prefix: strings.ToLower(c.Name) + " proxy"}
 	if p.Intake == nil {
 		p.Intake = &intake.Intake{}
 	}
@@ -129,13 +130,13 @@ func New(c Config) (*Proxy, error) {
 	p.log = p.Logger
 	u, err := url.Parse(p.Upstream)
 	if err != nil {
-		return nil, fmt.Errorf("%s: upstream: not a URL", p.name)
+		return nil, fmt.Errorf("%s: upstream: not a URL", p.prefix)
 	}
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("%s: upstream %q: want http(s)://host/path", p.name, u.Redacted())
+		return nil, fmt.Errorf("%s: upstream %q: want http(s)://host/path", p.prefix, u.Redacted())
 	}
 	if u.User != nil {
-		return nil, fmt.Errorf("%s: upstream URL must not carry credentials", p.name)
+		return nil, fmt.Errorf("%s: upstream URL must not carry credentials", p.prefix)
 	}
 	p.upstream, p.base = u, strings.TrimRight(u.Path, "/")
 	if p.CreateTimeout <= 0 {
@@ -181,7 +182,7 @@ func (p *Proxy) Base() string { return p.base }
 func (p *Proxy) Listen(addr string) (net.Listener, error) {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("%s: listen on %s: %w", p.name, addr, err)
+		return nil, fmt.Errorf("%s: listen on %s: %w", p.prefix, addr, err)
 	}
 	return l, nil
 }
@@ -244,8 +245,8 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 	if r.Context().Err() != nil {
 		return
 	}
-	msg := "tether proxy: " + p.Provider + " did not answer: " + describe(err)
-	p.log.Warn(p.name+": upstream call failed", "method", r.Method, "path", r.URL.Path, "err", describe(err))
+	msg := "tether proxy: " + p.Name + " did not answer: " + describe(err)
+	p.log.Warn(p.prefix+": upstream call failed", "method", r.Method, "path", r.URL.Path, "err", describe(err))
 	p.API.WriteError(w, http.StatusBadGateway, msg)
 }
 
@@ -276,11 +277,11 @@ func (p *Proxy) CheckAccount(account string) {
 	}
 	switch {
 	case account == "":
-		p.log.Warn(p.name + ": a create without credentials; " + p.Provider + " will refuse it")
+		p.log.Warn(p.prefix + ": a create without credentials; " + p.Name + " will refuse it")
 	case p.Account == "":
-		p.log.Warn(p.name+": tether has no "+p.Provider+" credentials of its own; the sandboxes the runner creates are journaled but the drain cannot delete them (give tether the runner's "+p.KeyEnv+")", "runner_account", account)
+		p.log.Warn(p.prefix+": tether has no "+p.Name+" credentials of its own; the sandboxes the runner creates are journaled but the drain cannot delete them (give tether the runner's "+p.KeyEnv+")", "runner_account", account)
 	default:
-		p.log.Warn(p.name+": the runner creates sandboxes under another "+p.Provider+" account than tether's; the drain leaves them live and reports them (give tether the same credentials)", "runner_account", account, "tether_account", p.Account)
+		p.log.Warn(p.prefix+": the runner creates sandboxes under another "+p.Name+" account than tether's; the drain leaves them live and reports them (give tether the same credentials)", "runner_account", account, "tether_account", p.Account)
 	}
 }
 
@@ -315,11 +316,11 @@ func (p *Proxy) afterPass(resp *http.Response) error {
 	in, err := p.Journal.MarkDeleteRequested(id)
 	switch {
 	case err == nil:
-		p.log.Debug(p.name+": the runner deleted its sandbox; the drain only confirms it", "intent", in.ID, "name", in.Name, "sandbox", in.SandboxID)
+		p.log.Debug(p.prefix+": the runner deleted its sandbox; the drain only confirms it", "intent", in.ID, "name", in.Name, "sandbox", in.SandboxID)
 	case errors.Is(err, spool.ErrIllegalTransition):
 		// Released or resolved meanwhile: nothing left to say.
 	default:
-		p.log.Warn(p.name+": could not journal the runner's delete; the drain deletes it", "intent", id, "err", err)
+		p.log.Warn(p.prefix+": could not journal the runner's delete; the drain deletes it", "intent", id, "err", err)
 	}
 	return nil // the runner gets the provider's answer whatever the journal said
 }

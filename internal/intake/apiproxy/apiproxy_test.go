@@ -96,9 +96,9 @@ func newWorld(t *testing.T) *world {
 	}))
 	var p *Proxy
 	p, err = New(Config{
-		Intake:   &intake.Intake{Journal: j, Provider: "other", Labels: map[string]string{"team": "a"}},
-		API:      otherAPI{},
-		Provider: "Other", KeyEnv: "OTHER_API_KEY",
+		Intake: &intake.Intake{Journal: j, Provider: "other", Labels: map[string]string{"team": "a"}},
+		API:    otherAPI{},
+		Name:   "Other", KeyEnv: "OTHER_API_KEY",
 		Upstream: up.URL + "/v1",
 		Handler: http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 			rest, _ := strings.CutPrefix(r.URL.Path, p.Base()+"/sandboxes")

@@ -63,14 +63,14 @@ func (p *Proxy) Create(w http.ResponseWriter, r *http.Request, c Create) {
 	// outcome would leave a name the drain polls for nothing.
 	crashpoint.Hit(crashpoint.ProxyBeforeJournal)
 	in, _, err := p.Journal.Create(context.WithoutCancel(r.Context()), spool.NewIntent{
-		Labels: p.Labels, Provider: p.Intake.Provider, Account: c.Account, Name: c.Name,
+		Labels: p.Labels, Provider: p.Provider, Account: c.Account, Name: c.Name,
 	})
 	if err != nil {
 		code := http.StatusServiceUnavailable
 		if errors.Is(err, spool.ErrInvalid) {
 			code = http.StatusBadRequest
 		}
-		p.log.Error(p.name+": intent not journaled; the create is refused", "err", err)
+		p.log.Error(p.prefix+": intent not journaled; the create is refused", "err", err)
 		p.API.WriteError(w, code, "tether proxy: the sandbox was not created, its intent could not be journaled: "+err.Error())
 		return
 	}
@@ -86,7 +86,7 @@ func (p *Proxy) Create(w http.ResponseWriter, r *http.Request, c Create) {
 		p.abandon(in, "the runner hung up before its create was forwarded")
 		return
 	}
-	p.log.Debug(p.name+": create", "intent", in.ID, "name", in.Name, "runner_named", c.Name != "")
+	p.log.Debug(p.prefix+": create", "intent", in.ID, "name", in.Name, "runner_named", c.Name != "")
 	p.forward(w, r, body, in, c.Account)
 }
 
@@ -117,12 +117,12 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, body []byte, in 
 	if err != nil {
 		var op *net.OpError
 		if errors.As(err, &op) && op.Op == "dial" {
-			p.abandon(in, p.Provider+" could not be reached, nothing was sent: "+describe(err))
+			p.abandon(in, p.Name+" could not be reached, nothing was sent: "+describe(err))
 		} else {
-			p.log.Warn(p.name+": create got no answer; the drain resolves it by name", "intent", in.ID, "name", in.Name, "err", describe(err))
+			p.log.Warn(p.prefix+": create got no answer; the drain resolves it by name", "intent", in.ID, "name", in.Name, "err", describe(err))
 		}
 		if r.Context().Err() == nil {
-			p.API.WriteError(w, http.StatusBadGateway, "tether proxy: "+p.Provider+" did not answer the create: "+describe(err))
+			p.API.WriteError(w, http.StatusBadGateway, "tether proxy: "+p.Name+" did not answer the create: "+describe(err))
 		}
 		return
 	}
@@ -132,8 +132,8 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, body []byte, in 
 		err = fmt.Errorf("answer over %d bytes", p.MaxCreateAnswer)
 	}
 	if err != nil {
-		p.log.Warn(p.name+": create answer cut short; the drain resolves it by name", "intent", in.ID, "name", in.Name, "status", resp.StatusCode, "err", describe(err))
-		p.API.WriteError(w, http.StatusBadGateway, "tether proxy: "+p.Provider+"'s answer to the create was cut short: "+describe(err))
+		p.log.Warn(p.prefix+": create answer cut short; the drain resolves it by name", "intent", in.ID, "name", in.Name, "status", resp.StatusCode, "err", describe(err))
+		p.API.WriteError(w, http.StatusBadGateway, "tether proxy: "+p.Name+"'s answer to the create was cut short: "+describe(err))
 		return
 	}
 
@@ -145,7 +145,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, body []byte, in 
 	crashpoint.Hit(crashpoint.ProxyAfterUpstream)
 	if resp.StatusCode >= 200 && resp.StatusCode <= 299 {
 		if id, err := p.API.SandboxID(answer); err != nil {
-			p.log.Warn(p.name+": create succeeded but its answer names no sandbox; the drain resolves it by name", "intent", in.ID, "name", in.Name, "err", err)
+			p.log.Warn(p.prefix+": create succeeded but its answer names no sandbox; the drain resolves it by name", "intent", in.ID, "name", in.Name, "err", err)
 		} else {
 			p.remember(account, id, in.ID)
 			go p.observe(in, id)
@@ -162,14 +162,14 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, body []byte, in 
 	w.WriteHeader(resp.StatusCode)
 	w.Write(answer)
 	if r.Context().Err() != nil {
-		p.log.Info(p.name+": the runner hung up before the create's answer; the create went on and is journaled", "intent", in.ID, "name", in.Name, "status", resp.StatusCode)
+		p.log.Info(p.prefix+": the runner hung up before the create's answer; the create went on and is journaled", "intent", in.ID, "name", in.Name, "status", resp.StatusCode)
 	}
 }
 
 // observe journals the sandbox id a create answered with.
 func (p *Proxy) observe(in spool.Intent, id string) {
 	if _, err := p.Journal.Observe(in.ID, id); err != nil {
-		p.log.Warn(p.name+": sandbox id not journaled; the drain resolves it by name", "intent", in.ID, "name", in.Name, "sandbox", id, "err", err)
+		p.log.Warn(p.prefix+": sandbox id not journaled; the drain resolves it by name", "intent", in.ID, "name", in.Name, "sandbox", id, "err", err)
 	}
 }
 
@@ -178,20 +178,20 @@ func (p *Proxy) observe(in spool.Intent, id string) {
 // anyway), except after the answers API.CreatedNothing names.
 func (p *Proxy) failed(in spool.Intent, status int) {
 	if p.API.CreatedNothing(status) {
-		p.abandon(in, fmt.Sprintf("%s refused the create with %d %s before creating anything", p.Provider, status, http.StatusText(status)))
+		p.abandon(in, fmt.Sprintf("%s refused the create with %d %s before creating anything", p.Name, status, http.StatusText(status)))
 		return
 	}
-	p.log.Info(p.name+": create failed; the intent stays for the drain to resolve by name", "intent", in.ID, "name", in.Name, "status", status)
+	p.log.Info(p.prefix+": create failed; the intent stays for the drain to resolve by name", "intent", in.ID, "name", in.Name, "status", status)
 }
 
 // abandon closes the intent of a create that certainly never reached the
 // provider's create step, so the drain does not poll for its name.
 func (p *Proxy) abandon(in spool.Intent, why string) {
 	if _, err := p.Journal.CloseRefusedCreate(in.ID, why); err != nil {
-		p.log.Warn(p.name+": could not close an intent whose create never happened; the drain resolves it", "intent", in.ID, "name", in.Name, "err", err)
+		p.log.Warn(p.prefix+": could not close an intent whose create never happened; the drain resolves it", "intent", in.ID, "name", in.Name, "err", err)
 		return
 	}
-	p.log.Debug(p.name+": intent closed, its create never happened", "intent", in.ID, "name", in.Name, "why", why)
+	p.log.Debug(p.prefix+": intent closed, its create never happened", "intent", in.ID, "name", in.Name, "why", why)
 }
 
 // hopHeaders are meaningful for one connection only, never forwarded.

@@ -90,7 +90,7 @@ func (p *Proxy) init() error {
 			p.Upstream = daytona.DefaultAPIURL
 		}
 		p.core, p.initErr = apiproxy.New(apiproxy.Config{
-			Intake: p.Intake, API: daytonaAPI{}, Provider: "Daytona", KeyEnv: daytona.EnvAPIKey,
+			Intake: p.Intake, API: daytonaAPI{}, Name: "Daytona", KeyEnv: daytona.EnvAPIKey,
 			Upstream: p.Upstream, Handler: http.HandlerFunc(p.route), Transport: p.Transport,
 			CreateTimeout: p.CreateTimeout, MaxCreateBody: p.MaxCreateBody, MaxCreateAnswer: p.MaxCreateAnswer,
 		})

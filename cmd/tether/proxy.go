@@ -3,7 +3,7 @@ package main
 import (
 	"os"
 
-	"github.com/tether-run/tether/internal/proxy"
+	"github.com/tether-run/tether/internal/intake/daytonaproxy"
 	"github.com/tether-run/tether/provider/daytona"
 	"github.com/tether-run/tether/supervisor"
 )
@@ -22,7 +22,7 @@ func upstreamAPIURL() string {
 // proxyActor starts listening with the Daytona API proxy (zero-code mode)
 // and records the URL the child gets as DAYTONA_API_URL.
 func (sc *sidecar) proxyActor() (supervisor.Actor, error) {
-	p := &proxy.Proxy{
+	p := &daytonaproxy.Proxy{
 		Intake:          sc.withLogger("proxy"),
 		Upstream:        upstreamAPIURL(),
 		AutoStopMinutes: sc.cfg.DaytonaAutoStop,

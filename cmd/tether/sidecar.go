@@ -8,12 +8,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tether-run/tether/internal/api"
 	"github.com/tether-run/tether/internal/config"
 	"github.com/tether-run/tether/internal/intake"
+	"github.com/tether-run/tether/internal/intake/socket"
+	"github.com/tether-run/tether/internal/intake/spooldir"
 	"github.com/tether-run/tether/internal/metrics"
 	"github.com/tether-run/tether/internal/reaper"
-	"github.com/tether-run/tether/internal/spooldir"
 	"github.com/tether-run/tether/provider"
 	"github.com/tether-run/tether/provider/daytona"
 	"github.com/tether-run/tether/spool"
@@ -171,7 +171,7 @@ func (sc *sidecar) ChildEnv() []string {
 // Daytona API proxy (unless it is off). They are ready before the child
 // starts, so its first request finds the socket.
 func (sc *sidecar) Actors() ([]supervisor.Actor, error) {
-	srv := &api.Server{
+	srv := &socket.Server{
 		Intake:  sc.withLogger("api"),
 		Version: version(),
 	}

@@ -40,6 +40,8 @@ const (
 	// childExit is the socket runner's exit code, so a test sees the
 	// child's status come through the drain.
 	childExit = 3
+	// leaseTestMinutes is --lease in the lease test.
+	leaseTestMinutes = 2
 )
 
 func TestMain(m *testing.M) {
@@ -99,7 +101,7 @@ func runChild(mode string) error {
 	switch mode {
 	case "proxy":
 		req.SetName("runner-box")
-	case "socket":
+	case "socket", "kept":
 		if err := call("/v1/intents", `{"labels":{"job":"socket"}}`, &declared); err != nil {
 			return err
 		}
@@ -112,8 +114,29 @@ func runChild(mode string) error {
 	if err != nil {
 		return fmt.Errorf("create: %w", err)
 	}
-	if mode == "socket" {
+	if mode != "proxy" {
 		if err := call("/v1/intents/"+declared.ID+"/observe", `{"sandbox_id":"`+sb.GetId()+`"}`, nil); err != nil {
+			return err
+		}
+	}
+	if mode == "kept" {
+		// Once lease mode has put the sandbox under its lease (the
+		// lease's minutes as its auto-stop), keep it and exit at once.
+		for {
+			got, _, err := dt.SandboxAPI.GetSandbox(ctx, sb.GetId()).Execute()
+			if err != nil {
+				return fmt.Errorf("read: %w", err)
+			}
+			if got.GetAutoStopInterval() == leaseTestMinutes {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("no lease on %s: auto-stop %v", sb.GetId(), got.GetAutoStopInterval())
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+		if err := call("/v1/intents/"+declared.ID+"/release", `{"outcome":"kept"}`, nil); err != nil {
 			return err
 		}
 	}
@@ -264,6 +287,37 @@ func TestRunDrainsWhatTheSocketDeclared(t *testing.T) {
 	sb, _ := w.srv.Sandbox(id)
 	if sb.Labels["team"] != "infra" || sb.Labels["job"] != "socket" {
 		t.Errorf("sandbox labels %v: want the scope label and the runner's", sb.Labels)
+	}
+}
+
+// Lease mode, a runner that keeps its sandbox and exits at once: the drain
+// does not delete it, and its lease is ended under the drain's deadline
+// (the renewer had no time to see the release), so it gets back the
+// backstop's auto-stop and auto-delete never, and outlives tether as the
+// runner asked.
+func TestRunHandsBackWhatTheRunnerKept(t *testing.T) {
+	w := newWorld(t)
+	w.cfg.DaytonaProxy = false
+	w.cfg.Lease = leaseTestMinutes
+	w.cfg.LeaseMinute = 1500 * time.Millisecond
+	sc := w.open()
+	st, id := w.runChild(sc, "kept")
+	if st.Code != 0 {
+		t.Fatalf("child exit %d, want 0", st.Code)
+	}
+	sb, ok := w.srv.Sandbox(id)
+	if !ok || sb.DeleteRequested {
+		t.Fatalf("sandbox %s the runner kept: found %v, delete requested %v", id, ok, sb.DeleteRequested)
+	}
+	if sb.AutoStopInterval != w.cfg.DaytonaAutoStop || sb.AutoDeleteInterval != -1 {
+		t.Errorf("sandbox %s the runner kept: auto-stop %d, auto-delete %d; want %d and -1 (its lease ended)", id, sb.AutoStopInterval, sb.AutoDeleteInterval, w.cfg.DaytonaAutoStop)
+	}
+	all, err := sc.Journal().All()
+	if err != nil || len(all) != 1 || all[0].State != spool.Released || all[0].Outcome != spool.OutcomeKept {
+		t.Fatalf("journal: %+v, %v; want one intent released as kept", all, err)
+	}
+	if n := sc.Unresolved(); n != 0 {
+		t.Errorf("Unresolved = %d, want 0", n)
 	}
 }
 

@@ -107,6 +107,18 @@ func runChild(mode string) error {
 		}
 		req.SetName(declared.Name)
 		req.SetLabels(declared.Labels)
+	case "spool":
+		// The writer chooses the id, so it knows the name and labels.
+		declared.ID = "spooled"
+		declared.Name = spool.NamePrefix + declared.ID
+		declared.Labels = map[string]string{spool.LabelOwner: os.Getenv(config.EnvOwner), spool.LabelIntent: declared.ID}
+		for _, kv := range strings.Split(os.Getenv(config.EnvLabels), ",") {
+			if k, v, ok := strings.Cut(kv, "="); ok {
+				declared.Labels[k] = v
+			}
+		}
+		req.SetName(declared.Name)
+		req.SetLabels(declared.Labels)
 	default:
 		return fmt.Errorf("unknown mode %q", mode)
 	}
@@ -114,7 +126,23 @@ func runChild(mode string) error {
 	if err != nil {
 		return fmt.Errorf("create: %w", err)
 	}
-	if mode != "proxy" {
+	if mode == "spool" {
+		// Renamed in just before the runner exits: only the spool
+		// intake's last scan, which the drain waits for, can take them.
+		for i, op := range []string{
+			`{"op":"intent","id":"` + declared.ID + `"}`,
+			`{"op":"observe","id":"` + declared.ID + `","sandbox_id":"` + sb.GetId() + `"}`,
+		} {
+			dir := os.Getenv(config.EnvSpool)
+			tmp := filepath.Join(dir, fmt.Sprintf(".%d.tmp", i))
+			if err := os.WriteFile(tmp, []byte(op), 0o600); err != nil {
+				return err
+			}
+			if err := os.Rename(tmp, filepath.Join(dir, fmt.Sprintf("%d.json", i))); err != nil {
+				return err
+			}
+		}
+	} else if mode != "proxy" {
 		if err := call("/v1/intents/"+declared.ID+"/observe", `{"sandbox_id":"`+sb.GetId()+`"}`, nil); err != nil {
 			return err
 		}
@@ -287,6 +315,27 @@ func TestRunDrainsWhatTheSocketDeclared(t *testing.T) {
 	sb, _ := w.srv.Sandbox(id)
 	if sb.Labels["team"] != "infra" || sb.Labels["job"] != "socket" {
 		t.Errorf("sandbox labels %v: want the scope label and the runner's", sb.Labels)
+	}
+}
+
+// A runner that declares with spool files renamed in just before it
+// exits: the drain waits for the spool intake's last scan, so the intent
+// is journaled and its sandbox drained.
+func TestRunDrainsWhatTheSpoolDeclaredLast(t *testing.T) {
+	w := newWorld(t)
+	w.cfg.DaytonaProxy = false
+	w.cfg.Labels = map[string]string{"team": "infra"}
+	sc := w.open()
+	st, id := w.runChild(sc, "spool")
+	if st.Code != 0 {
+		t.Fatalf("child exit %d, want 0", st.Code)
+	}
+	if ok, why := w.deleted(id); !ok {
+		t.Fatalf("sandbox %s after the drain: %s", id, why)
+	}
+	all, err := sc.Journal().All()
+	if err != nil || len(all) != 1 || all[0].ID != "spooled" || all[0].State != spool.Gone {
+		t.Fatalf("journal: %+v, %v; want the spooled intent gone", all, err)
 	}
 }
 

@@ -1,4 +1,4 @@
-package main
+package sidecar
 
 import (
 	"context"
@@ -24,7 +24,7 @@ const providerCheckDelay = 250 * time.Millisecond
 // runs in the background, so the child never waits for the provider —
 // unless --require-provider, which makes a missing provider or a failed
 // check an error (tether run exits 125 before the child starts).
-func (sc *sidecar) checkProvider(setupErr error) error {
+func (sc *Sidecar) checkProvider(setupErr error) error {
 	if setupErr != nil {
 		if sc.cfg.RequireProvider {
 			return fmt.Errorf("provider setup (--require-provider): %w", setupErr)
@@ -57,7 +57,7 @@ func (sc *sidecar) checkProvider(setupErr error) error {
 // (credentials, certificates) at error level, since no drain can succeed
 // until an operator acts; any other failure (DNS, an outage, a wrong URL)
 // at warn level.
-func (sc *sidecar) reportCheck(err error) {
+func (sc *Sidecar) reportCheck(err error) {
 	switch {
 	case err == nil:
 		sc.log.Debug("daytona: provider check passed")

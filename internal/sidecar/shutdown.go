@@ -1,4 +1,4 @@
-package main
+package sidecar
 
 import (
 	"context"
@@ -59,7 +59,7 @@ type settling struct {
 // renamed in before it exited reach the journal), the boot replay — or
 // until ctx (the drain's deadline) ends. Then cut ends what is still
 // running, so that it stops before tether exits.
-func (sc *sidecar) settle(ctx context.Context, cut func()) {
+func (sc *Sidecar) settle(ctx context.Context, cut func()) {
 	start := time.Now()
 	for _, s := range sc.settling {
 		select {

@@ -1,8 +1,18 @@
-package main
+// Package sidecar is the lifecycle of `tether run`: what tether runs beside
+// the child. Open opens the journal (refusing one another tether holds),
+// the provider and the reaper, and checks the provider setup; Listen makes
+// the actors ready before the child starts (the intent API's socket, the
+// spool intake, the boot replay, the lease renewer, the Daytona API
+// proxy); Run runs the child under the supervisor with ChildEnv, and once
+// it is gone, drains every live intent under the one drain deadline
+// (drain.go); Close ends what is left. It only wires: each piece lives in
+// its own package, and cmd/tether keeps flags, output and exit codes.
+package sidecar
 
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"os"
 	"sync"
@@ -12,9 +22,9 @@ import (
 	"github.com/tether-run/tether/internal/intake"
 	"github.com/tether-run/tether/internal/intake/socket"
 	"github.com/tether-run/tether/internal/intake/spooldir"
+	"github.com/tether-run/tether/internal/lease"
 	"github.com/tether-run/tether/internal/metrics"
 	"github.com/tether-run/tether/internal/reaper"
-	"github.com/tether-run/tether/provider"
 	"github.com/tether-run/tether/provider/daytona"
 	"github.com/tether-run/tether/spool"
 	"github.com/tether-run/tether/supervisor"
@@ -24,19 +34,33 @@ import (
 // observe; it runs in the background and never delays an answer.
 const backstopTimeout = 30 * time.Second
 
-// sidecar is what tether runs beside the child: the journal, the provider,
-// the reaper, the intakes (socket API, spool directory) and the boot
-// replay, handed to the supervisor as actors, and the drain it runs once
-// the child is gone. It only wires; each piece lives in its own package.
-type sidecar struct {
+// Options are what the sidecar takes from its command besides the
+// configuration.
+type Options struct {
+	// Logger receives tether's logs (never the child's stdout).
+	Logger *slog.Logger
+	// Version is the intent API's answer to GET /v1/version.
+	Version string
+	// Report is where the drain writes its report (default os.Stderr).
+	Report io.Writer
+}
+
+// Sidecar is one `tether run`: the journal, the provider, the reaper, the
+// intakes handed to the supervisor as actors, and the drain it runs once
+// the child is gone.
+type Sidecar struct {
 	cfg     config.Config
 	log     *slog.Logger
+	out     io.Writer
+	version string
 	journal *spool.Journal
 	reaper  *reaper.Reaper
 	intake  *intake.Intake
 	// proxyURL is the Daytona API proxy's URL, the child's DAYTONA_API_URL
 	// ("" with the proxy off).
 	proxyURL string
+	// actors are Listen's, handed to the supervisor by Run.
+	actors []supervisor.Actor
 
 	// metrics and its endpoint, with --metrics-addr (metrics.go).
 	metrics       *metrics.Metrics
@@ -46,27 +70,35 @@ type sidecar struct {
 	// ends the spool intake's last scan.
 	settling []settling
 	cutFinal context.CancelFunc
-	// kept: sandboxes released as kept, taken out of lease mode (lease.go).
-	kept keptLeases
+	// lease is lease mode's policy (lease.go); nil when it is off.
+	lease *lease.Policy
 
 	// report is the drain's, once AfterChild has run.
 	mu     sync.Mutex
 	report *reaper.Report
 }
 
-// openSidecar opens the journal (refusing one another tether holds) and the
+// Open opens the journal (refusing one another tether holds) and the
 // provider, and checks the provider setup (checkProvider). Without Daytona
 // credentials tether still supervises and journals (unless
 // --require-provider), but cannot delete anything: it says so at start, and
 // every intent stays live and is reported, for a later run or `tether
 // drain` with credentials.
-func openSidecar(cfg config.Config, log *slog.Logger) (*sidecar, error) {
-	j, err := spool.Open(cfg.Journal, spool.Options{Logger: log.With("component", "journal")})
+func Open(cfg config.Config, opts Options) (*Sidecar, error) {
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	out := opts.Report
+	if out == nil {
+		out = os.Stderr
+	}
+	j, err := OpenJournal(cfg, log)
 	if err != nil {
 		return nil, withSetting(err, "--journal", config.EnvJournal)
 	}
-	sc := &sidecar{cfg: cfg, log: log, journal: j}
-	prov, setupErr := openProvider(log)
+	sc := &Sidecar{cfg: cfg, log: log, out: out, version: opts.Version, journal: j}
+	prov, setupErr := OpenProvider(log)
 	account := ""
 	if prov != nil {
 		account = prov.Account()
@@ -75,7 +107,7 @@ func openSidecar(cfg config.Config, log *slog.Logger) (*sidecar, error) {
 		j.Close()
 		return nil, err
 	}
-	sc.reaper = newReaper(cfg, j, prov, log)
+	sc.reaper = NewReaper(cfg, j, prov, log)
 	sc.intake = &intake.Intake{
 		Journal:  j,
 		Labels:   cfg.Labels,
@@ -85,44 +117,26 @@ func openSidecar(cfg config.Config, log *slog.Logger) (*sidecar, error) {
 		Observed: sc.observed,
 	}
 	if err := sc.checkProvider(setupErr); err != nil {
-		j.Close()
+		sc.Close()
 		return nil, err
 	}
-	sc.warnLease() // lease.go
+	sc.openLease() // lease.go
 	return sc, nil
 }
 
-// newReaper is the reaper of tether run and tether drain alike.
-func newReaper(cfg config.Config, j *spool.Journal, prov provider.Provider, log *slog.Logger) *reaper.Reaper {
-	return &reaper.Reaper{
-		Journal:             j,
-		Provider:            prov,
-		Logger:              log.With("component", "reaper"),
-		AutoStopMinutes:     cfg.DaytonaAutoStop,
-		NeverCreatedHorizon: cfg.NeverCreatedHorizon,
-		Concurrency:         cfg.DrainConcurrency,
-	}
-}
-
-// openProvider returns the Daytona provider configured from the
-// environment, or, as a nil interface (not a typed nil), none and why: each
-// problem of the environment, naming the variable to set.
-func openProvider(log *slog.Logger) (provider.Provider, error) {
-	s := daytona.SetupFromEnv(log.With("component", "daytona"))
-	if s.Provider == nil {
-		return nil, s.Err()
-	}
-	return s.Provider, nil
-}
-
-func (sc *sidecar) Close() error {
+// Close closes the metrics endpoint and the journal.
+func (sc *Sidecar) Close() error {
 	sc.stopMetrics()
 	return sc.journal.Close()
 }
 
+// Journal is the sidecar's journal (for a test or a report; the intakes and
+// the reaper are what change it).
+func (sc *Sidecar) Journal() *spool.Journal { return sc.journal }
+
 // deleteNow resolves one intent at the runner's request (DELETE
 // /v1/intents/{id}, or a spool "delete" op).
-func (sc *sidecar) deleteNow(ctx context.Context, id string) (spool.Intent, error) {
+func (sc *Sidecar) deleteNow(ctx context.Context, id string) (spool.Intent, error) {
 	in, err := sc.journal.Get(id)
 	if err != nil {
 		return in, err
@@ -133,12 +147,12 @@ func (sc *sidecar) deleteNow(ctx context.Context, id string) (spool.Intent, erro
 // observed repairs the auto-stop backstop of a newly observed sandbox.
 // Without a provider there is nothing to repair it with; the drain reports
 // the intent instead.
-func (sc *sidecar) observed(in spool.Intent) {
+func (sc *Sidecar) observed(in spool.Intent) {
 	if sc.reaper.Provider == nil {
 		return
 	}
-	if sc.leaseMode() {
-		sc.applyLease(in) // lease.go
+	if sc.lease != nil {
+		sc.lease.Apply(in)
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), backstopTimeout)
@@ -151,8 +165,9 @@ func (sc *sidecar) observed(in spool.Intent) {
 // ChildEnv is what the child learns of tether: where to declare intents,
 // the owner id and the scope labels tether verifies on every sandbox (so a
 // runner that writes spool files, or the CLI without a socket, knows the
-// exact labels to create the sandbox with).
-func (sc *sidecar) ChildEnv() []string {
+// exact labels to create the sandbox with), and, with the proxy on, the
+// Daytona API URL its SDK is to call. Complete once Listen has run.
+func (sc *Sidecar) ChildEnv() []string {
 	env := []string{
 		config.EnvSocket + "=" + sc.cfg.Socket,
 		config.EnvSpool + "=" + sc.cfg.Spool,
@@ -167,17 +182,19 @@ func (sc *sidecar) ChildEnv() []string {
 	return env
 }
 
-// Actors are the socket API, the spool intake, the boot replay and the
-// Daytona API proxy (unless it is off). They are ready before the child
-// starts, so its first request finds the socket.
-func (sc *sidecar) Actors() ([]supervisor.Actor, error) {
+// Listen makes the actors ready: the socket API, the spool intake, the boot
+// replay, the lease renewer (in lease mode) and the Daytona API proxy
+// (unless it is off). They are ready before the child starts, so its first
+// request finds the socket. An error is a setting to change (the path or
+// address named), and nothing is left listening.
+func (sc *Sidecar) Listen() error {
 	srv := &socket.Server{
 		Intake:  sc.withLogger("api"),
-		Version: version(),
+		Version: sc.version,
 	}
 	l, err := srv.Listen(sc.cfg.Socket)
 	if err != nil {
-		return nil, withSetting(err, "--socket", config.EnvSocket)
+		return withSetting(err, "--socket", config.EnvSocket)
 	}
 	// Every interrupt below only signals; settle waits at the start of the
 	// drain (see shutdown.go).
@@ -188,7 +205,7 @@ func (sc *sidecar) Actors() ([]supervisor.Actor, error) {
 	reader := &spooldir.Reader{Intake: sc.withLogger("spool"), Dir: sc.cfg.Spool, AllowUIDs: srv.AllowUIDs}
 	if err := reader.Open(); err != nil {
 		l.Close()
-		return nil, withSetting(err, "--spool", config.EnvSpool)
+		return withSetting(err, "--spool", config.EnvSpool)
 	}
 	readerCtx, stopReader := context.WithCancel(context.Background())
 	reader.FinalScanCtx, sc.cutFinal = context.WithCancel(context.Background())
@@ -202,7 +219,7 @@ func (sc *sidecar) Actors() ([]supervisor.Actor, error) {
 		l.Close()
 		stopReader()
 		sc.cutFinal()
-		return nil, err
+		return err
 	}
 	replayCtx, stopReplay := context.WithCancel(context.Background())
 
@@ -222,7 +239,7 @@ func (sc *sidecar) Actors() ([]supervisor.Actor, error) {
 		spoolActor,
 		replayActor,
 	}
-	if sc.leaseMode() {
+	if sc.lease != nil {
 		actors = append(actors, sc.leaseActor()) // lease.go
 	}
 	if sc.cfg.DaytonaProxy {
@@ -232,32 +249,50 @@ func (sc *sidecar) Actors() ([]supervisor.Actor, error) {
 			stopReader()
 			sc.cutFinal()
 			stopReplay()
-			return nil, err
+			return err
 		}
 		actors = append(actors, a)
 	}
-	return actors, nil
+	sc.actors = actors
+	return nil
 }
 
 // withLogger is the shared intake with a logger named for one intake.
-func (sc *sidecar) withLogger(component string) *intake.Intake {
+func (sc *Sidecar) withLogger(component string) *intake.Intake {
 	in := *sc.intake
 	in.Logger = sc.log.With("component", component)
 	return &in
 }
 
-// AfterChild drains every live intent under --drain-timeout once the child
-// and its process group are gone. The deadline covers the wait for the
-// intent API's last requests and the spool intake's last scan too.
-func (sc *sidecar) AfterChild(ctx context.Context, st supervisor.Status) error {
-	deadline := time.Now().Add(sc.cfg.DrainTimeout)
-	dctx, cancel := context.WithDeadline(ctx, deadline)
+// Run runs command as the child, with ChildEnv and the actors of Listen
+// (which must have run), and drains once it is gone (AfterChild). signals
+// are the ones caught early (nil: Run catches them itself). The Status is
+// the child's; the error is tether's own failure.
+func (sc *Sidecar) Run(ctx context.Context, command []string, signals *supervisor.Signals) (supervisor.Status, error) {
+	return supervisor.Run(ctx, supervisor.Config{
+		Command:         command,
+		Env:             sc.ChildEnv(),
+		Grace:           sc.cfg.Grace,
+		SignalChildOnly: sc.cfg.SignalChildOnly,
+		Logger:          sc.log,
+		Actors:          sc.actors,
+		AfterChild:      sc.AfterChild,
+		Signals:         signals,
+	})
+}
+
+// AfterChild drains every live intent under the drain deadline once the
+// child and its process group are gone. The deadline covers the wait for
+// the intent API's last requests and the spool intake's last scan, and the
+// ending of kept sandboxes' leases beside the drain, too.
+func (sc *Sidecar) AfterChild(ctx context.Context, st supervisor.Status) error {
+	dctx, cancel := drainDeadline(ctx, sc.cfg.DrainTimeout)
 	defer cancel()
 	sc.log.Debug("drain: the child is gone; the intent API and the spool intake finish first", "deadline", sc.cfg.DrainTimeout)
 	sc.settle(dctx, sc.cutFinal)
 	sc.cutFinal()
-	kept := sc.endKeptLeases() // lease.go
-	rep, err := sc.reaper.DrainLive(dctx, sc.journal, time.Until(deadline), os.Stderr)
+	kept := sc.endKeptLeases(dctx) // lease.go
+	rep, err := sc.reaper.DrainLive(dctx, sc.journal, sc.out)
 	<-kept
 	sc.mu.Lock()
 	sc.report = &rep
@@ -272,7 +307,7 @@ func (sc *sidecar) AfterChild(ctx context.Context, st supervisor.Status) error {
 }
 
 // Unresolved is how many intents the drain left live (0 before it ran).
-func (sc *sidecar) Unresolved() int {
+func (sc *Sidecar) Unresolved() int {
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
 	if sc.report == nil {

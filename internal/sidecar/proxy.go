@@ -1,4 +1,4 @@
-package main
+package sidecar
 
 import (
 	"os"
@@ -21,13 +21,13 @@ func upstreamAPIURL() string {
 
 // proxyActor starts listening with the Daytona API proxy (zero-code mode)
 // and records the URL the child gets as DAYTONA_API_URL.
-func (sc *sidecar) proxyActor() (supervisor.Actor, error) {
+func (sc *Sidecar) proxyActor() (supervisor.Actor, error) {
 	p := &daytonaproxy.Proxy{
 		Intake:          sc.withLogger("proxy"),
 		Upstream:        upstreamAPIURL(),
 		AutoStopMinutes: sc.cfg.DaytonaAutoStop,
 	}
-	if sc.leaseMode() {
+	if sc.lease != nil {
 		p.LeaseMinutes = sc.cfg.Lease
 	}
 	l, err := p.Listen(sc.cfg.DaytonaProxyAddr)

@@ -1,4 +1,4 @@
-package main
+package sidecar
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 // startMetrics serves --metrics-addr (when set) from before the child
 // starts until tether exits, the drain included, and returns prov counted
 // and timed. With the setting empty it changes nothing.
-func (sc *sidecar) startMetrics(prov provider.Provider) (provider.Provider, error) {
+func (sc *Sidecar) startMetrics(prov provider.Provider) (provider.Provider, error) {
 	if sc.cfg.MetricsAddr == "" {
 		return prov, nil
 	}
@@ -34,14 +34,14 @@ func (sc *sidecar) startMetrics(prov provider.Provider) (provider.Provider, erro
 }
 
 // stopMetrics closes the endpoint (after the drain).
-func (sc *sidecar) stopMetrics() {
+func (sc *Sidecar) stopMetrics() {
 	if sc.metricsServer != nil {
 		sc.metricsServer.Close()
 	}
 }
 
 // replay is the boot replay, timed, with the cleanup debt it leaves.
-func (sc *sidecar) replay(ctx context.Context, left []string) {
+func (sc *Sidecar) replay(ctx context.Context, left []string) {
 	if sc.metrics != nil {
 		sc.metrics.SetUnresolved(len(left))
 	}

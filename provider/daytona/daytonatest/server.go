@@ -83,6 +83,8 @@ type Server struct {
 	scripted  map[string][]Scripted // by route name
 	seq       uint64                // tie-break for equal creation times
 
+	snapshotClass map[string]string // snapshot → sandbox class; absent: container
+
 	createDelay, stopDelay, destroyDelay, createWait time.Duration
 	destroyLag                                       time.Duration
 	now                                              func() time.Time
@@ -129,6 +131,14 @@ func WithCreateWait(d time.Duration) Option { return func(s *Server) { s.createW
 // as Faults.ListLag; a later SetFaults replaces it).
 func WithListLag(d time.Duration) Option { return func(s *Server) { s.faults.ListLag = d } }
 
+// WithSnapshotClass makes sandboxes created from snapshot of class class
+// (ClassLinuxVM, ClassWindows, ...): the real server takes a sandbox's
+// class from its snapshot (sandbox.service.ts:635), and only VM classes can
+// be forked (:1093-1095). Other snapshots make containers.
+func WithSnapshotClass(snapshot, class string) Option {
+	return func(s *Server) { s.snapshotClass[snapshot] = class }
+}
+
 // WithClock replaces the wall clock the simulated state changes follow,
 // so a test can move time by hand. Latency, hangs and the create wait still
 // pass in real time.
@@ -161,6 +171,7 @@ func NewUnstartedServer(opts ...Option) *Server {
 		sandboxes:    map[string]*record{},
 		calls:        map[string]int{},
 		scripted:     map[string][]Scripted{},
+		snapshotClass: map[string]string{},
 		createDelay:  DefaultCreateDelay,
 		stopDelay:    DefaultStopDelay,
 		destroyDelay: DefaultDestroyDelay,
@@ -198,6 +209,14 @@ func (s *Server) AddKey(key, org string) {
 	defer s.mu.Unlock()
 	s.keys[key] = org
 }
+
+// Sandbox classes (SandboxClass in the spec).
+const (
+	ClassContainer = "container"
+	ClassLinuxVM   = "linux-vm"
+	ClassWindows   = "windows"
+	ClassAndroid   = "android"
+)
 
 // Organization permissions an API key can carry
 // (organization/enums/organization-resource-permission.enum.ts:19-20).
@@ -250,6 +269,8 @@ type Sandbox struct {
 	Pending     bool
 	ErrorReason string
 	ForkOf      string // the parent's id, for a fork
+	Class       string // sandboxClass: container, linux-vm or windows
+	GPU         int
 }
 
 // Sandboxes returns every sandbox of every organization, destroyed ones
@@ -318,6 +339,12 @@ type SeedSandbox struct {
 	// ForkOf makes the new sandbox a fork of this sandbox id: while it is not
 	// deleted, deleting the parent answers 400.
 	ForkOf string
+	// Class is the sandbox class (ClassContainer when empty); only VM
+	// classes can be forked.
+	Class string
+	// GPU > 0 makes a GPU sandbox: it cannot be forked and its auto-delete
+	// interval cannot be set.
+	GPU int
 }
 
 // AddSandbox plants a sandbox in org without an API call, e.g. a foreign one
@@ -347,6 +374,10 @@ func (s *Server) AddSandbox(org string, seed SeedSandbox) (Sandbox, error) {
 	}
 	r.errorReason = seed.ErrorReason
 	r.parent = seed.ForkOf
+	if seed.Class != "" {
+		r.class = seed.Class
+	}
+	r.gpu = seed.GPU
 	r.state = state
 	r.desiredState = desiredFor(state)
 	r.record(now)
@@ -452,6 +483,7 @@ func (s *Server) newRecordLocked(org string, now time.Time) *record {
 		env:          map[string]string{},
 		target:       "us",
 		snapshot:     "daytonaio/sandbox:latest",
+		class:        ClassContainer,
 		user:         "daytona",
 		cpu:          1,
 		memory:       1,

@@ -334,6 +334,8 @@ type SeedSandbox struct {
 	State              string
 	AutoStopInterval   *int // nil: the server default, 15
 	AutoDeleteInterval *int // nil: the server default, -1 (disabled)
+	// AutoArchiveInterval nil: the server default, 10080 (7 days).
+	AutoArchiveInterval *int
 	// ErrorReason goes with State "error".
 	ErrorReason string
 	// ForkOf makes the new sandbox a fork of this sandbox id: while it is not
@@ -367,6 +369,9 @@ func (s *Server) AddSandbox(org string, seed SeedSandbox) (Sandbox, error) {
 	}
 	if seed.AutoDeleteInterval != nil {
 		r.autoDelete = *seed.AutoDeleteInterval
+	}
+	if seed.AutoArchiveInterval != nil {
+		r.autoArchive = resolveAutoArchive(*seed.AutoArchiveInterval)
 	}
 	state := seed.State
 	if state == "" {

@@ -13,13 +13,48 @@
 // runs, and a second delete meanwhile answers 409; an errored sandbox's
 // delete answers 404 at once after; stop of a stopped, archived or errored
 // sandbox answers 400; a delete with live forks 400; a create can answer
-// 400 although its sandbox exists; setters answer 201; the list is
+// 400 although its sandbox exists; setters answer 201; forks (VM classes
+// only) and archives follow the server's rules; last-activity answers 201
+// for a destroyed sandbox for 24 h; the list is
 // cursor-paged, sorted by last activity and eventually consistent; quotas
 // are per organization and throttler, with their own headers, and API keys
 // can lack permissions. Faults (latency, 5xx, 429, 403 and 404 hiccups,
 // setter conflicts, hung requests, lost answers, failed starts, stuck or
 // lagging states, list lag) can be switched on per test, with a seed so
 // that a run can be repeated.
+//
+// A create is answered once the sandbox has started (or after 30 s), but
+// with the sandbox as it was inserted, state creating
+// (sandbox.controller.ts:300-311). Which answers of POST /sandbox come
+// before anything is stored, so that the sandbox surely does not exist
+// (sandbox.controller.ts:277-311, sandbox.service.ts:460-720 at v0.190.0):
+//
+//   - 401, 403 and 429: the guards and throttlers run before the handler;
+//     a suspended organization (organization.service.ts:875-885) and a
+//     region without quota for the class (sandbox.service.ts:196-206) are
+//     403 too;
+//   - 400 for a body the validation pipe refuses, for resources, a GPU
+//     type or a snapshot given where they may not be (controller :282-300),
+//     an unknown, unavailable or inactive snapshot (:476-515), a GPU
+//     sandbox that is not ephemeral (:524-526), an Android sandbox without
+//     a link and a bad link (:528-538), per-sandbox and total quotas
+//     (:212-300), volumes (:570), no runner for it (runner.service.ts),
+//     negative intervals and bad network lists (:650-670); 404 for an
+//     unknown region or linked sandbox (:2810-2833);
+//   - 409 "Sandbox with name N already exists": the unique index refuses
+//     the insert, in a transaction with its last-activity row
+//     (sandbox.repository.ts:34-62; sandbox.service.ts:683, 711-713). A
+//     warm-pool sandbox handed out under a taken name is refused the same
+//     way (:762-846, 409).
+//
+// After the store, so that the sandbox may exist: 400 "Sandbox failed to
+// start: ..." (the sandbox stays, in state error: sandbox.controller.ts:
+// 1547-1551); any answer the caller did not get (a hang-up or timeout
+// ends nothing on the server); and a 5xx, which may come from the insert
+// (nothing stored), from building the answer after it (:697), or from a
+// gateway in front. The simulator gives the 409, the GPU and interval
+// 400s, the auth and throttler answers before storing anything, and the
+// failed start after.
 //
 // State changes are computed lazily from the wall clock whenever the server
 // is asked, so no goroutine moves a sandbox behind a test's back: a test that

@@ -370,3 +370,27 @@ func TestCreateRefusalsBeforeAndAfterTheStore(t *testing.T) {
 		t.Fatalf("a failed start left %d sandboxes, want %d: it follows the store", got, n+1)
 	}
 }
+
+// A start of a stopped sandbox is answered once it has started, with the
+// sandbox as it is then; an errored one is refused; a started one is
+// answered as it is.
+func TestStartWaitsForStarted(t *testing.T) {
+	s := newServer(t, daytonatest.WithCreateDelay(50*time.Millisecond))
+	c := newClient(t, s, daytonatest.DefaultKey)
+	sb := c.create(t, "st", nil)
+	waitState(t, s, sb.GetId(), "started")
+	if got, _, err := c.api.SandboxAPI.StartSandbox(c.ctx, "st").Execute(); err != nil || got.GetState() != apiclient.SANDBOXSTATE_STARTED {
+		t.Fatalf("start of a started sandbox: %v %s", got.GetState(), body(err))
+	}
+	if _, _, err := c.api.SandboxAPI.StopSandbox(c.ctx, "st").Execute(); err != nil {
+		t.Fatal(body(err))
+	}
+	waitState(t, s, sb.GetId(), "stopped")
+	got, _, err := c.api.SandboxAPI.StartSandbox(c.ctx, "st").Execute()
+	if err != nil || got.GetState() != apiclient.SANDBOXSTATE_STARTED {
+		t.Fatalf("start of a stopped sandbox answered %v %s, want started after the wait", got.GetState(), body(err))
+	}
+	broken := seedIn(t, s, daytonatest.SeedSandbox{Name: "broken", State: "error"})
+	_, resp, err := c.api.SandboxAPI.StartSandbox(c.ctx, broken.ID).Execute()
+	wantError(t, "start of an errored sandbox", resp, err, http.StatusBadRequest, "Sandbox is in an errored state")
+}

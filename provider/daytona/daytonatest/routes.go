@@ -667,25 +667,78 @@ func (s *Server) stop(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
+// start follows SandboxService.start (sandbox.service.ts:2042-2149) and its
+// controller (sandbox.controller.ts:511-522): a sandbox that must boot
+// (stopped, errored) is answered once it has started, or after the same
+// 30 s wait as a create, with the sandbox as it is then; a failed start
+// answers 400. An archived one (restoring) and a started one answer at
+// once.
 func (s *Server) start(w http.ResponseWriter, r *http.Request) {
-	s.withSandbox(w, r, func(rec *record, now time.Time) {
-		switch {
-		case rec.state == stateArchiving && rec.desiredState == stateArchived:
-			// An archiving sandbox may be started (sandbox.service.ts:2064-2073).
-			s.transition(rec, now, stateRestoring)
-		case rec.pending || inProgress[rec.state]:
-			writeError(w, r, http.StatusConflict, msgInProgress)
-			return
-		case rec.state == stateStopped, rec.state == stateError:
-			s.transition(rec, now, stateStarting)
-		case rec.state == stateArchived:
-			s.transition(rec, now, stateRestoring)
-		case rec.state == statePaused:
-			s.transition(rec, now, stateResuming)
+	s.mu.Lock()
+	now := s.now()
+	idOrName := r.PathValue("idOrName")
+	rec := s.lookupLocked(orgOf(r), idOrName, now)
+	if rec == nil {
+		s.mu.Unlock()
+		writeError(w, r, http.StatusNotFound, fmt.Sprintf("Sandbox with ID or name %s not found", idOrName))
+		return
+	}
+	switch {
+	case rec.state == stateStarted && rec.desiredState == stateStarted:
+		// Already started: answered as it is, nothing changes (:2056-2058).
+		out := rec.clone().sandboxJSON()
+		s.mu.Unlock()
+		writeJSON(w, http.StatusOK, out)
+		return
+	case rec.state == stateError || rec.state == stateBuildFailed:
+		// :2060 (assertSandboxNotErrored, :163-167)
+		s.mu.Unlock()
+		writeError(w, r, http.StatusBadRequest, "Sandbox is in an errored state")
+		return
+	case rec.state == stateArchiving && rec.desiredState == stateArchived:
+		// An archiving sandbox may be started (sandbox.service.ts:2064-2073).
+		s.transition(rec, now, stateRestoring)
+	case rec.pending || inProgress[rec.state]:
+		s.mu.Unlock()
+		writeError(w, r, http.StatusConflict, msgInProgress)
+		return
+	case rec.state == stateStopped:
+		s.transition(rec, now, stateStarting)
+	case rec.state == stateArchived:
+		s.transition(rec, now, stateRestoring)
+	case rec.state == statePaused:
+		s.transition(rec, now, stateResuming)
+	}
+	rec.lastActivityAt = now
+	out := rec.clone().sandboxJSON()
+	var wait time.Duration
+	if rec.state == stateStarting {
+		wait = s.createWait
+		if at, ok := rec.startedAt(); ok {
+			wait = min(wait, at.Sub(now))
 		}
-		rec.lastActivityAt = now
-		writeJSON(w, http.StatusOK, rec.clone().sandboxJSON())
-	})
+	}
+	id := rec.id
+	s.mu.Unlock()
+	if wait > 0 {
+		if !s.wait(r.Context(), wait) {
+			if r.Context().Err() == nil {
+				abort() // the server closed
+			}
+			return
+		}
+		s.mu.Lock()
+		rec = s.sandboxes[id]
+		rec.advance(s.now())
+		out = rec.clone().sandboxJSON()
+		failed := rec.state == stateError
+		s.mu.Unlock()
+		if failed {
+			writeError(w, r, http.StatusBadRequest, "Sandbox failed to start: "+out.ErrorReason)
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 // transition starts a state change requested through the API.

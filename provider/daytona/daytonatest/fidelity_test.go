@@ -394,3 +394,27 @@ func TestStartWaitsForStarted(t *testing.T) {
 	_, resp, err := c.api.SandboxAPI.StartSandbox(c.ctx, broken.ID).Execute()
 	wantError(t, "start of an errored sandbox", resp, err, http.StatusBadRequest, "Sandbox is in an errored state")
 }
+
+// While its runner copies it, the parent is forking and pending: another
+// fork is refused, and so is its delete; then both are started.
+func TestForkingParent(t *testing.T) {
+	clock := &fakeClock{now: time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)}
+	s := newServer(t, daytonatest.WithClock(clock.Now))
+	c := newClient(t, s, daytonatest.DefaultKey)
+	parent := seedIn(t, s, daytonatest.SeedSandbox{Name: "vm", Class: daytonatest.ClassLinuxVM})
+	f, _, err := c.api.SandboxAPI.ForkSandbox(c.ctx, "vm").ForkSandbox(*apiclient.NewForkSandbox()).Execute()
+	if err != nil {
+		t.Fatal(body(err))
+	}
+	if rec := mustSandbox(t, s, parent.ID); rec.State != "forking" || !rec.Pending {
+		t.Fatalf("parent during the fork: %s pending %v, want forking and pending", rec.State, rec.Pending)
+	}
+	_, resp, err := c.api.SandboxAPI.ForkSandbox(c.ctx, "vm").ForkSandbox(*apiclient.NewForkSandbox()).Execute()
+	wantError(t, "fork of a forking parent", resp, err, http.StatusBadRequest, "Sandbox must be in started state to fork")
+	_, resp, err = c.api.SandboxAPI.DeleteSandbox(c.ctx, "vm").Execute()
+	wantError(t, "delete of a forking parent", resp, err, http.StatusConflict, "state change in progress")
+	clock.Add(time.Second)
+	if p, c := mustSandbox(t, s, parent.ID), mustSandbox(t, s, f.GetId()); p.State != "started" || p.Pending || c.State != "started" {
+		t.Fatalf("after the copy: parent %s (pending %v), fork %s; want both started", p.State, p.Pending, c.State)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"sort"
@@ -40,7 +41,7 @@ const (
 )
 
 const demoDaytonaUsage = `Usage: tether demo daytona [flags]
-       tether demo daytona ls [--addr HOST:PORT] [--json]
+       tether demo daytona ls [--addr HOST:PORT] [--json]   (default: the host of $DAYTONA_API_URL)
 
 Serves a simulated Daytona API (the one tether's tests and demo use) on
 --addr until SIGINT or SIGTERM, and prints the two variables to export so
@@ -151,11 +152,7 @@ func demoDaytona(ctx context.Context, args []string) error {
 	fmt.Fprintf(stdout, "Use it from another shell:\n\n")
 	fmt.Fprintf(stdout, "export DAYTONA_API_URL=http://%s/api\n", host)
 	fmt.Fprintf(stdout, "export DAYTONA_API_KEY=%s\n\n", *key)
-	lsCmd := "tether demo daytona ls"
-	if host != localDaytonaAddr {
-		lsCmd += " --addr " + host
-	}
-	fmt.Fprintf(stdout, "Every sandbox and its fate: %s (or curl http://%s%s)\n", lsCmd, host, simSandboxesPath)
+	fmt.Fprintf(stdout, "Every sandbox and its fate: tether demo daytona ls, with DAYTONA_API_URL exported (or curl http://%s%s)\n", host, simSandboxesPath)
 	if f, ok := stdout.(*os.File); ok {
 		_ = f.Sync()
 	}
@@ -202,15 +199,15 @@ func simRecord(sim *daytonatest.Server) []simSandbox {
 // demoDaytonaLs runs `tether demo daytona ls`.
 func demoDaytonaLs(ctx context.Context, args []string) error {
 	fs := newFlags("demo daytona ls", "Usage: tether demo daytona ls [flags]\n\nLists every sandbox a running `tether demo daytona` has seen, deleted ones\nincluded, with what deleted it.\n")
-	addr := fs.String("addr", localDaytonaAddr, "address of the running tether demo daytona")
+	addr := fs.String("addr", lsDefaultAddr(), "address of the running tether demo daytona (default: the host of an http $DAYTONA_API_URL, else "+localDaytonaAddr+")")
 	asJSON := fs.Bool("json", false, "print the simulator's record as JSON")
 	if err := parseFlags(fs, args, 0); err != nil {
 		return helped(err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, lsTimeout)
 	defer cancel()
-	url := "http://" + *addr + simSandboxesPath
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	target := "http://" + *addr + simSandboxesPath
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
 	if err != nil {
 		return usageError(fs, fmt.Errorf("--addr %s: %w", *addr, err))
 	}
@@ -221,10 +218,10 @@ func demoDaytonaLs(ctx context.Context, args []string) error {
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
-		return fmt.Errorf("demo daytona ls: %s: %w", url, err)
+		return fmt.Errorf("demo daytona ls: %s: %w", target, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("demo daytona ls: %s answered %s; is it a tether demo daytona?", url, resp.Status)
+		return fmt.Errorf("demo daytona ls: %s answered %s; is it a tether demo daytona?", target, resp.Status)
 	}
 	if *asJSON {
 		_, err := stdout.Write(body)
@@ -232,10 +229,20 @@ func demoDaytonaLs(ctx context.Context, args []string) error {
 	}
 	var sbs []simSandbox
 	if err := json.Unmarshal(body, &sbs); err != nil {
-		return fmt.Errorf("demo daytona ls: %s: %w", url, err)
+		return fmt.Errorf("demo daytona ls: %s: %w", target, err)
 	}
 	printSimSandboxes(stdout, sbs)
 	return nil
+}
+
+// lsDefaultAddr is the simulator the user's shell points at: the one whose
+// export lines were pasted, when its DAYTONA_API_URL is plain http (the
+// simulator's; the real API is https).
+func lsDefaultAddr() string {
+	if u, err := url.Parse(os.Getenv("DAYTONA_API_URL")); err == nil && u.Scheme == "http" && u.Host != "" {
+		return u.Host
+	}
+	return localDaytonaAddr
 }
 
 func printSimSandboxes(w io.Writer, sbs []simSandbox) {

@@ -206,6 +206,12 @@ func TestDemoDaytonaTryItLocally(t *testing.T) {
 		ls := d.ls(t)
 		return strings.Count(ls, " destroyed ") == 3 && strings.Count(ls, "DELETE from tether") == 3 && strings.Contains(ls, "3 sandboxes, 0 never deleted"), ls
 	})
+	// Without --addr, ls finds the simulator the exported URL names.
+	ls := exec.Command(tetherBin, "demo", "daytona", "ls")
+	ls.Env = append(os.Environ(), "DAYTONA_API_URL="+d.url)
+	if out, err := ls.Output(); err != nil || !strings.Contains(string(out), "3 sandboxes, 0 never deleted") {
+		t.Errorf("ls with DAYTONA_API_URL=%s and no --addr: %v\n%s", d.url, err, out)
+	}
 }
 
 // TestDemoDaytonaUsage: -h is help on stdout with exit 0, naming every

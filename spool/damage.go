@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tether-run/tether/spool/boltcheck"
+	"github.com/tether-run/tether/spool/durable"
 	berrors "go.etcd.io/bbolt/errors"
 )
 
@@ -26,6 +28,13 @@ import (
 // with its marker, it is a journal that held intents and was truncated,
 // and Open refuses it with ErrEmptied.
 const MarkerSuffix = ".owner"
+
+// ErrDamaged marks a journal file that is not a readable bbolt file; the
+// error it wraps is a *DamageError saying where.
+var ErrDamaged = boltcheck.ErrDamaged
+
+// DamageError says what is wrong with a journal file and where.
+type DamageError = boltcheck.DamageError
 
 // ErrEmptied: the journal file is empty, but its marker says it was in use.
 var ErrEmptied = errors.New("journal file is empty but was in use (truncated)")
@@ -99,7 +108,7 @@ func checkFile(name string, f *os.File) (notes []string, err error) {
 		}
 		return nil, nil
 	}
-	return checkMapped(f, fi.Size())
+	return boltcheck.CheckMapped(f, fi.Size())
 }
 
 // readMarker returns the owner id in path's marker, or "" when there is no
@@ -143,17 +152,8 @@ func ensureMarker(path, owner string) error {
 		os.Remove(tmp)
 		return fmt.Errorf("marker %s: %w", marker, err)
 	}
-	syncParent(path)
+	_ = durable.SyncDir(filepath.Dir(path)) // the marker only guards a later truncation
 	return nil
-}
-
-// syncParent fsyncs the directory of path, so a file just created or
-// renamed there survives a power loss.
-func syncParent(path string) {
-	if d, err := os.Open(filepath.Dir(path)); err == nil {
-		_ = d.Sync()
-		d.Close()
-	}
 }
 
 // emptiedError is ErrEmptied with what the marker says.

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/tether-run/tether/spool/boltcheck"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -47,7 +48,7 @@ func BenchmarkOpenCheck(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if _, err := checkMapped(f, fi.Size()); err != nil {
+				if _, err := boltcheck.CheckMapped(f, fi.Size()); err != nil {
 					b.Fatal(err)
 				}
 				f.Close()

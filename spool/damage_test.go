@@ -2,6 +2,7 @@ package spool
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-run/tether/spool/boltcheck"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -113,20 +115,11 @@ func reachablePages(t *testing.T, path string) (pages []uint64, pageSize int) {
 	}
 	defer f.Close()
 	fi, _ := f.Stat()
-	bf, err := openBoltFile(f, fi.Size())
+	pages, pageSize, err = boltcheck.Reachable(f, fi.Size())
 	if err != nil {
-		t.Fatal(err)
-	}
-	w := &boltWalk{f: bf}
-	if err := w.walk(bf.meta); err != nil {
 		t.Fatalf("the healthy journal fails the check: %v", err)
 	}
-	for id := uint64(0); id < w.hwm; id++ {
-		if w.seen.has(id) {
-			pages = append(pages, id)
-		}
-	}
-	return pages, bf.pageSize
+	return pages, pageSize
 }
 
 // openDamaged opens a damaged journal: it must fail with ErrDamaged, say
@@ -394,80 +387,39 @@ func TestZeroByteJournal(t *testing.T) {
 	})
 }
 
-// FuzzCheckBoltFile: no damage makes the check panic, and a file it passes
-// opens, reads and takes a write without bbolt crashing the process.
-func FuzzCheckBoltFile(f *testing.F) {
-	dir := f.TempDir()
-	p := filepath.Join(dir, "seed.db")
-	j, err := Open(p, Options{})
+// breakRecord makes one of intents undecodable in every copy the file at
+// path holds, and returns it.
+func breakRecord(t *testing.T, path string, intents map[string]Intent) Intent {
+	t.Helper()
+	var victim Intent
+	for _, in := range intents {
+		victim = in
+		break
+	}
+	b, err := os.ReadFile(path)
 	if err != nil {
-		f.Fatal(err)
+		t.Fatal(err)
 	}
-	// Enough records for a branch page, in as few pages as that takes:
-	// the fuzzer slows down with the size of its input.
-	for i := range 24 {
-		j.Create(f.Context(), NewIntent{Labels: map[string]string{"n": fmt.Sprint(i), "pad": strings.Repeat("p", 150)}})
+	needle := []byte(`{"id":"` + victim.ID + `"`)
+	n := 0
+	for i := bytes.Index(b, needle); i >= 0; i = bytes.Index(b, needle) {
+		b[i] = '!'
+		n++
 	}
-	j.Close()
-	seed, _ := os.ReadFile(p)
-	// The journal is not part of the input (the fuzzer crawls with inputs
-	// of 64 KiB): the input is where to write what, and where to cut.
-	f.Add(uint32(0), []byte{}, uint32(0))
-	f.Add(uint32(2*4096+20), []byte{0xff, 0xff}, uint32(0))
-	f.Add(uint32(3*4096), []byte("\x09\x00\x00\x00\x00\x00\x00\x00"), uint32(0))
-	f.Add(uint32(0), []byte{}, uint32(5*4096))
-	f.Fuzz(func(t *testing.T, at uint32, patch []byte, cut uint32) {
-		file := bytes.Clone(seed)
-		copy(file[int(at)%len(file):], patch)
-		if cut > 0 && int(cut) < len(file) {
-			file = file[:cut]
-		}
-		if checkBoltFile(bytes.NewReader(file), int64(len(file))) != nil {
-			return
-		}
-		// What the journal does to a file, without its fsyncs (they would
-		// make the fuzzer crawl): open, read every bucket, write.
-		path := filepath.Join(t.TempDir(), "journal.db")
-		os.WriteFile(path, file, 0o600)
-		db, err := bolt.Open(path, 0o600, &bolt.Options{NoSync: true, NoGrowSync: true, NoFreelistSync: true, FreelistType: bolt.FreelistMapType})
-		if err != nil {
-			return
-		}
-		defer db.Close()
-		db.View(func(tx *bolt.Tx) error {
-			return tx.ForEach(func(name []byte, b *bolt.Bucket) error {
-				b.Stats()
-				return b.ForEach(func(k, v []byte) error { return nil })
-			})
-		})
-		db.Update(func(tx *bolt.Tx) error {
-			b, err := tx.CreateBucketIfNotExists(bucketIntents)
-			if err != nil {
-				return err
-			}
-			if k, _ := b.Cursor().First(); k != nil {
-				b.Delete(k)
-			}
-			return b.Put([]byte(newID()), bytes.Repeat([]byte("v"), 300))
-		})
-	})
+	if n == 0 {
+		t.Fatal("record not found in the file")
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return victim
 }
 
 // Reads that meet the same bad record at once quarantine it once, with
 // the bytes that were found.
 func TestQuarantineConcurrentReads(t *testing.T) {
 	path, intents, _ := healthyJournal(t)
-	var victim Intent
-	for _, in := range intents {
-		victim = in
-		break
-	}
-	b, _ := os.ReadFile(path)
-	needle := []byte(`{"id":"` + victim.ID + `"`)
-	for i := bytes.Index(b, needle); i >= 0; i = bytes.Index(b, needle) {
-		b[i] = '!'
-	}
-	os.WriteFile(path, b, 0o600)
+	victim := breakRecord(t, path, intents)
 	j, err := Open(path, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -532,9 +484,11 @@ func TestMarkerFollowsTheJournal(t *testing.T) {
 func TestDamagedNewestHeaderWarns(t *testing.T) {
 	path, intents, _ := healthyJournal(t)
 	b, _ := os.ReadFile(path)
-	const ps = 4096
+	// Each meta page's transaction id: past the 16-byte page header, the
+	// meta's seventh word, in the machine's byte order (bbolt's common.Meta).
+	const ps, txid = 4096, 16 + 48
 	newest := 0
-	if boltOrder.Uint64(b[ps+boltPageHeader+48:]) > boltOrder.Uint64(b[boltPageHeader+48:]) {
+	if binary.NativeEndian.Uint64(b[ps+txid:]) > binary.NativeEndian.Uint64(b[txid:]) {
 		newest = 1
 	}
 	clear(b[newest*ps : newest*ps+ps])
@@ -639,5 +593,68 @@ func TestCheckedReadOnlyOpen(t *testing.T) {
 	os.Truncate(path, 64<<10)
 	if _, err := open(); !errors.Is(err, ErrDamaged) {
 		t.Fatalf("read-only open of a truncated journal: %v", err)
+	}
+}
+
+// A read-only journal (`tether status` beside a stopped tether) skips a
+// damaged record as a writable one does, though it cannot quarantine it.
+func TestReadOnlySkipsADamagedRecord(t *testing.T) {
+	path, intents, _ := healthyJournal(t)
+	breakRecord(t, path, intents)
+	j, err := OpenReadOnly(path, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	live, err := j.Live()
+	if err != nil || len(live) != len(intents)-1 {
+		t.Fatalf("%d live of %d, %v", len(live), len(intents), err)
+	}
+	if q, err := j.Quarantined(); err != nil || len(q) != 0 {
+		t.Fatalf("a read-only journal quarantined %+v, %v", q, err)
+	}
+}
+
+// An entry of the live index whose record is lost is quarantined by name,
+// and the other live intents are still read.
+func TestLiveIndexWithoutRecord(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "journal.db")
+	j, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for range 3 {
+		in, _, err := j.Create(t.Context(), NewIntent{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, in.ID)
+	}
+	j.Close()
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketIntents).Delete([]byte(ids[1])) })
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err = Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	live, err := j.Live()
+	if err != nil || len(live) != 2 || live[0].ID != ids[0] || live[1].ID != ids[2] {
+		t.Fatalf("live %+v, %v; want %s and %s", live, err, ids[0], ids[2])
+	}
+	q, err := j.Quarantined()
+	if err != nil || len(q) != 1 || q[0].ID != ids[1] || !strings.Contains(q[0].Reason, "no record") {
+		t.Fatalf("quarantine %+v, %v; want %s", q, err, ids[1])
+	}
+	if n, err := j.LiveCount(); err != nil || n != 2 {
+		t.Fatalf("live count %d after the quarantine, %v", n, err)
 	}
 }

@@ -1,12 +1,20 @@
-// Package spool holds tether's durable record of sandbox intents: the intent
-// type and its state machine, the bbolt journal every transition is fsynced
-// to, and the spool-directory intake for runners that write files instead of
-// calling the socket API.
+// Package spool holds tether's durable record of sandbox intents: the
+// Intent, its validation and its state machine, and the bbolt journal every
+// change of an intent is fsynced to before it is acknowledged.
 //
 // An intent is declared before the runner creates its sandbox, so that a
 // sandbox can never exist without tether knowing its name. The journal never
-// talks to a provider; the reaper reads intents from it and writes back what
-// it learned.
+// talks to a provider; the intakes declare intents and report what the
+// runner did, the reaper reads them and writes back what it learned.
+//
+// The journal's files, by concern: journal.go opens and closes it (lock,
+// buckets, owner), commit.go commits many changes in one transaction (group
+// commit, the Change API), changes.go and intake_changes.go are the changes
+// an intent goes through, reads.go reads intents back (one, the live ones,
+// a page, counts), quarantine.go sets aside a record it cannot read,
+// damage.go refuses a damaged or emptied file and salvage.go copies what is
+// readable of one into a new journal. Package boltcheck reads bbolt's file
+// format for the last two; package durable is the directory fsync.
 package spool
 
 import (
@@ -40,6 +48,15 @@ const (
 
 // Live reports whether tether still has work to do for an intent in state s.
 func (s State) Live() bool { return s == Pending || s == Observed || s == Releasing }
+
+// knownState reports whether s is one of the intent states.
+func knownState(s State) bool {
+	switch s {
+	case Pending, Observed, Releasing, Gone, Stopped, Released, NeverCreated, Foreign:
+		return true
+	}
+	return false
+}
 
 // transitions lists every legal move. Anything else is ErrIllegalTransition.
 // Releasing → Releasing and Observed → Observed (same id) are allowed so a

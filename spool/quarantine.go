@@ -127,9 +127,7 @@ func checkRecord(k []byte, in Intent) error {
 		// tether-<id>, or the runner's own name the proxy journaled.
 		return fmt.Errorf("name %q is not a sandbox name", truncate(in.Name))
 	}
-	switch in.State {
-	case Pending, Observed, Releasing, Gone, Stopped, Released, NeverCreated, Foreign:
-	default:
+	if !knownState(in.State) {
 		return fmt.Errorf("unknown state %q", truncate(string(in.State)))
 	}
 	return nil

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/tether-run/tether/spool/boltcheck"
+	"github.com/tether-run/tether/spool/durable"
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 )
@@ -36,7 +38,7 @@ type SalvageReport struct {
 // so the sandboxes still prove theirs. src is only read, under a shared
 // lock: a journal a live tether holds is refused with ErrLocked.
 //
-// It reads src with the page walker, not with bbolt, so no damage can crash
+// It reads src with boltcheck's page walker, not with bbolt, so no damage can crash
 // it: first the tree from the newest valid header, going on past damaged
 // pages; then every page of the file that looks like a leaf, for records
 // the tree no longer reaches. Each record is checked as the journal checks
@@ -66,16 +68,12 @@ func Salvage(src, dst string) (SalvageReport, error) {
 	}
 
 	s := &salvage{records: map[string]Intent{}, live: map[string]bool{}, quarantined: map[string]Quarantined{}}
-	pageSize := os.Getpagesize()
-	if bf, err := openBoltFile(f, fi.Size()); err != nil {
-		rep.Damage = append(rep.Damage, err.Error())
-	} else {
-		pageSize = bf.pageSize
-		w := &boltWalk{f: bf, tolerant: true, visit: s.visit}
-		w.walk(bf.meta)
-		for _, p := range w.problems {
-			rep.Damage = append(rep.Damage, p.Error())
-		}
+	pageSize, damage := boltcheck.Walk(f, fi.Size(), s.visit)
+	for _, d := range damage {
+		rep.Damage = append(rep.Damage, d.Error())
+	}
+	if pageSize == 0 {
+		pageSize = os.Getpagesize() // no header says: scan at the machine's
 	}
 	rep.Loose = s.scanLoose(f, fi.Size(), pageSize)
 
@@ -150,52 +148,18 @@ func (s *salvage) visit(path []string, k, v []byte) {
 // find. It returns how many it added.
 func (s *salvage) scanLoose(f *os.File, size int64, pageSize int) int {
 	found := map[string]Intent{}
-	var visitElems func(id uint64, b []byte)
-	visitElems = func(id uint64, b []byte) {
-		flags, elems, err := elements(id, b, nil)
-		if err != nil || flags != boltLeafPage {
+	boltcheck.ScanLeaves(f, size, pageSize, func(k, v []byte) {
+		if !isULID(string(k)) || s.tree[string(k)] {
 			return
 		}
-		for _, e := range elems {
-			if e.bucket {
-				if len(e.value) > boltBucketHeader && boltOrder.Uint64(e.value) == 0 {
-					visitElems(id, e.value[boltBucketHeader:])
-				}
-				continue
-			}
-			if !isULID(string(e.key)) || s.tree[string(e.key)] {
-				continue
-			}
-			in, err := decode(e.key, e.value)
-			if err != nil {
-				continue
-			}
-			if old, ok := found[in.ID]; !ok || in.UpdatedAt.After(old.UpdatedAt) {
-				found[in.ID] = in
-			}
+		in, err := decode(k, v)
+		if err != nil {
+			return
 		}
-	}
-	pages := size / int64(pageSize)
-	buf := make([]byte, pageSize)
-	for id := int64(2); id < pages; id++ {
-		if _, err := f.ReadAt(buf, id*int64(pageSize)); err != nil {
-			break
+		if old, ok := found[in.ID]; !ok || in.UpdatedAt.After(old.UpdatedAt) {
+			found[in.ID] = in
 		}
-		if boltOrder.Uint64(buf) != uint64(id) || boltOrder.Uint16(buf[8:]) != boltLeafPage {
-			continue
-		}
-		b := buf
-		if overflow := int64(boltOrder.Uint32(buf[12:])); overflow > 0 && id+overflow < pages {
-			b = make([]byte, (overflow+1)*int64(pageSize))
-			if _, err := f.ReadAt(b, id*int64(pageSize)); err != nil {
-				continue
-			}
-		}
-		func() {
-			defer func() { _ = recover() }() // a page that fooled the checks is skipped
-			visitElems(uint64(id), b)
-		}()
-	}
+	})
 	for id, in := range found {
 		s.records[id] = in
 	}
@@ -314,7 +278,7 @@ func (s *salvage) write(dst, owner string, rep *SalvageReport) error {
 		err = cerr
 	}
 	if err == nil {
-		syncParent(dst)
+		_ = durable.SyncDir(filepath.Dir(dst)) // as Open does for a new journal
 	}
 	return err
 }

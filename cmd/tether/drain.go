@@ -10,6 +10,7 @@ import (
 
 	"github.com/tether-run/tether/internal/config"
 	"github.com/tether-run/tether/internal/reaper"
+	"github.com/tether-run/tether/internal/sidecar"
 	"github.com/tether-run/tether/spool"
 )
 
@@ -55,7 +56,7 @@ func (*DrainCommand) Run(ctx context.Context, args []string) error {
 	log := newLogger(cfg, os.Stderr)
 	// Credentials first: a salvage followed by a drain that cannot run
 	// would leave the new file behind for nothing.
-	prov, err := openProvider(log)
+	prov, err := sidecar.OpenProvider(log)
 	if err != nil {
 		return &ExitError{Code: ExitCodeUsage, Err: fmt.Errorf("drain: %w", err)}
 	}
@@ -65,13 +66,12 @@ func (*DrainCommand) Run(ctx context.Context, args []string) error {
 		}
 		cfg.Journal = *salvageTo
 	}
-	j, err := spool.Open(cfg.Journal, spool.Options{Logger: log.With("component", "journal")})
+	j, err := sidecar.OpenJournal(cfg, log)
 	if err != nil {
 		return &ExitError{Code: ExitCodeUsage, Err: fmt.Errorf("drain: %w", err)}
 	}
 	defer j.Close()
-	r := newReaper(cfg, j, prov, log)
-	if _, err := r.DrainLive(ctx, j, cfg.DrainTimeout, os.Stderr); err != nil {
+	if _, err := sidecar.Drain(ctx, cfg, j, prov, log, os.Stderr); err != nil {
 		if errors.Is(err, reaper.ErrUnresolved) {
 			return &ExitError{Code: ExitCodeUnresolved}
 		}

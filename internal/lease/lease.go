@@ -12,6 +12,10 @@
 // quota announced as exhausted). A sandbox whose renewals keep failing for
 // RiskAfter is logged at error level — it may be stopped under a live
 // runner — and counted.
+//
+// Beside the renewer, Policy (policy.go) is what lease mode does to one
+// sandbox: the short auto-stop when it is observed, the lease ended when
+// the runner releases it as kept.
 package lease
 
 import (

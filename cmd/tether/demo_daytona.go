@@ -153,9 +153,6 @@ func demoDaytona(ctx context.Context, args []string) error {
 	fmt.Fprintf(stdout, "export DAYTONA_API_URL=http://%s/api\n", host)
 	fmt.Fprintf(stdout, "export DAYTONA_API_KEY=%s\n\n", *key)
 	fmt.Fprintf(stdout, "Every sandbox and its fate: tether demo daytona ls, with DAYTONA_API_URL exported (or curl http://%s%s)\n", host, simSandboxesPath)
-	if f, ok := stdout.(*os.File); ok {
-		_ = f.Sync()
-	}
 
 	select {
 	case err := <-served:

@@ -333,3 +333,176 @@ func TestRunnerPodPathsOnVolumes(t *testing.T) {
 		t.Errorf("the journal is on %q, want the volume at %s (the examples' and docs' path)", m, config.StateDir)
 	}
 }
+
+// The part of the Kubernetes API the manifests use, with the API's field
+// names (core/v1 Pod, batch/v1 CronJob and Job). Loaded with
+// WithKnownFields, a field not listed here is refused: a misspelt
+// `allowPrivilegeEscalaton` would otherwise be ignored by this test and by
+// a lenient apply, and the pod would run without it. A field the manifests
+// start to use is added here.
+type strictObject struct {
+	APIVersion string `yaml:"apiVersion"`
+	Kind       string `yaml:"kind"`
+	Metadata   struct {
+		Name      string            `yaml:"name"`
+		Namespace string            `yaml:"namespace"`
+		Labels    map[string]string `yaml:"labels"`
+	} `yaml:"metadata"`
+	Spec yaml.Node `yaml:"spec"`
+}
+
+type strictCronJobSpec struct {
+	Schedule          string `yaml:"schedule"`
+	ConcurrencyPolicy string `yaml:"concurrencyPolicy"`
+	JobTemplate       struct {
+		Spec strictJobSpec `yaml:"spec"`
+	} `yaml:"jobTemplate"`
+}
+
+type strictJobSpec struct {
+	BackoffLimit          *int `yaml:"backoffLimit"`
+	ActiveDeadlineSeconds *int `yaml:"activeDeadlineSeconds"`
+	Template              struct {
+		Spec strictPodSpec `yaml:"spec"`
+	} `yaml:"template"`
+}
+
+type strictSeccomp struct {
+	Type             string `yaml:"type"`
+	LocalhostProfile string `yaml:"localhostProfile"`
+}
+
+type strictPodSpec struct {
+	TerminationGracePeriodSeconds *int   `yaml:"terminationGracePeriodSeconds"`
+	RestartPolicy                 string `yaml:"restartPolicy"`
+	ServiceAccountName            string `yaml:"serviceAccountName"`
+	AutomountServiceAccountToken  *bool  `yaml:"automountServiceAccountToken"`
+	SecurityContext               struct {
+		RunAsUser      *int64         `yaml:"runAsUser"`
+		RunAsGroup     *int64         `yaml:"runAsGroup"`
+		RunAsNonRoot   *bool          `yaml:"runAsNonRoot"`
+		FSGroup        *int64         `yaml:"fsGroup"`
+		SeccompProfile *strictSeccomp `yaml:"seccompProfile"`
+	} `yaml:"securityContext"`
+	InitContainers []strictContainer `yaml:"initContainers"`
+	Containers     []strictContainer `yaml:"containers"`
+	Volumes        []struct {
+		Name     string `yaml:"name"`
+		EmptyDir *struct {
+			Medium    string `yaml:"medium"`
+			SizeLimit string `yaml:"sizeLimit"`
+		} `yaml:"emptyDir"`
+		PersistentVolumeClaim *struct {
+			ClaimName string `yaml:"claimName"`
+			ReadOnly  bool   `yaml:"readOnly"`
+		} `yaml:"persistentVolumeClaim"`
+		Secret *struct {
+			SecretName string `yaml:"secretName"`
+		} `yaml:"secret"`
+	} `yaml:"volumes"`
+}
+
+type strictContainer struct {
+	Name            string   `yaml:"name"`
+	Image           string   `yaml:"image"`
+	ImagePullPolicy string   `yaml:"imagePullPolicy"`
+	Command         []string `yaml:"command"`
+	Args            []string `yaml:"args"`
+	Env             []struct {
+		Name      string `yaml:"name"`
+		Value     string `yaml:"value"`
+		ValueFrom *struct {
+			SecretKeyRef *struct {
+				Name     string `yaml:"name"`
+				Key      string `yaml:"key"`
+				Optional *bool  `yaml:"optional"`
+			} `yaml:"secretKeyRef"`
+		} `yaml:"valueFrom"`
+	} `yaml:"env"`
+	EnvFrom []struct {
+		SecretRef *struct {
+			Name string `yaml:"name"`
+		} `yaml:"secretRef"`
+	} `yaml:"envFrom"`
+	VolumeMounts []struct {
+		Name      string `yaml:"name"`
+		MountPath string `yaml:"mountPath"`
+		ReadOnly  bool   `yaml:"readOnly"`
+		SubPath   string `yaml:"subPath"`
+	} `yaml:"volumeMounts"`
+	SecurityContext struct {
+		AllowPrivilegeEscalation *bool          `yaml:"allowPrivilegeEscalation"`
+		Privileged               *bool          `yaml:"privileged"`
+		ReadOnlyRootFilesystem   *bool          `yaml:"readOnlyRootFilesystem"`
+		RunAsNonRoot             *bool          `yaml:"runAsNonRoot"`
+		RunAsUser                *int64         `yaml:"runAsUser"`
+		RunAsGroup               *int64         `yaml:"runAsGroup"`
+		SeccompProfile           *strictSeccomp `yaml:"seccompProfile"`
+		Capabilities             struct {
+			Add  []string `yaml:"add"`
+			Drop []string `yaml:"drop"`
+		} `yaml:"capabilities"`
+	} `yaml:"securityContext"`
+	Resources struct {
+		Requests map[string]string `yaml:"requests"`
+		Limits   map[string]string `yaml:"limits"`
+	} `yaml:"resources"`
+	Ports []struct {
+		Name          string `yaml:"name"`
+		ContainerPort int    `yaml:"containerPort"`
+		Protocol      string `yaml:"protocol"`
+	} `yaml:"ports"`
+}
+
+// checkSchema loads one manifest strictly; the error names the first
+// unknown field or wrong type.
+func checkSchema(data []byte) error {
+	var obj strictObject
+	if err := yaml.Load(data, &obj, yaml.WithKnownFields()); err != nil {
+		return err
+	}
+	var spec any
+	switch {
+	case obj.APIVersion == "v1" && obj.Kind == "Pod":
+		spec = &strictPodSpec{}
+	case obj.APIVersion == "batch/v1" && obj.Kind == "CronJob":
+		spec = &strictCronJobSpec{}
+	case obj.APIVersion == "batch/v1" && obj.Kind == "Job":
+		spec = &strictJobSpec{}
+	default:
+		return fmt.Errorf("%s %s: not a kind this schema knows", obj.APIVersion, obj.Kind)
+	}
+	if obj.Metadata.Name == "" {
+		return errors.New("metadata.name is empty")
+	}
+	return obj.Spec.Load(spec, yaml.WithKnownFields())
+}
+
+// TestKubernetesManifestsSchema: every manifest loads under the schema
+// above, and a misspelt field is refused.
+func TestKubernetesManifestsSchema(t *testing.T) {
+	files, err := filepath.Glob("kubernetes/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("manifests: %v %v", files, err)
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := checkSchema(b); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	b, err := os.ReadFile("kubernetes/pod.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	typo := strings.Replace(string(b), "allowPrivilegeEscalation:", "allowPrivilegeEscalaton:", 1)
+	if typo == string(b) {
+		t.Fatal("pod.yaml sets no allowPrivilegeEscalation")
+	}
+	if err := checkSchema([]byte(typo)); err == nil || !strings.Contains(err.Error(), "allowPrivilegeEscalaton") {
+		t.Errorf("a misspelt field: %v, want it refused by name", err)
+	}
+}

@@ -21,6 +21,7 @@ const (
 	statePausing      = "pausing"
 	statePaused       = "paused"
 	stateResuming     = "resuming"
+	stateForking      = "forking"
 	stateError        = "error"
 	stateBuildFailed  = "build_failed"
 	statePendingBuild = "pending_build"
@@ -48,6 +49,10 @@ var settlesTo = map[string]string{
 	stateArchiving:  stateArchived,
 	statePausing:    statePaused,
 	stateDestroying: stateDestroyed,
+	// A forked parent is back to started once its runner has copied it
+	// (the runner's state sync moves it on; sandbox.service.ts:1176-1185
+	// only sets forking).
+	stateForking: stateStarted,
 }
 
 // desiredFor is the desired state that goes with a state.
@@ -88,6 +93,7 @@ type record struct {
 // view is what GET and list show of a sandbox at one moment.
 type view struct {
 	id, org, name, target, snapshot, user string
+	class                                 string // sandboxClass: container, linux-vm, windows
 	labels, env                           map[string]string
 	public, networkBlockAll               bool
 	cpu, gpu, memory, disk                int
@@ -268,7 +274,7 @@ func (r *record) settle(at time.Time) {
 // delayOf is how long a state lasts before it settles.
 func (r *record) delayOf(state string) time.Duration {
 	switch state {
-	case stateCreating, stateStarting, stateRestoring, stateResuming:
+	case stateCreating, stateStarting, stateRestoring, stateResuming, stateForking:
 		return r.srv.createDelay
 	case stateStopping, stateArchiving, statePausing:
 		return r.srv.stopDelay
@@ -293,6 +299,8 @@ func (r *record) export() Sandbox {
 		Pending:             r.pending,
 		ErrorReason:         r.errorReason,
 		ForkOf:              r.parent,
+		Class:               r.class,
+		GPU:                 r.gpu,
 		DeletedBy:           r.deletedBy,
 	}
 }
@@ -390,14 +398,14 @@ func (v view) sandboxJSON() sandboxJSON {
 		AutoStopInterval: v.autoStop, AutoArchiveInterval: v.autoArchive, AutoDeleteInterval: v.autoDelete,
 		Volumes:   []struct{}{},
 		CreatedAt: stamp(v.createdAt), UpdatedAt: stamp(v.updatedAt), LastActivityAt: stamp(v.lastActivityAt),
-		SandboxClass: "container", RunnerID: runnerID, ToolboxProxyURL: toolboxProxyURL,
+		SandboxClass: v.class, RunnerID: runnerID, ToolboxProxyURL: toolboxProxyURL,
 	}
 }
 
 func (v view) listItemJSON() listItemJSON {
 	return listItemJSON{
 		ID: v.id, OrganizationID: v.org, Name: v.name, Target: v.target,
-		RunnerID: runnerID, SandboxClass: "container",
+		RunnerID: runnerID, SandboxClass: v.class,
 		State: v.state, DesiredState: v.desiredState, Snapshot: v.snapshot, User: v.user,
 		ErrorReason: v.errorReason, Public: v.public,
 		CPU: v.cpu, GPU: v.gpu, Memory: v.memory, Disk: v.disk,

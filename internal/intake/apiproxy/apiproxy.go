@@ -11,9 +11,12 @@
 // before anything is forwarded, the create forwarded on a context the
 // runner cannot cancel (it survives the runner hanging up and the proxy
 // closing), the answer read to its end, the sandbox id journaled, and the
-// intent closed when the create certainly never happened. A delete the
-// provider accepted marks its intent, so the drain only confirms it. The
-// account of a runner's credentials other than tether's is reported.
+// intent closed when the create certainly never happened; another call
+// that makes a sandbox (a fork) goes the same way. A delete the provider
+// accepted marks the intent owning the deleted sandbox, so the drain only
+// confirms it. A provider that cannot be reached is met as without tether:
+// the runner's connection is reset, no HTTP answer is made up. The account
+// of a runner's credentials other than tether's is reported.
 //
 // What is the provider's stays in its package, behind API and Create: which
 // paths are a create and a delete, the create body (taken apart and

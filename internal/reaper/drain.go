@@ -170,10 +170,12 @@ func (r *Reaper) drain(ctx context.Context, intents []spool.Intent, replay bool)
 	log.Info("drain started", "intents", len(intents), "concurrency", concurrency)
 	jobs := make(chan int)
 	var wg sync.WaitGroup
+	wctx := withForkWait(ctx, intents)
 	for range workers {
 		wg.Go(func() {
 			for i := range jobs {
-				results[i] = r.resolveIsolated(ctx, intents[i])
+				results[i] = r.resolveIsolated(wctx, intents[i])
+				forkSettled(wctx, intents[i].ID)
 				crashpoint.Hit(crashpoint.DrainResolved)
 				if !results[i].in.Live() {
 					resolved.Add(1)

@@ -612,6 +612,9 @@ func (r *Reaper) destroy(ctx context.Context, p provider.Provider, in spool.Inte
 	if stop {
 		kind, what, do = provider.CallStop, "stop sandbox "+id, p.Stop
 	}
+	if !stop {
+		waitForks(ctx, in.ID)
+	}
 	crashpoint.Hit(crashpoint.ReaperBeforeDelete)
 	pr.deleteSent = true
 	err := r.call(ctx, prioDestroy, kind, what, func(ctx context.Context) error { return do(ctx, id) })
@@ -621,7 +624,9 @@ func (r *Reaper) destroy(ctx context.Context, p provider.Provider, in spool.Inte
 		return in, nil // the next read sees stopping, then stopped
 	case err == nil:
 		// Accepted. Daytona destroys asynchronously: the first read that
-		// confirms waits about as long as that takes.
+		// confirms waits about as long as that takes. A parent of this
+		// sandbox in the same drain may be deleted now.
+		forkSettled(ctx, in.ID)
 		pr.accepted = true
 		pr.wait = orDefault(r.ConfirmDelay, DefaultConfirmDelay)
 		return in, fmt.Errorf("%w: delete of sandbox %s accepted", ErrInProgress, id)

@@ -160,6 +160,16 @@ func TestForkIsJournaledAndDrainedBeforeItsParent(t *testing.T) {
 	if in := w.intentOf(named.GetId()); in.Name != "my-fork" {
 		t.Errorf("named fork journaled as %q", in.Name)
 	}
+	// Settled first (the parent forking, the forks creating answer 409
+	// to a delete), so that the count below is the drain's order alone.
+	testutil.Eventually(t, "the parent and its forks settle", func() (bool, string) {
+		for _, id := range []string{parentID, fork.GetId(), named.GetId()} {
+			if rec, _ := w.sim.Sandbox(id); rec.State != "started" || rec.Pending {
+				return false, id + " is " + rec.State
+			}
+		}
+		return true, ""
+	})
 	rep := w.drain()
 	if rep.Gone != 3 || rep.Live() != 0 {
 		t.Fatalf("drain: %+v", rep)
@@ -171,6 +181,10 @@ func TestForkIsJournaledAndDrainedBeforeItsParent(t *testing.T) {
 	}
 	if n := len(w.sim.Sandboxes()); n != 3 {
 		t.Errorf("%d sandboxes in the simulator, want 3", n)
+	}
+	// The parent's delete waited for its forks': none was refused.
+	if n := w.sim.Calls()[daytonatest.RouteDelete]; n != 3 {
+		t.Errorf("%d deletes reached Daytona, want 3: one per sandbox", n)
 	}
 }
 

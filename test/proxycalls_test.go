@@ -69,7 +69,7 @@ func TestProxyCallsAfterTheCreate(t *testing.T) {
 			}
 			// Daytona's answers proved each sandbox ours: the drain spends
 			// one read (the confirmation) and one delete on each that is
-			// not a parent (whose delete may be refused once, above).
+			// not a parent (whose delete may meet it forking, above).
 			for _, l := range append(created[2:], forked...) {
 				if c := w.sim.CallsFor(l.sandbox); c[daytonatest.RouteGet] != 1 || c[daytonatest.RouteDelete] != 1 {
 					t.Errorf("sandbox %s cost %d reads and %d deletes, want 1 and 1", l.sandbox, c[daytonatest.RouteGet], c[daytonatest.RouteDelete])
@@ -84,9 +84,9 @@ func TestProxyCallsAfterTheCreate(t *testing.T) {
 					t.Errorf("sandbox %s (%s), not the runner's, was deleted", sb.ID, sb.Name)
 				}
 			}
-			// A parent's delete sent while its fork's is on its way is
-			// refused (400, nothing done) and sent again: at most one more
-			// per parent.
+			// The drain deletes each fork before its parent; a delete that
+			// meets a sandbox still settling (a fork creating, its parent
+			// forking: 409, nothing done) is sent again.
 			if n := w.sim.Calls()[daytonatest.RouteDelete]; n < 5 || n > 7 {
 				t.Errorf("Daytona received %d deletes, want 5 to 7", n)
 			}

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"syscall"
 
 	"github.com/tether-run/tether/provider"
 )
@@ -164,8 +165,15 @@ func (p *Provider) transportError(err error) error {
 		return &redactedError{msg: msg + " (" + why + ")", kind: provider.ErrMisconfigured}
 	}
 	var dns *net.DNSError
-	if errors.As(err, &dns) && dns.IsNotFound {
+	switch {
+	case errors.As(err, &dns) && dns.IsNotFound:
 		msg += " (the host of " + EnvAPIURL + " does not resolve)"
+		return provider.Unreachable(&redactedError{msg: msg, kind: provider.ErrUnavailable})
+	case errors.Is(err, syscall.ECONNREFUSED):
+		msg += " (nothing listens at " + EnvAPIURL + "'s host and port)"
+		return provider.Unreachable(&redactedError{msg: msg, kind: provider.ErrUnavailable})
+	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
+		return provider.Unreachable(&redactedError{msg: msg, kind: provider.ErrUnavailable})
 	}
 	return &redactedError{msg: msg, kind: provider.ErrUnavailable}
 }

@@ -17,6 +17,12 @@ import (
 // stop is waiting, so it can afford longer than the in-container drain.
 const DefaultOfflineDrainTimeout = 2 * time.Minute
 
+// DrainNameWaitGrace: `tether drain` stops before its deadline once every
+// intent it has left waits for a sandbox name that, absent, closes as
+// never-created only after the deadline, and it has run this long (time for
+// a create sent just before the runner died to land).
+const DrainNameWaitGrace = 10 * time.Second
+
 // ExitCodeUnresolved is the exit code of `tether drain` (and of `tether
 // run --on-unresolved=exit-code`) when intents were left live.
 const ExitCodeUnresolved = config.UnresolvedExitCode
@@ -35,8 +41,15 @@ Deletes (or stops) every sandbox the journal still holds live, owner-verified
 and confirmed gone, with the Daytona credentials of the environment. With
 --salvage-to, first copies what is readable of a damaged journal into NEW
 (same owner id; the damaged file is only read), then drains NEW.
+Intents whose sandbox names have not appeared wait until their
+never-created horizon; when only such intents are left and their horizon
+falls after the deadline, the drain stops early (after ` + DrainNameWaitGrace.String() + `) and says
+so. Before any call it checks the provider once: a URL nothing answers at
+(connection refused, a host that does not resolve) or a setup error
+(credentials, certificates) ends it at once, with nothing done.
 Exit: 0 when nothing live is left, ` + fmt.Sprint(ExitCodeUnresolved) + ` when intents stay live (quarantined
-records count as live), ` + fmt.Sprint(ExitCodeUsage) + ` for a usage error or a journal that cannot be opened.
+records count as live), ` + fmt.Sprint(ExitCodeUsage) + ` for a usage error, a journal that cannot be opened, or
+a provider that cannot be reached or used (nothing done).
 `
 
 func (*DrainCommand) Run(ctx context.Context, args []string) error {
@@ -70,7 +83,16 @@ func (*DrainCommand) Run(ctx context.Context, args []string) error {
 		return &ExitError{Code: ExitCodeUsage, Err: fmt.Errorf("drain: %w", err)}
 	}
 	defer j.Close()
+	if n, err := j.LiveCount(); err == nil && n > 0 {
+		cctx, cancel := context.WithTimeout(ctx, cfg.CheckTimeout)
+		err := reaper.Precheck(cctx, prov)
+		cancel()
+		if err != nil {
+			return &ExitError{Code: ExitCodeUsage, Err: fmt.Errorf("drain: %d live intents stay in the journal: %w", n, err)}
+		}
+	}
 	r := newReaper(cfg, j, prov, log)
+	r.NameWaitGrace = DrainNameWaitGrace
 	if _, err := r.DrainLive(ctx, j, cfg.DrainTimeout, os.Stderr); err != nil {
 		if errors.Is(err, reaper.ErrUnresolved) {
 			return &ExitError{Code: ExitCodeUnresolved}

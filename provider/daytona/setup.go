@@ -84,7 +84,25 @@ func checkAPIURL(variable, raw string) error {
 	if variable == "" {
 		variable = EnvAPIURL
 	}
-	return fmt.Errorf("%s=%q is not a URL tether can call: set it to the Daytona API's http(s)://host/path, e.g. %s", variable, redactURL(raw), DefaultAPIURL)
+	return fmt.Errorf("%s=%q is %w: set it to the Daytona API's http(s)://host/path, e.g. %s", variable, shownURL(raw), ErrBadAPIURL, DefaultAPIURL)
+}
+
+// ErrBadAPIURL: the API URL of the environment is not one tether can call.
+var ErrBadAPIURL = errors.New("not a URL tether can call")
+
+// shownURL is raw as the user gave it (not re-encoded, so they recognise
+// it), with a password in it, if any, masked.
+func shownURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		return raw
+	}
+	if pw, ok := u.User.Password(); ok && pw != "" {
+		for _, form := range []string{pw, url.PathEscape(pw), url.QueryEscape(pw)} {
+			raw = strings.ReplaceAll(raw, ":"+form+"@", ":xxxxx@")
+		}
+	}
+	return raw
 }
 
 // trustProblem reports an https API URL, called with the system's CA

@@ -46,6 +46,7 @@ func (s *Server) routes() http.Handler {
 	handle("POST /api/sandbox/{idOrName}/autodelete/{interval}", RouteAutoDelete, s.setInterval(RouteAutoDelete))
 	handle("PUT /api/sandbox/{idOrName}/labels", RouteLabels, s.replaceLabels)
 	handle("POST /api/sandbox/{idOrName}/last-activity", RouteLastActivity, s.lastActivity)
+	handle("GET /api/api-keys/current", RouteAPIKey, s.currentAPIKey)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.serve(mux, w, r)
 	})

@@ -108,8 +108,11 @@ func (*DoctorCommand) Run(ctx context.Context, args []string) error {
 // writeStep is one line: verdict, name, latency, detail.
 func writeStep(w io.Writer, s doctor.Step) {
 	lat := ""
-	if s.Latency > 0 {
-		lat = s.Latency.Round(time.Millisecond).String()
+	switch d := s.Latency; {
+	case d >= 10*time.Millisecond:
+		lat = d.Round(time.Millisecond).String()
+	case d > 0:
+		lat = d.Round(10 * time.Microsecond).String()
 	}
 	fmt.Fprintf(w, "%-4s  %-14s %8s  %s\n", s.Verdict, s.Name, lat, s.Detail)
 }

@@ -170,22 +170,15 @@ func readStatus(ctx context.Context, journal string, journalGiven bool, socket s
 // index, bounded by live work, not history) and reads the page asked for.
 func statusFromJournal(j *spool.Journal, q statusQuery) (statusReport, error) {
 	rep := statusReport{Owner: j.Owner(), Source: "journal", Path: j.Path(), Counts: map[string]int{}, Live: []api.Intent{}, Recent: []api.Intent{}}
-	pq := spool.PageQuery{Limit: spool.MaxPageLimit}
-	for {
-		p, err := j.ListPage(pq)
-		if err != nil {
-			return rep, err
-		}
-		for _, in := range p.Intents {
-			rep.Counts[string(in.State)]++
-			rep.LiveTotal++
-		}
-		if p.Next == "" {
-			break
-		}
-		pq.After = p.Next
+	counts, err := j.LiveCountByState()
+	if err != nil {
+		return rep, err
 	}
-	pq = spool.PageQuery{Limit: q.limit, After: q.token}
+	for st, n := range counts {
+		rep.Counts[string(st)] = n
+		rep.LiveTotal += n
+	}
+	pq := spool.PageQuery{Limit: q.limit, After: q.token}
 	for {
 		p, err := j.ListPage(pq)
 		if err != nil {

@@ -147,3 +147,28 @@ func TestDoctorReportsLeftBehind(t *testing.T) {
 		t.Fatalf("cleanup: %s %q", s.Verdict, s.Detail)
 	}
 }
+
+// TestDoctorJWT: a JWT with its organization works for the round trip; its
+// permissions are not readable (the route takes API keys only), said, not
+// failed.
+func TestDoctorJWT(t *testing.T) {
+	srv := sim(t)
+	const jwt = "eyJhbGciOiJIUzI1NiJ9.doctor.0123456789abcdef"
+	srv.AddJWT(jwt, daytonatest.DefaultOrg)
+	t.Setenv("DAYTONA_API_KEY", "")
+	t.Setenv("DAYTONA_JWT_TOKEN", jwt)
+	t.Setenv("DAYTONA_ORGANIZATION_ID", daytonatest.DefaultOrg)
+	res := run(t, true)
+	if res.Failed() {
+		t.Fatalf("failed: %+v", res.Steps)
+	}
+	if s := step(t, res, "credentials"); !strings.Contains(s.Detail, "DAYTONA_JWT_TOKEN") || !strings.Contains(s.Detail, daytonatest.DefaultOrg) {
+		t.Errorf("credentials: %q", s.Detail)
+	}
+	if s := step(t, res, "permissions"); s.Verdict != doctor.Skip {
+		t.Errorf("permissions: %s %q", s.Verdict, s.Detail)
+	}
+	if sbs := srv.Sandboxes(); len(sbs) != 1 || sbs[0].State != "destroyed" {
+		t.Fatalf("the round trip's sandbox: %+v", sbs)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/tether-run/tether/internal/config"
@@ -97,6 +98,9 @@ func badValue(fs *flag.FlagSet, err error) error {
 				why = "not a number"
 			}
 		}
+	}
+	if strings.Contains(why, value) {
+		return fmt.Errorf("--%s: %s", name, why) // the reason quotes the value already
 	}
 	return fmt.Errorf("--%s %s: %s", name, value, why)
 }

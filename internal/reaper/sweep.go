@@ -349,6 +349,13 @@ func (r *Reaper) sweepOne(ctx context.Context, acct provider.Account, rule Sweep
 		if err != nil {
 			return fail(err)
 		}
+		if polls == retryNoticeEvery {
+			until := "none"
+			if d, ok := ctx.Deadline(); ok {
+				until = d.Format(time.TimeOnly)
+			}
+			log.Info("sweep: deleted; waiting for Daytona to show it gone", "state", cur.State, "deadline", until)
+		}
 		if !sleep(ctx, r.backoff(polls, orDefault(r.PollInterval, DefaultPollInterval), orDefault(r.PollMax, DefaultPollMax), nil)) {
 			return fail(fmt.Errorf("deleted, but not confirmed gone before the sweep's deadline (state %s)", cur.State))
 		}

@@ -240,7 +240,9 @@ func (rec *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // rateLimits says, per throttler the answers reported, how much is left.
-func (r *run) rateLimits(name string) {
+// when prefixes the detail; after the round trip a step is reported only
+// when the answers carried the headers.
+func (r *run) rateLimits(when string) {
 	if r.rec == nil {
 		return
 	}
@@ -263,14 +265,16 @@ func (r *run) rateLimits(name string) {
 	}
 	r.rec.mu.Unlock()
 	if len(parts) == 0 {
-		r.report(Step{Name: name, Verdict: Skip, Detail: "the answers carried no X-RateLimit headers"})
+		if when == "" {
+			r.report(Step{Name: "rate limits", Verdict: Skip, Detail: "the answers carried no X-RateLimit headers"})
+		}
 		return
 	}
 	detail := strings.Join(parts, "; ")
 	if v == Warn {
 		detail += fmt.Sprintf(": under %d%% left; a drain of many sandboxes will wait for the window", int(LowHeadroom*100))
 	}
-	r.report(Step{Name: name, Verdict: v, Detail: detail})
+	r.report(Step{Name: "rate limits", Verdict: v, Detail: when + detail})
 }
 
 // journalCheck looks at the journal path without changing anything but a

@@ -164,7 +164,7 @@ func Run(ctx context.Context, o Options) Result {
 	}
 	if r.apiOK {
 		r.permissions(ctx)
-		r.rateLimits("rate limits")
+		r.rateLimits("")
 	} else {
 		r.report(Step{Name: "permissions", Verdict: Skip, Detail: "needs the API"})
 	}
@@ -177,7 +177,7 @@ func Run(ctx context.Context, o Options) Result {
 		return r.res
 	}
 	r.live(ctx)
-	r.rateLimits("rate limits after")
+	r.rateLimits("after the round trip: ")
 	return r.res
 }
 

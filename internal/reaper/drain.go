@@ -233,7 +233,11 @@ func (r *Reaper) drain(ctx context.Context, intents []spool.Intent, replay bool)
 					continue
 				}
 				last, quiet = n, 0
-				log.Info("drain in progress", "resolved", n, "of", len(intents), "waiting_for_name", waiting, "elapsed", time.Since(start).Round(time.Millisecond))
+				until := "none"
+				if hasDeadline {
+					until = deadline.Format(time.TimeOnly)
+				}
+				log.Info("drain in progress", "resolved", n, "of", len(intents), "waiting_for_name", waiting, "elapsed", time.Since(start).Round(time.Millisecond), "deadline", until)
 			}
 		}
 	}()

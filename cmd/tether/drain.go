@@ -10,18 +10,13 @@ import (
 
 	"github.com/tether-run/tether/internal/config"
 	"github.com/tether-run/tether/internal/reaper"
+	"github.com/tether-run/tether/internal/sidecar"
 	"github.com/tether-run/tether/spool"
 )
 
 // DefaultOfflineDrainTimeout is the deadline of `tether drain`: no docker
 // stop is waiting, so it can afford longer than the in-container drain.
 const DefaultOfflineDrainTimeout = 2 * time.Minute
-
-// DrainNameWaitGrace: `tether drain` stops before its deadline once every
-// intent it has left waits for a sandbox name that, absent, closes as
-// never-created only after the deadline, and it has run this long (time for
-// a create sent just before the runner died to land).
-const DrainNameWaitGrace = 10 * time.Second
 
 // ExitCodeUnresolved is the exit code of `tether drain` (and of `tether
 // run --on-unresolved=exit-code`) when intents were left live.
@@ -43,7 +38,7 @@ and confirmed gone, with the Daytona credentials of the environment. With
 (same owner id; the damaged file is only read), then drains NEW.
 Intents whose sandbox names have not appeared wait until their
 never-created horizon; when only such intents are left and their horizon
-falls after the deadline, the drain stops early (after ` + DrainNameWaitGrace.String() + `) and says
+falls after the deadline, the drain stops early (after ` + sidecar.DrainNameWaitGrace.String() + `) and says
 so. Before any call it checks the provider once: a URL nothing answers at
 (connection refused, a host that does not resolve) or a setup error
 (credentials, certificates) ends it at once, with nothing done.
@@ -68,7 +63,7 @@ func (*DrainCommand) Run(ctx context.Context, args []string) error {
 	log := newLogger(cfg, os.Stderr)
 	// Credentials first: a salvage followed by a drain that cannot run
 	// would leave the new file behind for nothing.
-	prov, err := openProvider(log)
+	prov, err := sidecar.OpenProvider(log)
 	if err != nil {
 		return &ExitError{Code: ExitCodeUsage, Err: fmt.Errorf("drain: %w", err)}
 	}
@@ -78,24 +73,17 @@ func (*DrainCommand) Run(ctx context.Context, args []string) error {
 		}
 		cfg.Journal = *salvageTo
 	}
-	j, err := spool.Open(cfg.Journal, spool.Options{Logger: log.With("component", "journal")})
+	j, err := sidecar.OpenJournal(cfg, log)
 	if err != nil {
 		return &ExitError{Code: ExitCodeUsage, Err: fmt.Errorf("drain: %w", err)}
 	}
 	defer j.Close()
-	if n, err := j.LiveCount(); err == nil && n > 0 {
-		cctx, cancel := context.WithTimeout(ctx, cfg.CheckTimeout)
-		err := reaper.Precheck(cctx, prov)
-		cancel()
-		if err != nil {
-			return &ExitError{Code: ExitCodeUsage, Err: fmt.Errorf("drain: %d live intents stay in the journal: %w", n, err)}
-		}
-	}
-	r := newReaper(cfg, j, prov, log)
-	r.NameWaitGrace = DrainNameWaitGrace
-	if _, err := r.DrainLive(ctx, j, cfg.DrainTimeout, os.Stderr); err != nil {
+	if _, err := sidecar.Drain(ctx, cfg, j, prov, log, os.Stderr); err != nil {
 		if errors.Is(err, reaper.ErrUnresolved) {
 			return &ExitError{Code: ExitCodeUnresolved}
+		}
+		if errors.Is(err, reaper.ErrNothingDone) {
+			return &ExitError{Code: ExitCodeUsage, Err: fmt.Errorf("drain: %w", err)}
 		}
 		return err
 	}

@@ -13,7 +13,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/tether-run/tether/internal/api"
+	"github.com/tether-run/tether/intentapi"
+	"github.com/tether-run/tether/intentapi/client"
 	"github.com/tether-run/tether/internal/config"
 	"github.com/tether-run/tether/spool"
 )
@@ -80,9 +81,9 @@ type statusReport struct {
 	Counts    map[string]int `json:"counts,omitempty"`
 	// Live is one page of the live intents (every one with --all);
 	// NextPageToken, when set, is --page-token for the next page.
-	Live          []api.Intent `json:"live"`
-	NextPageToken string       `json:"next_page_token,omitempty"`
-	Recent        []api.Intent `json:"recent"`
+	Live          []intentapi.Intent `json:"live"`
+	NextPageToken string             `json:"next_page_token,omitempty"`
+	Recent        []intentapi.Intent `json:"recent"`
 }
 
 // statusQuery is which intents status shows.
@@ -169,7 +170,7 @@ func readStatus(ctx context.Context, journal string, journalGiven bool, socket s
 // statusFromJournal counts the live intents by state (a scan of the live
 // index, bounded by live work, not history) and reads the page asked for.
 func statusFromJournal(j *spool.Journal, q statusQuery) (statusReport, error) {
-	rep := statusReport{Owner: j.Owner(), Source: "journal", Path: j.Path(), Counts: map[string]int{}, Live: []api.Intent{}, Recent: []api.Intent{}}
+	rep := statusReport{Owner: j.Owner(), Source: "journal", Path: j.Path(), Counts: map[string]int{}, Live: []intentapi.Intent{}, Recent: []intentapi.Intent{}}
 	counts, err := j.LiveCountByState()
 	if err != nil {
 		return rep, err
@@ -185,7 +186,7 @@ func statusFromJournal(j *spool.Journal, q statusQuery) (statusReport, error) {
 			return rep, err
 		}
 		for _, in := range p.Intents {
-			rep.Live = append(rep.Live, api.View(in))
+			rep.Live = append(rep.Live, intentapi.View(in))
 		}
 		rep.NextPageToken = p.Next
 		if !q.all || p.Next == "" {
@@ -199,7 +200,7 @@ func statusFromJournal(j *spool.Journal, q statusQuery) (statusReport, error) {
 			return rep, err
 		}
 		for _, in := range p.Intents {
-			rep.Recent = append(rep.Recent, api.View(in))
+			rep.Recent = append(rep.Recent, intentapi.View(in))
 		}
 	}
 	return rep, nil
@@ -210,13 +211,13 @@ func statusFromJournal(j *spool.Journal, q statusQuery) (statusReport, error) {
 // count by state, so the counts are given only when every live intent is
 // on the page read.
 func statusFromSocket(ctx context.Context, socket string, q statusQuery) (statusReport, error) {
-	c := api.NewClient(socket)
+	c := client.New(socket)
 	h, err := c.Health(ctx)
 	if err != nil {
 		return statusReport{}, err
 	}
-	rep := statusReport{Owner: h.Owner, Source: "socket", Path: socket, Version: h.Version, LiveTotal: h.Live, Live: []api.Intent{}, Recent: []api.Intent{}}
-	lq := api.ListQuery{Limit: q.limit, Cursor: q.token}
+	rep := statusReport{Owner: h.Owner, Source: "socket", Path: socket, Version: h.Version, LiveTotal: h.Live, Live: []intentapi.Intent{}, Recent: []intentapi.Intent{}}
+	lq := intentapi.ListQuery{Limit: q.limit, Cursor: q.token}
 	for {
 		p, err := c.ListPage(ctx, lq)
 		if err != nil {
@@ -239,7 +240,7 @@ func statusFromSocket(ctx context.Context, socket string, q statusQuery) (status
 		rep.LiveTotal = len(rep.Live)
 	}
 	if q.recent > 0 {
-		p, err := c.ListPage(ctx, api.ListQuery{States: finishedStates, Limit: q.recent, Newest: true})
+		p, err := c.ListPage(ctx, intentapi.ListQuery{States: finishedStates, Limit: q.recent, Newest: true})
 		if err != nil {
 			return rep, err
 		}
@@ -282,7 +283,7 @@ func (rep statusReport) write(w io.Writer, now time.Time) {
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "STATE\tNAME\tSANDBOX\tAGE\tATTEMPTS\tLAST ERROR")
-	for _, in := range append(append([]api.Intent{}, rep.Live...), rep.Recent...) {
+	for _, in := range append(append([]intentapi.Intent{}, rep.Live...), rep.Recent...) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", in.State, in.Name, orDash(in.SandboxID), age(now.Sub(in.CreatedAt)), in.Attempts, orDash(oneLine(in.LastError, statusErrorWidth)))
 	}
 	tw.Flush()

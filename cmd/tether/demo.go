@@ -372,6 +372,7 @@ func (d *demo) table() (bool, error) {
 	for _, l := range [][2]string{
 		{"tether demo --faults 429=0.2,5xx=0.1,create-lost=0.3", "the same story under rate limits, server errors and lost creates"},
 		{"tether demo --verbose", "with every log line of tether"},
+		{"tether demo daytona", "a local Daytona to run your own runner against (README: Try it locally)"},
 		{"tether doctor --live", "check your own Daytona account, with one real sandbox created and deleted"},
 		{"tether run -- YOUR-RUNNER", "README.md: the three ways to integrate; zero code is the default"},
 	} {

@@ -135,7 +135,7 @@ func TestDoctorReportsLeftBehind(t *testing.T) {
 	srv.Inject(daytonatest.RouteDelete, 1000, daytonatest.Scripted{Status: 503})
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	res := doctor.Run(ctx, doctor.Options{Journal: filepath.Join(t.TempDir(), "j.db"), Live: true, LiveTimeout: 3 * time.Second, CleanupTimeout: 2 * time.Second})
+	res := doctor.Run(ctx, doctor.Options{Journal: filepath.Join(t.TempDir(), "j.db"), Live: true, LiveTimeout: 5 * time.Second, CleanupTimeout: 3 * time.Second})
 	sbs := srv.Sandboxes()
 	if len(sbs) != 1 || sbs[0].DeleteRequested {
 		t.Fatalf("the test meant one sandbox, never deleted: %+v", sbs)

@@ -47,9 +47,11 @@ func BenchmarkDrain(b *testing.B) {
 			benchDrain(b, n, time.Nanosecond, e2btest.Faults{Latency: benchLatency})
 		})
 	}
-	b.Run("N=1000,confirm-after-1s", func(b *testing.B) {
-		benchDrain(b, 1000, reaper.DefaultConfirmDelay, e2btest.Faults{Latency: benchLatency})
-	})
+	for _, n := range []int{1, 1000} {
+		b.Run(fmt.Sprintf("N=%d,confirm-after-1s", n), func(b *testing.B) {
+			benchDrain(b, n, reaper.DefaultConfirmDelay, e2btest.Faults{Latency: benchLatency})
+		})
+	}
 	b.Run("N=1000,at-once,429=5%,kill", func(b *testing.B) {
 		benchDrain(b, 1000, time.Nanosecond, e2btest.Faults{Seed: 1, Latency: benchLatency, Rate429: 0.05, RetryAfter: time.Second, Routes: []string{e2btest.RouteKill}})
 	})

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tether-run/tether/spool/access"
 	"github.com/tether-run/tether/spool/durable"
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
@@ -104,7 +105,10 @@ func Open(path string, opts Options) (j *Journal, err error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("journal %s: create directory: %w", path, err)
 	}
-	_, statErr := os.Stat(path)
+	if err := checkPlace(path); err != nil {
+		return nil, err
+	}
+	_, statErr := os.Lstat(path)
 	fresh := errors.Is(statErr, os.ErrNotExist)
 
 	// The freelist is rebuilt by a scan at open instead of being written
@@ -116,6 +120,9 @@ func Open(path string, opts Options) (j *Journal, err error) {
 	}
 	if errors.Is(err, ErrDamaged) || errors.Is(err, ErrEmptied) {
 		return nil, damageAdvice(path, err)
+	}
+	if errors.Is(err, access.ErrRefused) {
+		return nil, fmt.Errorf("journal %w", err)
 	}
 	if err != nil {
 		return nil, openError(path, fresh, err)
@@ -141,7 +148,10 @@ func Open(path string, opts Options) (j *Journal, err error) {
 		// never acknowledged); otherwise the last commit may be lost.
 		log.Warn("journal: one of its two headers is not valid; using the transaction before it", "journal", path, "header", n)
 	}
-	if err := ensureMarker(path, owner); err != nil {
+	if err := ensureMarker(path, owner); errors.Is(err, access.ErrRefused) {
+		db.Close()
+		return nil, fmt.Errorf("journal %s: %w", path, err)
+	} else if err != nil {
 		// The journal works without it; only a later truncation to 0
 		// bytes would go unnoticed.
 		log.Warn("journal: cannot write the marker that tells an emptied journal from a new one", "err", err)
@@ -157,6 +167,44 @@ func Open(path string, opts Options) (j *Journal, err error) {
 	}
 	go j.commitLoop()
 	return j, nil
+}
+
+// checkPlace refuses a journal whose directory others may change, or whose
+// files (the journal, its marker, the marker's temporary file) someone
+// else could have planted, before anything is created there: the same rule
+// as the socket's and the spool directory's (package access).
+func checkPlace(path string) error {
+	dir := filepath.Dir(path)
+	// A link in place of the directory is followed only if root or
+	// tether's user made it: one planted by another user in a shared
+	// directory would send the journal anywhere.
+	if li, err := os.Lstat(dir); err == nil && li.Mode()&os.ModeSymlink != 0 {
+		if uid := access.FileOwner(li); uid != 0 && uid != os.Geteuid() {
+			return fmt.Errorf("journal %w", &access.RefusedError{Path: dir, Why: fmt.Sprintf("the journal's directory is a symbolic link owned by uid %d", uid)})
+		}
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("journal %s: %w", path, err)
+	}
+	if err := access.CheckDir(fi, nil); err != nil {
+		return fmt.Errorf("journal %w", &access.RefusedError{Path: dir, Why: "the journal's directory is " + err.Error()})
+	}
+	for _, p := range companions(path) {
+		if err := access.CheckExisting(p); err != nil {
+			return fmt.Errorf("journal %w", err)
+		}
+	}
+	return nil
+}
+
+// compactSuffix names the new journal a compaction writes before renaming
+// it over the old one.
+const compactSuffix = ".compact"
+
+// companions are the files beside the journal at path that tether writes.
+func companions(path string) []string {
+	return []string{path, path + MarkerSuffix, path + MarkerSuffix + ".tmp", path + compactSuffix}
 }
 
 // openError says why the journal at path could not be opened, and what to
@@ -205,12 +253,15 @@ func OpenReadOnly(path string, timeout time.Duration) (*Journal, error) {
 	if timeout <= 0 {
 		timeout = DefaultReadOnlyLockTimeout
 	}
-	if _, err := os.Stat(path); err != nil {
+	if _, err := os.Lstat(path); err != nil {
 		return nil, fmt.Errorf("journal %s: %w", path, err)
 	}
 	db, _, err := openBolt(path, bolt.Options{ReadOnly: true, Timeout: timeout})
 	if errors.Is(err, berrors.ErrTimeout) {
 		return nil, fmt.Errorf("journal %s: %w", path, ErrLocked)
+	}
+	if errors.Is(err, access.ErrRefused) {
+		return nil, fmt.Errorf("journal %w", err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("journal %s: cannot open: %w", path, err)

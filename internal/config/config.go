@@ -84,7 +84,7 @@ func Default() Config {
 		Grace:               DefaultGrace,
 		LogFormat:           "text",
 		LogLevel:            "info",
-		Journal:             defaultPath("journal.db", StateDir),
+		Journal:             defaultJournal(),
 		Socket:              defaultPath("tether.sock", RuntimeDir),
 		Spool:               defaultPath("spool", RuntimeDir),
 		Labels:              map[string]string{},

@@ -30,9 +30,15 @@ const DefaultLockTimeout = time.Second
 // in the batch wait for the whole batch's encoding.
 const DefaultMaxBatch = 1024
 
-// SchemaVersion is the layout of the journal's buckets. A journal written
-// with another version is refused, never rewritten.
-const SchemaVersion = 1
+// SchemaVersion is the layout of the journal's buckets and records. A
+// journal of version 1 (records without their checksum, record.go) is
+// moved to version 2 by Open, in one transaction; one written with any
+// other version is refused, never rewritten, and so is a journal of
+// version 2 by a tether that reads only version 1.
+const SchemaVersion = 2
+
+// schemaUnchecked is the version whose records carry no checksum.
+const schemaUnchecked = 1
 
 // Options tune Open. The zero value is the defaults.
 type Options struct {
@@ -266,10 +272,10 @@ func OpenReadOnly(path string, timeout time.Duration) (*Journal, error) {
 	if err != nil {
 		return nil, fmt.Errorf("journal %s: cannot open: %w", path, err)
 	}
-	owner, ok := readyJournal(db)
+	owner, _, ok := readyJournal(db)
 	if !ok {
 		db.Close()
-		return nil, fmt.Errorf("journal %s: not a tether journal of schema %d (or one never opened by tether run)", path, SchemaVersion)
+		return nil, fmt.Errorf("journal %s: not a tether journal of schema %d or %d (or one never opened by tether run)", path, schemaUnchecked, SchemaVersion)
 	}
 	// Live and All skip a record they cannot read and try to quarantine
 	// it; here that write fails, and its log line must not meet a nil
@@ -279,13 +285,18 @@ func OpenReadOnly(path string, timeout time.Duration) (*Journal, error) {
 	return j, nil
 }
 
-// readyJournal returns the owner of a journal that has every bucket and the
-// schema this tether reads; ok is false when initJournal has work to do (or
-// an error to report).
-func readyJournal(db *bolt.DB) (owner string, ok bool) {
+// readyJournal returns the owner and schema version of a journal that has
+// every bucket and a schema this tether reads (SchemaVersion, or
+// schemaUnchecked, which Open moves to SchemaVersion); ok is false when
+// initJournal has work to do (or an error to report).
+func readyJournal(db *bolt.DB) (owner string, schema int, ok bool) {
 	_ = db.View(func(tx *bolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
-		if meta == nil || string(meta.Get(keySchema)) != strconv.Itoa(SchemaVersion) {
+		if meta == nil {
+			return nil
+		}
+		schema, _ = strconv.Atoi(string(meta.Get(keySchema)))
+		if schema != SchemaVersion && schema != schemaUnchecked {
 			return nil
 		}
 		for _, b := range [][]byte{bucketIntents, bucketKeys, bucketLive} {
@@ -297,11 +308,12 @@ func readyJournal(db *bolt.DB) (owner string, ok bool) {
 		ok = isULID(owner)
 		return nil
 	})
-	return owner, ok
+	return owner, schema, ok
 }
 
-// initJournal creates the buckets and the owner id of a new journal, and
-// checks an existing one is a tether journal of a known schema.
+// initJournal creates the buckets and the owner id of a new journal,
+// checks an existing one is a tether journal of a known schema, and moves
+// one of schemaUnchecked to SchemaVersion.
 func initJournal(db *bolt.DB) (owner string, err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -310,7 +322,7 @@ func initJournal(db *bolt.DB) (owner string, err error) {
 	}()
 	// A journal already set up is only read: a write transaction would
 	// cost two fdatasyncs on every start for nothing.
-	if owner, ok := readyJournal(db); ok {
+	if owner, schema, ok := readyJournal(db); ok && schema == SchemaVersion {
 		return owner, nil
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
@@ -332,8 +344,9 @@ func initJournal(db *bolt.DB) (owner string, err error) {
 				return err
 			}
 		}
-		if v := string(meta.Get(keySchema)); v != strconv.Itoa(SchemaVersion) {
-			return fmt.Errorf("journal schema version %q, this tether reads version %d", v, SchemaVersion)
+		v := string(meta.Get(keySchema))
+		if v != strconv.Itoa(SchemaVersion) && v != strconv.Itoa(schemaUnchecked) {
+			return fmt.Errorf("journal schema version %q, this tether reads versions %d and %d", truncate(v), schemaUnchecked, SchemaVersion)
 		}
 		owner = string(meta.Get(keyOwner))
 		if !isULID(owner) {
@@ -344,9 +357,46 @@ func initJournal(db *bolt.DB) (owner string, err error) {
 				return err
 			}
 		}
+		if v == strconv.Itoa(schemaUnchecked) {
+			if err := sealAll(tx); err != nil {
+				return err
+			}
+			return meta.Put(keySchema, []byte(strconv.Itoa(SchemaVersion)))
+		}
 		return nil
 	})
 	return owner, err
+}
+
+// sealAll gives every record of a schemaUnchecked journal its checksum, in
+// the caller's transaction: the journal moves to SchemaVersion whole or not
+// at all, so no tether ever meets half of one. A record that does not
+// decode is left as it is, to be quarantined by the first read that meets
+// it, as before.
+func sealAll(tx *bolt.Tx) error {
+	b := tx.Bucket(bucketIntents)
+	var ks, vs [][]byte
+	err := b.ForEach(func(k, v []byte) error {
+		if _, err := decode(k, v); err != nil {
+			return nil
+		}
+		if _, sealed, _ := openRecord(v); sealed {
+			return nil
+		}
+		// Copies: the slices bbolt hands out die with the next Put.
+		ks = append(ks, append([]byte(nil), k...))
+		vs = append(vs, sealRecord(v))
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for i := range ks {
+		if err := b.Put(ks[i], vs[i]); err != nil {
+			return fmt.Errorf("write %s/%s: %w", bucketIntents, truncate(string(ks[i])), err)
+		}
+	}
+	return nil
 }
 
 // Owner is the journal's owner id, created once with the journal.

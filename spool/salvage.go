@@ -234,7 +234,7 @@ func (s *salvage) write(dst, owner string, rep *SalvageReport) error {
 		intents, keys, live, quarantine := bs[0], bs[1], bs[2], bs[3]
 		for _, id := range ids {
 			in := s.records[id]
-			v, err := json.Marshal(in)
+			v, err := encodeRecord(in)
 			if err != nil {
 				return err
 			}

@@ -3,6 +3,7 @@ package spool
 // Opening and closing the journal: its file, lock, buckets and owner.
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -49,6 +50,15 @@ type Options struct {
 	// Logger gets what the journal finds wrong while it keeps working: a
 	// record it quarantined, a marker it could not write. Nil discards.
 	Logger *slog.Logger
+	// Retention, if positive, prunes in the background the intents that
+	// ended longer ago than this (prune.go): a pass at once, then every
+	// PruneEvery (default DefaultPruneEvery), until Close. Zero keeps them.
+	Retention  time.Duration
+	PruneEvery time.Duration
+	// CrashPoint, if set, is called at the named points of a compaction
+	// (CrashCompactBeforeRename, CrashCompactAfterRename): the crash tests
+	// pass internal/crashpoint's Hit.
+	CrashPoint func(name string)
 }
 
 // Errors of the journal. They are wrapped with the intent id or path.
@@ -95,6 +105,10 @@ type Journal struct {
 	closed   bool
 	done     chan struct{}
 	stats    struct{ commits, ops, busy atomic.Int64 }
+
+	pruneEvery time.Duration
+	stopPrune  context.CancelFunc // nil without a retention
+	pruned     chan struct{}      // closed when the prune loop returned
 }
 
 // Open opens (or creates) the journal at path, creating its directory. A
@@ -149,6 +163,21 @@ func Open(path string, opts Options) (j *Journal, err error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	hit := opts.CrashPoint
+	if hit == nil {
+		hit = func(string) {}
+	}
+	removeStaleCompaction(path)
+	if size, used, worth := mostlyFree(db, path); worth {
+		start := time.Now()
+		if ndb, err := compact(db, path, opts.LockTimeout, hit); err != nil {
+			log.Warn("journal: could not compact the journal; it keeps its size", "journal", path, "err", err)
+		} else {
+			db = ndb
+			after, _, _ := mostlyFree(db, path)
+			log.Info("journal: compacted", "journal", path, "bytes_before", size, "bytes_in_use", used, "bytes_after", after, "took", time.Since(start).Round(time.Millisecond))
+		}
+	}
 	for _, n := range notes {
 		// Normal after a crash in the middle of a commit (that commit was
 		// never acknowledged); otherwise the last commit may be lost.
@@ -172,6 +201,16 @@ func Open(path string, opts Options) (j *Journal, err error) {
 		done:     make(chan struct{}),
 	}
 	go j.commitLoop()
+	if opts.Retention > 0 {
+		j.pruneEvery = opts.PruneEvery
+		if j.pruneEvery <= 0 {
+			j.pruneEvery = DefaultPruneEvery
+		}
+		var ctx context.Context
+		ctx, j.stopPrune = context.WithCancel(context.Background())
+		j.pruned = make(chan struct{})
+		go j.pruneLoop(ctx, opts.Retention)
+	}
 	return j, nil
 }
 
@@ -408,6 +447,10 @@ func (j *Journal) Path() string { return j.path }
 // Close waits for queued mutations to commit, then releases the file and
 // its lock. Later calls fail with ErrClosed.
 func (j *Journal) Close() error {
+	if j.stopPrune != nil {
+		j.stopPrune()
+		<-j.pruned
+	}
 	j.mu.Lock()
 	if j.closed {
 		j.mu.Unlock()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tether-run/tether/internal/config"
+	"github.com/tether-run/tether/internal/crashpoint"
 	"github.com/tether-run/tether/internal/reaper"
 	"github.com/tether-run/tether/spool"
 )
@@ -65,13 +66,21 @@ func (*DrainCommand) Run(ctx context.Context, args []string) error {
 		}
 		cfg.Journal = *salvageTo
 	}
-	j, err := spool.Open(cfg.Journal, spool.Options{Logger: log.With("component", "journal")})
+	j, err := spool.Open(cfg.Journal, spool.Options{Logger: log.With("component", "journal"), CrashPoint: crashpoint.Hit})
 	if err != nil {
 		return &ExitError{Code: ExitCodeUsage, Err: fmt.Errorf("drain: %w", err)}
 	}
 	defer j.Close()
 	r := newReaper(cfg, j, prov, log)
-	if _, err := r.DrainLive(ctx, j, cfg.DrainTimeout, os.Stderr); err != nil {
+	_, err = r.DrainLive(ctx, j, cfg.DrainTimeout, os.Stderr)
+	// What ended before the retention goes now; the next open compacts
+	// the file if that left it mostly free.
+	if n, perr := j.Prune(ctx, time.Now().Add(-cfg.Retention), 0); perr != nil {
+		log.Warn("journal: pruning ended intents failed", "err", perr)
+	} else if n > 0 {
+		log.Info("journal: pruned ended intents", "intents", n, "retention", cfg.Retention)
+	}
+	if err != nil {
 		if errors.Is(err, reaper.ErrUnresolved) {
 			return &ExitError{Code: ExitCodeUnresolved}
 		}

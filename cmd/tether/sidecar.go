@@ -10,6 +10,7 @@ import (
 
 	"github.com/tether-run/tether/internal/api"
 	"github.com/tether-run/tether/internal/config"
+	"github.com/tether-run/tether/internal/crashpoint"
 	"github.com/tether-run/tether/internal/intake"
 	"github.com/tether-run/tether/internal/metrics"
 	"github.com/tether-run/tether/internal/reaper"
@@ -61,7 +62,7 @@ type sidecar struct {
 // every intent stays live and is reported, for a later run or `tether
 // drain` with credentials.
 func openSidecar(cfg config.Config, log *slog.Logger) (*sidecar, error) {
-	j, err := spool.Open(cfg.Journal, spool.Options{Logger: log.With("component", "journal")})
+	j, err := spool.Open(cfg.Journal, spool.Options{Logger: log.With("component", "journal"), Retention: cfg.Retention, CrashPoint: crashpoint.Hit})
 	if err != nil {
 		return nil, withSetting(err, "--journal", config.EnvJournal)
 	}

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -511,5 +512,17 @@ func TestOpenRefusesALink(t *testing.T) {
 	}
 	if _, err := os.Lstat(target); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the link's target was created: %v", err)
+	}
+}
+
+// TestOpenAdviceFitsTheCase: a journal that could not be created is not
+// described as a file "left as it is" to be moved aside.
+func TestOpenAdviceFitsTheCase(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("needs a directory no one may create files in, even root: /proc")
+	}
+	_, err := Open("/proc/journal.db", Options{})
+	if err == nil || !strings.Contains(err.Error(), "cannot create") || strings.Contains(err.Error(), "move it aside") || strings.Contains(err.Error(), "left as it is") {
+		t.Fatalf("Open of a journal that cannot be created: %v", err)
 	}
 }

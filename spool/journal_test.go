@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"github.com/tether-run/tether/spool/access"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-run/tether/spool/access"
 	bolt "go.etcd.io/bbolt"
 	"go.uber.org/goleak"
 )

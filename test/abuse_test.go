@@ -15,7 +15,8 @@ import (
 
 	"github.com/tether-run/tether/internal/testutil"
 
-	"github.com/tether-run/tether/internal/api"
+	"github.com/tether-run/tether/intentapi"
+	"github.com/tether-run/tether/internal/intake/socket"
 	"github.com/tether-run/tether/spool"
 )
 
@@ -64,7 +65,7 @@ func socketUnderAbuse(t *testing.T, nofile int) {
 	pid := p.cmd.Process.Pid
 	before := fds(t, pid)
 
-	in, err := c.CreateIntent(t.Context(), api.CreateRequest{Key: "before-abuse"})
+	in, err := c.CreateIntent(t.Context(), intentapi.CreateRequest{Key: "before-abuse"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,11 +102,11 @@ func socketUnderAbuse(t *testing.T, nofile int) {
 	if _, err := c.Health(ctx); err != nil {
 		t.Fatalf("GET /v1/health with %d connections held: %v", abusers, err)
 	}
-	after, err := c.CreateIntent(ctx, api.CreateRequest{Key: "during-abuse"})
+	after, err := c.CreateIntent(ctx, intentapi.CreateRequest{Key: "during-abuse"})
 	if err != nil {
 		t.Fatalf("create with %d connections held: %v", abusers, err)
 	}
-	limit := before + api.DefaultMaxConns + 8
+	limit := before + socket.DefaultMaxConns + 8
 	if nofile > 0 {
 		limit = nofile
 	}

@@ -13,14 +13,14 @@ import (
 
 	"github.com/tether-run/tether/internal/testutil"
 
-	"github.com/tether-run/tether/internal/api"
+	"github.com/tether-run/tether/intentapi"
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
 	"github.com/tether-run/tether/spool"
 )
 
 // intentNew runs `tether intent new` against the running tether, as a
 // shell runner would, and returns the intent it printed.
-func (w *world) intentNew(labels ...string) api.Intent {
+func (w *world) intentNew(labels ...string) intentapi.Intent {
 	w.t.Helper()
 	args := []string{"intent", "new", "--socket", w.socket}
 	for _, l := range labels {
@@ -38,7 +38,7 @@ func (w *world) intentNew(labels ...string) api.Intent {
 		}
 		w.t.Fatalf("tether intent new: %v\n%s", err, stderr)
 	}
-	var in api.Intent
+	var in intentapi.Intent
 	if err := json.Unmarshal(out, &in); err != nil {
 		w.t.Fatalf("tether intent new printed %q: %v", out, err)
 	}
@@ -61,7 +61,7 @@ func dead(pid int) (bool, string) {
 	return false, "unreadable stat: " + s
 }
 
-func sortedIDs(ins []api.Intent) []string {
+func sortedIDs(ins []intentapi.Intent) []string {
 	out := make([]string, 0, len(ins))
 	for _, in := range ins {
 		out = append(out, in.ID)
@@ -86,7 +86,7 @@ func TestCrashReplay(t *testing.T) {
 	if len(created) != 10 || len(unobserved) != 4 {
 		t.Fatalf("runner: %+v", out.lines)
 	}
-	var cli []api.Intent
+	var cli []intentapi.Intent
 	for range 6 {
 		cli = append(cli, w.intentNew("run=e2e", "via=cli"))
 	}

@@ -30,7 +30,8 @@ import (
 
 	"github.com/oklog/ulid/v2"
 
-	"github.com/tether-run/tether/internal/api"
+	"github.com/tether-run/tether/intentapi"
+	"github.com/tether-run/tether/intentapi/client"
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
 	"github.com/tether-run/tether/spool"
 )
@@ -467,7 +468,7 @@ func (p *proc) stop(sig syscall.Signal) int {
 }
 
 // intentOf asks the running tether for one intent.
-func (w *world) intentOf(id string) api.Intent {
+func (w *world) intentOf(id string) intentapi.Intent {
 	w.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
 	defer cancel()
@@ -479,7 +480,7 @@ func (w *world) intentOf(id string) api.Intent {
 }
 
 // client speaks to the running tether's socket.
-func (w *world) client() *api.Client { return api.NewClient(w.socket) }
+func (w *world) client() *client.Client { return client.New(w.socket) }
 
 // runTether runs the tether binary to its end (e.g. `tether drain`) and
 // returns its exit code and stderr.
@@ -633,7 +634,7 @@ func (w *world) assertJournal(want spool.State, ids ...string) {
 }
 
 // liveIntents lists the live intents of the running tether.
-func (w *world) liveIntents() ([]api.Intent, error) {
+func (w *world) liveIntents() ([]intentapi.Intent, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return w.client().List(ctx)

@@ -22,7 +22,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tether-run/tether/internal/spooldir"
+	"github.com/tether-run/tether/internal/intake/spooldir"
 	"github.com/tether-run/tether/internal/testutil"
 	"github.com/tether-run/tether/spool"
 )

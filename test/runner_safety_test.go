@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/tether-run/tether/internal/api"
+	"github.com/tether-run/tether/intentapi"
 
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
 	"github.com/tether-run/tether/spool"
@@ -120,9 +120,9 @@ func TestSpoolRunnerWithScopeLabels(t *testing.T) {
 	}
 }
 
-func decodeIntentJSON(t *testing.T, raw []byte) api.Intent {
+func decodeIntentJSON(t *testing.T, raw []byte) intentapi.Intent {
 	t.Helper()
-	var in api.Intent
+	var in intentapi.Intent
 	if err := json.Unmarshal(raw, &in); err != nil {
 		t.Fatalf("not an intent: %q: %v", raw, err)
 	}

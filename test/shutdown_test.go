@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tether-run/tether/internal/spooldir"
+	"github.com/tether-run/tether/internal/intake/spooldir"
 )
 
 // spoolFilesAtTerm is how many spool files the runner renames into the

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/tether-run/tether/internal/config"
-	"github.com/tether-run/tether/internal/crashpoint"
 	"github.com/tether-run/tether/internal/reaper"
+	"github.com/tether-run/tether/internal/sidecar"
 	"github.com/tether-run/tether/spool"
 )
 
@@ -56,7 +56,7 @@ func (*DrainCommand) Run(ctx context.Context, args []string) error {
 	log := newLogger(cfg, os.Stderr)
 	// Credentials first: a salvage followed by a drain that cannot run
 	// would leave the new file behind for nothing.
-	prov, err := openProvider(log)
+	prov, err := sidecar.OpenProvider(log)
 	if err != nil {
 		return &ExitError{Code: ExitCodeUsage, Err: fmt.Errorf("drain: %w", err)}
 	}
@@ -66,15 +66,15 @@ func (*DrainCommand) Run(ctx context.Context, args []string) error {
 		}
 		cfg.Journal = *salvageTo
 	}
-	j, err := spool.Open(cfg.Journal, spool.Options{Logger: log.With("component", "journal"), CrashPoint: crashpoint.Hit})
+	j, err := sidecar.OpenJournal(cfg, log)
 	if err != nil {
 		return &ExitError{Code: ExitCodeUsage, Err: fmt.Errorf("drain: %w", err)}
 	}
 	defer j.Close()
-	r := newReaper(cfg, j, prov, log)
-	_, err = r.DrainLive(ctx, j, cfg.DrainTimeout, os.Stderr)
-	// What ended before the retention goes now; the next open compacts
-	// the file if that left it mostly free.
+	_, err = sidecar.Drain(ctx, cfg, j, prov, log, os.Stderr)
+	// What ended before the retention goes now (the journal's own pruning
+	// may not finish in a short drain); the next open compacts the file if
+	// that left it mostly free.
 	if n, perr := j.Prune(ctx, time.Now().Add(-cfg.Retention), 0); perr != nil {
 		log.Warn("journal: pruning ended intents failed", "err", perr)
 	} else if n > 0 {

@@ -12,14 +12,15 @@ import (
 
 	"github.com/oklog/ulid/v2"
 
-	"github.com/tether-run/tether/internal/api"
+	"github.com/tether-run/tether/intentapi"
+	"github.com/tether-run/tether/intentapi/client"
 	"github.com/tether-run/tether/internal/config"
-	"github.com/tether-run/tether/internal/spooldir"
+	"github.com/tether-run/tether/internal/intake/spooldir"
 	"github.com/tether-run/tether/spool"
 )
 
 // DefaultIntentTimeout bounds one `tether intent` call. It exceeds the
-// server's own bound on a DELETE (api.DefaultDeleteTimeout) so the client
+// server's own bound on a DELETE (socket.DefaultDeleteTimeout) so the client
 // sees tether's 504 rather than its own timeout.
 const DefaultIntentTimeout = 60 * time.Second
 
@@ -74,7 +75,7 @@ type intentSub struct {
 	args     []string // names of the positional arguments
 	flags    func(fs *flag.FlagSet, a *intentArgs)
 	validate func(a *intentArgs) error
-	socket   func(ctx context.Context, cl *api.Client, a *intentArgs) error
+	socket   func(ctx context.Context, cl *client.Client, a *intentArgs) error
 	spool    func(dir string, a *intentArgs) error // nil: needs the socket
 }
 
@@ -92,15 +93,15 @@ var intentSubs = map[string]intentSub{
 			}
 			return err
 		},
-		socket: func(ctx context.Context, cl *api.Client, a *intentArgs) error {
-			return printed(cl.CreateIntent(ctx, api.CreateRequest{Labels: a.labels, OnDrain: spool.OnDrain(a.onDrain), Key: a.key}))
+		socket: func(ctx context.Context, cl *client.Client, a *intentArgs) error {
+			return printed(cl.CreateIntent(ctx, intentapi.CreateRequest{Labels: a.labels, OnDrain: spool.OnDrain(a.onDrain), Key: a.key}))
 		},
 		spool: spoolNew,
 	},
 	"observe": {
 		args:     []string{"ID", "SANDBOX_ID"},
 		validate: func(a *intentArgs) error { return spool.ValidateSandboxID(a.pos[1]) },
-		socket: func(ctx context.Context, cl *api.Client, a *intentArgs) error {
+		socket: func(ctx context.Context, cl *client.Client, a *intentArgs) error {
 			return printed(cl.Observe(ctx, a.pos[0], a.pos[1]))
 		},
 		spool: func(dir string, a *intentArgs) error {
@@ -113,7 +114,7 @@ var intentSubs = map[string]intentSub{
 			fs.StringVar(&a.outcome, "outcome", spool.OutcomeDeleted, "what the runner did: deleted or kept")
 		},
 		validate: func(a *intentArgs) error { return spool.ValidateOutcome(a.outcome) },
-		socket: func(ctx context.Context, cl *api.Client, a *intentArgs) error {
+		socket: func(ctx context.Context, cl *client.Client, a *intentArgs) error {
 			return printed(cl.Release(ctx, a.pos[0], a.outcome))
 		},
 		spool: func(dir string, a *intentArgs) error {
@@ -122,7 +123,7 @@ var intentSubs = map[string]intentSub{
 	},
 	"delete": {
 		args: []string{"ID"},
-		socket: func(ctx context.Context, cl *api.Client, a *intentArgs) error {
+		socket: func(ctx context.Context, cl *client.Client, a *intentArgs) error {
 			return printed(cl.Delete(ctx, a.pos[0]))
 		},
 		spool: func(dir string, a *intentArgs) error {
@@ -131,15 +132,15 @@ var intentSubs = map[string]intentSub{
 	},
 	"get": {
 		args: []string{"ID"},
-		socket: func(ctx context.Context, cl *api.Client, a *intentArgs) error {
+		socket: func(ctx context.Context, cl *client.Client, a *intentArgs) error {
 			return printed(cl.Get(ctx, a.pos[0]))
 		},
 	},
 	"ls": {
-		socket: func(ctx context.Context, cl *api.Client, a *intentArgs) error {
+		socket: func(ctx context.Context, cl *client.Client, a *intentArgs) error {
 			// Page by page, so a journal of many live intents is never
 			// held in memory at once, on either side.
-			q := api.ListQuery{Limit: spool.MaxPageLimit}
+			q := intentapi.ListQuery{Limit: spool.MaxPageLimit}
 			for {
 				p, err := cl.ListPage(ctx, q)
 				if err != nil {
@@ -212,7 +213,7 @@ func (c *IntentCommand) Run(ctx context.Context, args []string) error {
 	}
 	switch {
 	case *socket != "":
-		return sub.socket(ctx, api.NewClient(*socket), a)
+		return sub.socket(ctx, client.New(*socket), a)
 	case sub.spool == nil:
 		return usageError(fs, fmt.Errorf("%s needs the socket ($%s); only the spool is set", name, config.EnvSocket))
 	default:
@@ -246,7 +247,7 @@ func spoolNew(dir string, a *intentArgs) error {
 		return err
 	}
 	n := spool.NewIntent{ID: id, Labels: spool.MergeLabels(scope, a.labels), OnDrain: f.OnDrain}
-	printJSON(api.View(spool.Plan(owner, n, time.Now().UTC())))
+	printJSON(intentapi.View(spool.Plan(owner, n, time.Now().UTC())))
 	return nil
 }
 
@@ -257,9 +258,9 @@ func writeSpool(dir string, f spooldir.FileOp) error {
 	return nil
 }
 
-func printed(in api.Intent, err error) error {
+func printed(in intentapi.Intent, err error) error {
 	if err != nil {
-		var e *api.Error
+		var e *client.Error
 		if errors.As(err, &e) && e.Intent != nil {
 			printJSON(*e.Intent)
 		}
@@ -276,7 +277,7 @@ func printJSON(v any) {
 
 // refusedOrFailed: tether's answer of 4xx/5xx exits 1, not reaching tether 125.
 func refusedOrFailed(err error) error {
-	var e *api.Error
+	var e *client.Error
 	if errors.As(err, &e) {
 		return &ExitError{Code: ExitCodeRefused, Err: fmt.Errorf("intent: %w", err)}
 	}

@@ -17,9 +17,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tether-run/tether/internal/api"
+	"github.com/tether-run/tether/intentapi"
+	"github.com/tether-run/tether/intentapi/client"
 	"github.com/tether-run/tether/internal/intake"
-	"github.com/tether-run/tether/internal/spooldir"
+	"github.com/tether-run/tether/internal/intake/socket"
+	"github.com/tether-run/tether/internal/intake/spooldir"
 	"github.com/tether-run/tether/spool"
 )
 
@@ -36,7 +38,7 @@ func intentServer(t *testing.T) (sock string, j *spool.Journal) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &api.Server{Intake: &intake.Intake{Journal: j, Labels: map[string]string{"scope": "test"},
+	s := &socket.Server{Intake: &intake.Intake{Journal: j, Labels: map[string]string{"scope": "test"},
 		Delete: func(ctx context.Context, id string) (spool.Intent, error) {
 			if _, err := j.Transition(id, spool.Releasing, ""); err != nil {
 				return spool.Intent{}, err
@@ -257,10 +259,10 @@ func TestCrashRealBinary(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	client := api.NewClient(sock)
+	cl := client.New(sock)
 	deadline := time.Now().Add(waitLimit)
 	for {
-		if _, err := client.Health(t.Context()); err == nil {
+		if _, err := cl.Health(t.Context()); err == nil {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -280,7 +282,7 @@ func TestCrashRealBinary(t *testing.T) {
 			defer wg.Done()
 			for i := 0; ; i++ {
 				key := fmt.Sprintf("g%d-%d", g, i)
-				in, err := client.CreateIntent(context.Background(), api.CreateRequest{Key: key})
+				in, err := cl.CreateIntent(context.Background(), intentapi.CreateRequest{Key: key})
 				if err != nil {
 					return // tether was killed
 				}
@@ -351,7 +353,7 @@ func TestJournalHeldByAnotherTether(t *testing.T) {
 	defer func() { holder.Process.Signal(syscall.SIGTERM); holder.Wait() }()
 	deadline := time.Now().Add(waitLimit)
 	for {
-		if _, err := api.NewClient(filepath.Join(dir, "a.sock")).Health(t.Context()); err == nil {
+		if _, err := client.New(filepath.Join(dir, "a.sock")).Health(t.Context()); err == nil {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/tether-run/tether/internal/config"
+	"github.com/tether-run/tether/internal/sidecar"
 	"github.com/tether-run/tether/supervisor"
 )
 
@@ -40,25 +41,15 @@ func (*RunCommand) Run(ctx context.Context, args []string) error {
 	// let it overlap the opening of the journal and the socket.
 	signals := supervisor.Catch()
 	logger := newLogger(cfg, os.Stderr)
-	sc, err := openSidecar(cfg, logger)
+	sc, err := sidecar.Open(cfg, sidecar.Options{Logger: logger, Version: version(), Report: os.Stderr})
 	if err != nil {
 		return &ExitError{Code: ExitCodeUsage, Err: fmt.Errorf("run: %w", err)}
 	}
 	defer sc.Close()
-	actors, err := sc.Actors()
-	if err != nil {
+	if err := sc.Listen(); err != nil {
 		return &ExitError{Code: ExitCodeUsage, Err: fmt.Errorf("run: %w", err)}
 	}
-	st, err := supervisor.Run(ctx, supervisor.Config{
-		Command:         command,
-		Env:             sc.ChildEnv(),
-		Grace:           cfg.Grace,
-		SignalChildOnly: cfg.SignalChildOnly,
-		Logger:          logger,
-		Actors:          actors,
-		AfterChild:      sc.AfterChild,
-		Signals:         signals,
-	})
+	st, err := sc.Run(ctx, command, signals)
 	if st.Code == 0 && cfg.OnUnresolved == "exit-code" && sc.Unresolved() > 0 {
 		return &ExitError{Code: ExitCodeUnresolved}
 	}

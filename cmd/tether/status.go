@@ -13,7 +13,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/tether-run/tether/internal/api"
+	"github.com/tether-run/tether/intentapi"
+	"github.com/tether-run/tether/intentapi/client"
 	"github.com/tether-run/tether/internal/config"
 	"github.com/tether-run/tether/spool"
 )
@@ -57,12 +58,12 @@ can be read.
 
 // statusReport is what status prints; its JSON is the --json output.
 type statusReport struct {
-	Owner   string       `json:"owner"`
-	Source  string       `json:"source"` // "socket" or "journal"
-	Path    string       `json:"path"`   // the socket or the journal file
-	Version string       `json:"version,omitempty"`
-	Live    []api.Intent `json:"live"`
-	Recent  []api.Intent `json:"recent"`
+	Owner   string             `json:"owner"`
+	Source  string             `json:"source"` // "socket" or "journal"
+	Path    string             `json:"path"`   // the socket or the journal file
+	Version string             `json:"version,omitempty"`
+	Live    []intentapi.Intent `json:"live"`
+	Recent  []intentapi.Intent `json:"recent"`
 }
 
 func (*StatusCommand) Run(ctx context.Context, args []string) error {
@@ -130,7 +131,7 @@ func readStatus(ctx context.Context, journal string, journalGiven bool, socket s
 }
 
 func statusFromJournal(j *spool.Journal, recent int) (statusReport, error) {
-	rep := statusReport{Owner: j.Owner(), Source: "journal", Path: j.Path(), Live: []api.Intent{}, Recent: []api.Intent{}}
+	rep := statusReport{Owner: j.Owner(), Source: "journal", Path: j.Path(), Live: []intentapi.Intent{}, Recent: []intentapi.Intent{}}
 	q := spool.PageQuery{Limit: spool.MaxPageLimit}
 	for {
 		p, err := j.ListPage(q)
@@ -138,7 +139,7 @@ func statusFromJournal(j *spool.Journal, recent int) (statusReport, error) {
 			return rep, err
 		}
 		for _, in := range p.Intents {
-			rep.Live = append(rep.Live, api.View(in))
+			rep.Live = append(rep.Live, intentapi.View(in))
 		}
 		if p.Next == "" {
 			break
@@ -151,20 +152,20 @@ func statusFromJournal(j *spool.Journal, recent int) (statusReport, error) {
 			return rep, err
 		}
 		for _, in := range p.Intents {
-			rep.Recent = append(rep.Recent, api.View(in))
+			rep.Recent = append(rep.Recent, intentapi.View(in))
 		}
 	}
 	return rep, nil
 }
 
 func statusFromSocket(ctx context.Context, socket string, recent int) (statusReport, error) {
-	c := api.NewClient(socket)
+	c := client.New(socket)
 	h, err := c.Health(ctx)
 	if err != nil {
 		return statusReport{}, err
 	}
-	rep := statusReport{Owner: h.Owner, Source: "socket", Path: socket, Version: h.Version, Live: []api.Intent{}, Recent: []api.Intent{}}
-	q := api.ListQuery{Limit: spool.MaxPageLimit}
+	rep := statusReport{Owner: h.Owner, Source: "socket", Path: socket, Version: h.Version, Live: []intentapi.Intent{}, Recent: []intentapi.Intent{}}
+	q := intentapi.ListQuery{Limit: spool.MaxPageLimit}
 	for {
 		p, err := c.ListPage(ctx, q)
 		if err != nil {
@@ -177,7 +178,7 @@ func statusFromSocket(ctx context.Context, socket string, recent int) (statusRep
 		q.Cursor = p.NextCursor
 	}
 	if recent > 0 {
-		p, err := c.ListPage(ctx, api.ListQuery{States: finishedStates, Limit: recent, Newest: true})
+		p, err := c.ListPage(ctx, intentapi.ListQuery{States: finishedStates, Limit: recent, Newest: true})
 		if err != nil {
 			return rep, err
 		}
@@ -210,7 +211,7 @@ func (rep statusReport) write(w io.Writer, now time.Time) {
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "STATE\tNAME\tSANDBOX\tAGE\tATTEMPTS\tLAST ERROR")
-	for _, in := range append(append([]api.Intent{}, rep.Live...), rep.Recent...) {
+	for _, in := range append(append([]intentapi.Intent{}, rep.Live...), rep.Recent...) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", in.State, in.Name, orDash(in.SandboxID), age(now.Sub(in.CreatedAt)), in.Attempts, orDash(oneLine(in.LastError, statusErrorWidth)))
 	}
 	tw.Flush()

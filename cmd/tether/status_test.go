@@ -12,7 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tether-run/tether/internal/api"
+	"github.com/tether-run/tether/intentapi"
+	"github.com/tether-run/tether/intentapi/client"
 	"github.com/tether-run/tether/internal/config"
 	"github.com/tether-run/tether/internal/testutil"
 	"github.com/tether-run/tether/spool"
@@ -145,11 +146,11 @@ func TestStatusBesideARunningTether(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { run.Process.Signal(syscall.SIGTERM); run.Wait() }()
-	c := api.NewClient(sock)
+	c := client.New(sock)
 	testutil.WaitFor(t, "tether's socket", func() bool { _, err := c.Health(t.Context()); return err == nil })
 	var names []string
 	for i := 0; i < 3; i++ {
-		in, err := c.CreateIntent(t.Context(), api.CreateRequest{})
+		in, err := c.CreateIntent(t.Context(), intentapi.CreateRequest{})
 		if err != nil {
 			t.Fatal(err)
 		}

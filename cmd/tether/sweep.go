@@ -12,6 +12,7 @@ import (
 
 	"github.com/tether-run/tether/internal/config"
 	"github.com/tether-run/tether/internal/reaper"
+	"github.com/tether-run/tether/internal/sidecar"
 )
 
 // SweepCommand is `tether sweep`: the fleet-level backstop for sandboxes
@@ -50,7 +51,7 @@ func (*SweepCommand) Run(ctx context.Context, args []string) error {
 		return helped(err)
 	}
 	log := newLogger(cfg, os.Stderr)
-	prov, err := openProvider(log)
+	prov, err := sidecar.OpenProvider(log)
 	if err != nil {
 		return &ExitError{Code: ExitCodeUsage, Err: fmt.Errorf("sweep: %w", err)}
 	}

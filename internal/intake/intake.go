@@ -1,8 +1,10 @@
-// Package intake is what the ways into the journal share — the socket API
-// (internal/api), the spool directory (internal/spooldir) and the Daytona
-// API proxy: the journal itself, the scope labels and the provider and
-// account every intent is declared under, and what follows a newly observed
-// sandbox or a request to delete one now.
+// Package intake is what the ways into the journal share, and their parent
+// folder: the socket API (socket), the spool directory (spooldir) and the
+// providers' API proxies (daytonaproxy, over the provider-neutral apiproxy).
+// It holds the journal as the intakes see it (Journal: the few calls they
+// may make), the scope labels and the provider and account every intent is
+// declared under, what follows a newly observed sandbox or a request to
+// delete one now, and who may use tether (Allowed, CheckDir).
 package intake
 
 import (
@@ -12,10 +14,45 @@ import (
 	"github.com/tether-run/tether/spool"
 )
 
+// Journal is the journal as an intake may use it: declare, observe,
+// release and read intents, and the two state changes an intake itself
+// witnesses (a create the provider refused, a delete the runner sent). The
+// rest of the state machine (Transition, Note, ReplaceObserved) is the
+// reaper's: it is not here, so the compiler keeps every intake from it.
+// *spool.Journal implements it.
+type Journal interface {
+	Owner() string
+
+	// Declaring, observing and releasing, at once or as queued changes
+	// (the spool directory submits a file's change and waits for it
+	// later, so many files share one commit).
+	Create(ctx context.Context, n spool.NewIntent) (in spool.Intent, created bool, err error)
+	Observe(id, sandboxID string) (spool.Intent, error)
+	Release(id, outcome string) (spool.Intent, error)
+	PrepareCreate(n spool.NewIntent) (*spool.Change, error)
+	PrepareObserve(id, sandboxID string) (*spool.Change, error)
+	PrepareRelease(id, outcome string) (*spool.Change, error)
+	PrepareGet(id string) (*spool.Change, error)
+	Submit(c *spool.Change) error
+	Apply(ctx context.Context, c *spool.Change) (spool.Intent, error)
+
+	// The proxies' two state changes.
+	CloseRefusedCreate(id, why string) (spool.Intent, error)
+	MarkDeleteRequested(id string) (spool.Intent, error)
+
+	// Reading.
+	Get(id string) (spool.Intent, error)
+	Live() ([]spool.Intent, error)
+	LiveCount() (int, error)
+	ListPage(q spool.PageQuery) (spool.Page, error)
+}
+
+var _ Journal = (*spool.Journal)(nil)
+
 // Intake is the journal-facing half of every intake. The zero Logger
 // discards.
 type Intake struct {
-	Journal *spool.Journal
+	Journal Journal
 	// Labels are the scope labels of the configuration; a request's own
 	// labels are merged over them.
 	Labels map[string]string

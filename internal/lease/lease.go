@@ -7,11 +7,25 @@
 // reads the intent again just before each call, so a released or drained
 // intent is not renewed again.
 //
+// A renewal cannot tell a live sandbox from a deleted one: Daytona answers
+// last-activity 201 for a destroyed sandbox until it purges it a day later
+// (sandbox.controller.ts, updateLastActivity; the activity service never
+// reads the sandbox's state). So once per lease the renewer takes a census:
+// one list of the owner's sandboxes (a page per 100 live ones), and a read
+// of each renewed sandbox missing from it (the list lags behind creates). A
+// sandbox that reads as destroying or destroyed, or answers 404 to two
+// censuses in a row (Daytona's access guard answers 404 for any error it
+// meets), is not renewed again; the drain confirms it gone.
+//
 // Renewals are jittered, bounded in number in flight, and hold back when
 // the provider says its rate limit is spent (a 429's Retry-After, or a
 // quota announced as exhausted). A sandbox whose renewals keep failing for
 // RiskAfter is logged at error level — it may be stopped under a live
 // runner — and counted.
+//
+// Beside the renewer, Policy (policy.go) is what lease mode does to one
+// sandbox: the short auto-stop when it is observed, the lease ended when
+// the runner releases it as kept.
 package lease
 
 import (
@@ -89,6 +103,9 @@ type Renewer struct {
 	// Scan is how often the journal is read for newly observed sandboxes
 	// (default a quarter of the period, at most 5 s).
 	Scan time.Duration
+	// Census is how often the renewed sandboxes are checked for being
+	// deleted behind tether's back (default: once per Lease).
+	Census time.Duration
 
 	Observer Observer
 	Logger   *slog.Logger
@@ -101,14 +118,20 @@ type Renewer struct {
 // entry is one sandbox being renewed.
 type entry struct {
 	intent, sandbox string
+	owner           string // the intent's tether-owner label: the census lists by it
 	next            time.Time
 	failingSince    time.Time
 	attempt         int
 	warned, busy    bool
-	// notFound counts the 404s in a row; gone: two of them, the sandbox is
-	// not renewed again (the drain confirms it and closes the intent).
+	// notFound counts the 404s in a row, of renewals or of censuses; gone:
+	// two of them, or a census that read the sandbox destroying or
+	// destroyed: it is not renewed again (the drain confirms it and closes
+	// the intent).
 	notFound int
-	gone     bool
+	// missing counts the censuses in a row that read the sandbox as 404.
+	// Apart from notFound: a renewal of a deleted sandbox succeeds.
+	missing int
+	gone    bool
 }
 
 // result is what one renewal came to.
@@ -127,19 +150,31 @@ type loop struct {
 	leaser provider.Leaser
 	log    *slog.Logger
 
-	period, riskAfter, retryBase, scanEvery, spacing time.Duration
-	conc                                             int
-	jitter                                           float64
+	period, riskAfter, retryBase, scanEvery, spacing, censusEvery time.Duration
+	conc                                                          int
+	jitter                                                        float64
 
 	entries  map[string]*entry
 	results  chan result
 	inFlight int
 	hold     time.Time // a 429 or a spent quota: no renewal goes out before then
 	nextScan time.Time
+
+	censuses   chan []verdict
+	censusBusy bool
+	nextCensus time.Time
+}
+
+// verdict is what a census found of one renewed sandbox it did not list.
+type verdict struct {
+	intent, sandbox string
+	gone            bool // read as destroying or destroyed
+	notFound        bool // answered 404
+	found           bool // read as alive: a list that lagged behind its create
 }
 
 func (r *Renewer) newLoop(leaser provider.Leaser) *loop {
-	l := &loop{r: r, leaser: leaser, log: r.log(), entries: map[string]*entry{}, results: make(chan result)}
+	l := &loop{r: r, leaser: leaser, log: r.log(), entries: map[string]*entry{}, results: make(chan result), censuses: make(chan []verdict)}
 	l.period = r.Period
 	if l.period <= 0 {
 		l.period = time.Duration(float64(r.Lease) * DefaultPeriodShare)
@@ -155,6 +190,10 @@ func (r *Renewer) newLoop(leaser provider.Leaser) *loop {
 	l.scanEvery = r.Scan
 	if l.scanEvery <= 0 {
 		l.scanEvery = min(l.period/4, 5*time.Second)
+	}
+	l.censusEvery = r.Census
+	if l.censusEvery <= 0 {
+		l.censusEvery = r.Lease
 	}
 	l.spacing = r.MinSpacing
 	if l.spacing <= 0 {
@@ -193,11 +232,16 @@ func (r *Renewer) Run(ctx context.Context) error {
 	l := r.newLoop(leaser)
 	ticker := time.NewTicker(min(l.period/8, maxTick))
 	defer ticker.Stop()
+	l.nextCensus = time.Now().Add(l.censusEvery)
 	for {
 		now := time.Now()
 		if !now.Before(l.nextScan) {
 			l.nextScan = now.Add(l.scanEvery)
 			l.scan(now)
+		}
+		if !l.censusBusy && !now.Before(l.nextCensus) && !now.Before(l.hold) {
+			l.nextCensus = now.Add(l.censusEvery)
+			l.startCensus(ctx)
 		}
 		if !now.Before(l.hold) {
 			l.dispatch(ctx, now)
@@ -208,6 +252,9 @@ func (r *Renewer) Run(ctx context.Context) error {
 		case <-ticker.C:
 		case res := <-l.results:
 			l.settle(res, time.Now())
+		case vs := <-l.censuses:
+			l.censusBusy = false
+			l.judge(vs)
 		}
 	}
 }
@@ -336,7 +383,7 @@ func (l *loop) scan(now time.Time) {
 		if e, ok := l.entries[in.ID]; ok && e.sandbox == in.SandboxID {
 			continue
 		}
-		l.entries[in.ID] = &entry{intent: in.ID, sandbox: in.SandboxID, next: now.Add(l.period - l.early())}
+		l.entries[in.ID] = &entry{intent: in.ID, sandbox: in.SandboxID, owner: in.Labels[spool.LabelOwner], next: now.Add(l.period - l.early())}
 	}
 	for id, e := range l.entries {
 		if !seen[id] && !e.busy {
@@ -378,4 +425,92 @@ func later(a, b time.Time) time.Time {
 		return a
 	}
 	return b
+}
+
+// startCensus checks, in a goroutine of its own, which renewed sandboxes
+// were deleted behind tether's back: one list per owner label, then a read
+// of each one the list did not show.
+func (l *loop) startCensus(ctx context.Context) {
+	byOwner := map[string][]entry{}
+	for _, e := range l.entries {
+		if !e.gone {
+			byOwner[e.owner] = append(byOwner[e.owner], *e)
+		}
+	}
+	if len(byOwner) == 0 {
+		return
+	}
+	l.censusBusy = true
+	go func() {
+		vs := l.r.census(ctx, byOwner)
+		select {
+		case l.censuses <- vs:
+		case <-ctx.Done():
+		}
+	}()
+}
+
+// census lists each owner's sandboxes and reads the renewed ones missing
+// from the list. An intent without an owner label (none is journaled
+// without one) has every sandbox read. A list that fails makes its
+// sandboxes wait for the next census: a renewal too many is cheaper than a
+// read per sandbox under a failing API.
+func (r *Renewer) census(ctx context.Context, byOwner map[string][]entry) []verdict {
+	var vs []verdict
+	if t, ok := r.Provider.(provider.Throttled); ok && time.Now().Before(t.ExhaustedUntil(provider.CallRead)) {
+		return nil // the reads' quota is spent: renewals come first
+	}
+	for owner, entries := range byOwner {
+		listed := map[string]bool{}
+		if owner != "" {
+			sbs, err := r.Provider.List(ctx, map[string]string{spool.LabelOwner: owner})
+			if err != nil {
+				r.log().Debug("lease census: cannot list the sandboxes; checking again in a lease", "owner", owner, "err", err)
+				continue
+			}
+			for _, sb := range sbs {
+				if !sb.Gone() && sb.State != provider.StateDestroying {
+					listed[sb.ID] = true
+				}
+			}
+		}
+		for _, e := range entries {
+			if listed[e.sandbox] || ctx.Err() != nil {
+				continue
+			}
+			v := verdict{intent: e.intent, sandbox: e.sandbox}
+			sb, err := r.Provider.Get(ctx, e.sandbox)
+			switch {
+			case errors.Is(err, provider.ErrNotFound):
+				v.notFound = true
+			case err != nil:
+				continue // no verdict: the next census asks again
+			case sb.Gone() || sb.State == provider.StateDestroying:
+				v.gone = true
+			default:
+				v.found = true
+			}
+			vs = append(vs, v)
+		}
+	}
+	return vs
+}
+
+// judge takes in what a census found.
+func (l *loop) judge(vs []verdict) {
+	for _, v := range vs {
+		e, ok := l.entries[v.intent]
+		if !ok || e.sandbox != v.sandbox || e.gone {
+			continue
+		}
+		switch {
+		case v.found:
+			e.missing = 0
+		case v.notFound && e.missing == 0:
+			e.missing++
+		case v.gone, v.notFound:
+			e.gone = true
+			l.log.Warn("lease: the sandbox was deleted while its intent is live; no more renewals (the drain confirms it)", "intent", e.intent, "sandbox", e.sandbox)
+		}
+	}
 }

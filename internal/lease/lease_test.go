@@ -127,16 +127,21 @@ func newWorldStop(t *testing.T, n, autoStop int, opts ...daytonatest.Option) *wo
 	for i := 0; i < n; i++ {
 		sb, err := sim.AddSandbox(daytonatest.DefaultOrg, daytonatest.SeedSandbox{
 			Name: fmt.Sprintf("tether-i%d", i), AutoStopInterval: &stop, AutoDeleteInterval: &del,
+			Labels: map[string]string{spool.LabelOwner: testOwner, spool.LabelIntent: fmt.Sprintf("i%d", i)},
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
 		id := fmt.Sprintf("i%d", i)
-		w.journal.intents[id] = spool.Intent{ID: id, State: spool.Observed, SandboxID: sb.ID, Provider: daytona.ProviderName, Account: prov.Account()}
+		w.journal.intents[id] = spool.Intent{ID: id, State: spool.Observed, SandboxID: sb.ID, Provider: daytona.ProviderName, Account: prov.Account(),
+			Labels: map[string]string{spool.LabelOwner: testOwner, spool.LabelIntent: id}}
 		w.ids = append(w.ids, sb.ID)
 	}
 	return w
 }
+
+// testOwner is the journal's owner the test sandboxes are labelled with.
+const testOwner = "owner-lease-test"
 
 func (w *world) renewer() *lease.Renewer {
 	return &lease.Renewer{
@@ -351,17 +356,47 @@ func TestGoneSandboxIsNotRenewed(t *testing.T) {
 		if resp, err := (handlerTransport{h: w.sim.Handler()}).RoundTrip(req); err != nil || resp.StatusCode != http.StatusOK {
 			t.Fatalf("delete: %v %v", resp, err)
 		}
-		time.Sleep(time.Minute)
+		// Daytona answers the renewals of a deleted sandbox 201 for a day, so
+		// only a census sees it gone: two in a row that read it 404 (a
+		// census a lease, the first at most a lease after the delete).
+		time.Sleep(3*leaseMinutes*time.Minute + time.Second)
 		synctest.Wait()
 		before := w.sim.CallsFor(w.ids[0])[daytonatest.RouteLastActivity]
+		if before == 0 {
+			t.Fatal("the sandbox was never renewed")
+		}
+		lists := w.sim.Calls()[daytonatest.RouteList]
 		time.Sleep(5 * leaseMinutes * time.Minute)
 		cancel()
 		<-done
 		if after := w.sim.CallsFor(w.ids[0])[daytonatest.RouteLastActivity]; after != before {
 			t.Errorf("a gone sandbox was renewed %d more times", after-before)
 		}
+		// What finding it cost: one list a lease, and reads of the missing
+		// sandbox only (the live one is listed, never read).
+		if n := w.sim.Calls()[daytonatest.RouteList] - lists; n < 4 || n > 6 {
+			t.Errorf("%d lists in 5 leases, want one a lease", n)
+		}
+		if n := w.sim.CallsFor(w.ids[1])[daytonatest.RouteGet]; n != 0 {
+			t.Errorf("the listed live sandbox was read %d times", n)
+		}
 		if sb, _ := w.sim.Sandbox(w.ids[1]); sb.State != "started" {
 			t.Errorf("the other sandbox: %s, want started", sb.State)
+		}
+	})
+}
+
+// A list that lags far behind the creates shows none of the renewed
+// sandboxes: the census reads each, finds it alive, and the renewals go on.
+func TestCensusThroughALaggingListKeepsRenewing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 3, daytonatest.WithListLag(24*time.Hour))
+		w.run(t, 10*leaseMinutes*time.Minute)
+		w.assertAlive(t)
+		for _, id := range w.ids {
+			if n := w.sim.CallsFor(id)[daytonatest.RouteGet]; n < 8 {
+				t.Errorf("sandbox %s read %d times in 10 leases; the census should read each unlisted one once a lease", id, n)
+			}
 		}
 	})
 }

@@ -286,13 +286,13 @@ type LiveJournal interface {
 // noProviderWhy is why a drain without a provider tries nothing.
 const noProviderWhy = "tether has no provider to delete with (no credentials); a run or `tether drain` with credentials resolves them"
 
-// DrainLive resolves every live intent of j under one deadline, timeout,
-// and writes the report to w (stderr, beside the logs), each line prefixed
+// DrainLive resolves every live intent of j under one deadline, ctx's (the
+// caller's one drain deadline), and writes the report to w (stderr, beside the logs), each line prefixed
 // "tether: ": one line per state and at most ReportLines naming intents
 // left live. Without a provider nothing can act on any intent, so none is
 // read: the report is their number and one line saying why. It returns the
 // report, and ErrUnresolved (wrapped) when intents were left live.
-func (r *Reaper) DrainLive(ctx context.Context, j LiveJournal, timeout time.Duration, w io.Writer) (Report, error) {
+func (r *Reaper) DrainLive(ctx context.Context, j LiveJournal, w io.Writer) (Report, error) {
 	log := r.log()
 	var rep Report
 	if r.Provider == nil {
@@ -314,10 +314,12 @@ func (r *Reaper) DrainLive(ctx context.Context, j LiveJournal, timeout time.Dura
 			log.Debug("drain: no live intent; nothing to do")
 			return Report{}, r.reportQuarantined(j, w)
 		}
-		dctx, cancel := context.WithTimeout(ctx, timeout)
-		defer cancel()
-		log.Info("drain: resolving every live intent", "live", len(live), "deadline", timeout)
-		rep = r.Drain(dctx, live)
+		var left time.Duration
+		if d, ok := ctx.Deadline(); ok {
+			left = time.Until(d).Round(time.Millisecond)
+		}
+		log.Info("drain: resolving every live intent", "live", len(live), "deadline", left)
+		rep = r.Drain(ctx, live)
 	}
 	var b strings.Builder
 	rep.WriteLines(&b, orDefault(r.ReportLines, DefaultReportLines))

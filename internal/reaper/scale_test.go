@@ -120,7 +120,9 @@ func TestNoProviderDoesNoWork(t *testing.T) {
 	}
 	r.Replay(context.Background(), ids)
 	var out strings.Builder
-	rep, err := r.DrainLive(context.Background(), j, time.Minute, &out)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rep, err := r.DrainLive(ctx, j, &out)
 	if !errors.Is(err, reaper.ErrUnresolved) || rep.Live() != n {
 		t.Fatalf("DrainLive: live %d, err %v; want %d and ErrUnresolved", rep.Live(), err, n)
 	}

@@ -39,10 +39,11 @@ import (
 	apiclient "github.com/daytonaio/daytona/libs/api-client-go"
 	"github.com/oklog/ulid/v2"
 
-	"github.com/tether-run/tether/internal/api"
+	"github.com/tether-run/tether/intentapi"
+	"github.com/tether-run/tether/intentapi/client"
 	"github.com/tether-run/tether/internal/config"
 	"github.com/tether-run/tether/internal/crashpoint"
-	"github.com/tether-run/tether/internal/spooldir"
+	"github.com/tether-run/tether/internal/intake/spooldir"
 	"github.com/tether-run/tether/spool"
 )
 
@@ -53,7 +54,7 @@ type held struct{ intent, name, id string }
 
 type runner struct {
 	intake string
-	tether *api.Client
+	tether *client.Client
 	spool  string
 	owner  string
 	scope  map[string]string
@@ -74,7 +75,7 @@ func main() {
 	r.cloud = apiclient.NewAPIClient(cfg).SandboxAPI
 	switch r.intake {
 	case "socket":
-		r.tether = api.NewClient(os.Getenv(config.EnvSocket))
+		r.tether = client.New(os.Getenv(config.EnvSocket))
 	case "spool":
 		r.spool, r.owner = os.Getenv(config.EnvSpool), os.Getenv(config.EnvOwner)
 		if l := os.Getenv(config.EnvLabels); l != "" {
@@ -120,7 +121,7 @@ func (r *runner) sandbox(action string) {
 	var labels map[string]string
 	switch r.intake {
 	case "socket":
-		in, err := r.tether.CreateIntent(ctx, api.CreateRequest{Labels: ownLabels, OnDrain: spool.DrainDelete})
+		in, err := r.tether.CreateIntent(ctx, intentapi.CreateRequest{Labels: ownLabels, OnDrain: spool.DrainDelete})
 		if err != nil {
 			fail("declare: %v", err)
 		}

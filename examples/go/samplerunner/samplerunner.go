@@ -29,7 +29,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/tether-run/tether/internal/api"
+	"github.com/tether-run/tether/intentapi"
+	"github.com/tether-run/tether/intentapi/client"
 	"github.com/tether-run/tether/provider"
 	"github.com/tether-run/tether/provider/daytona"
 	"github.com/tether-run/tether/spool"
@@ -118,7 +119,7 @@ func Run(ctx context.Context, o Options, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	tether := api.NewClient(sock)
+	tether := client.New(sock)
 	var held []heldSandbox // created, observed, not released
 	if o.PrintPID {
 		fmt.Fprintf(stdout, "pid %d\n", os.Getpid())
@@ -189,8 +190,8 @@ func Run(ctx context.Context, o Options, stdout io.Writer) error {
 
 // declare asks tether for an intent under run=<label>, with an idempotency
 // key unique to this sandbox of this run, so a retried request is harmless.
-func declare(ctx context.Context, tether *api.Client, label, which string) (api.Intent, error) {
-	return tether.CreateIntent(ctx, api.CreateRequest{
+func declare(ctx context.Context, tether *client.Client, label, which string) (intentapi.Intent, error) {
+	return tether.CreateIntent(ctx, intentapi.CreateRequest{
 		Labels:  map[string]string{"run": label},
 		OnDrain: spool.DrainDelete,
 		Key:     label + "-" + which,
@@ -198,13 +199,13 @@ func declare(ctx context.Context, tether *api.Client, label, which string) (api.
 }
 
 type heldSandbox struct {
-	in        api.Intent
+	in        intentapi.Intent
 	sandboxID string
 }
 
 // cleanup is a runner's own shutdown handler: it deletes each sandbox it
 // holds and tells tether, which must still be serving during its grace.
-func cleanup(ctx context.Context, cloud *daytona.Provider, tether *api.Client, held []heldSandbox, stdout io.Writer) error {
+func cleanup(ctx context.Context, cloud *daytona.Provider, tether *client.Client, held []heldSandbox, stdout io.Writer) error {
 	var errs []error
 	for _, h := range held {
 		if err := cloud.Delete(ctx, h.sandboxID); err != nil && !errors.Is(err, provider.ErrNotFound) {
@@ -222,7 +223,7 @@ func cleanup(ctx context.Context, cloud *daytona.Provider, tether *api.Client, h
 
 // create makes the sandbox, retrying what a retry can fix. A retry that
 // answers 409 means an earlier attempt landed although its answer was lost.
-func create(ctx context.Context, cloud *daytona.Provider, in api.Intent, autoStop int) (provider.Sandbox, error) {
+func create(ctx context.Context, cloud *daytona.Provider, in intentapi.Intent, autoStop int) (provider.Sandbox, error) {
 	var err error
 	for attempt := 1; attempt <= createAttempts; attempt++ {
 		var sb provider.Sandbox
@@ -243,7 +244,7 @@ func create(ctx context.Context, cloud *daytona.Provider, in api.Intent, autoSto
 }
 
 // waitIdle polls tether until no intent is live.
-func waitIdle(ctx context.Context, tether *api.Client) error {
+func waitIdle(ctx context.Context, tether *client.Client) error {
 	for {
 		h, err := tether.Health(ctx)
 		if err != nil {

@@ -21,6 +21,8 @@ const (
 	RouteAutoArchive = "autoarchive"
 	RouteAutoDelete  = "autodelete"
 	RouteLabels      = "labels"
+	RouteFork        = "fork"
+	RouteArchive     = "archive"
 	// RouteLastActivity is POST /sandbox/{id}/last-activity (timers.go).
 	RouteLastActivity = "last-activity"
 	RouteUnknown      = "unknown"
@@ -155,7 +157,7 @@ type decision struct {
 }
 
 // sandboxRoutes are the routes that name a sandbox, behind the access guard.
-var sandboxRoutes = []string{RouteGet, RouteDelete, RouteStart, RouteStop, RouteAutoStop, RouteAutoArchive, RouteAutoDelete, RouteLabels}
+var sandboxRoutes = []string{RouteGet, RouteDelete, RouteStart, RouteStop, RouteAutoStop, RouteAutoArchive, RouteAutoDelete, RouteLabels, RouteFork, RouteArchive}
 
 // setterRoutes update a sandbox with a conditional write.
 var setterRoutes = []string{RouteAutoStop, RouteAutoArchive, RouteAutoDelete, RouteLabels}
@@ -343,7 +345,7 @@ func (f Faults) String() string {
 }
 
 var allRoutes = []string{RouteCreate, RouteList, RouteGet, RouteDelete, RouteStart, RouteStop,
-	RouteAutoStop, RouteAutoArchive, RouteAutoDelete, RouteLabels}
+	RouteAutoStop, RouteAutoArchive, RouteAutoDelete, RouteLabels, RouteFork, RouteArchive}
 
 func parseRate(s string) (float64, error) {
 	r, err := strconv.ParseFloat(s, 64)

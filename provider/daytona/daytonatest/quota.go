@@ -28,9 +28,11 @@ const (
 // `authenticated`.
 func throttlerOf(route string) string {
 	switch route {
-	case RouteCreate:
+	case RouteCreate, RouteFork:
+		// A fork is a create (sandbox.controller.ts:783-784).
 		return ThrottlerSandboxCreate
-	case RouteDelete, RouteStart, RouteStop:
+	case RouteDelete, RouteStart, RouteStop, RouteArchive:
+		// sandbox.controller.ts:1134-1135 for archive.
 		return ThrottlerSandboxLifecycle
 	}
 	return ThrottlerAuthenticated

@@ -46,6 +46,8 @@ func (s *Server) routes() http.Handler {
 	handle("POST /api/sandbox/{idOrName}/autodelete/{interval}", RouteAutoDelete, s.setInterval(RouteAutoDelete))
 	handle("PUT /api/sandbox/{idOrName}/labels", RouteLabels, s.replaceLabels)
 	handle("POST /api/sandbox/{idOrName}/last-activity", RouteLastActivity, s.lastActivity)
+	handle("POST /api/sandbox/{idOrName}/fork", RouteFork, s.fork)
+	handle("POST /api/sandbox/{idOrName}/archive", RouteArchive, s.archive)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.serve(mux, w, r)
 	})
@@ -247,7 +249,9 @@ func permissionOf(route string) string {
 	switch route {
 	case RouteDelete:
 		return PermDeleteSandboxes
-	case RouteCreate, RouteStart, RouteStop, RouteAutoStop, RouteAutoArchive, RouteAutoDelete, RouteLabels:
+	case RouteCreate, RouteStart, RouteStop, RouteAutoStop, RouteAutoArchive, RouteAutoDelete, RouteLabels,
+		RouteFork, RouteArchive:
+		// sandbox.controller.ts:796 (fork), 1144 (archive).
 		return PermWriteSandboxes
 	}
 	return ""
@@ -451,10 +455,17 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if req.GPU != nil && *req.GPU > 0 && (req.AutoDeleteInterval == nil || *req.AutoDeleteInterval != 0) {
+		// sandbox.service.ts:524-526, before anything is stored.
+		writeError(w, r, http.StatusBadRequest, "GPU sandboxes must be ephemeral - set autoDeleteInterval to 0")
+		return
+	}
 	org := orgOf(r)
 
 	s.mu.Lock()
 	now := s.now()
+	// The unique index on (organizationId, name) refuses the insert
+	// (sandbox.service.ts:683, 711-713): nothing is stored.
 	if req.Name != nil && *req.Name != "" && s.byNameLocked(org, *req.Name, now) != nil {
 		s.mu.Unlock()
 		writeError(w, r, http.StatusConflict, fmt.Sprintf("Sandbox with name %s already exists", *req.Name))
@@ -473,6 +484,9 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	if req.Snapshot != "" {
 		rec.snapshot = req.Snapshot
 	}
+	if c, ok := s.snapshotClass[rec.snapshot]; ok {
+		rec.class = c
+	}
 	if req.User != "" {
 		rec.user = req.User
 	}
@@ -483,10 +497,14 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	setIf(&rec.autoStop, req.AutoStopInterval)
 	setIf(&rec.autoArchive, req.AutoArchiveInterval)
 	setIf(&rec.autoDelete, req.AutoDeleteInterval)
-	if rec.autoArchive == 0 {
-		rec.autoArchive = maxAutoArchive
-	}
+	rec.autoArchive = resolveAutoArchive(rec.autoArchive)
 	rec.record(now)
+	// The answer is the sandbox as inserted (state unknown, shown as
+	// creating: sandbox.dto.ts:392-395), not as it is after the wait: the
+	// controller waits for started but returns what the create returned
+	// (sandbox.controller.ts:305-310; waitForSandboxStarted's result is
+	// dropped). Only its refusal of a failed start is used.
+	out := rec.clone().sandboxJSON()
 	failStart := infoOf(r).d.failStart
 	if failStart {
 		// The sandbox exists but never starts: the runner reports an error
@@ -522,12 +540,12 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	rec = s.sandboxes[id]
 	rec.advance(s.now())
-	out := rec.clone().sandboxJSON()
-	failed := rec.state == stateError
+	failed, reason := rec.state == stateError, rec.errorReason
 	s.mu.Unlock()
 	if failed {
-		// The sandbox exists (in state error) although the create failed.
-		writeError(w, r, http.StatusBadRequest, "Sandbox failed to start: "+out.ErrorReason)
+		// The sandbox exists (in state error) although the create failed
+		// (sandbox.controller.ts:1547-1551).
+		writeError(w, r, http.StatusBadRequest, "Sandbox failed to start: "+reason)
 		return
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -536,8 +554,18 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 // startFailure is the error reason of a sandbox made to fail its start.
 const startFailure = "simulated start failure: the runner could not start the sandbox"
 
-// maxAutoArchive is what an auto-archive interval of 0 means: the maximum (30 days).
+// maxAutoArchive is what an auto-archive interval of 0 means, and the cap
+// of any other: the maximum, 30 days (config/configuration.ts:97).
 const maxAutoArchive = 30 * 24 * 60
+
+// resolveAutoArchive is sandbox.service.ts:3298-3312 without the negative
+// check, which callers make first.
+func resolveAutoArchive(minutes int) int {
+	if minutes == 0 {
+		return maxAutoArchive
+	}
+	return min(minutes, maxAutoArchive)
+}
 
 // startedAt is when the scheduled steps reach `started`.
 func (r *record) startedAt() (time.Time, bool) {
@@ -602,6 +630,7 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		lag := s.destroyLag + time.Duration(infoOf(r).d.lag*float64(s.faults.DestroyLag))
+		rec.deleteBy(DeletedByAPI + callerOf(r))
 		rec.beginDestroy(now, lag)
 		// The answer is the renamed sandbox in its old state (:2031-2039).
 		writeJSON(w, http.StatusOK, rec.clone().sandboxJSON())
@@ -630,6 +659,7 @@ func (s *Server) stop(w http.ResponseWriter, r *http.Request) {
 		}
 		if rec.autoDelete == 0 {
 			// An ephemeral sandbox is deleted by its stop (:2169-2171).
+			rec.deleteBy(DeletedByEphemeralStop + " from " + callerOf(r))
 			rec.beginDestroy(now, s.destroyLag)
 		} else {
 			s.transition(rec, now, stateStopping)
@@ -639,22 +669,78 @@ func (s *Server) stop(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
+// start follows SandboxService.start (sandbox.service.ts:2042-2149) and its
+// controller (sandbox.controller.ts:511-522): a sandbox that must boot
+// (stopped, errored) is answered once it has started, or after the same
+// 30 s wait as a create, with the sandbox as it is then; a failed start
+// answers 400. An archived one (restoring) and a started one answer at
+// once.
 func (s *Server) start(w http.ResponseWriter, r *http.Request) {
-	s.withSandbox(w, r, func(rec *record, now time.Time) {
-		switch {
-		case rec.pending || inProgress[rec.state]:
-			writeError(w, r, http.StatusConflict, msgInProgress)
-			return
-		case rec.state == stateStopped, rec.state == stateError:
-			s.transition(rec, now, stateStarting)
-		case rec.state == stateArchived:
-			s.transition(rec, now, stateRestoring)
-		case rec.state == statePaused:
-			s.transition(rec, now, stateResuming)
+	s.mu.Lock()
+	now := s.now()
+	idOrName := r.PathValue("idOrName")
+	rec := s.lookupLocked(orgOf(r), idOrName, now)
+	if rec == nil {
+		s.mu.Unlock()
+		writeError(w, r, http.StatusNotFound, fmt.Sprintf("Sandbox with ID or name %s not found", idOrName))
+		return
+	}
+	switch {
+	case rec.state == stateStarted && rec.desiredState == stateStarted:
+		// Already started: answered as it is, nothing changes (:2056-2058).
+		out := rec.clone().sandboxJSON()
+		s.mu.Unlock()
+		writeJSON(w, http.StatusOK, out)
+		return
+	case rec.state == stateError || rec.state == stateBuildFailed:
+		// :2060 (assertSandboxNotErrored, :163-167)
+		s.mu.Unlock()
+		writeError(w, r, http.StatusBadRequest, "Sandbox is in an errored state")
+		return
+	case rec.state == stateArchiving && rec.desiredState == stateArchived:
+		// An archiving sandbox may be started (sandbox.service.ts:2064-2073).
+		s.transition(rec, now, stateRestoring)
+	case rec.pending || inProgress[rec.state]:
+		s.mu.Unlock()
+		writeError(w, r, http.StatusConflict, msgInProgress)
+		return
+	case rec.state == stateStopped:
+		s.transition(rec, now, stateStarting)
+	case rec.state == stateArchived:
+		s.transition(rec, now, stateRestoring)
+	case rec.state == statePaused:
+		s.transition(rec, now, stateResuming)
+	}
+	rec.lastActivityAt = now
+	out := rec.clone().sandboxJSON()
+	var wait time.Duration
+	if rec.state == stateStarting {
+		wait = s.createWait
+		if at, ok := rec.startedAt(); ok {
+			wait = min(wait, at.Sub(now))
 		}
-		rec.lastActivityAt = now
-		writeJSON(w, http.StatusOK, rec.clone().sandboxJSON())
-	})
+	}
+	id := rec.id
+	s.mu.Unlock()
+	if wait > 0 {
+		if !s.wait(r.Context(), wait) {
+			if r.Context().Err() == nil {
+				abort() // the server closed
+			}
+			return
+		}
+		s.mu.Lock()
+		rec = s.sandboxes[id]
+		rec.advance(s.now())
+		out = rec.clone().sandboxJSON()
+		failed := rec.state == stateError
+		s.mu.Unlock()
+		if failed {
+			writeError(w, r, http.StatusBadRequest, "Sandbox failed to start: "+out.ErrorReason)
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 // transition starts a state change requested through the API.
@@ -694,17 +780,20 @@ func (s *Server) setInterval(route string) http.HandlerFunc {
 			case RouteAutoStop:
 				rec.autoStop = minutes
 			case RouteAutoArchive:
-				if minutes == 0 {
-					minutes = maxAutoArchive
-				}
-				rec.autoArchive = minutes
+				rec.autoArchive = resolveAutoArchive(minutes)
 			case RouteAutoDelete:
+				if rec.gpu > 0 {
+					// sandbox.service.ts:3053-3058: a GPU sandbox stays ephemeral.
+					writeError(w, r, http.StatusBadRequest, "GPU sandboxes must remain ephemeral")
+					return
+				}
 				rec.autoDelete = minutes
 			}
 			rec.updatedAt = now
 			rec.record(now)
 			if route == RouteAutoDelete && minutes == 0 && rec.state == stateStopped && !rec.deleteRequested {
 				// A stopped sandbox that becomes ephemeral is deleted at once.
+				rec.deleteBy("auto-delete 0 from " + callerOf(r))
 				rec.beginDestroy(now, s.destroyLag)
 			}
 			// NestJS answers a POST without @HttpCode with 201
@@ -722,11 +811,15 @@ func (s *Server) replaceLabels(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, http.StatusBadRequest, "labels must be an object of strings")
 		return
 	}
+	// A full replace: every label not in the body is gone
+	// (sandbox.service.ts:2837-2850). The answer is the whole sandbox
+	// (sandbox.controller.ts:676-687), although the spec names the
+	// SandboxLabels schema; it has a labels property, so clients decode it.
 	s.withSandbox(w, r, func(rec *record, now time.Time) {
 		rec.labels = copyLabels(req.Labels)
 		rec.updatedAt = now
 		rec.record(now)
-		writeJSON(w, http.StatusOK, map[string]any{"labels": rec.clone().labels})
+		writeJSON(w, http.StatusOK, rec.clone().sandboxJSON())
 	})
 }
 

@@ -2,6 +2,7 @@ package daytonatest
 
 import (
 	"fmt"
+	"net/http"
 	"time"
 )
 
@@ -20,6 +21,7 @@ const (
 	statePausing      = "pausing"
 	statePaused       = "paused"
 	stateResuming     = "resuming"
+	stateForking      = "forking"
 	stateError        = "error"
 	stateBuildFailed  = "build_failed"
 	statePendingBuild = "pending_build"
@@ -47,6 +49,10 @@ var settlesTo = map[string]string{
 	stateArchiving:  stateArchived,
 	statePausing:    statePaused,
 	stateDestroying: stateDestroyed,
+	// A forked parent is back to started once its runner has copied it
+	// (the runner's state sync moves it on; sandbox.service.ts:1176-1185
+	// only sets forking).
+	stateForking: stateStarted,
 }
 
 // desiredFor is the desired state that goes with a state.
@@ -75,16 +81,19 @@ type record struct {
 	// (sandbox.service.ts:2016-2018), which is why a second DELETE is refused.
 	pending bool
 	parent  string // the sandbox this one was forked from, if any
-	held    bool   // Hold without end: no step runs until Release
-	steps   []step // future state changes, in time order
-	history []version
-	srv     *Server // for timings and faults; read under srv.mu
-	lease           // the lifecycle timers' own state (timers.go)
+	// deletedBy says what deleted it first (Sandbox.DeletedBy).
+	deletedBy string
+	held      bool   // Hold without end: no step runs until Release
+	steps     []step // future state changes, in time order
+	history   []version
+	srv       *Server // for timings and faults; read under srv.mu
+	lease             // the lifecycle timers' own state (timers.go)
 }
 
 // view is what GET and list show of a sandbox at one moment.
 type view struct {
 	id, org, name, target, snapshot, user string
+	class                                 string // sandboxClass: container, linux-vm, windows
 	labels, env                           map[string]string
 	public, networkBlockAll               bool
 	cpu, gpu, memory, disk                int
@@ -180,6 +189,7 @@ func (r *record) entered(at time.Time) {
 		// autoDeleteInterval 0 ("ephemeral") deletes a sandbox when it stops;
 		// a sandbox that never stops is never deleted (a real leak: auto-stop 0 disables Daytona's own cleanup).
 		// With WithMinute the auto-delete check does it, at its next run.
+		r.deleteBy(DeletedByEphemeralStop)
 		r.beginDestroy(at, r.srv.destroyLag)
 	}
 }
@@ -219,6 +229,32 @@ func (r *record) beginDestroy(at time.Time, lag time.Duration) {
 	r.record(at)
 }
 
+// Sandbox.DeletedBy for the deletes no API call asked for; a DELETE is
+// DeletedByAPI plus the caller's User-Agent.
+const (
+	DeletedByAPI           = "DELETE from "
+	DeletedByAutoStop      = "auto-stop (ephemeral)"
+	DeletedByAutoDelete    = "auto-delete"
+	DeletedByEphemeralStop = "stop (ephemeral)"
+)
+
+// deleteBy records what deleted r, once: a later delete of a sandbox
+// already on its way changes nothing.
+func (r *record) deleteBy(by string) {
+	if !r.deleteRequested && r.deletedBy == "" {
+		r.deletedBy = by
+	}
+}
+
+// callerOf names the client of an API call by its User-Agent, so a
+// sandbox's record says whether tether, the runner or a curl deleted it.
+func callerOf(r *http.Request) string {
+	if ua := r.UserAgent(); ua != "" {
+		return ua
+	}
+	return "a client with no User-Agent"
+}
+
 // settle schedules the rest of the natural progression from the current
 // state, the first change happening at `at`.
 func (r *record) settle(at time.Time) {
@@ -238,7 +274,7 @@ func (r *record) settle(at time.Time) {
 // delayOf is how long a state lasts before it settles.
 func (r *record) delayOf(state string) time.Duration {
 	switch state {
-	case stateCreating, stateStarting, stateRestoring, stateResuming:
+	case stateCreating, stateStarting, stateRestoring, stateResuming, stateForking:
 		return r.srv.createDelay
 	case stateStopping, stateArchiving, statePausing:
 		return r.srv.stopDelay
@@ -263,6 +299,9 @@ func (r *record) export() Sandbox {
 		Pending:             r.pending,
 		ErrorReason:         r.errorReason,
 		ForkOf:              r.parent,
+		Class:               r.class,
+		GPU:                 r.gpu,
+		DeletedBy:           r.deletedBy,
 	}
 }
 
@@ -359,14 +398,14 @@ func (v view) sandboxJSON() sandboxJSON {
 		AutoStopInterval: v.autoStop, AutoArchiveInterval: v.autoArchive, AutoDeleteInterval: v.autoDelete,
 		Volumes:   []struct{}{},
 		CreatedAt: stamp(v.createdAt), UpdatedAt: stamp(v.updatedAt), LastActivityAt: stamp(v.lastActivityAt),
-		SandboxClass: "container", RunnerID: runnerID, ToolboxProxyURL: toolboxProxyURL,
+		SandboxClass: v.class, RunnerID: runnerID, ToolboxProxyURL: toolboxProxyURL,
 	}
 }
 
 func (v view) listItemJSON() listItemJSON {
 	return listItemJSON{
 		ID: v.id, OrganizationID: v.org, Name: v.name, Target: v.target,
-		RunnerID: runnerID, SandboxClass: "container",
+		RunnerID: runnerID, SandboxClass: v.class,
 		State: v.state, DesiredState: v.desiredState, Snapshot: v.snapshot, User: v.user,
 		ErrorReason: v.errorReason, Public: v.public,
 		CPU: v.cpu, GPU: v.gpu, Memory: v.memory, Disk: v.disk,

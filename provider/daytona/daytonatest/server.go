@@ -13,13 +13,48 @@
 // runs, and a second delete meanwhile answers 409; an errored sandbox's
 // delete answers 404 at once after; stop of a stopped, archived or errored
 // sandbox answers 400; a delete with live forks 400; a create can answer
-// 400 although its sandbox exists; setters answer 201; the list is
+// 400 although its sandbox exists; setters answer 201; forks (VM classes
+// only) and archives follow the server's rules; last-activity answers 201
+// for a destroyed sandbox for 24 h; the list is
 // cursor-paged, sorted by last activity and eventually consistent; quotas
 // are per organization and throttler, with their own headers, and API keys
 // can lack permissions. Faults (latency, 5xx, 429, 403 and 404 hiccups,
 // setter conflicts, hung requests, lost answers, failed starts, stuck or
 // lagging states, list lag) can be switched on per test, with a seed so
 // that a run can be repeated.
+//
+// A create is answered once the sandbox has started (or after 30 s), but
+// with the sandbox as it was inserted, state creating
+// (sandbox.controller.ts:300-311). Which answers of POST /sandbox come
+// before anything is stored, so that the sandbox surely does not exist
+// (sandbox.controller.ts:277-311, sandbox.service.ts:460-720 at v0.190.0):
+//
+//   - 401, 403 and 429: the guards and throttlers run before the handler;
+//     a suspended organization (organization.service.ts:875-885) and a
+//     region without quota for the class (sandbox.service.ts:196-206) are
+//     403 too;
+//   - 400 for a body the validation pipe refuses, for resources, a GPU
+//     type or a snapshot given where they may not be (controller :282-300),
+//     an unknown, unavailable or inactive snapshot (:476-515), a GPU
+//     sandbox that is not ephemeral (:524-526), an Android sandbox without
+//     a link and a bad link (:528-538), per-sandbox and total quotas
+//     (:212-300), volumes (:570), no runner for it (runner.service.ts),
+//     negative intervals and bad network lists (:650-670); 404 for an
+//     unknown region or linked sandbox (:2810-2833);
+//   - 409 "Sandbox with name N already exists": the unique index refuses
+//     the insert, in a transaction with its last-activity row
+//     (sandbox.repository.ts:34-62; sandbox.service.ts:683, 711-713). A
+//     warm-pool sandbox handed out under a taken name is refused the same
+//     way (:762-846, 409).
+//
+// After the store, so that the sandbox may exist: 400 "Sandbox failed to
+// start: ..." (the sandbox stays, in state error: sandbox.controller.ts:
+// 1547-1551); any answer the caller did not get (a hang-up or timeout
+// ends nothing on the server); and a 5xx, which may come from the insert
+// (nothing stored), from building the answer after it (:697), or from a
+// gateway in front. The simulator gives the 409, the GPU and interval
+// 400s, the auth and throttler answers before storing anything, and the
+// failed start after.
 //
 // State changes are computed lazily from the wall clock whenever the server
 // is asked, so no goroutine moves a sandbox behind a test's back: a test that
@@ -83,6 +118,8 @@ type Server struct {
 	scripted  map[string][]Scripted // by route name
 	seq       uint64                // tie-break for equal creation times
 
+	snapshotClass map[string]string // snapshot → sandbox class; absent: container
+
 	createDelay, stopDelay, destroyDelay, createWait time.Duration
 	destroyLag                                       time.Duration
 	now                                              func() time.Time
@@ -129,6 +166,14 @@ func WithCreateWait(d time.Duration) Option { return func(s *Server) { s.createW
 // as Faults.ListLag; a later SetFaults replaces it).
 func WithListLag(d time.Duration) Option { return func(s *Server) { s.faults.ListLag = d } }
 
+// WithSnapshotClass makes sandboxes created from snapshot of class class
+// (ClassLinuxVM, ClassWindows, ...): the real server takes a sandbox's
+// class from its snapshot (sandbox.service.ts:635), and only VM classes can
+// be forked (:1093-1095). Other snapshots make containers.
+func WithSnapshotClass(snapshot, class string) Option {
+	return func(s *Server) { s.snapshotClass[snapshot] = class }
+}
+
 // WithClock replaces the wall clock the simulated state changes follow,
 // so a test can move time by hand. Latency, hangs and the create wait still
 // pass in real time.
@@ -148,24 +193,25 @@ func NewServer(opts ...Option) *Server {
 // serve it yourself (as `tether demo` does), or Start.
 func NewUnstartedServer(opts ...Option) *Server {
 	s := &Server{
-		closed:       make(chan struct{}),
-		keys:         map[string]string{DefaultKey: DefaultOrg},
-		perms:        map[string][]string{},
-		targets:      map[string]map[string]int{},
-		quotas:       map[string]Quota{},
-		windows:      map[string]*window{},
-		announced:    map[string]time.Time{},
-		refused:      map[string]int{},
-		inWindow:     map[string]int{},
-		jwts:         map[string][]string{},
-		sandboxes:    map[string]*record{},
-		calls:        map[string]int{},
-		scripted:     map[string][]Scripted{},
-		createDelay:  DefaultCreateDelay,
-		stopDelay:    DefaultStopDelay,
-		destroyDelay: DefaultDestroyDelay,
-		createWait:   DefaultCreateWait,
-		now:          time.Now,
+		closed:        make(chan struct{}),
+		keys:          map[string]string{DefaultKey: DefaultOrg},
+		perms:         map[string][]string{},
+		targets:       map[string]map[string]int{},
+		quotas:        map[string]Quota{},
+		windows:       map[string]*window{},
+		announced:     map[string]time.Time{},
+		refused:       map[string]int{},
+		inWindow:      map[string]int{},
+		jwts:          map[string][]string{},
+		sandboxes:     map[string]*record{},
+		calls:         map[string]int{},
+		scripted:      map[string][]Scripted{},
+		snapshotClass: map[string]string{},
+		createDelay:   DefaultCreateDelay,
+		stopDelay:     DefaultStopDelay,
+		destroyDelay:  DefaultDestroyDelay,
+		createWait:    DefaultCreateWait,
+		now:           time.Now,
 	}
 	s.setFaultsLocked(Faults{})
 	for _, o := range opts {
@@ -198,6 +244,14 @@ func (s *Server) AddKey(key, org string) {
 	defer s.mu.Unlock()
 	s.keys[key] = org
 }
+
+// Sandbox classes (SandboxClass in the spec).
+const (
+	ClassContainer = "container"
+	ClassLinuxVM   = "linux-vm"
+	ClassWindows   = "windows"
+	ClassAndroid   = "android"
+)
 
 // Organization permissions an API key can carry
 // (organization/enums/organization-resource-permission.enum.ts:19-20).
@@ -250,6 +304,13 @@ type Sandbox struct {
 	Pending     bool
 	ErrorReason string
 	ForkOf      string // the parent's id, for a fork
+	Class       string // sandboxClass: container, linux-vm or windows
+	GPU         int
+	// DeletedBy says what deleted it, the first time: DeletedByAPI and
+	// the caller's User-Agent for a DELETE (tether's is "tether"), or the
+	// DeletedBy* constant of a delete Daytona made itself. Empty while no
+	// delete was accepted.
+	DeletedBy string
 }
 
 // Sandboxes returns every sandbox of every organization, destroyed ones
@@ -313,11 +374,19 @@ type SeedSandbox struct {
 	State              string
 	AutoStopInterval   *int // nil: the server default, 15
 	AutoDeleteInterval *int // nil: the server default, -1 (disabled)
+	// AutoArchiveInterval nil: the server default, 10080 (7 days).
+	AutoArchiveInterval *int
 	// ErrorReason goes with State "error".
 	ErrorReason string
 	// ForkOf makes the new sandbox a fork of this sandbox id: while it is not
 	// deleted, deleting the parent answers 400.
 	ForkOf string
+	// Class is the sandbox class (ClassContainer when empty); only VM
+	// classes can be forked.
+	Class string
+	// GPU > 0 makes a GPU sandbox: it cannot be forked and its auto-delete
+	// interval cannot be set.
+	GPU int
 }
 
 // AddSandbox plants a sandbox in org without an API call, e.g. a foreign one
@@ -341,12 +410,19 @@ func (s *Server) AddSandbox(org string, seed SeedSandbox) (Sandbox, error) {
 	if seed.AutoDeleteInterval != nil {
 		r.autoDelete = *seed.AutoDeleteInterval
 	}
+	if seed.AutoArchiveInterval != nil {
+		r.autoArchive = resolveAutoArchive(*seed.AutoArchiveInterval)
+	}
 	state := seed.State
 	if state == "" {
 		state = stateStarted
 	}
 	r.errorReason = seed.ErrorReason
 	r.parent = seed.ForkOf
+	if seed.Class != "" {
+		r.class = seed.Class
+	}
+	r.gpu = seed.GPU
 	r.state = state
 	r.desiredState = desiredFor(state)
 	r.record(now)
@@ -452,6 +528,7 @@ func (s *Server) newRecordLocked(org string, now time.Time) *record {
 		env:          map[string]string{},
 		target:       "us",
 		snapshot:     "daytonaio/sandbox:latest",
+		class:        ClassContainer,
 		user:         "daytona",
 		cpu:          1,
 		memory:       1,

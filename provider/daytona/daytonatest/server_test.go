@@ -98,9 +98,13 @@ func TestCreateGetDefaults(t *testing.T) {
 	if sb.GetName() != "tether-a" || sb.GetOrganizationId() != daytonatest.DefaultOrg {
 		t.Fatalf("name/org = %q/%q", sb.GetName(), sb.GetOrganizationId())
 	}
-	// The real server answers a create once the sandbox has started.
-	if sb.GetState() != apiclient.SANDBOXSTATE_STARTED {
-		t.Errorf("state after create = %q, want started", sb.GetState())
+	// The real server answers a create once the sandbox has started, but
+	// with the sandbox as it was inserted: creating, desired started.
+	if sb.GetState() != apiclient.SANDBOXSTATE_CREATING || sb.GetDesiredState() != apiclient.SANDBOXDESIREDSTATE_STARTED {
+		t.Errorf("state after create = %q/%q, want creating/started", sb.GetState(), sb.GetDesiredState())
+	}
+	if got, _, err := c.api.SandboxAPI.GetSandbox(c.ctx, sb.GetId()).Execute(); err != nil || got.GetState() != apiclient.SANDBOXSTATE_STARTED {
+		t.Errorf("GET after create: %v %v, want started (the answer came after the wait)", got.GetState(), err)
 	}
 	if sb.GetAutoStopInterval() != 15 || sb.GetAutoArchiveInterval() != 10080 || sb.GetAutoDeleteInterval() != -1 {
 		t.Errorf("intervals = %v/%v/%v, want server defaults 15/10080/-1",

@@ -36,6 +36,14 @@ import (
 //     stopped (its stop was its last activity), -1 never. Each run takes
 //     at most 100 sandboxes per runner node (:130, :265); the rest wait for
 //     the next run.
+//   - Every 10 s too, a stopped one (desired stopped, not pending) with a
+//     last activity older than its auto-archive interval x 1 minute is
+//     archived (:173-231: desired archived, then the archive action moves
+//     it through archiving to archived), at most 100 a run (:198). When
+//     the auto-delete and the auto-archive fall due at the same check, the
+//     delete is taken here (the real jobs race). An archived sandbox is
+//     never auto-deleted: that check takes only stopped ones (:257-260),
+//     so it stays until someone deletes it.
 //
 // Everything is computed lazily, like the state changes: when the server is
 // asked, the timers that would have fired since are applied at the moment
@@ -65,7 +73,7 @@ func WithMinute(d time.Duration) Option { return func(s *Server) { s.minute = d 
 // TimerEvent is one firing of a lifecycle timer, for tests.
 type TimerEvent struct {
 	ID   string
-	Kind string // TimerAutoStop or TimerAutoDelete
+	Kind string // TimerAutoStop, TimerAutoDelete or TimerAutoArchive
 	// At is when the check that fired ran (simulated clock).
 	At time.Time
 	// LastActivity is the last activity the check saw.
@@ -74,8 +82,9 @@ type TimerEvent struct {
 
 // Kinds of TimerEvent.
 const (
-	TimerAutoStop   = "auto-stop"
-	TimerAutoDelete = "auto-delete"
+	TimerAutoStop    = "auto-stop"
+	TimerAutoDelete  = "auto-delete"
+	TimerAutoArchive = "auto-archive"
 )
 
 // TimerEvents returns every timer that has fired, in order, on every
@@ -156,17 +165,26 @@ func (s *Server) nextTimer(r *record, now time.Time) (time.Time, func()) {
 		consider(t, func() {
 			logFire(TimerAutoStop, t)
 			if r.autoDelete == 0 {
+				r.deleteBy(DeletedByAutoStop)
 				r.beginDestroy(t, s.destroyLag)
 				return
 			}
 			s.transition(r, t, stateStopping)
 			r.pending = true
 		})
-	case active && r.state == stateStopped && r.desiredState == stateStopped && r.autoDelete >= 0:
-		t := due(TimerAutoDelete, r.autoDelete)
-		consider(t, func() {
-			logFire(TimerAutoDelete, t)
-			r.beginDestroy(t, s.destroyLag)
+	case active && r.state == stateStopped && r.desiredState == stateStopped:
+		if r.autoDelete >= 0 {
+			t := due(TimerAutoDelete, r.autoDelete)
+			consider(t, func() {
+				logFire(TimerAutoDelete, t)
+				r.deleteBy(DeletedByAutoDelete)
+				r.beginDestroy(t, s.destroyLag)
+			})
+		}
+		ta := due(TimerAutoArchive, r.autoArchive)
+		consider(ta, func() {
+			logFire(TimerAutoArchive, ta)
+			s.transition(r, ta, stateArchiving)
 		})
 	}
 	// A flush at the instant of a check comes after it: the worse case
@@ -216,13 +234,46 @@ func (r *record) noteActivity(now time.Time) {
 	r.buffered = now
 }
 
+// destroyedKept is how long the real server keeps the row of a destroyed
+// sandbox: a job every second deletes those destroyed more than 24 hours
+// ago (sandbox.service.ts:2852-2877).
+const destroyedKept = 24 * time.Hour
+
 // lastActivity serves POST /sandbox/{id}/last-activity: 201 with no body
 // (sandbox.controller.ts:915-935; no permission is required, and it counts
 // against the `authenticated` throttler like every route that does not opt
 // out, :43).
+//
+// It does not ask whether the sandbox lives. The access guard only looks up
+// the row's organization, by id and then by name, in any state
+// (sandbox-access.guard.ts:53-61, sandbox.service.ts:1810-1842), and the
+// handler buffers the time without a lookup (sandbox-activity.service.ts:
+// 41-51). So a destroyed sandbox, or one deleted in an errored state,
+// answers 201 until its row is removed, 24 h after it was destroyed; only
+// then 404. A call by name answers 201 too, but nothing reads it: the
+// flush keys activity by sandbox id, and a name is skipped as a missing
+// sandbox (:150-172).
 func (s *Server) lastActivity(w http.ResponseWriter, r *http.Request) {
-	s.withSandbox(w, r, func(rec *record, now time.Time) {
-		rec.noteActivity(now)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	org, idOrName := orgOf(r), r.PathValue("idOrName")
+	kept := func(rec *record) bool {
+		rec.advance(now)
+		return rec.org == org && (rec.state != stateDestroyed || now.Sub(rec.updatedAt) <= destroyedKept)
+	}
+	if rec, ok := s.sandboxes[idOrName]; ok && kept(rec) {
+		if rec.state != stateDestroyed && !rec.erroredDeleted() {
+			rec.noteActivity(now)
+		}
 		w.WriteHeader(http.StatusCreated)
-	})
+		return
+	}
+	for _, id := range s.order {
+		if rec := s.sandboxes[id]; rec.name == idOrName && kept(rec) {
+			w.WriteHeader(http.StatusCreated)
+			return
+		}
+	}
+	writeError(w, r, http.StatusNotFound, "Sandbox with ID or name "+idOrName+" not found")
 }

@@ -1,0 +1,355 @@
+// Package apiproxy is the provider-neutral half of the zero-code intake: a
+// proxy of a sandbox provider's HTTP API on loopback, which the child's SDK
+// is pointed at. Each provider's proxy (daytonaproxy) is a sibling package
+// over it; a second provider's is another sibling, not a copy.
+//
+// What is here does not depend on the provider's API: the loopback
+// listener and its lifecycle (an oklog/run actor that never blocks), the
+// streaming reverse proxy every other call passes through (any method and
+// path, upgrades, the runner's headers and the provider's answers
+// untouched), the body bounds, and the create path — the intent journaled
+// before anything is forwarded, the create forwarded on a context the
+// runner cannot cancel (it survives the runner hanging up and the proxy
+// closing), the answer read to its end, the sandbox id journaled, and the
+// intent closed when the create certainly never happened. A delete the
+// provider accepted marks its intent, so the drain only confirms it. The
+// account of a runner's credentials other than tether's is reported.
+//
+// What is the provider's stays in its package, behind API and Create: which
+// paths are a create and a delete, the create body (taken apart and
+// rewritten: name, labels, the provider's lifetime rules), the answer's
+// sandbox id, which error answers certainly created nothing, the error
+// shape, and how credentials become an account.
+package apiproxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tether-run/tether/internal/intake"
+	"github.com/tether-run/tether/spool"
+)
+
+// Bounds of a proxy. Each is a field of Config; zero means the default.
+const (
+	// DefaultCreateTimeout bounds one forwarded create, answer read to its
+	// end. It runs on after the runner hangs up.
+	DefaultCreateTimeout = 2 * time.Minute
+	// DefaultMaxCreateBody bounds a create body the proxy reads to rewrite;
+	// a larger body is answered 413.
+	DefaultMaxCreateBody = 4 << 20
+	// DefaultMaxCreateAnswer bounds the create answer the proxy reads to
+	// learn the id (a sandbox is a few KiB of JSON).
+	DefaultMaxCreateAnswer = 16 << 20
+	// DefaultMaxIdleConns is how many idle upstream connections are kept,
+	// so that a burst of concurrent calls does not redial each time.
+	DefaultMaxIdleConns = 256
+	// maxKnown bounds the in-memory index from sandbox ids and names to
+	// intents (two entries per create); past it the index starts over, and
+	// a delete of an older sandbox finds its intent in the journal instead.
+	maxKnown = 100_000
+	// maxWarned bounds the accounts CheckAccount reports, one line each.
+	maxWarned = 64
+	// readHeaderTimeout keeps a client that connects and says nothing from
+	// holding a connection forever.
+	readHeaderTimeout = 10 * time.Second
+)
+
+// API is what a provider's proxy tells the shared half about its API.
+type API interface {
+	// WriteError answers in the provider's error shape, so that the
+	// runner's SDK surfaces the message.
+	WriteError(w http.ResponseWriter, code int, msg string)
+	// SandboxID reads the sandbox id from a create's 2xx answer.
+	SandboxID(answer []byte) (string, error)
+	// CreatedNothing reports whether a create answered with status
+	// certainly created nothing (the provider refuses it before doing
+	// anything: authentication, permission, quota, rate limit). Any other
+	// error may hide a sandbox, and its intent stays for the drain.
+	CreatedNothing(status int) bool
+}
+
+// Config is one provider's proxy.
+type Config struct {
+	// Intake is what the proxy shares with the other intakes: the
+	// journal, the scope labels, the provider name, and Account, the
+	// fingerprint of tether's own credentials ("" without any).
+	*intake.Intake
+	API API
+	// Name is the provider as logs and messages name it ("Daytona"), and
+	// KeyEnv the variable of its API key ("DAYTONA_API_KEY"). The name
+	// journaled with each intent is the Intake's Provider.
+	Name, KeyEnv string
+	// Upstream is the real API URL, http(s)://host/path.
+	Upstream string
+	// Handler answers every request: the provider's routing, over Pass,
+	// Create and PassDelete.
+	Handler http.Handler
+	// Transport makes the upstream calls (default: http.DefaultTransport's
+	// settings, without transparent compression, so bodies pass as sent).
+	Transport http.RoundTripper
+
+	CreateTimeout   time.Duration // default DefaultCreateTimeout
+	MaxCreateBody   int64         // default DefaultMaxCreateBody
+	MaxCreateAnswer int64         // default DefaultMaxCreateAnswer
+}
+
+// Proxy is the shared half of one provider's API proxy.
+type Proxy struct {
+	Config
+	log      *slog.Logger
+	prefix   string // "daytona proxy", the prefix of its log lines and errors
+	upstream *url.URL
+	base     string // upstream path without its trailing slash, e.g. /api
+	pass     *httputil.ReverseProxy
+	srv      *http.Server
+	ctx      context.Context // ends when the proxy closes
+	cancel   context.CancelFunc
+
+	mu     sync.Mutex
+	known  map[string]string // account + "\x00" + sandbox id or name → intent id
+	warned map[string]bool   // accounts already reported
+}
+
+// New checks c and fills in its defaults.
+func New(c Config) (*Proxy, error) {
+	p := &Proxy{Config: c, prefix: strings.ToLower(c.Name) + " proxy"}
+	if p.Intake == nil {
+		p.Intake = &intake.Intake{}
+	}
+	if p.Logger == nil {
+		p.Logger = slog.New(slog.DiscardHandler)
+	}
+	p.log = p.Logger
+	u, err := url.Parse(p.Upstream)
+	if err != nil {
+		return nil, fmt.Errorf("%s: upstream: not a URL", p.prefix)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("%s: upstream %q: want http(s)://host/path", p.prefix, u.Redacted())
+	}
+	if u.User != nil {
+		return nil, fmt.Errorf("%s: upstream URL must not carry credentials", p.prefix)
+	}
+	p.upstream, p.base = u, strings.TrimRight(u.Path, "/")
+	if p.CreateTimeout <= 0 {
+		p.CreateTimeout = DefaultCreateTimeout
+	}
+	if p.MaxCreateBody <= 0 {
+		p.MaxCreateBody = DefaultMaxCreateBody
+	}
+	if p.MaxCreateAnswer <= 0 {
+		p.MaxCreateAnswer = DefaultMaxCreateAnswer
+	}
+	if p.Transport == nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.DisableCompression = true
+		t.MaxIdleConns = DefaultMaxIdleConns
+		t.MaxIdleConnsPerHost = DefaultMaxIdleConns
+		p.Transport = t
+	}
+	p.known, p.warned = map[string]string{}, map[string]bool{}
+	p.ctx, p.cancel = context.WithCancel(context.Background())
+	p.pass = &httputil.ReverseProxy{
+		Rewrite:        p.rewriteURL,
+		Transport:      p.Transport,
+		FlushInterval:  -1, // streaming: every write reaches the runner at once
+		ErrorHandler:   p.upstreamError,
+		ModifyResponse: p.afterPass,
+		ErrorLog:       slog.NewLogLogger(p.log.Handler(), slog.LevelDebug),
+	}
+	p.srv = &http.Server{
+		Handler:           p.Handler,
+		ReadHeaderTimeout: readHeaderTimeout,
+		BaseContext:       func(net.Listener) context.Context { return p.ctx },
+		ErrorLog:          slog.NewLogLogger(p.log.Handler(), slog.LevelDebug),
+	}
+	return p, nil
+}
+
+// Base is the upstream URL's path without its trailing slash (e.g. /api):
+// the child's URL carries it, so every request's path starts with it.
+func (p *Proxy) Base() string { return p.base }
+
+// Listen opens the proxy's listener on addr (loopback; port 0 picks one).
+func (p *Proxy) Listen(addr string) (net.Listener, error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("%s: listen on %s: %w", p.prefix, addr, err)
+	}
+	return l, nil
+}
+
+// URL is the API URL the child gets for listener l: the proxy's address
+// with the upstream's path (e.g. http://127.0.0.1:41234/api).
+func (p *Proxy) URL(l net.Listener) string {
+	return "http://" + l.Addr().String() + p.base
+}
+
+// Serve answers requests on l until Close. It returns nil after Close.
+func (p *Proxy) Serve(l net.Listener) error {
+	err := p.srv.Serve(l)
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// Close stops serving at once: listeners and connections are closed, and
+// pass-through calls and upgraded connections are cut. Creates still
+// waiting for the provider go on in the background (see forward); the
+// drain that follows finds their sandboxes by name. It does not wait.
+func (p *Proxy) Close() error {
+	p.cancel()
+	return p.srv.Close()
+}
+
+// Actor is the proxy as an oklog/run actor on listener l. The interrupt
+// never blocks.
+func (p *Proxy) Actor(l net.Listener) (execute func() error, interrupt func(error)) {
+	return func() error { return p.Serve(l) },
+		func(error) { p.Close() }
+}
+
+// Pass forwards r upstream as it is, streaming both ways.
+func (p *Proxy) Pass(w http.ResponseWriter, r *http.Request) { p.pass.ServeHTTP(w, r) }
+
+// PassDelete passes a request that deletes the sandbox idOrName under
+// account: an answer of 2xx marks its intent (MarkDeleteRequested) before
+// the runner hears of it, so the drain confirms it gone instead of
+// deleting it again.
+func (p *Proxy) PassDelete(w http.ResponseWriter, r *http.Request, account, idOrName string) {
+	r = r.WithContext(context.WithValue(r.Context(), deleteKey{}, &deletion{idOrName: idOrName, account: account}))
+	p.pass.ServeHTTP(w, r)
+}
+
+// rewriteURL sends a request to the upstream host with its path and query
+// as they are (the child's URL carries the upstream's path already).
+func (p *Proxy) rewriteURL(pr *httputil.ProxyRequest) {
+	pr.Out.URL.Scheme = p.upstream.Scheme
+	pr.Out.URL.Host = p.upstream.Host
+	pr.Out.Host = "" // the upstream's own Host, not the proxy's
+}
+
+// upstreamError answers a call the provider never answered with a 502 in
+// the provider's error shape, so the SDK surfaces the message. A runner
+// that hung up gets nothing.
+func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
+	if r.Context().Err() != nil {
+		return
+	}
+	msg := "tether proxy: " + p.Name + " did not answer: " + describe(err)
+	p.log.Warn(p.prefix+": upstream call failed", "method", r.Method, "path", r.URL.Path, "err", describe(err))
+	p.API.WriteError(w, http.StatusBadGateway, msg)
+}
+
+// describe names a transport failure without its URL (a url.Error's
+// message repeats the URL, query included).
+func describe(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Op + ": " + ue.Err.Error()
+	}
+	return err.Error()
+}
+
+// CheckAccount reports, once per account, a runner that creates sandboxes
+// under credentials other than tether's: the drain will not touch them (it
+// acts only under the account an intent was declared with) and reports
+// them as unresolved.
+func (p *Proxy) CheckAccount(account string) {
+	if account == p.Account {
+		return
+	}
+	p.mu.Lock()
+	// Past maxWarned accounts the rest go unreported here (the drain
+	// reports their intents): a flood of bogus keys must not grow the map
+	// or the log without bound.
+	seen := p.warned[account] || len(p.warned) >= maxWarned
+	if !seen {
+		p.warned[account] = true
+	}
+	p.mu.Unlock()
+	if seen {
+		return
+	}
+	switch {
+	case account == "":
+		p.log.Warn(p.prefix + ": a create without credentials; " + p.Name + " will refuse it")
+	case p.Account == "":
+		p.log.Warn(p.prefix+": tether has no "+p.Name+" credentials of its own; the sandboxes the runner creates are journaled but the drain cannot delete them (give tether the runner's "+p.KeyEnv+")", "runner_account", account)
+	default:
+		p.log.Warn(p.prefix+": the runner creates sandboxes under another "+p.Name+" account than tether's; the drain leaves them live and reports them (give tether the same credentials)", "runner_account", account, "tether_account", p.Account)
+	}
+}
+
+// remember maps a sandbox id or name, under an account, to its intent, for
+// the delete that may follow.
+func (p *Proxy) remember(account, idOrName, intent string) {
+	p.mu.Lock()
+	if len(p.known) >= maxKnown {
+		clear(p.known)
+	}
+	p.known[account+"\x00"+idOrName] = intent
+	p.mu.Unlock()
+}
+
+type deleteKey struct{}
+
+// deletion is a delete of one sandbox on its way.
+type deletion struct{ idOrName, account string }
+
+// afterPass is the pass-through's hook on an answer: a delete that
+// succeeded moves the sandbox's intent to releasing before the runner
+// hears of it. The drain then confirms the 404 instead of deleting again.
+func (p *Proxy) afterPass(resp *http.Response) error {
+	d, _ := resp.Request.Context().Value(deleteKey{}).(*deletion)
+	if d == nil || resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return nil
+	}
+	id := p.intentFor(d.account, d.idOrName)
+	if id == "" {
+		return nil
+	}
+	in, err := p.Journal.MarkDeleteRequested(id)
+	switch {
+	case err == nil:
+		p.log.Debug(p.prefix+": the runner deleted its sandbox; the drain only confirms it", "intent", in.ID, "name", in.Name, "sandbox", in.SandboxID)
+	case errors.Is(err, spool.ErrIllegalTransition):
+		// Released or resolved meanwhile: nothing left to say.
+	default:
+		p.log.Warn(p.prefix+": could not journal the runner's delete; the drain deletes it", "intent", id, "err", err)
+	}
+	return nil // the runner gets the provider's answer whatever the journal said
+}
+
+// intentFor finds the live intent of a sandbox id or name under account:
+// one the proxy journaled, else any live intent (declared over the socket
+// or a spool file) with that id or name and the same account.
+func (p *Proxy) intentFor(account, idOrName string) string {
+	p.mu.Lock()
+	id := p.known[account+"\x00"+idOrName]
+	p.mu.Unlock()
+	if id != "" {
+		return id
+	}
+	live, err := p.Journal.Live()
+	if err != nil {
+		return ""
+	}
+	for _, in := range live {
+		if in.Account == account && (in.SandboxID == idOrName || in.Name == idOrName) {
+			return in.ID
+		}
+	}
+	return ""
+}

@@ -1,0 +1,103 @@
+package daytonaproxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"reflect"
+	"testing"
+)
+
+// FuzzRewriteCreate feeds arbitrary bytes to the create-body rewriting: it
+// never panics, and for every body it accepts, every field the runner sent
+// reaches Daytona — unchanged, except the name (set only when the runner
+// gave none), the labels (the runner's plus tether's, tether's winning a
+// clash) and an auto-stop of 0 or null (the backstop).
+func FuzzRewriteCreate(f *testing.F) {
+	for _, seed := range []string{
+		`{}`,
+		`{"name":"box","labels":{"team":"a"},"autoStopInterval":0}`,
+		`{"snapshot":"daytonaio/sandbox:0.4","env":{"A":"1"},"cpu":2,"autoStopInterval":null,"volumes":[{"volumeId":"v","mountPath":"/m"}]}`,
+		`{"name":"","labels":null,"autoStopInterval":0.0,"future":{"nested":[1,2,{"x":null}]}}`,
+		`{"labels":{"tether-owner":"x","tether-intent":"y"},"name":"tether-y"}`,
+		`{"name":"<b>&amp;</b>","labels":{"scope":"runner","k":"\u00e9"},"autoStopInterval":-0e5,"big":12345678901234567890123}`,
+		`{"name":null,"name":"dup"}`,
+		`[1]`, `null`, `"x"`, `{"name":1}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	tether := map[string]string{"scope": "fuzz", "tether-owner": "owner", "tether-intent": "intent"}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		cb, err := parseCreate(body)
+		if err != nil {
+			return
+		}
+		out, _, err := cb.rewrite("tether-intent", tether, 17)
+		if err != nil {
+			t.Fatalf("rewrite of an accepted body failed: %v", err)
+		}
+		var in, got map[string]json.RawMessage
+		if err := json.Unmarshal(body, &in); err != nil {
+			t.Fatalf("accepted body does not decode: %v", err)
+		}
+		if err := json.Unmarshal(out, &got); err != nil {
+			t.Fatalf("rewritten body is not a JSON object: %v\n%s", err, out)
+		}
+		for k, v := range in {
+			w, ok := got[k]
+			if !ok {
+				t.Fatalf("field %q lost", k)
+			}
+			switch k {
+			case fieldName, fieldLabels, fieldAutoStop:
+				continue
+			}
+			if !sameJSON(v, w) {
+				t.Fatalf("field %q changed: %s → %s", k, v, w)
+			}
+		}
+		var name string
+		if err := json.Unmarshal(got[fieldName], &name); err != nil {
+			t.Fatalf("name %s: %v", got[fieldName], err)
+		}
+		if cb.name != "" && name != cb.name || cb.name == "" && name != "tether-intent" {
+			t.Fatalf("name %q (runner gave %q)", name, cb.name)
+		}
+		var labels map[string]string
+		if err := json.Unmarshal(got[fieldLabels], &labels); err != nil {
+			t.Fatalf("labels %s: %v", got[fieldLabels], err)
+		}
+		for k, v := range cb.labels {
+			if _, ours := tether[k]; !ours && labels[k] != v {
+				t.Fatalf("runner's label %q=%q lost: %v", k, v, labels)
+			}
+		}
+		for k, v := range tether {
+			if labels[k] != v {
+				t.Fatalf("tether's label %q=%q missing: %v", k, v, labels)
+			}
+		}
+		if raw, ok := in[fieldAutoStop]; ok {
+			if cb.autoStopOff {
+				if string(got[fieldAutoStop]) != "17" {
+					t.Fatalf("auto-stop off (%s) became %s, want the backstop", raw, got[fieldAutoStop])
+				}
+			} else if !sameJSON(raw, got[fieldAutoStop]) {
+				t.Fatalf("auto-stop %s changed to %s", raw, got[fieldAutoStop])
+			}
+		} else if _, ok := got[fieldAutoStop]; ok {
+			t.Fatalf("auto-stop added though the runner sent none")
+		}
+	})
+}
+
+// sameJSON compares two JSON values by meaning (numbers by their text).
+func sameJSON(a, b []byte) bool {
+	var x, y any
+	da, db := json.NewDecoder(bytes.NewReader(a)), json.NewDecoder(bytes.NewReader(b))
+	da.UseNumber()
+	db.UseNumber()
+	if da.Decode(&x) != nil || db.Decode(&y) != nil {
+		return false
+	}
+	return reflect.DeepEqual(x, y)
+}

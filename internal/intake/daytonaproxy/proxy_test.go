@@ -1,0 +1,568 @@
+package daytonaproxy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tether-run/tether/internal/testutil"
+
+	"github.com/tether-run/tether/internal/intake"
+
+	apiclient "github.com/daytonaio/daytona/libs/api-client-go"
+
+	"github.com/tether-run/tether/internal/reaper"
+	"github.com/tether-run/tether/provider/daytona"
+	"github.com/tether-run/tether/provider/daytona/daytonatest"
+	"github.com/tether-run/tether/spool"
+)
+
+// Bounds of the waits in these tests: far above what the steps take, so
+// only a real hang fails a test on a loaded machine.
+const (
+	waitBound = 30 * time.Second
+	// backstop is the auto-stop the proxy sets on a create that has it off.
+	backstop = 17
+	// secretKey is a runner key that must never reach a log or the journal.
+	secretKey = "sk-runner-secret-4f9a1c"
+	otherKey  = "sk-other-account-77e2"
+	otherOrg  = "org-other"
+)
+
+// world is one test's universe: a simulated Daytona (behind an optional
+// wrapper), a journal, and the proxy in front of them.
+type world struct {
+	t        *testing.T
+	sim      *daytonatest.Server
+	upstream string // the real API URL the proxy forwards to
+	j        *spool.Journal
+	p        *Proxy
+	url      string // the proxy's API URL, what a runner gets as DAYTONA_API_URL
+	logs     *testutil.Buffer
+}
+
+// newWorld starts a simulator (wrapped by wrap, if given), a journal and a
+// proxy whose own account is secretKey's.
+func newWorld(t *testing.T, wrap func(http.Handler) http.Handler, opts ...daytonatest.Option) *world {
+	t.Helper()
+	w := &world{t: t, logs: &testutil.Buffer{}}
+	opts = append([]daytonatest.Option{daytonatest.WithCreateDelay(time.Millisecond), daytonatest.WithDestroyDelay(5 * time.Millisecond)}, opts...)
+	if wrap == nil {
+		w.sim = daytonatest.NewServer(opts...)
+		t.Cleanup(w.sim.Close)
+		w.upstream = w.sim.URL
+	} else {
+		w.sim = daytonatest.NewUnstartedServer(opts...)
+		hs := httptest.NewServer(wrap(w.sim.Handler()))
+		t.Cleanup(func() { w.sim.Close(); hs.Close() })
+		w.upstream = hs.URL + "/api"
+	}
+	w.sim.AddKey(secretKey, daytonatest.DefaultOrg)
+	w.sim.AddKey(otherKey, otherOrg)
+	j, err := spool.Open(filepath.Join(t.TempDir(), "journal.db"), spool.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { j.Close() })
+	w.j = j
+	w.p = &Proxy{
+		Intake: &intake.Intake{
+			Journal:  j,
+			Labels:   map[string]string{"scope": "unit"},
+			Provider: "daytona",
+			Account:  daytona.Fingerprint(w.upstream, secretKey),
+			Logger:   slog.New(slog.NewTextHandler(w.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		},
+		Upstream:        w.upstream,
+		AutoStopMinutes: backstop,
+	}
+	l, err := w.p.Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- w.p.Serve(l) }()
+	t.Cleanup(func() {
+		w.p.Close()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+		// Whatever a test did: no credential in the logs or the journal.
+		if strings.Contains(w.logs.String(), secretKey) || strings.Contains(w.logs.String(), otherKey) {
+			t.Errorf("a runner's key reached the logs:\n%s", w.logs)
+		}
+		raw, err := os.ReadFile(j.Path())
+		if err == nil && (bytes.Contains(raw, []byte(secretKey)) || bytes.Contains(raw, []byte(otherKey))) {
+			t.Errorf("a runner's key reached the journal")
+		}
+	})
+	w.url = w.p.URL(l)
+	return w
+}
+
+// client is a runner's Daytona client: the real api-client-go, pointed at url.
+func client(url, key string) *apiclient.APIClient {
+	c := apiclient.NewConfiguration()
+	c.Servers = apiclient.ServerConfigurations{{URL: url}}
+	c.AddDefaultHeader("Authorization", "Bearer "+key)
+	return apiclient.NewAPIClient(c)
+}
+
+// runner is a client through the proxy with tether's own key.
+func (w *world) runner() *apiclient.APIClient { return client(w.url, secretKey) }
+
+// reaper is tether's reaper over the same journal, with tether's key.
+func (w *world) reaper() *reaper.Reaper {
+	prov, err := daytona.New(daytona.Config{APIKey: secretKey, APIURL: w.upstream})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return &reaper.Reaper{Journal: w.j, Provider: prov, PollInterval: 5 * time.Millisecond, RetryBase: 5 * time.Millisecond}
+}
+
+// drain drains every live intent and returns the report.
+func (w *world) drain() reaper.Report {
+	w.t.Helper()
+	live, err := w.j.Live()
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
+	defer cancel()
+	return w.reaper().Drain(ctx, live)
+}
+
+// observed waits for the one intent in the journal to hold a sandbox id
+// (the proxy journals it while the runner reads its answer) and returns it.
+func (w *world) observed() spool.Intent {
+	w.t.Helper()
+	var in spool.Intent
+	testutil.Eventually(w.t, "the sandbox id is journaled", func() (bool, string) {
+		in = w.only()
+		return in.SandboxID != "", "intent is " + string(in.State)
+	})
+	return in
+}
+
+// only returns the one intent in the journal.
+func (w *world) only() spool.Intent {
+	w.t.Helper()
+	all, err := w.j.All()
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	if len(all) != 1 {
+		w.t.Fatalf("journal holds %d intents, want 1: %+v", len(all), all)
+	}
+	return all[0]
+}
+
+// byName returns the simulator's sandbox (destroyed ones too) named name.
+func (w *world) byName(name string) (daytonatest.Sandbox, bool) {
+	for _, sb := range w.sim.Sandboxes() {
+		if sb.Name == name || strings.HasPrefix(sb.Name, "DESTROYED_"+name+"_") {
+			return sb, true
+		}
+	}
+	return daytonatest.Sandbox{}, false
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), waitBound)
+	t.Cleanup(cancel)
+	return c
+}
+
+func TestCreateWithoutNameIsNamedLabelledBackstoppedAndJournaled(t *testing.T) {
+	w := newWorld(t, nil)
+	req := apiclient.NewCreateSandbox()
+	req.SetLabels(map[string]string{"team": "a"})
+	req.SetAutoStopInterval(0)
+	sb, resp, err := w.runner().SandboxAPI.CreateSandbox(ctx(t)).CreateSandbox(*req).Execute()
+	if err != nil {
+		t.Fatalf("create through the proxy: %v", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	in := w.observed()
+	if in.State != spool.Observed || in.SandboxID != sb.GetId() {
+		t.Fatalf("intent %+v: want observed with sandbox %s", in, sb.GetId())
+	}
+	if in.Name != spool.NamePrefix+in.ID {
+		t.Errorf("intent name %q, want tether-<id>", in.Name)
+	}
+	if in.Account != w.p.Account {
+		t.Errorf("intent account %q, want tether's %q", in.Account, w.p.Account)
+	}
+	rec, ok := w.sim.Sandbox(sb.GetId())
+	if !ok {
+		t.Fatal("the simulator has no such sandbox")
+	}
+	if rec.Name != in.Name {
+		t.Errorf("sandbox name %q, want %q", rec.Name, in.Name)
+	}
+	want := map[string]string{"team": "a", "scope": "unit", spool.LabelOwner: w.j.Owner(), spool.LabelIntent: in.ID}
+	if !sameLabels(rec.Labels, want) {
+		t.Errorf("sandbox labels %v, want %v", rec.Labels, want)
+	}
+	if rec.AutoStopInterval != backstop {
+		t.Errorf("auto-stop %d, want the backstop %d", rec.AutoStopInterval, backstop)
+	}
+	// The runner's answer is Daytona's, with the name and labels tether added.
+	if sb.GetName() != in.Name || sb.GetLabels()["team"] != "a" || sb.GetLabels()[spool.LabelIntent] != in.ID {
+		t.Errorf("answer name %q labels %v", sb.GetName(), sb.GetLabels())
+	}
+}
+
+func TestRunnersOwnNameAndLabelsAreKeptBesideTethers(t *testing.T) {
+	w := newWorld(t, nil)
+	req := apiclient.NewCreateSandbox()
+	req.SetName("agent-box-7")
+	req.SetLabels(map[string]string{"team": "b", "job": "42"})
+	req.SetAutoStopInterval(30)
+	sb, _, err := w.runner().SandboxAPI.CreateSandbox(ctx(t)).CreateSandbox(*req).Execute()
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := w.observed()
+	if in.Name != "agent-box-7" {
+		t.Errorf("journaled name %q, want the runner's", in.Name)
+	}
+	rec, _ := w.sim.Sandbox(sb.GetId())
+	want := map[string]string{"team": "b", "job": "42", "scope": "unit", spool.LabelOwner: w.j.Owner(), spool.LabelIntent: in.ID}
+	if rec.Name != "agent-box-7" || !sameLabels(rec.Labels, want) {
+		t.Errorf("sandbox %q labels %v, want agent-box-7 with %v", rec.Name, rec.Labels, want)
+	}
+	if rec.AutoStopInterval != 30 {
+		t.Errorf("auto-stop %d: the runner's 30 must stay", rec.AutoStopInterval)
+	}
+	// The drain deletes it by its journaled id, verifying the runner's name.
+	rep := w.drain()
+	if rep.Gone != 1 || rep.Live() != 0 {
+		t.Fatalf("drain: %+v", rep)
+	}
+	if rec, _ := w.sim.Sandbox(sb.GetId()); rec.State != "destroyed" {
+		t.Errorf("sandbox %s after the drain: %s", sb.GetId(), rec.State)
+	}
+}
+
+func TestAbsentAutoStopIsLeftToTheServerDefault(t *testing.T) {
+	w := newWorld(t, nil)
+	sb, _, err := w.runner().SandboxAPI.CreateSandbox(ctx(t)).CreateSandbox(*apiclient.NewCreateSandbox()).Execute()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec, _ := w.sim.Sandbox(sb.GetId()); rec.AutoStopInterval != 15 {
+		t.Errorf("auto-stop %d, want the server default 15", rec.AutoStopInterval)
+	}
+}
+
+// A create whose runner hangs up (its SDK timed out) is not cancelled:
+// the proxy reads the answer to its end and journals the id.
+func TestRunnerHangsUpBeforeTheAnswer(t *testing.T) {
+	w := newWorld(t, nil, daytonatest.WithFaults(daytonatest.Faults{Latency: 2 * time.Second, Routes: []string{daytonatest.RouteCreate}}))
+	short, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_, _, err := w.runner().SandboxAPI.CreateSandbox(short).CreateSandbox(*apiclient.NewCreateSandbox()).Execute()
+	if err == nil {
+		t.Fatal("the runner's create should have timed out first")
+	}
+	in := w.observed()
+	rec, ok := w.sim.Sandbox(in.SandboxID)
+	if !ok || rec.Name != in.Name {
+		t.Fatalf("journaled sandbox %s: %+v", in.SandboxID, rec)
+	}
+	if rep := w.drain(); rep.Gone != 1 {
+		t.Fatalf("drain: %+v", rep)
+	}
+	if rec, _ := w.sim.Sandbox(in.SandboxID); rec.State != "destroyed" {
+		t.Errorf("sandbox after the drain: %s", rec.State)
+	}
+}
+
+// Creates Daytona answered with an error although the sandbox exists: the
+// intent stays pending under its name, and the drain finds and deletes it.
+func TestFailedCreatesThatLandedEndDeleted(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		status int
+	}{
+		{"400 failed to start but exists", http.StatusBadRequest},
+		{"500 after the allocation", http.StatusInternalServerError},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t, nil)
+			w.sim.Inject(daytonatest.RouteCreate, 1, daytonatest.Scripted{Status: tc.status, After: true})
+			_, resp, err := w.runner().SandboxAPI.CreateSandbox(ctx(t)).CreateSandbox(*apiclient.NewCreateSandbox()).Execute()
+			if err == nil || resp == nil || resp.StatusCode != tc.status {
+				t.Fatalf("the runner must see Daytona's %d, got %v (%v)", tc.status, resp, err)
+			}
+			in := w.only()
+			if in.State != spool.Pending || in.SandboxID != "" {
+				t.Fatalf("intent %+v: want pending without id", in)
+			}
+			sb, ok := w.byName(in.Name)
+			if !ok {
+				t.Fatal("the simulator should hold the sandbox the failed create allocated")
+			}
+			rep := w.drain()
+			if rep.Gone != 1 || rep.Live() != 0 {
+				t.Fatalf("drain: %+v", rep)
+			}
+			if rec, _ := w.sim.Sandbox(sb.ID); rec.State != "destroyed" || !rec.DeleteRequested {
+				t.Errorf("sandbox after the drain: %+v", rec)
+			}
+		})
+	}
+}
+
+// Refusals Daytona gives before it does anything close the intent at once
+// as never-created, so the drain does not poll for a name that cannot come.
+func TestRefusedBeforeAnythingIsNeverCreated(t *testing.T) {
+	w := newWorld(t, nil)
+	_, resp, err := client(w.url, "no-such-key").SandboxAPI.CreateSandbox(ctx(t)).CreateSandbox(*apiclient.NewCreateSandbox()).Execute()
+	if err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("want Daytona's 401, got %v (%v)", resp, err)
+	}
+	if in := w.only(); in.State != spool.NeverCreated {
+		t.Fatalf("intent %+v: want never-created", in)
+	}
+	if n := len(w.sim.Sandboxes()); n != 0 {
+		t.Fatalf("%d sandboxes", n)
+	}
+}
+
+func TestDeleteByTheRunnerMarksReleasingAndIsNotDeletedTwice(t *testing.T) {
+	w := newWorld(t, nil)
+	c := w.runner()
+	var ids []string
+	for range 3 {
+		sb, _, err := c.SandboxAPI.CreateSandbox(ctx(t)).CreateSandbox(*apiclient.NewCreateSandbox()).Execute()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, sb.GetId())
+	}
+	testutil.Eventually(t, "every id is journaled", func() (bool, string) {
+		all, _ := w.j.All()
+		for _, in := range all {
+			if in.SandboxID == "" {
+				return false, in.Name + " has no id yet"
+			}
+		}
+		return len(all) == 3, "intents missing"
+	})
+	// One by id, one by name.
+	if _, _, err := c.SandboxAPI.DeleteSandbox(ctx(t), ids[0]).Execute(); err != nil {
+		t.Fatal(err)
+	}
+	rec1, _ := w.sim.Sandbox(ids[1])
+	if _, _, err := c.SandboxAPI.DeleteSandbox(ctx(t), rec1.Name).Execute(); err != nil {
+		t.Fatal(err)
+	}
+	all, _ := w.j.All()
+	states := map[string]spool.State{}
+	for _, in := range all {
+		states[in.SandboxID] = in.State
+	}
+	if states[ids[0]] != spool.Releasing || states[ids[1]] != spool.Releasing || states[ids[2]] != spool.Observed {
+		t.Fatalf("states %v: want the two deleted releasing, the third observed", states)
+	}
+	rep := w.drain()
+	if rep.Gone != 3 || rep.Live() != 0 {
+		t.Fatalf("drain: %+v", rep)
+	}
+	if n := w.sim.Calls()[daytonatest.RouteDelete]; n != 3 {
+		t.Errorf("%d deletes reached Daytona, want 3 (2 by the runner, 1 by the drain)", n)
+	}
+	for _, id := range ids {
+		if rec, _ := w.sim.Sandbox(id); rec.State != "destroyed" {
+			t.Errorf("sandbox %s: %s", id, rec.State)
+		}
+	}
+}
+
+// A runner with another account's key: its intents carry that account,
+// the drain never deletes them (nor anything else), and it is reported.
+func TestAnotherAccountIsReportedAndNeverDeleted(t *testing.T) {
+	w := newWorld(t, nil)
+	sb, _, err := client(w.url, otherKey).SandboxAPI.CreateSandbox(ctx(t)).CreateSandbox(*apiclient.NewCreateSandbox()).Execute()
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := w.observed()
+	if in.Account != daytona.Fingerprint(w.upstream, otherKey) || in.Account == w.p.Account {
+		t.Fatalf("intent account %q: want the runner's", in.Account)
+	}
+	if !strings.Contains(w.logs.String(), "another Daytona account") {
+		t.Errorf("no report of the other account in the logs:\n%s", w.logs)
+	}
+	rep := w.drain()
+	if rep.Live() != 1 || !strings.Contains(rep.Unresolved[0].LastError, "another provider account") {
+		t.Fatalf("drain: %+v", rep)
+	}
+	if rec, _ := w.sim.Sandbox(sb.GetId()); rec.DeleteRequested || rec.Org != otherOrg {
+		t.Errorf("the other account's sandbox was touched: %+v", rec)
+	}
+	if n := w.sim.Calls()[daytonatest.RouteDelete]; n != 0 {
+		t.Errorf("%d deletes", n)
+	}
+}
+
+// A create the runner declared itself (tether's name and labels) goes
+// through untouched, and nothing more is journaled: the runner answers for
+// it over the socket, as it did without the proxy.
+func TestDeclaredCreatePassesUntouched(t *testing.T) {
+	w := newWorld(t, nil)
+	in, _, err := w.j.Create(ctx(t), spool.NewIntent{Labels: map[string]string{"run": "1"}, Provider: "daytona"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := apiclient.NewCreateSandbox()
+	req.SetName(in.Name)
+	req.SetLabels(in.Labels)
+	req.SetAutoStopInterval(0)
+	sb, _, err := w.runner().SandboxAPI.CreateSandbox(ctx(t)).CreateSandbox(*req).Execute()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := w.only(); got.ID != in.ID || got.State != spool.Pending {
+		t.Fatalf("journal %+v: want only the declared intent, as it was", got)
+	}
+	rec, _ := w.sim.Sandbox(sb.GetId())
+	if rec.Name != in.Name || !sameLabels(rec.Labels, in.Labels) || rec.AutoStopInterval != 0 {
+		t.Errorf("declared create changed: name %q labels %v auto-stop %d", rec.Name, rec.Labels, rec.AutoStopInterval)
+	}
+}
+
+func TestBadCreateBodiesAreRefusedBeforeAnything(t *testing.T) {
+	w := newWorld(t, nil)
+	for _, body := range []string{`[]`, `null`, `{"name":5}`, `{"labels":{"a":1}}`, `{`, "{\"name\":\"a\x01b\"}"} {
+		resp, err := http.Post(w.url+"/sandbox", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("body %q: status %d, want 400", body, resp.StatusCode)
+		}
+	}
+	if all, _ := w.j.All(); len(all) != 0 {
+		t.Errorf("%d intents journaled for refused bodies", len(all))
+	}
+	if n := w.sim.Calls()[daytonatest.RouteCreate]; n != 0 {
+		t.Errorf("%d creates reached Daytona", n)
+	}
+}
+
+func TestUpstreamDownIsA502NeverASuccess(t *testing.T) {
+	w := newWorld(t, nil)
+	w.sim.Close()
+	_, resp, err := w.runner().SandboxAPI.CreateSandbox(ctx(t)).CreateSandbox(*apiclient.NewCreateSandbox()).Execute()
+	if err == nil || resp == nil || resp.StatusCode != http.StatusBadGateway {
+		t.Fatalf("want 502, got %v (%v)", resp, err)
+	}
+	_, resp, err = w.runner().SandboxAPI.ListSandboxes(ctx(t)).Execute()
+	if err == nil || resp == nil || resp.StatusCode != http.StatusBadGateway {
+		t.Fatalf("list: want 502, got %v (%v)", resp, err)
+	}
+	var apiErr *apiclient.GenericOpenAPIError
+	if !errors.As(err, &apiErr) || !strings.Contains(string(apiErr.Body()), "tether proxy") {
+		t.Errorf("502 body should say who answered: %v", err)
+	}
+}
+
+func sameLabels(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if bv, ok := b[k]; !ok || bv != v {
+			return false
+		}
+	}
+	return true
+}
+
+// Close (the actor's interrupt) returns at once even while a create waits
+// for Daytona, and Serve then returns; the intent stays for the drain.
+func TestCloseDoesNotWaitForCreatesInFlight(t *testing.T) {
+	w := newWorld(t, nil)
+	w.sim.Inject(daytonatest.RouteCreate, 1, daytonatest.Scripted{Hang: true})
+	errc := make(chan error, 1)
+	go func() {
+		_, _, err := w.runner().SandboxAPI.CreateSandbox(context.Background()).CreateSandbox(*apiclient.NewCreateSandbox()).Execute()
+		errc <- err
+	}()
+	testutil.Eventually(t, "the create reaches Daytona", func() (bool, string) {
+		return w.sim.Calls()[daytonatest.RouteCreate] == 1, "not yet"
+	})
+	w.p.Close()
+	if err := <-errc; err == nil {
+		t.Fatal("the runner's create should fail when the proxy closes under it")
+	}
+	if in := w.only(); in.State != spool.Pending {
+		t.Errorf("intent %+v: want pending, for the drain", in)
+	}
+}
+
+// A runner that deletes its sandbox the moment the create answers: the
+// proxy already knows the id, so the intent is releasing, not left to a
+// lookup by a name Daytona has just renamed away.
+func TestDeleteRightAfterCreate(t *testing.T) {
+	w := newWorld(t, nil)
+	c := w.runner()
+	sb, _, err := c.SandboxAPI.CreateSandbox(ctx(t)).CreateSandbox(*apiclient.NewCreateSandbox()).Execute()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := c.SandboxAPI.DeleteSandbox(ctx(t), sb.GetId()).Execute(); err != nil {
+		t.Fatal(err)
+	}
+	in := w.observed()
+	if in.State != spool.Releasing || in.SandboxID != sb.GetId() {
+		t.Fatalf("intent %+v: want releasing with sandbox %s", in, sb.GetId())
+	}
+	if rep := w.drain(); rep.Gone != 1 {
+		t.Fatalf("drain: %+v", rep)
+	}
+	if n := w.sim.Calls()[daytonatest.RouteDelete]; n != 1 {
+		t.Errorf("%d deletes, want the runner's one", n)
+	}
+}
+
+func TestChildURLMirrorsTheUpstreamPath(t *testing.T) {
+	for _, tc := range []struct{ upstream, path string }{
+		{"https://app.daytona.io/api", "/api"},
+		{"https://app.daytona.io/api/", "/api"},
+		{"http://daytona.internal:3000", ""},
+		{"", "/api"}, // Daytona's cloud
+	} {
+		p := &Proxy{Upstream: tc.upstream}
+		l, err := p.Listen("127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("%q: %v", tc.upstream, err)
+		}
+		if got, want := p.URL(l), "http://"+l.Addr().String()+tc.path; got != want {
+			t.Errorf("%q: child URL %s, want %s", tc.upstream, got, want)
+		}
+		l.Close()
+	}
+	for _, bad := range []string{"ftp://host/api", "app.daytona.io/api", "https://user:hunter2@host/api", "http://%zz"} {
+		_, err := (&Proxy{Upstream: bad}).Listen("127.0.0.1:0")
+		if err == nil {
+			t.Errorf("upstream %q accepted", bad)
+		} else if strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("error shows the password: %v", err)
+		}
+	}
+}

@@ -1,0 +1,87 @@
+package socket
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/tether-run/tether/intentapi"
+	"github.com/tether-run/tether/internal/jsonstrict"
+	"github.com/tether-run/tether/spool"
+)
+
+// DecodeCreateRequest reads and validates a create body. An empty body is
+// the all-defaults request.
+func DecodeCreateRequest(r io.Reader) (intentapi.CreateRequest, error) {
+	var req intentapi.CreateRequest
+	if err := decodeStrict(r, &req, true); err != nil {
+		return intentapi.CreateRequest{}, err
+	}
+	if err := spool.ValidateLabels(req.Labels); err != nil {
+		return intentapi.CreateRequest{}, err
+	}
+	if err := spool.ValidateOnDrain(req.OnDrain); err != nil {
+		return intentapi.CreateRequest{}, err
+	}
+	if req.Key != "" {
+		if err := spool.ValidateKey(req.Key); err != nil {
+			return intentapi.CreateRequest{}, err
+		}
+	}
+	return req, nil
+}
+
+// DecodeObserveRequest reads and validates an observe body.
+func DecodeObserveRequest(r io.Reader) (intentapi.ObserveRequest, error) {
+	var req intentapi.ObserveRequest
+	if err := decodeStrict(r, &req, false); err != nil {
+		return intentapi.ObserveRequest{}, err
+	}
+	if err := spool.ValidateSandboxID(req.SandboxID); err != nil {
+		return intentapi.ObserveRequest{}, err
+	}
+	return req, nil
+}
+
+// DecodeReleaseRequest reads and validates a release body; an empty body
+// means outcome deleted.
+func DecodeReleaseRequest(r io.Reader) (intentapi.ReleaseRequest, error) {
+	var req intentapi.ReleaseRequest
+	if err := decodeStrict(r, &req, true); err != nil {
+		return intentapi.ReleaseRequest{}, err
+	}
+	if err := spool.ValidateOutcome(req.Outcome); err != nil {
+		return intentapi.ReleaseRequest{}, err
+	}
+	return req, nil
+}
+
+// errTooLarge marks a body over intentapi.MaxBody (413, not 400).
+var errTooLarge = fmt.Errorf("body larger than %d bytes", intentapi.MaxBody)
+
+// decodeStrict decodes exactly one JSON object with nothing after it, the
+// jsonstrict way: exact field names, each once, valid UTF-8. The messages
+// name the field.
+func decodeStrict(r io.Reader, v any, emptyOK bool) error {
+	data, err := io.ReadAll(io.LimitReader(r, intentapi.MaxBody+1))
+	if err != nil {
+		return fmt.Errorf("reading body: %w", err)
+	}
+	if len(data) > intentapi.MaxBody {
+		return errTooLarge
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		if emptyOK {
+			return nil
+		}
+		return errors.New("body: empty, want a JSON object")
+	}
+	if t := bytes.TrimSpace(data); t[0] != '{' {
+		return errors.New("body: want a JSON object")
+	}
+	if err := jsonstrict.Decode(data, v); err != nil {
+		return fmt.Errorf("body: %w", err)
+	}
+	return nil
+}

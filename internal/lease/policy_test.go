@@ -1,0 +1,125 @@
+package lease_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tether-run/tether/internal/lease"
+	"github.com/tether-run/tether/spool"
+)
+
+// policyReaper records what the policy asks of the reaper and answers
+// ApplyLease with applyErr.
+type policyReaper struct {
+	mu       sync.Mutex
+	applyErr error
+	calls    []string
+}
+
+func (r *policyReaper) note(call string, in spool.Intent) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls = append(r.calls, call+" "+in.ID)
+}
+
+func (r *policyReaper) ApplyLease(_ context.Context, in spool.Intent) error {
+	r.note("apply", in)
+	return r.applyErr
+}
+
+func (r *policyReaper) EndLease(_ context.Context, in spool.Intent, autoStop int) error {
+	r.note(fmt.Sprintf("end(%d)", autoStop), in)
+	return nil
+}
+
+func (r *policyReaper) Backstop(_ context.Context, in spool.Intent) error {
+	r.note("backstop", in)
+	return nil
+}
+
+func (r *policyReaper) got() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := slices.Clone(r.calls)
+	slices.Sort(out)
+	return out
+}
+
+// A lease that cannot be applied falls back to the auto-stop backstop,
+// unless the sandbox is not ours or is gone: then there is nothing to
+// protect.
+func TestPolicyApply(t *testing.T) {
+	in := spool.Intent{ID: "a", SandboxID: "sb-a"}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want []string
+	}{
+		{"applied", nil, []string{"apply a"}},
+		{"not ours", fmt.Errorf("lease: %w", lease.ErrNotOurs), []string{"apply a"}},
+		{"failed", errors.New("503"), []string{"apply a", "backstop a"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &policyReaper{applyErr: tc.err}
+			p := &lease.Policy{Reaper: r, CallTimeout: time.Second}
+			p.Apply(in)
+			if got := r.got(); !slices.Equal(got, tc.want) {
+				t.Errorf("calls %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// Once the child is gone, EndKept hands back every sandbox released as kept
+// since Start, once each, with the configured auto-stop; nothing else.
+func TestPolicyEndKept(t *testing.T) {
+	j, err := spool.Open(filepath.Join(t.TempDir(), "journal.db"), spool.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	declare := func(outcome string) spool.Intent {
+		t.Helper()
+		in, _, err := j.Create(context.Background(), spool.NewIntent{Provider: "daytona"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if in, err = j.Observe(in.ID, "sb-"+in.ID); err != nil {
+			t.Fatal(err)
+		}
+		if outcome != "" {
+			if in, err = j.Release(in.ID, outcome); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return in
+	}
+	r := &policyReaper{}
+	p := &lease.Policy{Reaper: r, Journal: j, AutoStop: 15, CallTimeout: time.Second}
+	before := declare(spool.OutcomeKept) // released before lease mode began
+	p.Start()
+	kept := declare(spool.OutcomeKept)
+	seen := declare(spool.OutcomeKept)
+	declare(spool.OutcomeDeleted)
+	declare("")  // still live
+	p.Kept(seen) // the renewer saw this one first
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	select {
+	case <-p.EndKept(ctx):
+	case <-ctx.Done():
+		t.Fatal("EndKept did not finish")
+	}
+	want := []string{"end(15) " + kept.ID, "end(15) " + seen.ID}
+	slices.Sort(want)
+	if got := r.got(); !slices.Equal(got, want) {
+		t.Errorf("calls %v, want %v (not %s, released before Start)", got, want, before.ID)
+	}
+}

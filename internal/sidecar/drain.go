@@ -1,0 +1,33 @@
+package sidecar
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/tether-run/tether/internal/config"
+	"github.com/tether-run/tether/internal/reaper"
+	"github.com/tether-run/tether/provider"
+	"github.com/tether-run/tether/spool"
+)
+
+// drainDeadline is the one place the drain's deadline is made, for `tether
+// run` (from the moment the child is gone) and `tether drain` alike:
+// --drain-timeout from now. Everything the drain does runs under the
+// context it returns — the wait for the intakes to settle, the ending of
+// kept sandboxes' leases and the reaper's DrainLive — so none of them can
+// outlast it, and `--grace + --drain-timeout` is the bound a docker stop is
+// promised.
+func drainDeadline(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, timeout)
+}
+
+// Drain is `tether drain`: it resolves every live intent of j with prov
+// under the drain deadline, writing the report to w. It returns
+// reaper.ErrUnresolved (wrapped) when intents were left live.
+func Drain(ctx context.Context, cfg config.Config, j *spool.Journal, prov provider.Provider, log *slog.Logger, w io.Writer) (reaper.Report, error) {
+	dctx, cancel := drainDeadline(ctx, cfg.DrainTimeout)
+	defer cancel()
+	return NewReaper(cfg, j, prov, log).DrainLive(dctx, j, w)
+}

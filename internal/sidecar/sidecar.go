@@ -1,0 +1,317 @@
+// Package sidecar is the lifecycle of `tether run`: what tether runs beside
+// the child. Open opens the journal (refusing one another tether holds),
+// the provider and the reaper, and checks the provider setup; Listen makes
+// the actors ready before the child starts (the intent API's socket, the
+// spool intake, the boot replay, the lease renewer, the Daytona API
+// proxy); Run runs the child under the supervisor with ChildEnv, and once
+// it is gone, drains every live intent under the one drain deadline
+// (drain.go); Close ends what is left. It only wires: each piece lives in
+// its own package, and cmd/tether keeps flags, output and exit codes.
+package sidecar
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/tether-run/tether/internal/config"
+	"github.com/tether-run/tether/internal/intake"
+	"github.com/tether-run/tether/internal/intake/socket"
+	"github.com/tether-run/tether/internal/intake/spooldir"
+	"github.com/tether-run/tether/internal/lease"
+	"github.com/tether-run/tether/internal/metrics"
+	"github.com/tether-run/tether/internal/reaper"
+	"github.com/tether-run/tether/provider/daytona"
+	"github.com/tether-run/tether/spool"
+	"github.com/tether-run/tether/supervisor"
+)
+
+// backstopTimeout bounds the auto-stop repair tether makes after each
+// observe; it runs in the background and never delays an answer.
+const backstopTimeout = 30 * time.Second
+
+// Options are what the sidecar takes from its command besides the
+// configuration.
+type Options struct {
+	// Logger receives tether's logs (never the child's stdout).
+	Logger *slog.Logger
+	// Version is the intent API's answer to GET /v1/version.
+	Version string
+	// Report is where the drain writes its report (default os.Stderr).
+	Report io.Writer
+}
+
+// Sidecar is one `tether run`: the journal, the provider, the reaper, the
+// intakes handed to the supervisor as actors, and the drain it runs once
+// the child is gone.
+type Sidecar struct {
+	cfg     config.Config
+	log     *slog.Logger
+	out     io.Writer
+	version string
+	journal *spool.Journal
+	reaper  *reaper.Reaper
+	intake  *intake.Intake
+	// proxyURL is the Daytona API proxy's URL, the child's DAYTONA_API_URL
+	// ("" with the proxy off).
+	proxyURL string
+	// actors are Listen's, handed to the supervisor by Run.
+	actors []supervisor.Actor
+
+	// metrics and its endpoint, with --metrics-addr (metrics.go).
+	metrics       *metrics.Metrics
+	metricsServer *metrics.Server
+
+	// settling is what the drain waits for first (see settle); cutFinal
+	// ends the spool intake's last scan.
+	settling []settling
+	cutFinal context.CancelFunc
+	// lease is lease mode's policy (lease.go); nil when it is off.
+	lease *lease.Policy
+
+	// report is the drain's, once AfterChild has run.
+	mu     sync.Mutex
+	report *reaper.Report
+}
+
+// Open opens the journal (refusing one another tether holds) and the
+// provider, and checks the provider setup (checkProvider). Without Daytona
+// credentials tether still supervises and journals (unless
+// --require-provider), but cannot delete anything: it says so at start, and
+// every intent stays live and is reported, for a later run or `tether
+// drain` with credentials.
+func Open(cfg config.Config, opts Options) (*Sidecar, error) {
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	out := opts.Report
+	if out == nil {
+		out = os.Stderr
+	}
+	j, err := OpenJournal(cfg, log)
+	if err != nil {
+		return nil, withSetting(err, "--journal", config.EnvJournal)
+	}
+	sc := &Sidecar{cfg: cfg, log: log, out: out, version: opts.Version, journal: j}
+	prov, setupErr := OpenProvider(log)
+	account := ""
+	if prov != nil {
+		account = prov.Account()
+	}
+	if prov, err = sc.startMetrics(prov); err != nil {
+		j.Close()
+		return nil, err
+	}
+	sc.reaper = NewReaper(cfg, j, prov, log)
+	sc.intake = &intake.Intake{
+		Journal:  j,
+		Labels:   cfg.Labels,
+		Provider: daytona.ProviderName,
+		Account:  account,
+		Delete:   sc.deleteNow,
+		Observed: sc.observed,
+	}
+	if err := sc.checkProvider(setupErr); err != nil {
+		sc.Close()
+		return nil, err
+	}
+	sc.openLease() // lease.go
+	return sc, nil
+}
+
+// Close closes the metrics endpoint and the journal.
+func (sc *Sidecar) Close() error {
+	sc.stopMetrics()
+	return sc.journal.Close()
+}
+
+// Journal is the sidecar's journal (for a test or a report; the intakes and
+// the reaper are what change it).
+func (sc *Sidecar) Journal() *spool.Journal { return sc.journal }
+
+// deleteNow resolves one intent at the runner's request (DELETE
+// /v1/intents/{id}, or a spool "delete" op).
+func (sc *Sidecar) deleteNow(ctx context.Context, id string) (spool.Intent, error) {
+	in, err := sc.journal.Get(id)
+	if err != nil {
+		return in, err
+	}
+	return sc.reaper.Resolve(ctx, in)
+}
+
+// observed repairs the auto-stop backstop of a newly observed sandbox.
+// Without a provider there is nothing to repair it with; the drain reports
+// the intent instead.
+func (sc *Sidecar) observed(in spool.Intent) {
+	if sc.reaper.Provider == nil {
+		return
+	}
+	if sc.lease != nil {
+		sc.lease.Apply(in)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), backstopTimeout)
+	defer cancel()
+	if err := sc.reaper.Backstop(ctx, in); err != nil {
+		sc.log.Warn("auto-stop backstop not applied", "intent", in.ID, "name", in.Name, "sandbox", in.SandboxID, "err", err)
+	}
+}
+
+// ChildEnv is what the child learns of tether: where to declare intents,
+// the owner id and the scope labels tether verifies on every sandbox (so a
+// runner that writes spool files, or the CLI without a socket, knows the
+// exact labels to create the sandbox with), and, with the proxy on, the
+// Daytona API URL its SDK is to call. Complete once Listen has run.
+func (sc *Sidecar) ChildEnv() []string {
+	env := []string{
+		config.EnvSocket + "=" + sc.cfg.Socket,
+		config.EnvSpool + "=" + sc.cfg.Spool,
+		config.EnvOwner + "=" + sc.journal.Owner(),
+	}
+	if len(sc.cfg.Labels) > 0 {
+		env = append(env, config.EnvLabels+"="+config.FormatLabels(sc.cfg.Labels))
+	}
+	if sc.proxyURL != "" {
+		env = append(env, daytona.EnvAPIURL+"="+sc.proxyURL)
+	}
+	return env
+}
+
+// Listen makes the actors ready: the socket API, the spool intake, the boot
+// replay, the lease renewer (in lease mode) and the Daytona API proxy
+// (unless it is off). They are ready before the child starts, so its first
+// request finds the socket. An error is a setting to change (the path or
+// address named), and nothing is left listening.
+func (sc *Sidecar) Listen() error {
+	srv := &socket.Server{
+		Intake:  sc.withLogger("api"),
+		Version: sc.version,
+	}
+	l, err := srv.Listen(sc.cfg.Socket)
+	if err != nil {
+		return withSetting(err, "--socket", config.EnvSocket)
+	}
+	// Every interrupt below only signals; settle waits at the start of the
+	// drain (see shutdown.go).
+	serve, stopServe := srv.Actor(l)
+
+	// The spool directory is checked before the child starts, as the
+	// socket's is: a directory others may write is refused here.
+	reader := &spooldir.Reader{Intake: sc.withLogger("spool"), Dir: sc.cfg.Spool, AllowUIDs: srv.AllowUIDs}
+	if err := reader.Open(); err != nil {
+		l.Close()
+		return withSetting(err, "--spool", config.EnvSpool)
+	}
+	readerCtx, stopReader := context.WithCancel(context.Background())
+	reader.FinalScanCtx, sc.cutFinal = context.WithCancel(context.Background())
+
+	// What an earlier run left live is replayed in the background: the
+	// child must not wait for slow provider calls, nor for the intents to
+	// be read (only their ids are, here). Intents the child declares from
+	// now on are not part of it; the final drain takes all.
+	left, err := sc.journal.LiveIDs()
+	if err != nil {
+		l.Close()
+		stopReader()
+		sc.cutFinal()
+		return err
+	}
+	replayCtx, stopReplay := context.WithCancel(context.Background())
+
+	spoolActor, readerDone := backgroundActor("spool", func() error { return reader.Run(readerCtx) }, stopReader)
+	replayActor, replayDone := backgroundActor("replay", func() error {
+		sc.replay(replayCtx, left) // metrics.go
+		<-replayCtx.Done()         // work that returns would end the group
+		return nil
+	}, stopReplay)
+	sc.settling = []settling{
+		{"intent API", srv.Done()},
+		{"spool intake's last scan", readerDone},
+		{"boot replay", replayDone},
+	}
+	actors := []supervisor.Actor{
+		{Name: "api", Execute: serve, Interrupt: stopServe},
+		spoolActor,
+		replayActor,
+	}
+	if sc.lease != nil {
+		actors = append(actors, sc.leaseActor()) // lease.go
+	}
+	if sc.cfg.DaytonaProxy {
+		a, err := sc.proxyActor()
+		if err != nil {
+			l.Close()
+			stopReader()
+			sc.cutFinal()
+			stopReplay()
+			return err
+		}
+		actors = append(actors, a)
+	}
+	sc.actors = actors
+	return nil
+}
+
+// withLogger is the shared intake with a logger named for one intake.
+func (sc *Sidecar) withLogger(component string) *intake.Intake {
+	in := *sc.intake
+	in.Logger = sc.log.With("component", component)
+	return &in
+}
+
+// Run runs command as the child, with ChildEnv and the actors of Listen
+// (which must have run), and drains once it is gone (AfterChild). signals
+// are the ones caught early (nil: Run catches them itself). The Status is
+// the child's; the error is tether's own failure.
+func (sc *Sidecar) Run(ctx context.Context, command []string, signals *supervisor.Signals) (supervisor.Status, error) {
+	return supervisor.Run(ctx, supervisor.Config{
+		Command:         command,
+		Env:             sc.ChildEnv(),
+		Grace:           sc.cfg.Grace,
+		SignalChildOnly: sc.cfg.SignalChildOnly,
+		Logger:          sc.log,
+		Actors:          sc.actors,
+		AfterChild:      sc.AfterChild,
+		Signals:         signals,
+	})
+}
+
+// AfterChild drains every live intent under the drain deadline once the
+// child and its process group are gone. The deadline covers the wait for
+// the intent API's last requests and the spool intake's last scan, and the
+// ending of kept sandboxes' leases beside the drain, too.
+func (sc *Sidecar) AfterChild(ctx context.Context, st supervisor.Status) error {
+	dctx, cancel := drainDeadline(ctx, sc.cfg.DrainTimeout)
+	defer cancel()
+	sc.log.Debug("drain: the child is gone; the intent API and the spool intake finish first", "deadline", sc.cfg.DrainTimeout)
+	sc.settle(dctx, sc.cutFinal)
+	sc.cutFinal()
+	kept := sc.endKeptLeases(dctx) // lease.go
+	rep, err := sc.reaper.DrainLive(dctx, sc.journal, sc.out)
+	<-kept
+	sc.mu.Lock()
+	sc.report = &rep
+	sc.mu.Unlock()
+	if sc.metrics != nil && (err == nil || errors.Is(err, reaper.ErrUnresolved)) {
+		sc.metrics.ObserveDrain(rep)
+	}
+	if errors.Is(err, reaper.ErrUnresolved) {
+		return nil // reported; --on-unresolved decides what it does to the exit code
+	}
+	return err
+}
+
+// Unresolved is how many intents the drain left live (0 before it ran).
+func (sc *Sidecar) Unresolved() int {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if sc.report == nil {
+		return 0
+	}
+	return sc.report.Live()
+}

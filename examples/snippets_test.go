@@ -15,10 +15,11 @@ import (
 	"github.com/tether-run/tether/spool"
 )
 
-// snippetDocs are the docs whose shell, Node and Python blocks must run as
-// written (globs, relative to this directory), and where they run from: a
-// doc's relative paths are relative to its own directory.
-var snippetDocs = []string{"../README.md", "../docs/protocol.md", "../docs/operations.md", "*/README.md"}
+// snippetDocs are the docs whose shell, Node and Python blocks must run
+// (globs, relative to this directory): every Markdown file of the
+// repository. A block runs in its doc's directory, since a doc's relative
+// paths are relative to it.
+var snippetDocs = []string{"../README.md", "../docs/*.md", "README.md", "*/README.md"}
 
 // tryItAddr is the address the docs' blocks use for the simulated Daytona:
 // the default of `tether demo daytona`. Each block gets its own on a free
@@ -171,8 +172,8 @@ func wrapFragment(sn snippet) (string, bool) {
 // lack; a block that uses a missing one is skipped, saying so.
 var snippetTools = []string{"curl", "jq", "node", "python3", "timeout"}
 
-// TestDocSnippets runs every shell, Node and Python block of README.md,
-// docs/protocol.md, docs/operations.md and the examples' READMEs:
+// TestDocSnippets runs every shell, Node and Python block of the docs
+// (snippetDocs):
 //
 //   - a block without a marker runs as written, in its doc's directory, with
 //     the tether just built first on PATH, against a `tether demo daytona`
@@ -206,7 +207,7 @@ func TestDocSnippets(t *testing.T) {
 		for _, sn := range docSnippets(t, doc) {
 			name := fmt.Sprintf("%s:%d", doc, sn.line)
 			if rel, ok := strings.CutPrefix(doc, "../"); ok {
-				name = fmt.Sprintf("%s:%d", rel, sn.line)
+				name = fmt.Sprintf("%s:%d", rel, sn.line) // from the repository's root
 			} else {
 				name = "examples/" + name
 			}

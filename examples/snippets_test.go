@@ -205,12 +205,12 @@ func TestDocSnippets(t *testing.T) {
 	var ran int
 	for _, doc := range docs {
 		for _, sn := range docSnippets(t, doc) {
-			name := fmt.Sprintf("%s:%d", doc, sn.line)
-			if rel, ok := strings.CutPrefix(doc, "../"); ok {
-				name = fmt.Sprintf("%s:%d", rel, sn.line) // from the repository's root
-			} else {
-				name = "examples/" + name
+			// Named from the repository's root.
+			rel, ok := strings.CutPrefix(doc, "../")
+			if !ok {
+				rel = "examples/" + doc
 			}
+			name := fmt.Sprintf("%s:%d", rel, sn.line)
 			switch sn.marker {
 			case "skip":
 				if strings.TrimSpace(sn.reason) == "" {

@@ -112,6 +112,7 @@ type world struct {
 	sim     *daytonatest.Server
 	dir     string
 	journal string
+	env     []string // added to every tether's environment
 }
 
 func newWorld(t *testing.T, opts ...daytonatest.Option) *world {
@@ -199,11 +200,12 @@ func (w *world) start(runner ...string) *proc {
 	cmd := exec.Command(filepath.Join(tetherDir, "tether"), append(args, runner...)...)
 	var env []string
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "TETHER_") && !strings.HasPrefix(kv, "DAYTONA_") && !strings.HasPrefix(kv, "PATH=") {
+		if !strings.HasPrefix(kv, "TETHER_") && !strings.HasPrefix(kv, "DAYTONA_") && !strings.HasPrefix(kv, "E2B_") && !strings.HasPrefix(kv, "PATH=") {
 			env = append(env, kv)
 		}
 	}
 	cmd.Env = append(env, "PATH="+tetherDir+":"+os.Getenv("PATH"), "DAYTONA_API_URL="+w.sim.URL, "DAYTONA_API_KEY="+daytonatest.DefaultKey)
+	cmd.Env = append(cmd.Env, w.env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

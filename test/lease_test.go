@@ -25,17 +25,18 @@ const (
 	leaseMinutes = 2
 	leaseSpan    = leaseMinutes * leaseMinute
 	// leaseBound is the documented bound from the last renewal to the
-	// sandbox's auto-stop (and, for on_drain delete, its deletion): the
-	// lease, plus one run of Daytona's check (10 s of a minute).
+	// sandbox's auto-stop, and from its stop (or, for a stopped sandbox,
+	// the last renewal) to its auto-delete (on_drain delete): the lease,
+	// plus one run of Daytona's check (10 s of a minute).
 	leaseBound = leaseSpan + leaseMinute/6
 )
 
 // TestLeaseModeOutlivesNoHost: a live runner holds its sandboxes, declared
 // over the socket, for 10 leases and none is stopped; then tether and the
 // runner are SIGKILLed together and the journal is lost with them, as with
-// a lost node. No tether process is left, yet every sandbox is stopped and
-// deleted by the simulator's own timers, within the lease and one check of
-// the kill.
+// a lost node. No tether process is left, yet every sandbox is stopped by
+// the simulator's own timers within the lease and one check of the kill,
+// and deleted within another.
 func TestLeaseModeOutlivesNoHost(t *testing.T) {
 	t.Parallel()
 	w := leaseWorld(t)
@@ -77,19 +78,23 @@ func TestLeaseModeOutlivesNoHost(t *testing.T) {
 		}
 	}
 	// The one released as deleted had its lease run out under the live
-	// runner: the simulator stopped and deleted it within the bound.
-	var stop daytonatest.TimerEvent
+	// runner: the simulator stopped it, then deleted it, within the bounds.
+	var stop, del daytonatest.TimerEvent
 	for _, e := range w.sim.TimerEvents() {
-		if e.ID == gone.sandbox {
+		switch {
+		case e.ID == gone.sandbox && e.Kind == daytonatest.TimerAutoStop:
 			stop = e
+		case e.ID == gone.sandbox && e.Kind == daytonatest.TimerAutoDelete:
+			del = e
 		}
 	}
 	// From the release, or from a renewal that was already under way then
 	// and landed just after it.
 	from := later(released, stop.LastActivity)
-	if sb, _ := w.sim.Sandbox(gone.sandbox); sb.State != "destroyed" || stop.At.IsZero() || stop.At.Sub(from) > leaseBound || stop.LastActivity.Sub(released) > leaseMinute {
-		t.Errorf("sandbox released as deleted: %s, stopped by its lease at %s (%s after the release, last renewed %s after it; bound %s)",
-			sb.State, stop.At, stop.At.Sub(released), stop.LastActivity.Sub(released), leaseBound)
+	if sb, _ := w.sim.Sandbox(gone.sandbox); sb.State != "destroyed" || stop.At.IsZero() || stop.At.Sub(from) > leaseBound || stop.LastActivity.Sub(released) > leaseMinute ||
+		del.At.IsZero() || del.At.Sub(stop.At) > leaseBound {
+		t.Errorf("sandbox released as deleted: %s, stopped by its lease at %s (%s after the release, last renewed %s after it; bound %s), deleted %s after its stop",
+			sb.State, stop.At, stop.At.Sub(released), stop.LastActivity.Sub(released), leaseBound, del.At.Sub(stop.At))
 	}
 	// The kept one is the runner's: nothing renews it, so Daytona stops it
 	// after the backstop's 15 idle minutes (22.5 s here), never sooner,
@@ -133,7 +138,7 @@ func leaseWorld(t *testing.T) *world {
 
 // leaseScenario: the runner holds the sandboxes for 10 leases, none is
 // stopped; tether and runner are killed, the journal lost; the
-// simulator's timers stop and delete every sandbox within the bound.
+// simulator's timers stop and delete every sandbox within the bounds.
 func (w *world) leaseScenario(p *proc, out runnerOut, sandboxes []string) {
 	t := w.t
 	t.Helper()
@@ -168,8 +173,22 @@ func (w *world) leaseScenario(p *proc, out runnerOut, sandboxes []string) {
 		t.Fatalf("%d renewals for %d sandboxes over 10 leases: the sandboxes lived without them?", renewals, len(sandboxes))
 	}
 
-	// The host is lost: tether and the runner die at once, and the journal
-	// with them.
+	w.loseHost(p, out, sandboxes, nil)
+}
+
+// loseHost kills tether and the runner at once and removes the journal, as
+// a lost host does; then every sandbox is stopped by the simulator's own
+// auto-stop within leaseBound of the kill (or its last renewal), and
+// deleted by its auto-delete within leaseBound of its stop, but those in
+// stopped, which the runner had stopped itself: they are deleted within
+// leaseBound of the kill.
+func (w *world) loseHost(p *proc, out runnerOut, sandboxes []string, stopped map[string]bool) {
+	t := w.t
+	t.Helper()
+	mine := map[string]bool{}
+	for _, id := range sandboxes {
+		mine[id] = true
+	}
 	for _, pid := range []int{p.cmd.Process.Pid, out.pid} {
 		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 			t.Fatalf("kill %d: %v", pid, err)
@@ -192,25 +211,40 @@ func (w *world) leaseScenario(p *proc, out runnerOut, sandboxes []string) {
 		}
 		return true, ""
 	})
-	fired := map[string]daytonatest.TimerEvent{}
-	for _, e := range timers() {
-		fired[e.ID] = e
+	fired := map[string]map[string]daytonatest.TimerEvent{}
+	for _, e := range w.sim.TimerEvents() {
+		if mine[e.ID] {
+			if fired[e.ID] == nil {
+				fired[e.ID] = map[string]daytonatest.TimerEvent{}
+			}
+			fired[e.ID][e.Kind] = e
+		}
 	}
 	for _, id := range sandboxes {
-		e, ok := fired[id]
-		if !ok || e.Kind != daytonatest.TimerAutoStop {
-			t.Errorf("sandbox %s: deleted, but not by its auto-stop (%+v)", id, e)
-			continue
-		}
-		// Simulated times, computed from the last renewal the simulator
+		// Simulated times, computed from the last activity the simulator
 		// took: they do not depend on how loaded the machine is. A renewal
 		// already on the wire when tether died may land just after the
 		// kill; the bound runs from it then.
-		if e.LastActivity.Sub(killed) > leaseMinute {
-			t.Errorf("sandbox %s renewed %s after the kill", id, e.LastActivity.Sub(killed))
+		first := fired[id][daytonatest.TimerAutoStop]
+		if stopped[id] {
+			first = fired[id][daytonatest.TimerAutoDelete]
 		}
-		if after := e.At.Sub(later(killed, e.LastActivity)); after > leaseBound {
-			t.Errorf("sandbox %s stopped %s after the kill (or its last renewal), beyond the bound %s", id, after, leaseBound)
+		if first.At.IsZero() {
+			t.Errorf("sandbox %s: deleted, but not by its lease (%+v)", id, fired[id])
+			continue
+		}
+		if first.LastActivity.Sub(killed) > leaseMinute {
+			t.Errorf("sandbox %s renewed %s after the kill", id, first.LastActivity.Sub(killed))
+		}
+		if after := first.At.Sub(later(killed, first.LastActivity)); after > leaseBound {
+			t.Errorf("sandbox %s: %s %s after the kill (or its last renewal), beyond the bound %s", id, first.Kind, after, leaseBound)
+		}
+		if stopped[id] {
+			continue
+		}
+		del := fired[id][daytonatest.TimerAutoDelete]
+		if del.At.IsZero() || del.At.Sub(first.At) > leaseBound {
+			t.Errorf("sandbox %s: stopped at %s, deleted by its auto-delete at %s, more than %s later", id, first.At, del.At, leaseBound)
 		}
 	}
 }
@@ -221,7 +255,7 @@ func (w *world) waitLease(sandboxes []string) {
 	testutil.Eventually(w.t, "the lease is applied to every sandbox", func() (bool, string) {
 		for _, id := range sandboxes {
 			sb, _ := w.sim.Sandbox(id)
-			if sb.AutoStopInterval != leaseMinutes || sb.AutoDeleteInterval != 0 {
+			if sb.AutoStopInterval != leaseMinutes || sb.AutoDeleteInterval != leaseMinutes {
 				return false, fmt.Sprintf("sandbox %s: auto-stop %d, auto-delete %d", id, sb.AutoStopInterval, sb.AutoDeleteInterval)
 			}
 		}
@@ -234,4 +268,51 @@ func later(a, b time.Time) time.Time {
 		return a
 	}
 	return b
+}
+
+// TestLeaseModeKeepsTheRunnersOwnStopAndStart: in lease mode an unchanged
+// runner stops sandboxes, waits, starts one again and archives another,
+// through the proxy, as it would without tether: nothing is deleted by its
+// stop (the sandboxes are not ephemeral), the start finds its sandbox, and
+// the archive is accepted. Then the host is lost: the running ones are
+// stopped and deleted within the bounds, the one the runner left stopped
+// is deleted within the lease of the loss, and the archived one stays
+// archived (Daytona never deletes an archived sandbox by itself: a
+// `tether drain` of the journal or `tether sweep` does).
+func TestLeaseModeKeepsTheRunnersOwnStopAndStart(t *testing.T) {
+	t.Parallel()
+	w := leaseWorld(t)
+	// Stopped for 3 leases: without renewals of the stopped ones, or with
+	// auto-delete 0, they would be gone by then.
+	p := w.runZeroCode([]string{"--lease", strconv.Itoa(leaseMinutes)},
+		"create:4", "stop:0", "stop:1", "stop:2", "sleep:"+(3*leaseSpan).String(), "start:0", "archive:1")
+	out := p.ready()
+	created := ids(out.of("created"), sandboxOf)
+	if len(created) != 4 || len(out.of("started")) != 1 || len(out.of("archived")) != 1 || len(out.of("stopped")) != 3 {
+		t.Fatalf("runner: %+v", out.lines)
+	}
+	testutil.Eventually(t, "the runner's calls settled", func() (bool, string) {
+		want := []string{"started", "archived", "stopped", "started"}
+		for i, id := range created {
+			if sb, _ := w.sim.Sandbox(id); sb.State != want[i] || sb.DeleteRequested {
+				return false, fmt.Sprintf("sandbox %d: %s (delete requested %v), want %s", i, sb.State, sb.DeleteRequested, want[i])
+			}
+		}
+		return true, ""
+	})
+	for i, id := range created {
+		if sb, _ := w.sim.Sandbox(id); sb.AutoDeleteInterval != leaseMinutes {
+			t.Errorf("sandbox %d: auto-delete %d, want the lease %d", i, sb.AutoDeleteInterval, leaseMinutes)
+		}
+	}
+	time.Sleep(2 * leaseSpan) // the runner at work: the stopped one is not deleted under it
+	if sb, _ := w.sim.Sandbox(created[2]); sb.State != "stopped" || sb.DeleteRequested {
+		t.Fatalf("the sandbox the runner stopped, under a live runner: %s (delete requested %v)", sb.State, sb.DeleteRequested)
+	}
+
+	live := []string{created[0], created[2], created[3]}
+	w.loseHost(p, out, live, map[string]bool{created[2]: true})
+	if sb, _ := w.sim.Sandbox(created[1]); sb.State != "archived" {
+		t.Errorf("the archived sandbox after the loss: %s, want archived", sb.State)
+	}
 }

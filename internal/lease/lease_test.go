@@ -102,7 +102,7 @@ type world struct {
 }
 
 // newWorld plants n started sandboxes with lease mode's settings (auto-stop
-// leaseMinutes, auto-delete 0) and an observed intent for each.
+// and auto-delete leaseMinutes) and an observed intent for each.
 func newWorld(t *testing.T, n int, opts ...daytonatest.Option) *world {
 	t.Helper()
 	return newWorldStop(t, n, leaseMinutes, opts...)
@@ -123,7 +123,7 @@ func newWorldStop(t *testing.T, n, autoStop int, opts ...daytonatest.Option) *wo
 		t.Fatal(err)
 	}
 	w := &world{sim: sim, prov: prov, journal: &journal{intents: map[string]spool.Intent{}}, observer: &observer{}, spent: spent}
-	stop, del := autoStop, 0
+	stop, del := autoStop, lease.AutoDelete(-1, leaseMinutes)
 	for i := 0; i < n; i++ {
 		sb, err := sim.AddSandbox(daytonatest.DefaultOrg, daytonatest.SeedSandbox{
 			Name: fmt.Sprintf("tether-i%d", i), AutoStopInterval: &stop, AutoDeleteInterval: &del,
@@ -179,13 +179,17 @@ func (w *world) assertAlive(t *testing.T) {
 	}
 }
 
-// assertReaped: every sandbox deleted by the simulator's own timer, at
-// most a lease and one check (10 s) after the renewals stopped at `stopped`.
+// assertReaped: every sandbox stopped by the simulator's own timer at most
+// a lease and one check (10 s) after the renewals stopped at `stopped`, and
+// deleted by its auto-delete at most another lease and check later.
 func (w *world) assertReaped(t *testing.T, stopped time.Time) {
 	t.Helper()
-	fired := map[string]daytonatest.TimerEvent{}
+	fired := map[string]map[string]daytonatest.TimerEvent{}
 	for _, e := range w.sim.TimerEvents() {
-		fired[e.ID] = e
+		if fired[e.ID] == nil {
+			fired[e.ID] = map[string]daytonatest.TimerEvent{}
+		}
+		fired[e.ID][e.Kind] = e
 	}
 	bound := leaseMinutes*time.Minute + 10*time.Second
 	for _, id := range w.ids {
@@ -193,13 +197,21 @@ func (w *world) assertReaped(t *testing.T, stopped time.Time) {
 		if sb.State != "destroyed" {
 			t.Errorf("sandbox %s: %s, want destroyed", id, sb.State)
 		}
-		e, ok := fired[id]
-		if !ok || e.Kind != daytonatest.TimerAutoStop {
-			t.Errorf("sandbox %s: no auto-stop fired (%+v)", id, e)
+		stop, ok := fired[id][daytonatest.TimerAutoStop]
+		if !ok {
+			t.Errorf("sandbox %s: no auto-stop fired (%+v)", id, fired[id])
 			continue
 		}
-		if late := e.At.Sub(stopped); late > bound {
-			t.Errorf("sandbox %s deleted %s after the renewals stopped, more than the bound %s", id, late, bound)
+		if late := stop.At.Sub(stopped); late > bound {
+			t.Errorf("sandbox %s stopped %s after the renewals stopped, more than the bound %s", id, late, bound)
+		}
+		del, ok := fired[id][daytonatest.TimerAutoDelete]
+		if !ok {
+			t.Errorf("sandbox %s: no auto-delete fired (%+v)", id, fired[id])
+			continue
+		}
+		if late := del.At.Sub(stop.At); late > bound {
+			t.Errorf("sandbox %s deleted %s after its stop, more than the bound %s", id, late, bound)
 		}
 	}
 }
@@ -215,7 +227,7 @@ func TestRenewedSandboxesLiveThenDieWithTether(t *testing.T) {
 		perHour := float64(calls) / float64(len(w.ids)) / (10 * leaseMinutes / 60.0)
 		t.Logf("%d renewals for %d sandboxes over %d minutes: %.0f per sandbox per hour", calls, len(w.ids), 10*leaseMinutes, perHour)
 
-		time.Sleep(leaseMinutes*time.Minute + 20*time.Second)
+		time.Sleep(2 * (leaseMinutes*time.Minute + 20*time.Second))
 		w.assertReaped(t, stopped)
 	})
 }
@@ -287,8 +299,8 @@ func TestReleasedIsNotRenewed(t *testing.T) {
 		if after := w.sim.CallsFor(w.ids[0])[daytonatest.RouteLastActivity]; after != before {
 			t.Errorf("released sandbox renewed %d more times after its release", after-before)
 		}
-		// Its lease ran out: the simulator deleted it (lease mode's
-		// settings stay on a released sandbox).
+		// Its lease ran out: the simulator stopped it, then deleted it
+		// (lease mode's settings stay on a released sandbox).
 		if sb, _ := w.sim.Sandbox(w.ids[0]); sb.State != "destroyed" {
 			t.Errorf("released sandbox: %s, want destroyed by its lease", sb.State)
 		}

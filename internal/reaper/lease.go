@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tether-run/tether/internal/lease"
 	"github.com/tether-run/tether/provider"
 	"github.com/tether-run/tether/spool"
 )
@@ -28,9 +29,10 @@ type Lease struct {
 // ApplyLease puts an observed intent's sandbox under lease mode: it reads
 // the sandbox and verifies it is ours (as Backstop does, correcting a
 // wrong observed id), renews it, waits Settle, then sets the lease as its
-// auto-stop and, when the drain would delete it (on_drain delete),
-// auto-delete 0. A sandbox already being deleted is left alone. It retries
-// within ctx. From then on the renewer (internal/lease) keeps it alive.
+// auto-stop and, when the drain would delete it (on_drain delete), an
+// auto-delete of at most the lease (lease.AutoDelete: not 0 unless the
+// runner made it so, so that the runner's own stop does not delete it). A
+// sandbox already being deleted is left alone. It retries within ctx. From then on the renewer (internal/lease) keeps it alive.
 func (r *Reaper) ApplyLease(ctx context.Context, in spool.Intent, l Lease) error {
 	if l.Minutes < 1 {
 		return fmt.Errorf("lease %s: %d minutes: must be at least 1", in.Name, l.Minutes)
@@ -90,15 +92,16 @@ func (r *Reaper) leaseOnce(ctx context.Context, p provider.Provider, leaser prov
 			return err
 		}
 	}
-	if in.OnDrain == spool.DrainStop {
-		r.log().Info("lease applied", "intent", in.ID, "sandbox", sb.ID, "auto_stop_minutes", l.Minutes)
+	autoDelete := lease.AutoDelete(sb.AutoDeleteMinutes, l.Minutes)
+	if in.OnDrain == spool.DrainStop || autoDelete == sb.AutoDeleteMinutes {
+		r.log().Info("lease applied", "intent", in.ID, "sandbox", sb.ID, "auto_stop_minutes", l.Minutes, "auto_delete_minutes", sb.AutoDeleteMinutes)
 		return nil
 	}
 	err = r.call(ctx, prioDestroy, provider.CallSetter, "lease: set auto-delete of "+sb.ID, func(ctx context.Context) error {
-		return leaser.SetAutoDelete(ctx, sb.ID, 0)
+		return leaser.SetAutoDelete(ctx, sb.ID, autoDelete)
 	})
 	if err == nil {
-		r.log().Info("lease applied", "intent", in.ID, "sandbox", sb.ID, "auto_stop_minutes", l.Minutes, "auto_delete_minutes", 0)
+		r.log().Info("lease applied", "intent", in.ID, "sandbox", sb.ID, "auto_stop_minutes", l.Minutes, "auto_delete_minutes", autoDelete)
 	}
 	return err
 }

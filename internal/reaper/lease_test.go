@@ -12,7 +12,9 @@ import (
 )
 
 // ApplyLease renews, then sets the lease as the auto-stop and, for
-// on_drain delete only, auto-delete 0; it never touches a foreign sandbox.
+// on_drain delete only, an auto-delete of the lease (not 0: the runner's
+// own stop must not delete it), leaving an ephemeral one ephemeral; it
+// never touches a foreign sandbox.
 func TestApplyLease(t *testing.T) {
 	w := newWorld(t)
 	w.r.Provider = w.prov // the spy does not renew
@@ -27,8 +29,21 @@ func TestApplyLease(t *testing.T) {
 	if err := w.r.ApplyLease(ctx, del, l); err != nil {
 		t.Fatal(err)
 	}
-	if got := w.sandbox(sbDel.ID); got.AutoStopInterval != 2 || got.AutoDeleteInterval != 0 {
-		t.Errorf("on_drain delete: auto-stop %d auto-delete %d, want 2 and 0", got.AutoStopInterval, got.AutoDeleteInterval)
+	if got := w.sandbox(sbDel.ID); got.AutoStopInterval != 2 || got.AutoDeleteInterval != 2 {
+		t.Errorf("on_drain delete: auto-stop %d auto-delete %d, want 2 and 2", got.AutoStopInterval, got.AutoDeleteInterval)
+	}
+
+	eph := w.intent(scope, spool.DrainDelete)
+	sbEph := w.create(eph)
+	if err := w.prov.SetAutoDelete(ctx, sbEph.ID, 0); err != nil {
+		t.Fatal(err)
+	}
+	eph = w.observe(eph, sbEph.ID)
+	if err := w.r.ApplyLease(ctx, eph, l); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.sandbox(sbEph.ID); got.AutoStopInterval != 2 || got.AutoDeleteInterval != 0 || w.srv.CallsFor(sbEph.ID)[daytonatest.RouteAutoDelete] != 1 {
+		t.Errorf("an ephemeral sandbox: auto-stop %d auto-delete %d (%d auto-delete calls), want 2 and 0 as the runner made it", got.AutoStopInterval, got.AutoDeleteInterval, w.srv.CallsFor(sbEph.ID)[daytonatest.RouteAutoDelete])
 	}
 	if n := w.srv.CallsFor(sbDel.ID)[daytonatest.RouteLastActivity]; n != 1 {
 		t.Errorf("renewals before the short auto-stop: %d, want 1", n)

@@ -734,24 +734,35 @@ const maxRetryAfter = time.Hour
 
 func fromSandbox(sb *apiclient.Sandbox) provider.Sandbox {
 	return provider.Sandbox{
-		ID:              sb.GetId(),
-		Name:            sb.GetName(),
-		State:           mapState(sb.GetState()),
-		Labels:          sb.GetLabels(),
-		AutoStopMinutes: int(sb.GetAutoStopInterval()),
-		CreatedAt:       parseTime(sb.GetCreatedAt()),
+		ID:                sb.GetId(),
+		Name:              sb.GetName(),
+		State:             mapState(sb.GetState()),
+		Labels:            sb.GetLabels(),
+		AutoStopMinutes:   int(sb.GetAutoStopInterval()),
+		AutoDeleteMinutes: autoDelete(sb.AutoDeleteInterval),
+		CreatedAt:         parseTime(sb.GetCreatedAt()),
 	}
 }
 
 func fromListItem(it *apiclient.SandboxListItem) provider.Sandbox {
 	return provider.Sandbox{
-		ID:              it.GetId(),
-		Name:            it.GetName(),
-		State:           mapState(it.GetState()),
-		Labels:          it.GetLabels(),
-		AutoStopMinutes: int(it.GetAutoStopInterval()),
-		CreatedAt:       parseTime(it.GetCreatedAt()),
+		ID:                it.GetId(),
+		Name:              it.GetName(),
+		State:             mapState(it.GetState()),
+		Labels:            it.GetLabels(),
+		AutoStopMinutes:   int(it.GetAutoStopInterval()),
+		AutoDeleteMinutes: autoDelete(it.AutoDeleteInterval),
+		CreatedAt:         parseTime(it.GetCreatedAt()),
 	}
+}
+
+// autoDelete is a sandbox's auto-delete interval; absent is Daytona's
+// default, never.
+func autoDelete(v *float32) int {
+	if v == nil || *v < 0 {
+		return -1
+	}
+	return int(*v)
 }
 
 // mapState maps Daytona's state onto the provider's words. Daytona's own

@@ -11,16 +11,18 @@ import (
 const fieldAutoDelete = "autoDeleteInterval"
 
 // leaseBody sets lease mode's intervals in a rewritten create body: the
-// short auto-stop, and auto-delete 0, so that a sandbox whose renewals stop
-// (tether gone with its host) is stopped and deleted by Daytona itself.
-// Every sandbox the proxy creates is an intent with on_drain delete. What
-// the runner asked for is replaced, and returned so it can be logged.
+// short auto-stop, and an auto-delete of at most the lease
+// (leaseAutoDelete), so that a sandbox whose renewals stop (tether gone
+// with its host) is stopped and deleted by Daytona itself. Every sandbox
+// the proxy creates is an intent with on_drain delete. What the runner
+// asked for is replaced, and returned so it can be logged.
 func leaseBody(body []byte, minutes int) (out []byte, replaced map[string]string, err error) {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(body, &fields); err != nil {
 		return nil, nil, err
 	}
-	want := map[string]string{fieldAutoStop: strconv.Itoa(minutes), fieldAutoDelete: "0"}
+	autoDelete, _ := leaseAutoDelete(fields[fieldAutoDelete], minutes)
+	want := map[string]string{fieldAutoStop: strconv.Itoa(minutes), fieldAutoDelete: string(autoDelete)}
 	for k, v := range want {
 		if old, ok := fields[k]; ok && string(bytes.TrimSpace(old)) != v {
 			if replaced == nil {

@@ -35,6 +35,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/tether-run/tether/provider"
@@ -123,13 +124,12 @@ type entry struct {
 	failingSince    time.Time
 	attempt         int
 	warned, busy    bool
-	// notFound counts the 404s in a row, of renewals or of censuses; gone:
-	// two of them, or a census that read the sandbox destroying or
+	// missing counts the censuses in a row that read the sandbox as 404;
+	// gone: two of them, or a census that read the sandbox destroying or
 	// destroyed: it is not renewed again (the drain confirms it and closes
-	// the intent).
-	notFound int
-	// missing counts the censuses in a row that read the sandbox as 404.
-	// Apart from notFound: a renewal of a deleted sandbox succeeds.
+	// the intent). A renewal's 404 is no sign: Daytona answers a renewal of
+	// a deleted sandbox 201 for a day, and a 404 of a live one is its
+	// access guard's hiccup (resource-access.guard.ts:21-26).
 	missing int
 	gone    bool
 }
@@ -157,7 +157,7 @@ type loop struct {
 	entries  map[string]*entry
 	results  chan result
 	inFlight int
-	hold     time.Time // a 429 or a spent quota: no renewal goes out before then
+	hold     hold // a 429 or a spent quota: no call goes out before then
 	nextScan time.Time
 
 	censuses   chan []verdict
@@ -239,11 +239,11 @@ func (r *Renewer) Run(ctx context.Context) error {
 			l.nextScan = now.Add(l.scanEvery)
 			l.scan(now)
 		}
-		if !l.censusBusy && !now.Before(l.nextCensus) && !now.Before(l.hold) {
+		if !l.censusBusy && !now.Before(l.nextCensus) && !now.Before(l.hold.until()) {
 			l.nextCensus = now.Add(l.censusEvery)
 			l.startCensus(ctx)
 		}
-		if !now.Before(l.hold) {
+		if !now.Before(l.hold.until()) {
 			l.dispatch(ctx, now)
 		}
 		select {
@@ -292,7 +292,7 @@ func (l *loop) dispatch(ctx context.Context, now time.Time) {
 		l.inFlight++
 		e.busy = true
 		go func(e entry) {
-			res := l.r.renew(ctx, l.leaser, e)
+			res := l.renew(ctx, e)
 			select {
 			case l.results <- res:
 			case <-ctx.Done():
@@ -316,34 +316,23 @@ func (l *loop) settle(res result, now time.Time) {
 		l.r.released(res.gone)
 		l.log.Debug("lease no longer renewed: the intent is not observed any more", "intent", e.intent, "sandbox", e.sandbox)
 	case !res.until.IsZero():
-		l.hold = later(l.hold, res.until)
+		l.hold.extend(res.until)
 		e.next = res.until
-	case errors.Is(res.err, provider.ErrNotFound) && e.notFound > 0:
-		// Two 404s in a row: Daytona's access guard answers one for any
-		// error it meets, but not two.
-		e.gone = true
-		l.log.Warn("lease: the sandbox is gone while its intent is live; no more renewals (the drain confirms it)", "intent", e.intent, "sandbox", e.sandbox)
 	case res.err == nil:
-		e.notFound = 0
 		if e.warned {
 			l.log.Warn("lease renewed again", "intent", e.intent, "sandbox", e.sandbox, "failed_for", now.Sub(e.failingSince).Round(time.Millisecond))
 		}
 		e.failingSince, e.attempt, e.warned = time.Time{}, 0, false
 		e.next = now.Add(l.period - l.early())
 	default:
-		if errors.Is(res.err, provider.ErrNotFound) {
-			e.notFound++
-		} else {
-			e.notFound = 0
-		}
 		if e.failingSince.IsZero() {
 			e.failingSince = now
 		}
 		wait := l.retry(e)
 		if errors.As(res.err, &rl) && rl.RetryAfter > 0 {
-			// The throttler refuses the whole organization until then.
+			// The throttler refuses the whole organization until then
+			// (renew has held the other calls back already).
 			wait = rl.RetryAfter
-			l.hold = later(l.hold, now.Add(wait))
 		}
 		e.attempt++
 		e.next = now.Add(wait)
@@ -399,18 +388,63 @@ func (l *loop) scan(now time.Time) {
 }
 
 // renew makes one renewal of e, unless its intent is no longer observed
-// with that sandbox or the provider said its quota is spent.
-func (r *Renewer) renew(ctx context.Context, p provider.Leaser, e entry) result {
+// with that sandbox, or a 429 or the provider said the quota is spent: the
+// hold is read right before the call, so a renewal dispatched before a 429
+// came back is held too. A 429 it meets holds every other call at once.
+func (l *loop) renew(ctx context.Context, e entry) result {
+	r := l.r
 	in, err := r.Journal.Get(e.intent)
 	if err != nil || in.State != spool.Observed || in.SandboxID != e.sandbox {
 		return result{intent: e.intent, drop: true, gone: in}
 	}
-	if t, ok := r.Provider.(provider.Throttled); ok {
-		if until := t.ExhaustedUntil(provider.CallRenew); time.Now().Before(until) {
-			return result{intent: e.intent, until: until}
-		}
+	if until := l.held(provider.CallRenew); !until.IsZero() {
+		return result{intent: e.intent, until: until}
 	}
-	return result{intent: e.intent, err: p.Renew(ctx, e.sandbox)}
+	err = l.leaser.Renew(ctx, e.sandbox)
+	l.holdFor(err)
+	return result{intent: e.intent, err: err}
+}
+
+// hold is when calls may go out again after a 429 (its Retry-After: the
+// throttler refuses the whole organization until then), shared by the
+// loop, its renewals and its census.
+type hold struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (h *hold) until() time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.t
+}
+
+func (h *hold) extend(t time.Time) {
+	h.mu.Lock()
+	h.t = later(h.t, t)
+	h.mu.Unlock()
+}
+
+// held is when calls of kind may go out again, zero if now: after a 429's
+// Retry-After, or a quota the provider said is spent.
+func (l *loop) held(kind string) time.Time {
+	now := time.Now()
+	until := l.hold.until()
+	if t, ok := l.r.Provider.(provider.Throttled); ok {
+		until = later(until, t.ExhaustedUntil(kind))
+	}
+	if now.Before(until) {
+		return until
+	}
+	return time.Time{}
+}
+
+// holdFor extends the hold to the Retry-After of a 429, if err is one.
+func (l *loop) holdFor(err error) {
+	var rl *provider.RateLimitError
+	if errors.As(err, &rl) && rl.RetryAfter > 0 {
+		l.hold.extend(time.Now().Add(rl.RetryAfter))
+	}
 }
 
 // released hands an intent the runner released as kept to Kept.
@@ -442,7 +476,7 @@ func (l *loop) startCensus(ctx context.Context) {
 	}
 	l.censusBusy = true
 	go func() {
-		vs := l.r.census(ctx, byOwner)
+		vs := l.census(ctx, byOwner)
 		select {
 		case l.censuses <- vs:
 		case <-ctx.Done():
@@ -454,16 +488,19 @@ func (l *loop) startCensus(ctx context.Context) {
 // from the list. An intent without an owner label (none is journaled
 // without one) has every sandbox read. A list that fails makes its
 // sandboxes wait for the next census: a renewal too many is cheaper than a
-// read per sandbox under a failing API.
-func (r *Renewer) census(ctx context.Context, byOwner map[string][]entry) []verdict {
+// read per sandbox under a failing API. A hold (a 429, a spent quota) ends
+// it at once: the rest waits for the next census, the renewals come first.
+func (l *loop) census(ctx context.Context, byOwner map[string][]entry) []verdict {
+	r := l.r
 	var vs []verdict
-	if t, ok := r.Provider.(provider.Throttled); ok && time.Now().Before(t.ExhaustedUntil(provider.CallRead)) {
-		return nil // the reads' quota is spent: renewals come first
-	}
 	for owner, entries := range byOwner {
+		if !l.held(provider.CallRead).IsZero() {
+			return vs
+		}
 		listed := map[string]bool{}
 		if owner != "" {
 			sbs, err := r.Provider.List(ctx, map[string]string{spool.LabelOwner: owner})
+			l.holdFor(err)
 			if err != nil {
 				r.log().Debug("lease census: cannot list the sandboxes; checking again in a lease", "owner", owner, "err", err)
 				continue
@@ -478,8 +515,12 @@ func (r *Renewer) census(ctx context.Context, byOwner map[string][]entry) []verd
 			if listed[e.sandbox] || ctx.Err() != nil {
 				continue
 			}
+			if !l.held(provider.CallRead).IsZero() {
+				return vs
+			}
 			v := verdict{intent: e.intent, sandbox: e.sandbox}
 			sb, err := r.Provider.Get(ctx, e.sandbox)
+			l.holdFor(err)
 			switch {
 			case errors.Is(err, provider.ErrNotFound):
 				v.notFound = true

@@ -412,3 +412,103 @@ func TestCensusThroughALaggingListKeepsRenewing(t *testing.T) {
 		}
 	})
 }
+
+// A sandbox released between two journal scans is not renewed again: the
+// renewal reads its intent right before the call. The journal is scanned
+// once here (at the start), so no scan drops it.
+func TestReleasedBetweenScansIsNotRenewed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 2)
+		r := w.renewer()
+		r.Scan = 100 * leaseMinutes * time.Minute
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- r.Run(ctx) }()
+		time.Sleep(leaseMinutes * time.Minute)
+		synctest.Wait()
+		w.journal.set("i0", spool.Released)
+		before := w.sim.CallsFor(w.ids[0])[daytonatest.RouteLastActivity]
+		other := w.sim.CallsFor(w.ids[1])[daytonatest.RouteLastActivity]
+		if before == 0 {
+			t.Fatal("the sandbox was never renewed before its release")
+		}
+		time.Sleep(3 * leaseMinutes * time.Minute)
+		cancel()
+		<-done
+		if after := w.sim.CallsFor(w.ids[0])[daytonatest.RouteLastActivity]; after != before {
+			t.Errorf("sandbox released between two scans renewed %d more times", after-before)
+		}
+		if after := w.sim.CallsFor(w.ids[1])[daytonatest.RouteLastActivity]; after < other+4 {
+			t.Errorf("the other sandbox: %d renewals in 3 leases, want one a third of a lease", after-other)
+		}
+	})
+}
+
+// Spurious 404s on renewals (Daytona's access guard answers 404 for any
+// error it meets; it answers a deleted sandbox's renewal 201) do not stop
+// renewing a live sandbox: it lives on, renewed, and no timer fires.
+func TestSpurious404sKeepRenewing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 1)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- w.renewer().Run(ctx) }()
+		time.Sleep(leaseMinutes * time.Minute)
+		synctest.Wait()
+		w.sim.Inject(daytonatest.RouteLastActivity, 2, daytonatest.Scripted{Status: http.StatusNotFound})
+		before := w.sim.CallsFor(w.ids[0])[daytonatest.RouteLastActivity]
+		time.Sleep(5 * leaseMinutes * time.Minute)
+		cancel()
+		<-done
+		synctest.Wait()
+		// Two 404s in a row, then a renewal a third of a lease.
+		if after := w.sim.CallsFor(w.ids[0])[daytonatest.RouteLastActivity]; after < before+2+12 {
+			t.Errorf("%d renewal calls in 5 leases after two 404s: renewing stopped", after-before)
+		}
+		w.assertAlive(t)
+	})
+}
+
+// A 429's Retry-After holds every renewal of its throttler, not only the
+// refused one: no renewal arrives inside the window it announced, though
+// other sandboxes fall due meanwhile. One call in flight at a time, so that
+// none was already on its way when the 429 came; no census in the window.
+func TestRetryAfterHoldsEveryRenewal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const window = 30 * time.Second
+		w := newWorld(t, 10, daytonatest.WithFaults(daytonatest.Faults{RetryAfter: window}))
+		r := w.renewer()
+		r.Concurrency = 1
+		r.Census = 100 * leaseMinutes * time.Minute
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- r.Run(ctx) }()
+		time.Sleep(leaseMinutes * time.Minute)
+		synctest.Wait()
+		w.sim.Inject(daytonatest.RouteLastActivity, 1, daytonatest.Scripted{Status: http.StatusTooManyRequests})
+		for w.sim.Throttle().Refused[daytonatest.ThrottlerAuthenticated] == 0 {
+			time.Sleep(100 * time.Millisecond)
+			synctest.Wait()
+		}
+		// Ten sandboxes renewed every 40 s or so: several fall due in the
+		// window. None is renewed in it.
+		before := w.sim.Calls()[daytonatest.RouteLastActivity]
+		time.Sleep(window - time.Second)
+		synctest.Wait()
+		held := w.sim.Calls()[daytonatest.RouteLastActivity] - before
+		time.Sleep(3 * leaseMinutes * time.Minute)
+		cancel()
+		<-done
+		th := w.sim.Throttle()
+		if th.Refused[daytonatest.ThrottlerAuthenticated] != 1 {
+			t.Fatalf("refused: %v, want the one injected 429", th.Refused)
+		}
+		if in := th.InWindow[daytonatest.ThrottlerAuthenticated]; in != 0 {
+			t.Errorf("%d renewals sent inside the window the 429 announced", in)
+		}
+		if held != 0 {
+			t.Errorf("%d renewal calls inside the window", held)
+		}
+		w.assertAlive(t)
+	})
+}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tether-run/tether/internal/lease"
+	"github.com/tether-run/tether/provider"
 	"github.com/tether-run/tether/provider/daytona"
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
 	"github.com/tether-run/tether/spool"
@@ -123,7 +124,7 @@ func newWorldStop(t *testing.T, n, autoStop int, opts ...daytonatest.Option) *wo
 		t.Fatal(err)
 	}
 	w := &world{sim: sim, prov: prov, journal: &journal{intents: map[string]spool.Intent{}}, observer: &observer{}, spent: spent}
-	stop, del := autoStop, lease.AutoDelete(-1, leaseMinutes)
+	stop, del := autoStop, provider.LeaseAutoDelete(-1, leaseMinutes)
 	for i := 0; i < n; i++ {
 		sb, err := sim.AddSandbox(daytonatest.DefaultOrg, daytonatest.SeedSandbox{
 			Name: fmt.Sprintf("tether-i%d", i), AutoStopInterval: &stop, AutoDeleteInterval: &del,

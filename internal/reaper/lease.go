@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/tether-run/tether/internal/lease"
 	"github.com/tether-run/tether/provider"
 	"github.com/tether-run/tether/spool"
 )
@@ -30,7 +29,7 @@ type Lease struct {
 // the sandbox and verifies it is ours (as Backstop does, correcting a
 // wrong observed id), renews it, waits Settle, then sets the lease as its
 // auto-stop and, when the drain would delete it (on_drain delete), an
-// auto-delete of at most the lease (lease.AutoDelete: not 0 unless the
+// auto-delete of at most the lease (provider.LeaseAutoDelete: not 0 unless the
 // runner made it so, so that the runner's own stop does not delete it). A
 // sandbox already being deleted is left alone. It retries within ctx. From then on the renewer (internal/lease) keeps it alive.
 func (r *Reaper) ApplyLease(ctx context.Context, in spool.Intent, l Lease) error {
@@ -92,7 +91,7 @@ func (r *Reaper) leaseOnce(ctx context.Context, p provider.Provider, leaser prov
 			return err
 		}
 	}
-	autoDelete := lease.AutoDelete(sb.AutoDeleteMinutes, l.Minutes)
+	autoDelete := provider.LeaseAutoDelete(sb.AutoDeleteMinutes, l.Minutes)
 	if in.OnDrain == spool.DrainStop || autoDelete == sb.AutoDeleteMinutes {
 		r.log().Info("lease applied", "intent", in.ID, "sandbox", sb.ID, "auto_stop_minutes", l.Minutes, "auto_delete_minutes", sb.AutoDeleteMinutes)
 		return nil

@@ -6,12 +6,12 @@ import (
 	"math"
 	"strconv"
 
-	"github.com/tether-run/tether/internal/lease"
+	"github.com/tether-run/tether/provider"
 )
 
 // leaseAutoDelete is the auto-delete interval lease mode forwards for the
 // one a runner sent (raw JSON; nil when absent), in a create or a setter:
-// lease.AutoDelete's rule. A runner's stop, start and archive then pass
+// provider.LeaseAutoDelete's rule. A runner's stop, start and archive then pass
 // through untouched and behave as without tether: the sandbox is not
 // ephemeral unless the runner made it so, and the lease bounds how long it
 // outlives a lost tether once stopped. It returns the value to send and
@@ -29,7 +29,7 @@ func leaseAutoDelete(sent json.RawMessage, minutes int) (json.RawMessage, bool) 
 			return sent, false // shorter than the lease: the runner's stays
 		}
 	}
-	want := lease.AutoDelete(asked, minutes)
+	want := provider.LeaseAutoDelete(asked, minutes)
 	if sent != nil && string(bytes.TrimSpace(sent)) == strconv.Itoa(want) {
 		return sent, false
 	}

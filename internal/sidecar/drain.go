@@ -24,10 +24,17 @@ func drainDeadline(ctx context.Context, timeout time.Duration) (context.Context,
 }
 
 // Drain is `tether drain`: it resolves every live intent of j with prov
-// under the drain deadline, writing the report to w. It returns
-// reaper.ErrUnresolved (wrapped) when intents were left live.
+// under the drain deadline, writing the report to w, and beside it hands
+// back the sandboxes released as kept under a lease that a run left
+// pending. It returns reaper.ErrUnresolved (wrapped) when intents were left
+// live.
 func Drain(ctx context.Context, cfg config.Config, j *spool.Journal, prov provider.Provider, log *slog.Logger, w io.Writer) (reaper.Report, error) {
 	dctx, cancel := drainDeadline(ctx, cfg.DrainTimeout)
 	defer cancel()
-	return NewReaper(cfg, j, prov, log).DrainLive(dctx, j, w)
+	r := NewReaper(cfg, j, prov, log)
+	keep := newPolicy(cfg, r, j, log)
+	defer keep.Close()
+	kept := keep.EndKept(dctx)
+	defer func() { <-kept }()
+	return r.DrainLive(dctx, j, w)
 }

@@ -410,6 +410,17 @@ func (p *Provider) SetAutoStop(ctx context.Context, id string, minutes int) erro
 	})
 }
 
+var _ provider.Labeler = (*Provider)(nil)
+
+// SetLabels replaces every label of the sandbox (PUT /sandbox/{id}/labels,
+// a full replace: sandbox.service.ts:2837-2850 at v0.190.0).
+func (p *Provider) SetLabels(ctx context.Context, id string, labels map[string]string) error {
+	return p.call(ctx, "labels", id, func(ctx context.Context) (*http.Response, error) {
+		_, resp, err := p.api.SandboxAPI.ReplaceLabels(ctx, id).SandboxLabels(*apiclient.NewSandboxLabels(labels)).Execute()
+		return resp, err
+	})
+}
+
 // Create makes a sandbox with this name and labels, in the configured target.
 // autoStopMinutes nil leaves the server's default (15). It is what a runner
 // does; tether itself uses it only in tests and the demo.

@@ -513,3 +513,74 @@ func TestRetryAfterHoldsEveryRenewal(t *testing.T) {
 		w.assertAlive(t)
 	})
 }
+
+// Renewals refused for longer than the lease (a 429 storm on the renewals'
+// throttler): before the lease runs out the renewer lengthens each
+// sandbox's auto-stop (the rescue), so Daytona stops none under the live
+// runner; once renewals succeed again each gets its lease back (Restore).
+func TestRescueOutlastsARenewalStorm(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 3)
+		var mu sync.Mutex
+		restored := map[string]int{}
+		r := w.renewer()
+		r.Restore = func(in spool.Intent) { mu.Lock(); restored[in.ID]++; mu.Unlock() }
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- r.Run(ctx) }()
+		time.Sleep(leaseMinutes * time.Minute)
+		w.sim.SetFaults(daytonatest.Faults{Rate429: 1, RetryAfter: 5 * time.Second, Routes: []string{daytonatest.RouteLastActivity}})
+		time.Sleep(4 * leaseMinutes * time.Minute)
+		synctest.Wait()
+		w.assertAlive(t)
+		for _, id := range w.ids {
+			if sb, _ := w.sim.Sandbox(id); sb.AutoStopInterval != lease.DefaultRescue {
+				t.Errorf("sandbox %s: auto-stop %d, want the rescue's %d", id, sb.AutoStopInterval, lease.DefaultRescue)
+			}
+		}
+		w.sim.SetFaults(daytonatest.Faults{})
+		time.Sleep(leaseMinutes * time.Minute)
+		cancel()
+		<-done
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		if len(restored) != len(w.ids) {
+			t.Errorf("restored %v, want each of the %d intents", restored, len(w.ids))
+		}
+	})
+}
+
+// The bound that remains: when the rescue is refused too (the storm is on
+// every call of the throttler), Daytona stops the sandbox at its first
+// check after the lease, but does not delete it: its auto-delete counts
+// from the stop, and renewals that come back within another lease keep it.
+func TestRescueRefusedStopsButKeeps(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 1)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- w.renewer().Run(ctx) }()
+		time.Sleep(leaseMinutes * time.Minute)
+		w.sim.SetFaults(daytonatest.Faults{Rate429: 1, RetryAfter: 5 * time.Second, Routes: []string{daytonatest.RouteLastActivity, daytonatest.RouteAutoStop}})
+		// Longer than the lease, shorter than two: past two, the stopped
+		// sandbox's auto-delete (the lease, from its stop) fires.
+		time.Sleep(3 * leaseMinutes * time.Minute / 2)
+		w.sim.SetFaults(daytonatest.Faults{})
+		time.Sleep(3 * leaseMinutes * time.Minute)
+		cancel()
+		<-done
+		synctest.Wait()
+		sb, _ := w.sim.Sandbox(w.ids[0])
+		if sb.State != "stopped" || sb.DeleteRequested {
+			t.Errorf("sandbox after the storm: %s (delete requested %v), want stopped by its lease and kept", sb.State, sb.DeleteRequested)
+		}
+		for _, e := range w.sim.TimerEvents() {
+			if e.Kind != daytonatest.TimerAutoStop {
+				t.Errorf("timer %s fired: the renewals did not keep the stopped sandbox", e.Kind)
+			} else if late := e.At.Sub(e.LastActivity); late > leaseMinutes*time.Minute+10*time.Second {
+				t.Errorf("stopped %s after its last renewal, beyond the lease and a check", late)
+			}
+		}
+	})
+}

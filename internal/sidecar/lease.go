@@ -90,6 +90,8 @@ func (sc *Sidecar) leaseActor() supervisor.Actor {
 		MinSpacing: sc.scaledMinute(lease.DefaultMinSpacing),
 		Logger:     sc.log.With("component", "lease"),
 		Kept:       sc.lease.Kept,
+		Rescue:     sc.cfg.DaytonaAutoStop,
+		Restore:    sc.lease.Apply,
 	}
 	if sc.metrics != nil {
 		r.Observer = sc.metrics

@@ -152,10 +152,10 @@ type entry struct {
 	// rescued: its auto-stop was lengthened (Rescue) while its renewals
 	// failed; rescueAt: no rescue is tried before then (one at a time,
 	// MinSpacing apart).
-	rescued  bool
-	rescueAt time.Time
-	attempt         int
-	warned, busy    bool
+	rescued      bool
+	rescueAt     time.Time
+	attempt      int
+	warned, busy bool
 	// missing counts the censuses in a row that read the sandbox as 404;
 	// gone: two of them, or a census that read the sandbox destroying or
 	// destroyed: it is not renewed again (the drain confirms it and closes

@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/tether-run/tether/intentapi"
 	"github.com/tether-run/tether/internal/testutil"
 
+	"github.com/tether-run/tether/provider"
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
 	"github.com/tether-run/tether/spool"
 )
@@ -65,7 +68,8 @@ func TestLeaseModeOutlivesNoHost(t *testing.T) {
 	released := time.Now()
 	testutil.Eventually(t, "the kept sandbox is handed back", func() (bool, string) {
 		sb, _ := w.sim.Sandbox(kept.sandbox)
-		return sb.AutoStopInterval == 15 && sb.AutoDeleteInterval == -1, fmt.Sprintf("auto-stop %d auto-delete %d", sb.AutoStopInterval, sb.AutoDeleteInterval)
+		return sb.AutoStopInterval == 15 && sb.AutoDeleteInterval == -1 && sb.Labels[provider.LabelKeep] == "true",
+			fmt.Sprintf("auto-stop %d auto-delete %d labels %v", sb.AutoStopInterval, sb.AutoDeleteInterval, sb.Labels)
 	})
 
 	w.leaseScenario(p, out, ids(created[2:], sandboxOf))
@@ -314,5 +318,79 @@ func TestLeaseModeKeepsTheRunnersOwnStopAndStart(t *testing.T) {
 	w.loseHost(p, out, live, map[string]bool{created[2]: true})
 	if sb, _ := w.sim.Sandbox(created[1]); sb.State != "archived" {
 		t.Errorf("the archived sandbox after the loss: %s, want archived", sb.State)
+	}
+}
+
+// TestLeaseModeKeptIsKept: a sandbox released as kept, whose hand-back
+// Daytona refuses (429s on the setters) past the drain's deadline, stays
+// pending in the journal; `tether drain` then hands it back. A sandbox the
+// drain stopped on purpose (on_drain stop) and the kept one are labelled
+// tether-keep=true, which every sweep leaves (internal/reaper's
+// TestSweepLeavesWhatTetherKeeps; this world's decoys carry this tether's
+// owner, so a sweep here would take them).
+func TestLeaseModeKeptIsKept(t *testing.T) {
+	t.Parallel()
+	w := leaseWorld(t)
+	p := w.run([]string{"--lease", strconv.Itoa(leaseMinutes), "--drain-timeout", "3s"}, "--sandboxes", "2", "--print-pid")
+	out := p.ready()
+	created := out.of("created")
+	if len(created) != 2 {
+		t.Fatalf("runner: %+v", out.lines)
+	}
+	w.waitLease(ids(created, sandboxOf))
+	kept := created[0]
+	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
+	defer cancel()
+	// One the drain stops on purpose, declared and created as a runner
+	// would.
+	toStop, err := w.client().CreateIntent(ctx, intentapi.CreateRequest{OnDrain: spool.DrainStop})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sbStop, err := w.sim.AddSandbox(daytonatest.DefaultOrg, daytonatest.SeedSandbox{Name: toStop.Name, Labels: toStop.Labels})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.client().Observe(ctx, toStop.ID, sbStop.ID); err != nil {
+		t.Fatal(err)
+	}
+	w.sim.SetFaults(daytonatest.Faults{Rate429: 1, RetryAfter: time.Second, Routes: []string{daytonatest.RouteAutoStop}})
+	if _, err := w.client().Release(ctx, kept.intent, spool.OutcomeKept); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.stop(syscall.SIGTERM); code != 0 && code != 128+int(syscall.SIGTERM) {
+		t.Fatalf("tether run: exit %d\n%s", code, p.stderr)
+	}
+	if !strings.Contains(p.stderr.String(), "not handed back") {
+		t.Errorf("tether run did not say the hand-back was left pending:\n%s", p.stderr)
+	}
+	j, err := spool.OpenReadOnly(w.journal, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := j.Get(kept.intent)
+	j.Close()
+	if err != nil || !in.HandBackPending() {
+		t.Fatalf("the kept intent after the drain: %+v, %v; want its hand-back pending", in, err)
+	}
+
+	w.sim.SetFaults(daytonatest.Faults{})
+	if code, stderr := w.runTether(append(w.tetherArgs("drain"), "--drain-timeout", drainTimeout)...); code != 0 {
+		t.Fatalf("tether drain: exit %d\n%s", code, stderr)
+	}
+	sb, _ := w.sim.Sandbox(kept.sandbox)
+	if sb.DeleteRequested || sb.AutoStopInterval != 15 || sb.AutoDeleteInterval != -1 || sb.Labels[provider.LabelKeep] != "true" {
+		t.Fatalf("the kept sandbox after tether drain: %s, auto-stop %d, auto-delete %d, labels %v", sb.State, sb.AutoStopInterval, sb.AutoDeleteInterval, sb.Labels)
+	}
+	if j, err = spool.OpenReadOnly(w.journal, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	in, err = j.Get(kept.intent)
+	j.Close()
+	if err != nil || !in.HandedBack {
+		t.Fatalf("the kept intent after tether drain: %+v, %v; want its hand-back journaled", in, err)
+	}
+	if sb, _ := w.sim.Sandbox(sbStop.ID); sb.State != "stopped" || sb.Labels[provider.LabelKeep] != "true" {
+		t.Fatalf("the sandbox the drain stopped: %s, labels %v", sb.State, sb.Labels)
 	}
 }

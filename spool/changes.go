@@ -6,6 +6,7 @@ package spool
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -40,6 +41,9 @@ type NewIntent struct {
 	// Lease is the lease in minutes when tether runs in lease mode
 	// (Intent.Lease), else 0.
 	Lease int
+	// ParentIntent, for a fork, is the intent of the sandbox it was forked
+	// from (Intent.ParentIntent); empty otherwise.
+	ParentIntent string
 }
 
 func (n NewIntent) validate() error {
@@ -66,6 +70,14 @@ func (n NewIntent) validate() error {
 	}
 	if n.Lease < 0 {
 		return fmt.Errorf("lease %d: must not be negative", n.Lease)
+	}
+	if n.ParentIntent != "" {
+		if err := ValidateIntentID(n.ParentIntent); err != nil {
+			return fmt.Errorf("parent intent: %w", err)
+		}
+		if n.ParentIntent == n.ID {
+			return errors.New("parent intent: an intent cannot be its own parent")
+		}
 	}
 	return nil
 }
@@ -101,7 +113,7 @@ func Plan(owner string, n NewIntent, now time.Time) Intent {
 	return Intent{
 		ID: n.ID, Name: n.Name, Labels: labels,
 		Provider: n.Provider, Account: n.Account, OnDrain: n.OnDrain,
-		State: Pending, Key: n.Key, Lease: n.Lease, CreatedAt: now, UpdatedAt: now,
+		State: Pending, Key: n.Key, Lease: n.Lease, ParentIntent: n.ParentIntent, CreatedAt: now, UpdatedAt: now,
 	}
 }
 

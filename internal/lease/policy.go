@@ -118,9 +118,11 @@ func (p *Policy) Resume() {
 }
 
 // Kept is the Renewer's Kept: it starts the hand-back of a sandbox the
-// runner released as kept. It does not wait.
+// runner released as kept. It does not wait. The renewer renewed it, so it
+// is under a lease even if its intent does not say so (declared by a
+// tether that did not journal leases yet).
 func (p *Policy) Kept(in spool.Intent) {
-	if in.HandBackPending() {
+	if in.State == spool.Released && in.Outcome == spool.OutcomeKept && in.SandboxID != "" && !in.HandedBack {
 		p.handBack(in)
 	}
 }

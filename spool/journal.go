@@ -155,6 +155,10 @@ func Open(path string, opts Options) (j *Journal, err error) {
 		ops:      make(chan *op, opts.MaxBatch),
 		done:     make(chan struct{}),
 	}
+	if err := j.startCounting(); err != nil { // counts.go
+		db.Close()
+		return nil, err
+	}
 	go j.commitLoop()
 	return j, nil
 }
@@ -316,5 +320,6 @@ func (j *Journal) Close() error {
 	close(j.ops)
 	j.mu.Unlock()
 	<-j.done
+	j.stopCounting()
 	return j.db.Close()
 }

@@ -2,13 +2,20 @@ package spool
 
 // The intents by state, kept in memory: a metrics scrape must cost the same
 // on a journal of ten intents as on one of ten million, so it reads no
-// record. The counts are built from one scan when the journal opens, and
-// every write or delete of a record goes through putRecord or deleteRecord,
-// which move the counts by what the transaction changed once it commits
-// (bbolt runs a transaction's OnCommit handlers after a successful commit
-// only, so a batch rolled back to rerun without a failed change moves
-// nothing). Whatever removes records — quarantine, pruning — calls
-// deleteRecord, and the counts follow.
+// record. Every write or delete of a record goes through putRecord or
+// deleteRecord, which note what it does to the counts; the counts move by
+// that once the transaction commits (bbolt runs a transaction's OnCommit
+// handlers after a successful commit only, so a batch rolled back to rerun
+// without a failed change moves nothing). Whatever removes records —
+// quarantine, pruning — calls deleteRecord, and the counts follow.
+//
+// So that opening a journal of a million intents does not decode a million
+// records, every commit of the commit loop also stores the counts in the
+// meta bucket, with the id of the transaction that wrote them (they share
+// the root page bbolt rewrites at every commit anyway). Open takes them as
+// they are when no transaction came after that one; a journal written by
+// anything else since (an older tether, a salvage, a compaction, bbolt's own
+// tools) is counted again by one scan.
 
 import (
 	"encoding/json"
@@ -19,33 +26,33 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// tally is a journal's intents by state.
-type tally struct {
-	mu sync.Mutex
-	n  map[State]int
+var keyCounts = []byte("counts") // meta: storedCounts
+
+// storedCounts is the meta bucket's copy of the counts.
+type storedCounts struct {
+	Tx int           `json:"tx"` // the transaction that wrote them
+	N  map[State]int `json:"n"`
 }
 
-func (t *tally) add(d map[State]int) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for s, k := range d {
-		t.n[s] += k
-		if t.n[s] == 0 {
-			delete(t.n, s)
-		}
-	}
+// tally is a journal's intents by state, and what the write transaction
+// under way (tx) changes of them.
+type tally struct {
+	mu      sync.Mutex
+	n       map[State]int
+	tx      *bolt.Tx
+	pending map[State]int
 }
 
 // tallies finds a journal's tally from inside one of its transactions
 // (putRecord and deleteRecord get only the transaction). A database with no
-// tally (opened read-only, or being set up by Open before its scan, or a
-// salvage's new file) records nothing: its counts are built by a scan when
-// they are first asked for, or when it is opened.
+// tally (opened read-only, being set up by Open, a salvage's new file)
+// records nothing: its counts are taken by a scan when it is opened, or when
+// they are asked for.
 var tallies sync.Map // *bolt.DB → *tally
 
 // Counts returns the journal's intents by state, from memory: no record is
-// read. A record whose state cannot be read (it will be quarantined when a
-// read meets it) is not counted. On a journal opened read-only, it scans.
+// read. A record whose state cannot be read (a read that meets it will
+// quarantine it) is not counted. On a journal opened read-only, it scans.
 func (j *Journal) Counts() (map[State]int, error) {
 	if t, ok := tallies.Load(j.db); ok {
 		t := t.(*tally)
@@ -61,12 +68,18 @@ func (j *Journal) Counts() (map[State]int, error) {
 	return n, err
 }
 
-// startCounting builds the tally with one scan and keeps it from now on.
-// Open calls it before the commit loop starts, so no write can fall between
-// the scan and the first counted change.
+// startCounting takes the counts the last commit stored, or scans for them
+// when something else wrote the journal since, and keeps them from now on.
+// Open calls it before the commit loop starts, so no change can fall
+// between the two.
 func (j *Journal) startCounting() error {
 	var n map[State]int
 	if err := j.db.View(func(tx *bolt.Tx) (err error) {
+		var s storedCounts
+		if v := tx.Bucket(bucketMeta).Get(keyCounts); v != nil && json.Unmarshal(v, &s) == nil && s.Tx == tx.ID() && s.N != nil {
+			n = s.N
+			return nil
+		}
 		n, err = scanCounts(tx)
 		return err
 	}); err != nil {
@@ -78,6 +91,30 @@ func (j *Journal) startCounting() error {
 
 // stopCounting forgets the tally (Close).
 func (j *Journal) stopCounting() { tallies.Delete(j.db) }
+
+// storeCounts writes the counts as they will be once tx commits into the
+// meta bucket, with tx's id. The commit loop calls it last in every
+// transaction.
+func storeCounts(tx *bolt.Tx) error {
+	v, ok := tallies.Load(tx.DB())
+	if !ok {
+		return nil
+	}
+	t := v.(*tally)
+	t.mu.Lock()
+	n := maps.Clone(t.n)
+	if t.tx == tx {
+		for s, k := range t.pending {
+			n[s] += k
+		}
+	}
+	t.mu.Unlock()
+	raw, err := json.Marshal(storedCounts{Tx: tx.ID(), N: n})
+	if err != nil {
+		return err
+	}
+	return tx.Bucket(bucketMeta).Put(keyCounts, raw)
+}
 
 func scanCounts(tx *bolt.Tx) (map[State]int, error) {
 	n := map[State]int{}
@@ -106,55 +143,62 @@ func countedState(v []byte) (State, bool) {
 	return r.State, true
 }
 
-// putRecord writes record v of intent id, and counts the change once the
-// transaction commits.
+// putRecord writes record v of intent id, and counts the change.
 func putRecord(tx *bolt.Tx, id, v []byte) error {
 	b := tx.Bucket(bucketIntents)
-	d := delta(b.Get(id), v)
+	from, to := b.Get(id), v
+	count(tx, from, to)
 	if err := b.Put(id, v); err != nil {
 		return fmt.Errorf("write %s/%s: %w", bucketIntents, truncate(string(id)), err)
 	}
-	countOnCommit(tx, d)
 	return nil
 }
 
-// deleteRecord deletes the record of intent id, and counts it gone once the
-// transaction commits.
+// deleteRecord deletes the record of intent id, and counts it gone.
 func deleteRecord(tx *bolt.Tx, id []byte) error {
 	b := tx.Bucket(bucketIntents)
-	d := delta(b.Get(id), nil)
+	count(tx, b.Get(id), nil)
 	if err := b.Delete(id); err != nil {
 		return fmt.Errorf("delete %s/%s: %w", bucketIntents, truncate(string(id)), err)
 	}
-	countOnCommit(tx, d)
 	return nil
 }
 
-// delta is what replacing record old by record v (nil: deleting it) does
-// to the counts.
-func delta(old, v []byte) map[State]int {
-	d := map[State]int{}
-	if s, ok := countedState(old); ok {
-		d[s]--
-	}
-	if s, ok := countedState(v); ok {
-		d[s]++
-	}
-	for s, k := range d {
-		if k == 0 {
-			delete(d, s)
-		}
-	}
-	return d
-}
-
-func countOnCommit(tx *bolt.Tx, d map[State]int) {
-	if len(d) == 0 {
+// count notes what replacing record old by record v (nil: deleting it)
+// does to the counts, as part of tx. A failed write after it rolls the
+// whole transaction back, and the note with it.
+func count(tx *bolt.Tx, old, v []byte) {
+	from, okFrom := countedState(old)
+	to, okTo := countedState(v)
+	if okFrom == okTo && from == to {
 		return
 	}
-	t, ok := tallies.Load(tx.DB())
+	got, ok := tallies.Load(tx.DB())
 	if !ok {
 		return
 	}
-	tx.OnCommit(func() { t.(*tally).add(d) })
+	t := got.(*tally)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.tx != tx {
+		// The first change of a new transaction: what an earlier one
+		// noted was applied at its commit, or dropped with its rollback.
+		t.tx, t.pending = tx, map[State]int{}
+		tx.OnCommit(func() {
+			t.mu.Lock()
+			defer t.mu.Unlock()
+			for s, k := range t.pending {
+				if t.n[s] += k; t.n[s] == 0 {
+					delete(t.n, s)
+				}
+			}
+			t.tx, t.pending = nil, nil
+		})
+	}
+	if okFrom {
+		t.pending[from]--
+	}
+	if okTo {
+		t.pending[to]++
+	}
 }

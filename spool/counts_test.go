@@ -237,3 +237,90 @@ func mustJSON(t *testing.T, in Intent) []byte {
 	}
 	return v
 }
+
+// TestCountsAtOpen: Open takes the counts the last commit stored, without
+// a scan (a stored copy made to look current is believed as it is), and
+// scans again when the journal was written since by something that does
+// not keep them (as an older tether, a salvage or bbolt's tools would).
+func TestCountsAtOpen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "journal.db")
+	j, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for range 4 {
+		in, _, err := j.Create(t.Context(), NewIntent{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, in.ID)
+	}
+	if _, err := j.Release(ids[0], OutcomeDeleted); err != nil {
+		t.Fatal(err)
+	}
+	j.Close()
+	reopen := func() *Journal {
+		t.Helper()
+		j, err := Open(path, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return j
+	}
+	j = reopen()
+	checkCounts(t, j, "reopened", map[State]int{Pending: 3, Released: 1})
+	j.Close()
+
+	// A stored copy that names the last transaction is taken as it is.
+	raw := func(fn func(tx *bolt.Tx) error) {
+		t.Helper()
+		// As the journal opens it: with no freelist to write back.
+		db, err := bolt.Open(path, 0o600, &bolt.Options{NoFreelistSync: true, FreelistType: bolt.FreelistMapType})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		if err := db.Update(fn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	raw(func(tx *bolt.Tx) error {
+		v, _ := json.Marshal(storedCounts{Tx: tx.ID(), N: map[State]int{Gone: 77}})
+		return tx.Bucket(bucketMeta).Put(keyCounts, v)
+	})
+	j = reopen()
+	if got, _ := j.Counts(); !maps.Equal(got, map[State]int{Gone: 77}) {
+		t.Errorf("Open scanned (%v) though the stored counts were current", got)
+	}
+	j.Close()
+
+	// A record written by something that keeps no counts: scanned again.
+	raw(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketIntents)
+		in, err := decode([]byte(ids[1]), b.Get([]byte(ids[1])))
+		if err != nil {
+			return err
+		}
+		in.State = Gone
+		return b.Put([]byte(ids[1]), mustJSON(t, in))
+	})
+	j = reopen()
+	defer j.Close()
+	checkCounts(t, j, "written by another", map[State]int{Pending: 2, Gone: 1, Released: 1})
+	// And the next commit stores them again.
+	if _, err := j.Release(ids[2], OutcomeKept); err != nil {
+		t.Fatal(err)
+	}
+	j.Close()
+	raw(func(tx *bolt.Tx) error {
+		var s storedCounts
+		if err := json.Unmarshal(tx.Bucket(bucketMeta).Get(keyCounts), &s); err != nil {
+			return err
+		}
+		if want := (map[State]int{Pending: 1, Gone: 1, Released: 2}); s.Tx != tx.ID()-1 || !maps.Equal(s.N, want) {
+			t.Errorf("stored counts %+v after the commit of tx %d, want %v", s, tx.ID()-1, want)
+		}
+		return nil
+	})
+}

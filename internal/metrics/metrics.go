@@ -27,6 +27,7 @@ import (
 	"net/http"
 	"runtime"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -49,6 +50,11 @@ const (
 	// DefaultScrapeWait is how long a scrape waits for a slot before it is
 	// answered 503 (with Retry-After: 1).
 	DefaultScrapeWait = time.Second
+	// DefaultMaxConns bounds the connections the endpoint holds open; more
+	// wait in the kernel's accept queue. Each costs a goroutine and its
+	// buffers, so a flood of connections must not grow tether's memory.
+	// Keep-alive is off: a scrape's connection is closed after it.
+	DefaultMaxConns = 64
 	// readHeaderTimeout keeps a client that connects and says nothing from
 	// holding a connection.
 	readHeaderTimeout = 10 * time.Second
@@ -101,6 +107,10 @@ type Metrics struct {
 	// journal is what the last scrape read of j; the gauges show it.
 	journal atomic.Pointer[journalView]
 	scrapes chan struct{} // a slot per scrape served at once
+	// rendering is the scrape being written now; scrapes that arrive
+	// meanwhile share it instead of writing their own.
+	mu        sync.Mutex
+	rendering *rendered
 
 	calls       map[[2]string]*vm.Counter // op, outcome
 	latency     map[string]*vm.PrometheusHistogram
@@ -113,6 +123,11 @@ type Metrics struct {
 	drainsLeft  map[string]*vm.Counter
 	atRisk      *vm.Counter
 	leased      *vm.Gauge
+}
+
+type rendered struct {
+	done chan struct{}
+	body []byte
 }
 
 type journalView struct {
@@ -185,11 +200,33 @@ func (m *Metrics) Handler() http.Handler {
 			}
 		}
 		defer func() { <-m.scrapes }()
-		var buf bytes.Buffer
-		m.write(&buf)
+		body := m.render()
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-		_, _ = w.Write(buf.Bytes())
+		_, _ = w.Write(body)
 	})
+}
+
+// render writes a scrape, or waits for the one being written: scrapes that
+// arrive together cost one (reading the Go runtime's statistics stops the
+// world for a moment, and the proxy's creates wait for it).
+func (m *Metrics) render() []byte {
+	m.mu.Lock()
+	if r := m.rendering; r != nil {
+		m.mu.Unlock()
+		<-r.done
+		return r.body
+	}
+	r := &rendered{done: make(chan struct{})}
+	m.rendering = r
+	m.mu.Unlock()
+	var buf bytes.Buffer
+	m.write(&buf)
+	r.body = buf.Bytes()
+	m.mu.Lock()
+	m.rendering = nil
+	m.mu.Unlock()
+	close(r.done)
+	return r.body
 }
 
 // write writes one scrape: the journal read once (from memory), tether's
@@ -238,10 +275,40 @@ func (m *Metrics) Listen(addr string, log *slog.Logger) (*Server, error) {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", m.Handler())
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: readHeaderTimeout}
+	srv.SetKeepAlivesEnabled(false)
 	if log != nil {
 		srv.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelDebug)
 	}
-	return &Server{srv: srv, l: l}, nil
+	return &Server{srv: srv, l: &limitListener{Listener: l, slots: make(chan struct{}, DefaultMaxConns)}}, nil
+}
+
+// limitListener holds at most cap(slots) connections open: Accept waits
+// for a slot, and a connection's Close frees it.
+type limitListener struct {
+	net.Listener
+	slots chan struct{}
+}
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	l.slots <- struct{}{}
+	c, err := l.Listener.Accept()
+	if err != nil {
+		<-l.slots
+		return nil, err
+	}
+	return &slotConn{Conn: c, free: func() { <-l.slots }}, nil
+}
+
+type slotConn struct {
+	net.Conn
+	once sync.Once
+	free func()
+}
+
+func (c *slotConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.free)
+	return err
 }
 
 // Addr is where the endpoint listens (with the port chosen for port 0).

@@ -9,13 +9,14 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/tether-run/tether/internal/metrics"
+	"github.com/tether-run/tether/internal/testutil"
 	"github.com/tether-run/tether/spool"
 )
 
@@ -164,64 +165,74 @@ func TestScrapeFollowsTheJournal(t *testing.T) {
 	}
 }
 
-// blockingJournal holds every scrape inside Counts until release closes.
+// blockingJournal holds a scrape inside Counts until release closes.
 type blockingJournal struct {
+	reads   atomic.Int64
 	inside  chan struct{}
 	release chan struct{}
 }
 
 func (b *blockingJournal) Counts() (map[spool.State]int, error) {
+	b.reads.Add(1)
 	b.inside <- struct{}{}
 	<-b.release
 	return map[spool.State]int{}, nil
 }
 func (b *blockingJournal) Size() (int64, error) { return 0, nil }
 
-// TestScrapesAreLimited: DefaultMaxScrapes scrapes are served at once; one
-// more waits DefaultScrapeWait and is answered 503 with Retry-After; once
-// the others finish, scrapes are served again.
+// TestScrapesAreLimited: while one scrape is being written, DefaultMaxScrapes
+// are served at once, sharing it (the journal is read once for all of
+// them); the others wait DefaultScrapeWait and are answered 503 with
+// Retry-After; afterwards scrapes are served again.
 func TestScrapesAreLimited(t *testing.T) {
 	b := &blockingJournal{inside: make(chan struct{}, 64), release: make(chan struct{})}
 	h := metrics.New(b, "test").Handler()
-	var wg sync.WaitGroup
-	codes := make(chan int, metrics.DefaultMaxScrapes)
-	for range metrics.DefaultMaxScrapes {
-		wg.Go(func() {
+	const extra = 3
+	type answer struct {
+		code       int
+		retryAfter string
+	}
+	answers := make(chan answer, metrics.DefaultMaxScrapes+extra)
+	start := time.Now()
+	for range metrics.DefaultMaxScrapes + extra {
+		go func() {
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-			codes <- rec.Code
-		})
+			answers <- answer{rec.Code, rec.Header().Get("Retry-After")}
+		}()
 	}
-	for range metrics.DefaultMaxScrapes {
+	select {
+	case <-b.inside:
+	case <-time.After(testutil.WaitBound):
+		t.Fatal("no scrape started")
+	}
+	// Nothing finishes while the journal read is held: exactly the scrapes
+	// past the limit are refused.
+	for range extra {
 		select {
-		case <-b.inside:
-		case <-time.After(30 * time.Second):
-			t.Fatal("the first scrapes never started")
+		case a := <-answers:
+			if a.code != http.StatusServiceUnavailable || a.retryAfter == "" {
+				t.Fatalf("a scrape past the limit: %d, Retry-After %q; want 503 with Retry-After", a.code, a.retryAfter)
+			}
+		case <-time.After(testutil.WaitBound):
+			t.Fatal("the scrapes past the limit were never refused")
 		}
-	}
-	start := time.Now()
-	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-	if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") == "" {
-		t.Fatalf("one scrape too many: %d %q, want 503 with Retry-After", rec.Code, rec.Header().Get("Retry-After"))
 	}
 	if waited := time.Since(start); waited < metrics.DefaultScrapeWait {
 		t.Errorf("refused after %s, before the %s wait", waited, metrics.DefaultScrapeWait)
 	}
-	if len(b.inside) != 0 {
-		t.Fatal("the refused scrape read the journal")
-	}
 	close(b.release)
-	wg.Wait()
-	close(codes)
-	for c := range codes {
-		if c != http.StatusOK {
-			t.Errorf("a scrape within the limit: %d", c)
+	for range metrics.DefaultMaxScrapes {
+		if a := <-answers; a.code != http.StatusOK {
+			t.Errorf("a scrape within the limit: %d", a.code)
 		}
 	}
-	rec = httptest.NewRecorder()
+	if n := b.reads.Load(); n != 1 {
+		t.Errorf("the journal was read %d times for scrapes written together, want 1", n)
+	}
+	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-	if rec.Code != http.StatusOK {
-		t.Fatalf("after the others: %d", rec.Code)
+	if rec.Code != http.StatusOK || b.reads.Load() != 2 {
+		t.Fatalf("a scrape afterwards: %d, journal reads %d", rec.Code, b.reads.Load())
 	}
 }

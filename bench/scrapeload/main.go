@@ -129,26 +129,38 @@ func run(tether string, n, scrapes int, timeout time.Duration, journal string) e
 	wg.Wait()
 	floodEnd := time.Now()
 	rssAfter := vmRSS(cmd.Process.Pid)
+	hwm := vmHWM(cmd.Process.Pid)
+	slices.Sort(lat)
+	fmt.Printf("journal: %d finished intents\n", n)
+	fmt.Printf("%d scrapes at once: all answered or given up in %s; per scrape p50 %s, p99 %s, max %s; %d refused (503), %d failed (timeout %s or error)\n",
+		scrapes, floodEnd.Sub(floodStart).Round(time.Millisecond), pct(lat, 50), pct(lat, 99), lat[len(lat)-1].Round(time.Millisecond),
+		refused.Load(), failed.Load(), timeout)
+	fmt.Printf("tether RSS: %s before the flood, %s after (peak %s)\n", rssBefore, rssAfter, hwm)
+
 	time.Sleep(time.Second)
 	if err := os.WriteFile(stop, nil, 0o644); err != nil {
 		return err
 	}
-	if err := cmd.Wait(); err != nil {
-		return fmt.Errorf("tether run: %w", err)
+	// A tether still busy with scrapes its clients gave up on is not
+	// waited for past a minute: the creates it answered are on record.
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err := <-exited:
+		if err != nil {
+			return fmt.Errorf("tether run: %w", err)
+		}
+	case <-time.After(time.Minute):
+		fmt.Println("tether run had not exited a minute after the child was told to stop: killed")
+		cmd.Process.Kill()
+		<-exited
 	}
-
 	before, during, err := creates(out, floodStart, floodEnd)
 	if err != nil {
 		return err
 	}
-	slices.Sort(lat)
-	fmt.Printf("journal: %d finished intents\n", n)
-	fmt.Printf("%d scrapes at once: all answered in %s; per scrape p50 %s, p99 %s, max %s; %d refused (503), %d failed (timeout %s or error)\n",
-		scrapes, floodEnd.Sub(floodStart).Round(time.Millisecond), pct(lat, 50), pct(lat, 99), lat[len(lat)-1].Round(time.Millisecond),
-		refused.Load(), failed.Load(), timeout)
 	fmt.Printf("proxy creates before the flood: %d, p50 %s, p99 %s, max %s\n", len(before), pct(before, 50), pct(before, 99), pct(before, 100))
 	fmt.Printf("proxy creates during the flood: %d, p50 %s, p99 %s, max %s\n", len(during), pct(during, 50), pct(during, 99), pct(during, 100))
-	fmt.Printf("tether RSS: %s before the flood, %s after\n", rssBefore, rssAfter)
 	return nil
 }
 
@@ -217,6 +229,9 @@ func child(out string) error {
 			return fmt.Errorf("create: %s", resp.Status)
 		}
 		fmt.Fprintf(w, "%d %d\n", start.UnixNano(), time.Since(start).Nanoseconds())
+		if err := w.Flush(); err != nil {
+			return err
+		}
 		time.Sleep(20 * time.Millisecond)
 	}
 }
@@ -257,13 +272,17 @@ func pct(d []time.Duration, p int) string {
 	return d[i].Round(10 * time.Microsecond).String()
 }
 
-func vmRSS(pid int) string {
+func vmRSS(pid int) string { return status(pid, "VmRSS:") }
+func vmHWM(pid int) string { return status(pid, "VmHWM:") }
+
+// status reads one memory line of /proc/PID/status.
+func status(pid int, field string) string {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return "?"
 	}
 	for line := range strings.Lines(string(b)) {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == field {
 			kb, _ := strconv.Atoi(f[1])
 			return fmt.Sprintf("%.1f MiB", float64(kb)/1024)
 		}

@@ -1,6 +1,7 @@
 package metrics_test
 
 import (
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -234,5 +235,61 @@ func TestScrapesAreLimited(t *testing.T) {
 	h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	if rec.Code != http.StatusOK || b.reads.Load() != 2 {
 		t.Fatalf("a scrape afterwards: %d, journal reads %d", rec.Code, b.reads.Load())
+	}
+}
+
+// countingJournal counts the scrapes that read it.
+type countingJournal struct{ reads atomic.Int64 }
+
+func (c *countingJournal) Counts() (map[spool.State]int, error) {
+	c.reads.Add(1)
+	return map[spool.State]int{}, nil
+}
+func (c *countingJournal) Size() (int64, error) { return 0, nil }
+
+// TestEndpointHoldsBoundedConnections: with DefaultMaxConns connections
+// open and silent, a scrape on one more is not served; once one of them
+// closes, it is.
+func TestEndpointHoldsBoundedConnections(t *testing.T) {
+	c := &countingJournal{}
+	s, err := metrics.New(c, "test").Listen("127.0.0.1:0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Serve()
+	defer s.Close()
+	var idle []net.Conn
+	for range metrics.DefaultMaxConns {
+		conn, err := net.Dial("tcp", s.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		idle = append(idle, conn)
+	}
+	answered := make(chan int, 1)
+	go func() {
+		resp, err := http.Get("http://" + s.Addr() + "/metrics")
+		if err != nil {
+			answered <- 0
+			return
+		}
+		resp.Body.Close()
+		answered <- resp.StatusCode
+	}()
+	// However slow the machine, a scrape past the limit is never served
+	// while the limit holds; this wait can only miss a broken limit.
+	time.Sleep(300 * time.Millisecond)
+	if n := c.reads.Load(); n != 0 {
+		t.Fatalf("a scrape was served with %d connections already open", metrics.DefaultMaxConns)
+	}
+	idle[0].Close()
+	select {
+	case code := <-answered:
+		if code != http.StatusOK {
+			t.Fatalf("the scrape, once a connection closed: %d", code)
+		}
+	case <-time.After(testutil.WaitBound):
+		t.Fatal("the scrape was never served after a connection closed")
 	}
 }

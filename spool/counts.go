@@ -129,18 +129,139 @@ func scanCounts(tx *bolt.Tx) (map[State]int, error) {
 
 // countedState is the state a record is counted under; ok is false for a
 // record whose state cannot be read. The scan and every change use it, so a
-// record is taken off the count it was put on, readable or not.
+// record is taken off the count it was put on, readable or not. It runs in
+// the commit loop for every write, so it finds the top-level "state" member
+// without decoding the record (topLevelString); a record it cannot walk is
+// decoded instead.
 func countedState(v []byte) (State, bool) {
 	if v == nil {
 		return "", false
 	}
-	var r struct {
-		State State `json:"state"`
+	s, ok := topLevelString(v, "state")
+	if !ok {
+		var r struct {
+			State State `json:"state"`
+		}
+		if json.Unmarshal(v, &r) != nil {
+			return "", false
+		}
+		s = string(r.State)
 	}
-	if json.Unmarshal(v, &r) != nil || !knownState(r.State) {
+	if !knownState(State(s)) {
 		return "", false
 	}
-	return r.State, true
+	return State(s), true
+}
+
+// topLevelString returns the value of member key of the JSON object v when
+// it is a string without escapes (the last one, as encoding/json takes);
+// ok is false when v is not an object it can walk, or key is not such a
+// member.
+func topLevelString(v []byte, key string) (string, bool) {
+	i := skipSpace(v, 0)
+	if i >= len(v) || v[i] != '{' {
+		return "", false
+	}
+	i++
+	found, val := false, ""
+	for {
+		i = skipSpace(v, i)
+		if i < len(v) && v[i] == '}' {
+			return val, found
+		}
+		k, end, plain := scanString(v, i)
+		if end < 0 {
+			return "", false
+		}
+		i = skipSpace(v, end)
+		if i >= len(v) || v[i] != ':' {
+			return "", false
+		}
+		i = skipSpace(v, i+1)
+		if plain && string(k) == key {
+			s, end, plainVal := scanString(v, i)
+			if end < 0 || !plainVal {
+				return "", false
+			}
+			found, val, i = true, string(s), end
+		} else if i = skipValue(v, i); i < 0 {
+			return "", false
+		}
+		i = skipSpace(v, i)
+		switch {
+		case i < len(v) && v[i] == ',':
+			i++
+		case i < len(v) && v[i] == '}':
+			return val, found
+		default:
+			return "", false
+		}
+	}
+}
+
+func skipSpace(v []byte, i int) int {
+	for i < len(v) && (v[i] == ' ' || v[i] == '\t' || v[i] == '\n' || v[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// scanString reads the string starting at v[i]: its bytes, the index after
+// it (-1 when there is none), and whether it had no escape.
+func scanString(v []byte, i int) ([]byte, int, bool) {
+	if i >= len(v) || v[i] != '"' {
+		return nil, -1, false
+	}
+	plain := true
+	for j := i + 1; j < len(v); j++ {
+		switch v[j] {
+		case '\\':
+			plain = false
+			j++
+		case '"':
+			return v[i+1 : j], j + 1, plain
+		}
+	}
+	return nil, -1, false
+}
+
+// skipValue returns the index after the value starting at v[i], or -1.
+func skipValue(v []byte, i int) int {
+	if i >= len(v) {
+		return -1
+	}
+	switch v[i] {
+	case '"':
+		_, end, _ := scanString(v, i)
+		return end
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(v); j++ {
+			switch v[j] {
+			case '"':
+				_, end, _ := scanString(v, j)
+				if end < 0 {
+					return -1
+				}
+				j = end - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return j + 1
+				}
+			}
+		}
+		return -1
+	}
+	j := i
+	for j < len(v) && v[j] != ',' && v[j] != '}' && v[j] != ']' && v[j] != ' ' && v[j] != '\n' && v[j] != '\t' && v[j] != '\r' {
+		j++
+	}
+	if j == i {
+		return -1
+	}
+	return j
 }
 
 // putRecord writes record v of intent id, and counts the change.

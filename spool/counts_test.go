@@ -6,6 +6,7 @@ import (
 	"maps"
 	"path/filepath"
 	"testing"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -322,5 +323,37 @@ func TestCountsAtOpen(t *testing.T) {
 			t.Errorf("stored counts %+v after the commit of tx %d, want %v", s, tx.ID()-1, want)
 		}
 		return nil
+	})
+}
+
+// FuzzCountedState: on any valid JSON, the state the counts read without
+// decoding is the one encoding/json reads; on anything, it does not panic.
+func FuzzCountedState(f *testing.F) {
+	in := Plan("01hzzzzzzzzzzzzzzzzzzzzzzz", NewIntent{
+		ID: "01hzzzzzzzzzzzzzzzzzzzzzzz", Labels: map[string]string{"state": "gone", `q"uote`: `{"state":"x"}`}, Provider: "daytona",
+	}, time.Now())
+	v, _ := json.Marshal(in)
+	f.Add(v)
+	f.Add([]byte(`{"state":"gone","state":"pending"}`))
+	f.Add([]byte(`{"labels":{"state":"gone"},"x":[1,{"state":"a"}],"state":"observed"}`))
+	f.Add([]byte(`{"st\u0061te":"gone"}`))
+	f.Add([]byte(`{"state":"g\u006fne"}`))
+	f.Add([]byte(` { "a" : true , "state" : "released" } `))
+	f.Add([]byte(`{"state":"gone"`))
+	f.Fuzz(func(t *testing.T, v []byte) {
+		got, ok := countedState(v)
+		if !json.Valid(v) {
+			return
+		}
+		var r struct {
+			State State `json:"state"`
+		}
+		if json.Unmarshal(v, &r) != nil {
+			return // valid JSON that is not an object (or a state that is not a string)
+		}
+		want, wantOK := r.State, knownState(r.State)
+		if ok != wantOK || (ok && got != want) {
+			t.Fatalf("%q: counted as %q (%v), encoding/json reads %q (%v)", v, got, ok, want, wantOK)
+		}
 	})
 }

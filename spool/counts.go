@@ -69,14 +69,15 @@ func (j *Journal) Counts() (map[State]int, error) {
 }
 
 // startCounting takes the counts the last commit stored, or scans for them
-// when something else wrote the journal since, and keeps them from now on.
-// Open calls it before the commit loop starts, so no change can fall
+// when something else wrote the journal since (or scan is set), and keeps
+// them from now on. Open calls it after the migration and the compaction
+// it may make, and before the commit loop starts, so no change can fall
 // between the two.
-func (j *Journal) startCounting() error {
+func (j *Journal) startCounting(scan bool) error {
 	var n map[State]int
 	if err := j.db.View(func(tx *bolt.Tx) (err error) {
 		var s storedCounts
-		if v := tx.Bucket(bucketMeta).Get(keyCounts); v != nil && json.Unmarshal(v, &s) == nil && s.Tx == tx.ID() && s.N != nil {
+		if v := tx.Bucket(bucketMeta).Get(keyCounts); !scan && v != nil && json.Unmarshal(v, &s) == nil && s.Tx == tx.ID() && s.N != nil {
 			n = s.N
 			return nil
 		}
@@ -129,12 +130,15 @@ func scanCounts(tx *bolt.Tx) (map[State]int, error) {
 
 // countedState is the state a record is counted under; ok is false for a
 // record whose state cannot be read. The scan and every change use it, so a
-// record is taken off the count it was put on, readable or not. It runs in
+// record is taken off the count it was put on, readable or not (a record
+// whose bytes flip after it was counted can leave its count one too high
+// until the next scan). It runs in
 // the commit loop for every write, so it finds the top-level "state" member
 // without decoding the record (topLevelString); a record it cannot walk is
 // decoded instead.
 func countedState(v []byte) (State, bool) {
-	if v == nil {
+	v, _, err := openRecord(v) // record.go: a record that fails its checksum is not counted
+	if v == nil || err != nil {
 		return "", false
 	}
 	s, ok := topLevelString(v, "state")

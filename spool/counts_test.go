@@ -357,3 +357,28 @@ func FuzzCountedState(f *testing.F) {
 		}
 	})
 }
+
+// TestCountsFollowPruning: pruning removes finished intents in small
+// transactions, and the counts lose exactly those.
+func TestCountsFollowPruning(t *testing.T) {
+	j := openTemp(t)
+	var ids []string
+	for range 10 {
+		in, _, err := j.Create(t.Context(), NewIntent{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, in.ID)
+	}
+	for _, id := range ids[:7] {
+		if _, err := j.Release(id, OutcomeDeleted); err != nil {
+			t.Fatal(err)
+		}
+	}
+	checkCounts(t, j, "before pruning", map[State]int{Pending: 3, Released: 7})
+	n, err := j.Prune(t.Context(), time.Now().Add(time.Hour), 3)
+	if err != nil || n != 7 {
+		t.Fatalf("pruned %d: %v", n, err)
+	}
+	checkCounts(t, j, "after pruning", map[State]int{Pending: 3})
+}

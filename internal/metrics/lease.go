@@ -8,7 +8,10 @@ import (
 	"github.com/tether-run/tether/provider"
 )
 
-var _ provider.Leaser = (*measured)(nil)
+var (
+	_ provider.Leaser  = (*measured)(nil)
+	_ provider.Labeler = (*measured)(nil)
+)
 
 // LeaseAtRisk counts one sandbox whose renewals keep failing.
 func (m *Metrics) LeaseAtRisk() { m.atRisk.Inc() }
@@ -43,5 +46,16 @@ func (w *measured) Renew(ctx context.Context, id string) error {
 	start := time.Now()
 	err = l.Renew(ctx, id)
 	w.m.observe("renew", start, err)
+	return err
+}
+
+func (w *measured) SetLabels(ctx context.Context, id string, labels map[string]string) error {
+	l, ok := w.p.(provider.Labeler)
+	if !ok {
+		return fmt.Errorf("provider %s cannot set labels", w.p.Name())
+	}
+	start := time.Now()
+	err := l.SetLabels(ctx, id, labels)
+	w.m.observe("set_labels", start, err)
 	return err
 }

@@ -7,9 +7,12 @@
 // a running sandbox.
 //
 // A scrape reads memory only (the journal keeps its counts by state as
-// intents change), so it costs the same on ten intents as on ten million,
-// and at most DefaultMaxScrapes run at once. Every series is there from the
-// first scrape: counters at 0 with every label value they can take.
+// intents change), so it costs the same on ten intents as on ten million;
+// scrapes that arrive together share one rendering, at most
+// DefaultMaxScrapes are served at once and the endpoint holds at most
+// DefaultMaxConns connections, so a flood of scrapes costs the intakes
+// little CPU and tether little memory. Every series is there from the first
+// scrape: counters at 0 with every label value they can take.
 //
 // It observes; it never changes what tether does. Off by default. It is
 // written with github.com/VictoriaMetrics/metrics, whose package

@@ -14,6 +14,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -61,28 +62,32 @@ const otherOrg = "org-other"
 var bin struct{ tether, runner string }
 
 func TestMain(m *testing.M) {
+	if os.Getenv(helperEnv) != "" {
+		os.Exit(runHelper(os.Args[1:]))
+	}
 	os.Exit(testMain(m))
 }
 
 func testMain(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "tether-e2e-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+	flag.Parse()
+	if testing.Short() {
+		fmt.Println("SKIP: the end-to-end tests of test/ do not run with -short")
+		return 0
 	}
-	defer os.RemoveAll(dir)
-	bin.tether = filepath.Join(dir, "tether")
-	bin.runner = filepath.Join(dir, "runner")
-	for out, pkg := range map[string]string{
-		bin.tether: "github.com/tether-run/tether/cmd/tether",
-		bin.runner: "github.com/tether-run/tether/examples/go",
+	// Helpers are this test binary; with -race each would sleep a second
+	// before exiting, which slows every test down (not a correctness issue).
+	os.Setenv("GORACE", strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
+	defer testutil.Cleanup()
+	for out, pkg := range map[*string]string{
+		&bin.tether: testutil.TetherPkg,
+		&bin.runner: testutil.Module + "/examples/go",
 	} {
-		cmd := exec.Command("go", "build", "-o", out, pkg)
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Run(); err != nil {
-			fmt.Fprintf(os.Stderr, "build %s: %v\n", pkg, err)
+		path, err := testutil.BuildBinary(pkg)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
+		*out = path
 	}
 	return m.Run()
 }

@@ -4,14 +4,10 @@ package e2e_test
 
 import (
 	"bufio"
-	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"syscall"
 	"testing"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/tether-run/tether/internal/testutil"
 )
@@ -27,7 +23,7 @@ import (
 func TestCtrlCInATerminal(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
-	master, tty := openPTY(t)
+	master, tty := testutil.OpenPTY(t)
 	script := `"$0" "$@" || exit 1
 exec 2>/dev/null
 trap 'echo int' INT
@@ -65,29 +61,6 @@ while :; do sleep 0.1; done`
 		t.Fatalf("tether exited %d after the second Ctrl-C, want 137 (killed at once; the grace is an hour)", code)
 	}
 	w.assertDestroyed(ids(created, sandboxOf)...)
-}
-
-// openPTY returns a new pseudo-terminal's master and its terminal side.
-func openPTY(t *testing.T) (master, tty *os.File) {
-	t.Helper()
-	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
-	if err != nil {
-		t.Skipf("no pseudo-terminals: %v", err)
-	}
-	if err := unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0); err != nil {
-		t.Fatal(err)
-	}
-	n, err := unix.IoctlGetInt(int(m.Fd()), unix.TIOCGPTN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close(); s.Close() })
-	go io.Copy(io.Discard, m) // what the terminal echoes
-	return m, s
 }
 
 // startOnTTY is start with tether's stdin on tty, as the leader of the

@@ -3,10 +3,8 @@ package e2e_test
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -37,34 +35,11 @@ const (
 // runner); by default each case runs one of them, alternating.
 const envCrashAll = "TETHER_CRASH_ALL"
 
-var crashBin struct {
-	once           sync.Once
-	tether, runner string
-	err            error
-}
-
-// crashBinaries builds tether and test/crashrunner with -tags crashpoints,
-// once, beside the release build of TestMain.
+// crashBinaries is tether and test/crashrunner built with -tags
+// crashpoints, once per go test run.
 func crashBinaries(t *testing.T) (tether, runner string) {
 	t.Helper()
-	crashBin.once.Do(func() {
-		dir := filepath.Dir(bin.tether)
-		crashBin.tether = filepath.Join(dir, "tether-crashpoints")
-		crashBin.runner = filepath.Join(dir, "crashrunner")
-		for out, pkg := range map[string]string{
-			crashBin.tether: "github.com/tether-run/tether/cmd/tether",
-			crashBin.runner: "github.com/tether-run/tether/test/crashrunner",
-		} {
-			if b, err := exec.Command("go", "build", "-tags", "crashpoints", "-o", out, pkg).CombinedOutput(); err != nil {
-				crashBin.err = fmt.Errorf("build %s with crash points: %v\n%s", pkg, err, b)
-				return
-			}
-		}
-	})
-	if crashBin.err != nil {
-		t.Fatal(crashBin.err)
-	}
-	return crashBin.tether, crashBin.runner
+	return testutil.Build(t, testutil.TetherPkg, "crashpoints"), testutil.Build(t, testutil.Module+"/test/crashrunner", "crashpoints")
 }
 
 // Where a case's crash happens.

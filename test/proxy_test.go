@@ -2,11 +2,7 @@ package e2e_test
 
 import (
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -21,31 +17,10 @@ import (
 // DAYTONA_API_URL and DAYTONA_API_KEY, and the official api-client-go.
 // tether's Daytona API proxy is all that covers its sandboxes.
 
-var proxyRunner struct {
-	once sync.Once
-	path string
-	err  error
-}
-
-// zeroCodeRunner builds test/proxyrunner once.
+// zeroCodeRunner is test/proxyrunner, built once per go test run.
 func zeroCodeRunner(t *testing.T) string {
 	t.Helper()
-	proxyRunner.once.Do(func() {
-		dir, err := os.MkdirTemp("", "tether-e2e-proxyrunner-")
-		if err != nil {
-			proxyRunner.err = err
-			return
-		}
-		proxyRunner.path = filepath.Join(dir, "proxyrunner")
-		out, err := exec.Command("go", "build", "-o", proxyRunner.path, "github.com/tether-run/tether/test/proxyrunner").CombinedOutput()
-		if err != nil {
-			proxyRunner.err = fmt.Errorf("build proxyrunner: %v\n%s", err, out)
-		}
-	})
-	if proxyRunner.err != nil {
-		t.Fatal(proxyRunner.err)
-	}
-	return proxyRunner.path
+	return testutil.Build(t, testutil.Module+"/test/proxyrunner")
 }
 
 // runZeroCode starts `tether run [flags] -- proxyrunner actions...`.

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/tether-run/tether/internal/testutil"
 
@@ -222,25 +221,19 @@ func (w *world) plantOtherAccount() {
 // output (tether and its runner died), within waitBound.
 func (p *proc) collect() (out runnerOut, ready bool) {
 	p.t.Helper()
-	timeout := time.NewTimer(waitBound)
-	defer timeout.Stop()
 	for {
-		select {
-		case line, ok := <-p.lines:
-			if !ok {
-				return out, false
-			}
-			f := strings.Fields(line)
-			switch {
-			case len(f) == 1 && f[0] == "ready":
-				return out, true
-			case len(f) == 2 && f[0] == "pid":
-				fmt.Sscan(f[1], &out.pid)
-			case len(f) >= 4:
-				out.lines = append(out.lines, runnerLine{how: f[0], intent: f[1], name: f[2], sandbox: f[3]})
-			}
-		case <-timeout.C:
-			p.t.Fatalf("the runner neither finished nor died within %s; stderr:\n%s", waitBound, p.stderr)
+		line, ok := p.NextLine()
+		if !ok {
+			return out, false
+		}
+		f := strings.Fields(line)
+		switch {
+		case len(f) == 1 && f[0] == "ready":
+			return out, true
+		case len(f) == 2 && f[0] == "pid":
+			fmt.Sscan(f[1], &out.pid)
+		case len(f) >= 4:
+			out.lines = append(out.lines, runnerLine{how: f[0], intent: f[1], name: f[2], sandbox: f[3]})
 		}
 	}
 }

@@ -211,7 +211,7 @@ func TestOfflineDrain(t *testing.T) {
 		t.Fatalf("tether exited %d, want 137", code)
 	}
 
-	code, stderr := w.runTether("drain", "--journal", w.journal, "--drain-timeout", "2s")
+	code, stderr := w.runTether("drain", "--journal", w.journal, "--drain-timeout", unresolvedDrain)
 	if code != 3 {
 		t.Fatalf("tether drain exited %d, want 3 (one never-created intent); stderr:\n%s", code, stderr)
 	}

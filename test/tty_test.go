@@ -3,7 +3,6 @@
 package e2e_test
 
 import (
-	"bufio"
 	"os"
 	"os/exec"
 	"syscall"
@@ -71,35 +70,8 @@ func (w *world) startOnTTY(tty *os.File, args ...string) *proc {
 	cmd := exec.Command(bin.tether, args...)
 	cmd.Env = w.env
 	cmd.Stdin = tty
+	// Its session's group, tether and the runner, is killed at cleanup.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &proc{t: t, cmd: cmd, lines: make(chan string, 4096), stderr: &testutil.Buffer{}, done: make(chan struct{})}
-	cmd.Stderr = p.stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start tether: %v", err)
-	}
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			p.lines <- sc.Text()
-		}
-		close(p.lines)
-		p.err = cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // its session's group: tether and the runner
-			<-p.done
-		}
-		if t.Failed() {
-			t.Logf("tether stderr:\n%s", p.stderr.String())
-		}
-	})
-	return p
+	tp := testutil.Start(t, cmd)
+	return &proc{Proc: tp, t: t, cmd: cmd, stderr: tp.Stderr}
 }

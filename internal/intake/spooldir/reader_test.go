@@ -73,7 +73,7 @@ func startIntake(t *testing.T, in *Reader, before func(dir string)) *intakeFixtu
 	go func() { done <- in.Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
-		if err := <-done; err != nil {
+		if err := testutil.Receive(t, "the intake to stop", done); err != nil {
 			t.Errorf("Run: %v", err)
 		}
 	})

@@ -223,7 +223,7 @@ func TestIntentCommandSpool(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	cancel()
-	if err := <-done; err != nil {
+	if err := testutil.Receive(t, "done", done); err != nil {
 		t.Fatal(err)
 	}
 	if rej, _ := os.ReadDir(filepath.Join(dir, spooldir.RejectedDir)); len(rej) != 0 {

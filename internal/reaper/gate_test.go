@@ -3,6 +3,7 @@ package reaper
 import (
 	"context"
 	"errors"
+	"github.com/tether-run/tether/internal/testutil"
 	"testing"
 	"time"
 )
@@ -55,7 +56,7 @@ func TestGate(t *testing.T) {
 	go func() { gaveUp <- g.acquire(cctx, prioDestroy) }()
 	waitQueued(4)
 	cancel()
-	if err := <-gaveUp; !errors.Is(err, context.Canceled) {
+	if err := testutil.Receive(t, "gaveUp", gaveUp); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled waiter: %v", err)
 	}
 	waitQueued(3)
@@ -64,7 +65,7 @@ func TestGate(t *testing.T) {
 	waitQueued(4)
 	g.release(false)
 	for _, want := range []string{"destroy", "read-1", "read-2", "confirm"} {
-		if got := <-order; got != want {
+		if got := testutil.Receive(t, "order", order); got != want {
 			t.Fatalf("got %s, want %s", got, want)
 		}
 	}

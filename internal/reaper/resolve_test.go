@@ -88,7 +88,7 @@ func TestResolve(t *testing.T) {
 			}()
 			testutil.WaitFor(t, "a lookup that finds nothing", func() bool { return w.srv.Calls()[daytonatest.RouteGet] >= 2 })
 			sb := w.create(in)
-			res := <-done
+			res := testutil.Receive(t, "done", done)
 			if res.err != nil || res.in.State != spool.Gone || res.in.SandboxID != sb.ID {
 				t.Fatalf("Resolve = %s (%q), %v; want gone with %s", res.in.State, res.in.SandboxID, res.err, sb.ID)
 			}

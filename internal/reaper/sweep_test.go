@@ -43,16 +43,12 @@ func TestSweep(t *testing.T) {
 	)
 	var offset atomic.Int64 // the simulated clock's distance from the wall clock
 	clock := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
-	srv := daytonatest.NewServer(daytonatest.WithClock(clock))
-	t.Cleanup(srv.Close)
+	srv, _ := testutil.Daytona(t, daytonatest.WithClock(clock))
 	srv.AddKey(apiKey, daytonatest.DefaultOrg)
 	srv.AddKey("other-team", "org-2")
 	logs := &testutil.Buffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	prov, err := daytona.New(daytona.Config{APIKey: apiKey, APIURL: srv.URL, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
+	prov := testutil.DaytonaProvider(t, srv, func(c *daytona.Config) { c.APIKey, c.Logger = apiKey, log })
 
 	want := map[string]bool{} // sandbox id → the sweep must delete it
 	var touch []string
@@ -228,13 +224,9 @@ func errored(sb daytonatest.Sandbox) bool {
 func TestSweepWithoutOwnerTakesEveryOwnerButNeverTheUnowned(t *testing.T) {
 	var offset atomic.Int64
 	clock := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
-	srv := daytonatest.NewServer(daytonatest.WithClock(clock))
-	t.Cleanup(srv.Close)
+	srv, _ := testutil.Daytona(t, daytonatest.WithClock(clock))
 	srv.AddKey(apiKey, daytonatest.DefaultOrg)
-	prov, err := daytona.New(daytona.Config{APIKey: apiKey, APIURL: srv.URL})
-	if err != nil {
-		t.Fatal(err)
-	}
+	prov := testutil.DaytonaProvider(t, srv, func(c *daytona.Config) { c.APIKey = apiKey })
 	offset.Store(int64(-72 * time.Hour))
 	a, _ := srv.AddSandbox(daytonatest.DefaultOrg, daytonatest.SeedSandbox{Labels: map[string]string{spool.LabelOwner: "01a"}})
 	b, _ := srv.AddSandbox(daytonatest.DefaultOrg, daytonatest.SeedSandbox{Labels: map[string]string{spool.LabelOwner: "01b"}})

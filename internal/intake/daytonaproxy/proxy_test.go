@@ -92,7 +92,7 @@ func newWorld(t *testing.T, wrap func(http.Handler) http.Handler, opts ...dayton
 	go func() { done <- w.p.Serve(l) }()
 	t.Cleanup(func() {
 		w.p.Close()
-		if err := <-done; err != nil {
+		if err := testutil.Receive(t, "done", done); err != nil {
 			t.Errorf("serve: %v", err)
 		}
 		// Whatever a test did: no credential in the logs or the journal.
@@ -507,7 +507,7 @@ func TestCloseDoesNotWaitForCreatesInFlight(t *testing.T) {
 		return w.sim.Calls()[daytonatest.RouteCreate] == 1, "not yet"
 	})
 	w.p.Close()
-	if err := <-errc; err == nil {
+	if err := testutil.Receive(t, "errc", errc); err == nil {
 		t.Fatal("the runner's create should fail when the proxy closes under it")
 	}
 	if in := w.only(); in.State != spool.Pending {

@@ -167,7 +167,7 @@ func TestAllConnectionsBusy(t *testing.T) {
 	}
 	close(release)
 	for range 2 {
-		if code := <-answers; code != http.StatusBadGateway {
+		if code := testutil.Receive(t, "answers", answers); code != http.StatusBadGateway {
 			t.Fatalf("a delete in flight was cut off: %d", code)
 		}
 	}

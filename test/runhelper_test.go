@@ -245,18 +245,8 @@ type tetherProc struct {
 	events string
 }
 
-// isolatedEnv gives one tether its own journal, socket and spool (tests run
-// in parallel, and a journal is held by one tether at a time) and keeps its
-// logs to errors, so stderr holds what the test looks for.
-func isolatedEnv(t *testing.T) []string {
-	dir := t.TempDir()
-	return []string{
-		"TETHER_JOURNAL=" + filepath.Join(dir, "journal.db"),
-		"TETHER_SOCKET=" + filepath.Join(dir, "tether.sock"),
-		"TETHER_SPOOL=" + filepath.Join(dir, "spool"),
-		"TETHER_LOG_LEVEL=error",
-	}
-}
+// isolatedEnv is testutil.IsolatedEnv.
+func isolatedEnv(t *testing.T) []string { return testutil.IsolatedEnv(t) }
 
 // startTether runs `tether run ARGS` with the helper environment. The extra
 // environment (KEY=VALUE) goes to tether and thus to the child.

@@ -21,6 +21,9 @@ var tetherBin string
 // waitLimit bounds every wait for an event in these tests.
 const waitLimit = testutil.WaitBound
 
+// isolatedEnv is testutil.IsolatedEnv.
+func isolatedEnv(t *testing.T) []string { return testutil.IsolatedEnv(t) }
+
 func TestMain(m *testing.M) {
 	if filepath.Base(os.Args[0]) == "tether" {
 		os.Exit(Main(context.Background(), os.Args[1:]))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -254,4 +255,17 @@ func Run(t testing.TB, cmd *exec.Cmd) (code int, stdout, stderr string) {
 	p := Start(t, cmd)
 	code = p.Wait()
 	return code, p.Stdout(), p.Stderr.String()
+}
+
+// IsolatedEnv gives one tether its own journal, socket and spool (tests run
+// in parallel, and a journal is held by one tether at a time) and keeps its
+// logs to errors, so stderr holds what a test looks for.
+func IsolatedEnv(t testing.TB) []string {
+	dir := t.TempDir()
+	return []string{
+		"TETHER_JOURNAL=" + filepath.Join(dir, "journal.db"),
+		"TETHER_SOCKET=" + filepath.Join(dir, "tether.sock"),
+		"TETHER_SPOOL=" + filepath.Join(dir, "spool"),
+		"TETHER_LOG_LEVEL=error",
+	}
 }

@@ -226,14 +226,8 @@ func (p *proc) collect() (out runnerOut, ready bool) {
 		if !ok {
 			return out, false
 		}
-		f := strings.Fields(line)
-		switch {
-		case len(f) == 1 && f[0] == "ready":
+		if out.add(line) {
 			return out, true
-		case len(f) == 2 && f[0] == "pid":
-			fmt.Sscan(f[1], &out.pid)
-		case len(f) >= 4:
-			out.lines = append(out.lines, runnerLine{how: f[0], intent: f[1], name: f[2], sandbox: f[3]})
 		}
 	}
 }

@@ -30,6 +30,7 @@ import (
 
 	"github.com/oklog/ulid/v2"
 
+	"github.com/tether-run/tether/examples/go/samplerunner"
 	"github.com/tether-run/tether/intentapi"
 	"github.com/tether-run/tether/intentapi/client"
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
@@ -390,16 +391,25 @@ func (p *proc) ready() runnerOut {
 			p.Wait()
 			p.t.Fatalf("tether exited (%v) before the runner was ready; stderr:\n%s", p.Err(), p.stderr)
 		}
-		f := strings.Fields(line)
-		switch {
-		case len(f) == 1 && f[0] == "ready":
+		if out.add(line) {
 			return out
-		case len(f) == 2 && f[0] == "pid":
-			out.pid, _ = strconv.Atoi(f[1])
-		case len(f) >= 4:
-			out.lines = append(out.lines, runnerLine{how: f[0], intent: f[1], name: f[2], sandbox: f[3]})
 		}
 	}
+}
+
+// add records one line of the runner's; it reports whether it is "ready".
+func (o *runnerOut) add(line string) (ready bool) {
+	l, ok := samplerunner.ParseLine(line)
+	switch {
+	case !ok:
+	case l.How == "ready":
+		return true
+	case l.How == "pid":
+		o.pid = l.PID
+	default:
+		o.lines = append(o.lines, runnerLine{how: l.How, intent: l.Intent, name: l.Name, sandbox: l.Sandbox})
+	}
+	return false
 }
 
 // line is the next line of the runner's output, failing the test if there

@@ -12,6 +12,7 @@ import (
 // waiter, first come first served among equals; a waiter that gives up
 // takes no slot with it.
 func TestGate(t *testing.T) {
+	t.Parallel()
 	g := newGate(1, 1, DefaultThrottledShare)
 	ctx := context.Background()
 	if err := g.acquire(ctx, prioRead); err != nil {
@@ -89,6 +90,7 @@ func TestGate(t *testing.T) {
 // throttled share of 429s halves the bound, down to the floor; a round
 // without any adds one back, up to the ceiling; a few 429s change nothing.
 func TestGateAIMD(t *testing.T) {
+	t.Parallel()
 	g := newGate(16, 4, 0.25)
 	ctx := context.Background()
 	round := func(throttled int) int {

@@ -14,6 +14,7 @@ import (
 // ApplyLease renews, then sets the lease as the auto-stop and, for
 // on_drain delete only, auto-delete 0; it never touches a foreign sandbox.
 func TestApplyLease(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	w.r.Provider = w.prov // the spy does not renew
 	ctx, cancel := context.WithTimeout(context.Background(), generous)
@@ -58,6 +59,7 @@ func TestApplyLease(t *testing.T) {
 // EndLease hands a kept sandbox back: the backstop's auto-stop, auto-delete
 // never.
 func TestEndLease(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	w.r.Provider = w.prov
 	ctx, cancel := context.WithTimeout(context.Background(), generous)

@@ -18,6 +18,7 @@ import (
 // TestReportIsBounded: thousands of intents left live give the counts, at
 // most ReportLines lines naming them, and how many more there are.
 func TestReportIsBounded(t *testing.T) {
+	t.Parallel()
 	var rep reaper.Report
 	for i := range 5000 {
 		rep.Unresolved = append(rep.Unresolved, reaper.Item{Name: fmt.Sprintf("tether-%d", i), ID: fmt.Sprint(i), State: spool.Pending, LastError: "why"})
@@ -51,6 +52,7 @@ func TestReportIsBounded(t *testing.T) {
 // TestDrainLogsEachIntentLeftLiveOnce: an intent a drain cannot resolve is
 // logged once per drain (not once per attempt and again in the summary).
 func TestDrainLogsEachIntentLeftLiveOnce(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	const n = 200
 	var intents []spool.Intent
@@ -96,6 +98,7 @@ func countRecords(logs, msg, id string) int {
 // the drain reads or writes a single intent; the drain reports their number
 // and why, in two lines, and every intent stays exactly as it was.
 func TestNoProviderDoesNoWork(t *testing.T) {
+	t.Parallel()
 	j, err := spool.Open(filepath.Join(t.TempDir(), "journal.db"), spool.Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -36,6 +36,7 @@ var sweepKinds = []sweepKind{
 }
 
 func TestSweep(t *testing.T) {
+	t.Parallel()
 	const (
 		ownerA, ownerB = "01aaaaaaaaaaaaaaaaaaaaaaaa", "01bbbbbbbbbbbbbbbbbbbbbbbb"
 		old            = 260 // planted 2 days ago, one minute apart: over two list pages
@@ -222,6 +223,7 @@ func errored(sb daytonatest.Sandbox) bool {
 }
 
 func TestSweepWithoutOwnerTakesEveryOwnerButNeverTheUnowned(t *testing.T) {
+	t.Parallel()
 	var offset atomic.Int64
 	clock := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
 	srv, _ := testutil.Daytona(t, daytonatest.WithClock(clock))

@@ -12,6 +12,7 @@ import (
 // In lease mode every create gets the short auto-stop and auto-delete 0,
 // whatever the runner asked for (and the replacement is logged).
 func TestLeaseModeSetsTheIntervalsOfEveryCreate(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, nil)
 	w.p.LeaseMinutes = 2
 	for _, tc := range []struct {
@@ -46,6 +47,7 @@ func TestLeaseModeSetsTheIntervalsOfEveryCreate(t *testing.T) {
 }
 
 func TestLeaseBodyKeepsEveryOtherField(t *testing.T) {
+	t.Parallel()
 	out, replaced, err := leaseBody([]byte(`{"name":"a<b","autoStopInterval":5,"x":{"y":[1,2]}}`), 3)
 	if err != nil {
 		t.Fatal(err)

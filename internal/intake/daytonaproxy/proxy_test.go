@@ -182,6 +182,7 @@ func ctx(t *testing.T) context.Context {
 }
 
 func TestCreateWithoutNameIsNamedLabelledBackstoppedAndJournaled(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, nil)
 	req := apiclient.NewCreateSandbox()
 	req.SetLabels(map[string]string{"team": "a"})
@@ -224,6 +225,7 @@ func TestCreateWithoutNameIsNamedLabelledBackstoppedAndJournaled(t *testing.T) {
 }
 
 func TestRunnersOwnNameAndLabelsAreKeptBesideTethers(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, nil)
 	req := apiclient.NewCreateSandbox()
 	req.SetName("agent-box-7")
@@ -256,6 +258,7 @@ func TestRunnersOwnNameAndLabelsAreKeptBesideTethers(t *testing.T) {
 }
 
 func TestAbsentAutoStopIsLeftToTheServerDefault(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, nil)
 	sb, _, err := w.runner().SandboxAPI.CreateSandbox(ctx(t)).CreateSandbox(*apiclient.NewCreateSandbox()).Execute()
 	if err != nil {
@@ -269,6 +272,7 @@ func TestAbsentAutoStopIsLeftToTheServerDefault(t *testing.T) {
 // A create whose runner hangs up (its SDK timed out) is not cancelled:
 // the proxy reads the answer to its end and journals the id.
 func TestRunnerHangsUpBeforeTheAnswer(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, nil, daytonatest.WithFaults(daytonatest.Faults{Latency: 2 * time.Second, Routes: []string{daytonatest.RouteCreate}}))
 	short, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
@@ -292,6 +296,7 @@ func TestRunnerHangsUpBeforeTheAnswer(t *testing.T) {
 // Creates Daytona answered with an error although the sandbox exists: the
 // intent stays pending under its name, and the drain finds and deletes it.
 func TestFailedCreatesThatLandedEndDeleted(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		status int
@@ -328,6 +333,7 @@ func TestFailedCreatesThatLandedEndDeleted(t *testing.T) {
 // Refusals Daytona gives before it does anything close the intent at once
 // as never-created, so the drain does not poll for a name that cannot come.
 func TestRefusedBeforeAnythingIsNeverCreated(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, nil)
 	_, resp, err := client(w.url, "no-such-key").SandboxAPI.CreateSandbox(ctx(t)).CreateSandbox(*apiclient.NewCreateSandbox()).Execute()
 	if err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized {
@@ -342,6 +348,7 @@ func TestRefusedBeforeAnythingIsNeverCreated(t *testing.T) {
 }
 
 func TestDeleteByTheRunnerMarksReleasingAndIsNotDeletedTwice(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, nil)
 	c := w.runner()
 	var ids []string
@@ -394,6 +401,7 @@ func TestDeleteByTheRunnerMarksReleasingAndIsNotDeletedTwice(t *testing.T) {
 // A runner with another account's key: its intents carry that account,
 // the drain never deletes them (nor anything else), and it is reported.
 func TestAnotherAccountIsReportedAndNeverDeleted(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, nil)
 	sb, _, err := client(w.url, otherKey).SandboxAPI.CreateSandbox(ctx(t)).CreateSandbox(*apiclient.NewCreateSandbox()).Execute()
 	if err != nil {
@@ -422,6 +430,7 @@ func TestAnotherAccountIsReportedAndNeverDeleted(t *testing.T) {
 // through untouched, and nothing more is journaled: the runner answers for
 // it over the socket, as it did without the proxy.
 func TestDeclaredCreatePassesUntouched(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, nil)
 	in, _, err := w.j.Create(ctx(t), spool.NewIntent{Labels: map[string]string{"run": "1"}, Provider: "daytona"})
 	if err != nil {
@@ -445,6 +454,7 @@ func TestDeclaredCreatePassesUntouched(t *testing.T) {
 }
 
 func TestBadCreateBodiesAreRefusedBeforeAnything(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, nil)
 	for _, body := range []string{`[]`, `null`, `{"name":5}`, `{"labels":{"a":1}}`, `{`, "{\"name\":\"a\x01b\"}"} {
 		resp, err := http.Post(w.url+"/sandbox", "application/json", strings.NewReader(body))
@@ -465,6 +475,7 @@ func TestBadCreateBodiesAreRefusedBeforeAnything(t *testing.T) {
 }
 
 func TestUpstreamDownIsA502NeverASuccess(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, nil)
 	w.sim.Close()
 	_, resp, err := w.runner().SandboxAPI.CreateSandbox(ctx(t)).CreateSandbox(*apiclient.NewCreateSandbox()).Execute()
@@ -496,6 +507,7 @@ func sameLabels(a, b map[string]string) bool {
 // Close (the actor's interrupt) returns at once even while a create waits
 // for Daytona, and Serve then returns; the intent stays for the drain.
 func TestCloseDoesNotWaitForCreatesInFlight(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, nil)
 	w.sim.Inject(daytonatest.RouteCreate, 1, daytonatest.Scripted{Hang: true})
 	errc := make(chan error, 1)
@@ -519,6 +531,7 @@ func TestCloseDoesNotWaitForCreatesInFlight(t *testing.T) {
 // proxy already knows the id, so the intent is releasing, not left to a
 // lookup by a name Daytona has just renamed away.
 func TestDeleteRightAfterCreate(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, nil)
 	c := w.runner()
 	sb, _, err := c.SandboxAPI.CreateSandbox(ctx(t)).CreateSandbox(*apiclient.NewCreateSandbox()).Execute()
@@ -541,6 +554,7 @@ func TestDeleteRightAfterCreate(t *testing.T) {
 }
 
 func TestChildURLMirrorsTheUpstreamPath(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ upstream, path string }{
 		{"https://app.daytona.io/api", "/api"},
 		{"https://app.daytona.io/api/", "/api"},

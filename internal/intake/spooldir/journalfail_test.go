@@ -62,6 +62,7 @@ func (f *failingJournal) PrepareObserve(id, sandboxID string) (*spool.Change, er
 // with it), the intake keeps running and retrying, and once the journal
 // works again the file is taken, and the files after it in order.
 func TestJournalFailureKeepsTheFile(t *testing.T) {
+	t.Parallel()
 	for _, at := range []string{"submit", "prepare"} {
 		t.Run(at, func(t *testing.T) {
 			t.Parallel()

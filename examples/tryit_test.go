@@ -52,6 +52,7 @@ func tryItBlocks(t *testing.T, path string) []string {
 // deleted, some by tether. The Docker and Kubernetes blocks need an image
 // and run by hand (test/docker runs the same settings).
 func TestTryItLocally(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		readme, dir, tool string
 	}{
@@ -61,6 +62,7 @@ func TestTryItLocally(t *testing.T) {
 		{"shell/README.md", "shell", "timeout"},
 	} {
 		t.Run(tc.dir, func(t *testing.T) {
+			t.Parallel()
 			if tc.tool != "" {
 				if _, err := exec.LookPath(tc.tool); err != nil {
 					t.Skipf("SKIP: %s is not installed: the block of %s did not run", tc.tool, tc.readme)

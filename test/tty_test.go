@@ -18,7 +18,7 @@ import (
 // once, as a second SIGTERM does, and the drain deletes the sandboxes.
 //
 // tether is the leader of the terminal's session here, as in
-// `docker run -it`; cmd/tether's pty tests also run it as a shell's job.
+// `docker run -it`; run_tty_test.go also runs it as a shell's job.
 func TestCtrlCInATerminal(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)

@@ -53,8 +53,13 @@ func TestSweep(t *testing.T) {
 
 	want := map[string]bool{} // sandbox id → the sweep must delete it
 	var touch []string
+	// Each sandbox has its own intent label, as tether's do: the sweep's
+	// per-sandbox lists (by the sandbox's labels) then find one sandbox
+	// each, as against Daytona, not all of them.
+	n := 0
 	scope := func(owner string) map[string]string {
-		return map[string]string{spool.LabelOwner: owner, spool.LabelIntent: "x", "env": "ci"}
+		n++
+		return map[string]string{spool.LabelOwner: owner, spool.LabelIntent: fmt.Sprintf("x%d", n), "env": "ci"}
 	}
 	for i := 0; i < old; i++ {
 		offset.Store(int64(-48*time.Hour + time.Duration(i)*time.Minute))

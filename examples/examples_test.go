@@ -227,7 +227,11 @@ func (w *world) start(runner ...string) *proc {
 func (p *proc) untilReady() []string {
 	p.t.Helper()
 	var out []string
+	deadline := time.Now().Add(waitBound)
 	for {
+		if time.Now().After(deadline) {
+			p.t.Fatalf("the runner was not ready within %s; it said %q", waitBound, out)
+		}
 		l, ok := p.NextLine()
 		if !ok {
 			p.Wait()

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/tether-run/tether/internal/testutil"
 
@@ -224,7 +225,11 @@ func (w *world) plantOtherAccount() {
 // output (tether and its runner died), within waitBound.
 func (p *proc) collect() (out runnerOut, ready bool) {
 	p.t.Helper()
+	deadline := time.Now().Add(waitBound)
 	for {
+		if time.Now().After(deadline) {
+			p.t.Fatalf("the runner neither finished nor died within %s; stderr:\n%s", waitBound, p.stderr)
+		}
 		line, ok := p.NextLine()
 		if !ok {
 			return out, false

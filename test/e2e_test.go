@@ -385,7 +385,11 @@ func (o runnerOut) of(how ...string) []runnerLine {
 func (p *proc) ready() runnerOut {
 	p.t.Helper()
 	var out runnerOut
+	deadline := time.Now().Add(waitBound)
 	for {
+		if time.Now().After(deadline) {
+			p.t.Fatalf("the runner was not ready within %s; it said %+v", waitBound, out)
+		}
 		line, ok := p.NextLine()
 		if !ok {
 			p.Wait()

@@ -19,7 +19,7 @@ import (
 
 // generous is the deadline of a Resolve expected to finish: it ends as soon
 // as the intent is terminal, so its size only matters on failure.
-const generous = 20 * time.Second
+const generous = testutil.DrainTimeout
 
 var scope = map[string]string{"team": "alpha", "run": "r1"}
 

@@ -31,7 +31,7 @@ import (
 // Bounds of the waits in these tests: far above what the steps take, so
 // only a real hang fails a test on a loaded machine.
 const (
-	waitBound = 30 * time.Second
+	waitBound = testutil.WaitBound
 	// backstop is the auto-stop the proxy sets on a create that has it off.
 	backstop = 17
 	// secretKey is a runner key that must never reach a log or the journal.

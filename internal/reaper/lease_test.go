@@ -98,6 +98,7 @@ func TestEndLease(t *testing.T) {
 // as kept under a lease (EndLease), one the drain stopped (on_drain stop);
 // a plain one beside them is swept.
 func TestSweepLeavesWhatTetherKeeps(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	w.r.Provider = w.prov
 	ctx, cancel := context.WithTimeout(context.Background(), generous)

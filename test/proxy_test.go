@@ -89,18 +89,28 @@ func TestProxyZeroCodeRunnerKilled(t *testing.T) {
 	}
 }
 
+// A runner that hangs up on its create: it gives up hangupAfter after it
+// sent it, while Daytona takes createLatency to answer. The hang-up must
+// come after tether journaled and forwarded the create (else tether, seeing
+// it, rightly sends nothing), and before the answer: on a loaded machine the
+// first takes far more than the 100 ms these tests once allowed.
+const (
+	hangupAfter   = 2 * time.Second
+	createLatency = 3 * hangupAfter
+)
+
 // TestProxyCreatesThatFailOrLoseTheirAnswer: a create that allocates and
 // then fails (500), one answered 400 although the sandbox exists, and one
 // whose runner hangs up before the answer: all end deleted.
 func TestProxyCreatesThatFailOrLoseTheirAnswer(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, daytonatest.WithFaults(daytonatest.Faults{
-		Latency: time.Second,
+		Latency: createLatency,
 		Routes:  []string{daytonatest.RouteCreate},
 	}))
 	w.sim.Inject(daytonatest.RouteCreate, 1, daytonatest.Scripted{Status: 500, After: true})
 	w.sim.Inject(daytonatest.RouteCreate, 1, daytonatest.Scripted{Status: 400, After: true})
-	p := w.runZeroCode([]string{"--drain-timeout", drainTimeout}, "fail", "fail", "hangup:100ms")
+	p := w.runZeroCode([]string{"--drain-timeout", drainTimeout}, "fail", "fail", "hangup:"+hangupAfter.String())
 	out := p.ready()
 	failed := out.of("failed")
 	if len(failed) != 2 || failed[0].name != "500" || failed[1].name != "400" || len(out.of("hungup")) != 1 {
@@ -236,10 +246,10 @@ func TestProxyRunnerOnAnotherAccount(t *testing.T) {
 func TestProxyRunnerKilledMidCreate(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, daytonatest.WithFaults(daytonatest.Faults{
-		Latency: 2 * time.Second,
+		Latency: createLatency,
 		Routes:  []string{daytonatest.RouteCreate},
 	}))
-	p := w.runZeroCode([]string{"--drain-timeout", drainTimeout}, "hangup:100ms")
+	p := w.runZeroCode([]string{"--drain-timeout", drainTimeout}, "hangup:"+hangupAfter.String())
 	out := p.ready()
 	if len(out.of("hungup")) != 1 {
 		t.Fatalf("runner: %+v", out.lines)

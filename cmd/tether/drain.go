@@ -56,8 +56,8 @@ func (*DrainCommand) Run(ctx context.Context, args []string) error {
 	log := newLogger(cfg, os.Stderr)
 	// Credentials first: a salvage followed by a drain that cannot run
 	// would leave the new file behind for nothing.
-	prov, err := sidecar.OpenProvider(log)
-	if err != nil {
+	ps := sidecar.OpenProviders(log)
+	if err := ps.Err(); err != nil {
 		return &ExitError{Code: ExitCodeUsage, Err: fmt.Errorf("drain: %w", err)}
 	}
 	if *salvageTo != "" {
@@ -71,7 +71,7 @@ func (*DrainCommand) Run(ctx context.Context, args []string) error {
 		return &ExitError{Code: ExitCodeUsage, Err: fmt.Errorf("drain: %w", err)}
 	}
 	defer j.Close()
-	if _, err := sidecar.Drain(ctx, cfg, j, prov, log, os.Stderr); err != nil {
+	if _, err := sidecar.DrainProviders(ctx, cfg, j, ps, log, os.Stderr); err != nil {
 		if errors.Is(err, reaper.ErrUnresolved) {
 			return &ExitError{Code: ExitCodeUnresolved}
 		}

@@ -58,6 +58,9 @@ type Intake struct {
 	Labels map[string]string
 	// Provider and Account are journaled with each intent.
 	Provider, Account string
+	// Others are the other providers tether has credentials for, by name,
+	// each with its account: a declaration may name one (NewIntentOf).
+	Others map[string]string
 	// Delete resolves one intent now: verified delete, confirmed gone. Nil
 	// when tether has no provider; the intent is then left for the drain.
 	Delete func(ctx context.Context, id string) (spool.Intent, error)

@@ -99,3 +99,5 @@ func (w *measured) Inspect(ctx context.Context, id string) (provider.Listed, err
 	w.m.observe("inspect", start, err)
 	return sb, err
 }
+
+func (w *measured) NotFoundIsPerAccount() bool { return provider.NeedsAccount(w.p) }

@@ -42,8 +42,8 @@ func (r *Reaper) ApplyLease(ctx context.Context, in spool.Intent, l Lease) error
 	if err != nil {
 		return fmt.Errorf("lease %s: %w", in.Name, err)
 	}
-	if in.Account != "" && in.Account != p.Account() {
-		return fmt.Errorf("lease %s: %w", in.Name, ErrWrongAccount)
+	if err := checkAccount(p, in); err != nil {
+		return fmt.Errorf("lease %s: %w", in.Name, err)
 	}
 	leaser, ok := p.(provider.Leaser)
 	if !ok {
@@ -57,7 +57,7 @@ func (r *Reaper) ApplyLease(ctx context.Context, in spool.Intent, l Lease) error
 
 func (r *Reaper) leaseOnce(ctx context.Context, p provider.Provider, leaser provider.Leaser, in spool.Intent, l Lease) error {
 	var sb provider.Sandbox
-	err := r.call(ctx, prioRead, provider.CallRead, "lease: read sandbox "+in.SandboxID, func(ctx context.Context) (err error) {
+	err := r.call(ctx, p, prioRead, provider.CallRead, "lease: read sandbox "+in.SandboxID, func(ctx context.Context) (err error) {
 		sb, err = p.Get(ctx, in.SandboxID)
 		return err
 	})
@@ -74,7 +74,7 @@ func (r *Reaper) leaseOnce(ctx context.Context, p provider.Provider, leaser prov
 	if sb.AutoStopMinutes != l.Minutes {
 		// The interval is about to get short: make the last activity recent
 		// first, and let the provider see it.
-		err = r.call(ctx, prioRead, provider.CallRenew, "lease: renew "+sb.ID, func(ctx context.Context) error {
+		err = r.call(ctx, p, prioRead, provider.CallRenew, "lease: renew "+sb.ID, func(ctx context.Context) error {
 			return leaser.Renew(ctx, sb.ID)
 		})
 		if err != nil {
@@ -83,7 +83,7 @@ func (r *Reaper) leaseOnce(ctx context.Context, p provider.Provider, leaser prov
 		if !sleep(ctx, l.Settle) {
 			return fmt.Errorf("lease: sandbox %s: no time left to let its renewal settle (%s): %w", sb.ID, l.Settle, context.DeadlineExceeded)
 		}
-		err = r.call(ctx, prioDestroy, provider.CallSetter, "lease: set auto-stop of "+sb.ID, func(ctx context.Context) error {
+		err = r.call(ctx, p, prioDestroy, provider.CallSetter, "lease: set auto-stop of "+sb.ID, func(ctx context.Context) error {
 			return p.SetAutoStop(ctx, sb.ID, l.Minutes)
 		})
 		if err != nil {
@@ -94,7 +94,7 @@ func (r *Reaper) leaseOnce(ctx context.Context, p provider.Provider, leaser prov
 		r.log().Info("lease applied", "intent", in.ID, "sandbox", sb.ID, "auto_stop_minutes", l.Minutes)
 		return nil
 	}
-	err = r.call(ctx, prioDestroy, provider.CallSetter, "lease: set auto-delete of "+sb.ID, func(ctx context.Context) error {
+	err = r.call(ctx, p, prioDestroy, provider.CallSetter, "lease: set auto-delete of "+sb.ID, func(ctx context.Context) error {
 		return leaser.SetAutoDelete(ctx, sb.ID, 0)
 	})
 	if err == nil {
@@ -117,8 +117,8 @@ func (r *Reaper) EndLease(ctx context.Context, in spool.Intent, autoStop int) er
 	if err != nil {
 		return fmt.Errorf("end lease %s: %w", in.Name, err)
 	}
-	if in.Account != "" && in.Account != p.Account() {
-		return fmt.Errorf("end lease %s: %w", in.Name, ErrWrongAccount)
+	if err := checkAccount(p, in); err != nil {
+		return fmt.Errorf("end lease %s: %w", in.Name, err)
 	}
 	leaser, ok := p.(provider.Leaser)
 	if !ok {
@@ -138,7 +138,7 @@ func (r *Reaper) EndLease(ctx context.Context, in spool.Intent, autoStop int) er
 
 func (r *Reaper) endLeaseOnce(ctx context.Context, p provider.Provider, leaser provider.Leaser, in spool.Intent, autoStop int) error {
 	var sb provider.Sandbox
-	err := r.call(ctx, prioRead, provider.CallRead, "end lease: read sandbox "+in.SandboxID, func(ctx context.Context) (err error) {
+	err := r.call(ctx, p, prioRead, provider.CallRead, "end lease: read sandbox "+in.SandboxID, func(ctx context.Context) (err error) {
 		sb, err = p.Get(ctx, in.SandboxID)
 		return err
 	})
@@ -152,14 +152,14 @@ func (r *Reaper) endLeaseOnce(ctx context.Context, p provider.Provider, leaser p
 		return nil
 	}
 	if sb.AutoStopMinutes != autoStop {
-		err = r.call(ctx, prioDestroy, provider.CallSetter, "end lease: set auto-stop of "+sb.ID, func(ctx context.Context) error {
+		err = r.call(ctx, p, prioDestroy, provider.CallSetter, "end lease: set auto-stop of "+sb.ID, func(ctx context.Context) error {
 			return p.SetAutoStop(ctx, sb.ID, autoStop)
 		})
 		if err != nil {
 			return err
 		}
 	}
-	err = r.call(ctx, prioDestroy, provider.CallSetter, "end lease: set auto-delete of "+sb.ID, func(ctx context.Context) error {
+	err = r.call(ctx, p, prioDestroy, provider.CallSetter, "end lease: set auto-delete of "+sb.ID, func(ctx context.Context) error {
 		return leaser.SetAutoDelete(ctx, sb.ID, -1)
 	})
 	if err == nil {

@@ -360,7 +360,7 @@ func (r *Reaper) retry(ctx context.Context, kind, what string, f func(context.Co
 				}
 			}
 		}
-		err := r.call(ctx, prio, kind, what, f)
+		err := r.call(ctx, r.Provider, prio, kind, what, f)
 		if err == nil || !provider.Retryable(err) || ctx.Err() != nil {
 			return err
 		}

@@ -21,7 +21,7 @@ func (sc *Sidecar) openLease() {
 	if sc.cfg.Lease <= 0 {
 		return
 	}
-	if sc.reaper.Provider == nil {
+	if sc.providers.Daytona == nil {
 		sc.log.Warn("lease mode needs Daytona credentials; it is off for this run", "setting", "--lease", "env", config.EnvLease)
 		return
 	}

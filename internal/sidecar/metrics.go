@@ -9,16 +9,16 @@ import (
 )
 
 // startMetrics serves --metrics-addr (when set) from before the child
-// starts until tether exits, the drain included, and returns prov counted
-// and timed. With the setting empty it changes nothing.
-func (sc *Sidecar) startMetrics(prov provider.Provider) (provider.Provider, error) {
+// starts until tether exits, the drain included, and returns provs counted
+// and timed (each of provs). With the setting empty it changes nothing.
+func (sc *Sidecar) startMetrics(provs []provider.Provider) ([]provider.Provider, error) {
 	if sc.cfg.MetricsAddr == "" {
-		return prov, nil
+		return provs, nil
 	}
 	sc.metrics = metrics.New(sc.journal)
 	srv, err := sc.metrics.Listen(sc.cfg.MetricsAddr, sc.log.With("component", "metrics"))
 	if err != nil {
-		return prov, fmt.Errorf("--metrics-addr %s: %w", sc.cfg.MetricsAddr, err)
+		return provs, fmt.Errorf("--metrics-addr %s: %w", sc.cfg.MetricsAddr, err)
 	}
 	sc.metricsServer = srv
 	go func() {
@@ -27,10 +27,11 @@ func (sc *Sidecar) startMetrics(prov provider.Provider) (provider.Provider, erro
 		}
 	}()
 	sc.log.Info("serving metrics", "addr", srv.Addr(), "path", "/metrics")
-	if prov == nil {
-		return nil, nil
+	measured := make([]provider.Provider, len(provs))
+	for i, p := range provs {
+		measured[i] = sc.metrics.Provider(p)
 	}
-	return sc.metrics.Provider(prov), nil
+	return measured, nil
 }
 
 // stopMetrics closes the endpoint (after the drain).

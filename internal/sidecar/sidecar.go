@@ -26,6 +26,7 @@ import (
 	"github.com/tether-run/tether/internal/metrics"
 	"github.com/tether-run/tether/internal/reaper"
 	"github.com/tether-run/tether/provider/daytona"
+	"github.com/tether-run/tether/provider/e2b"
 	"github.com/tether-run/tether/spool"
 	"github.com/tether-run/tether/supervisor"
 )
@@ -56,6 +57,8 @@ type Sidecar struct {
 	journal *spool.Journal
 	reaper  *reaper.Reaper
 	intake  *intake.Intake
+	// providers are the clouds tether has credentials for (providers.go).
+	providers Providers
 	// proxyURL is the Daytona API proxy's URL, the child's DAYTONA_API_URL
 	// ("" with the proxy off).
 	proxyURL string
@@ -98,25 +101,28 @@ func Open(cfg config.Config, opts Options) (*Sidecar, error) {
 		return nil, withSetting(err, "--journal", config.EnvJournal)
 	}
 	sc := &Sidecar{cfg: cfg, log: log, out: out, version: opts.Version, journal: j}
-	prov, setupErr := OpenProvider(log)
-	account := ""
-	if prov != nil {
-		account = prov.Account()
-	}
-	if prov, err = sc.startMetrics(prov); err != nil {
+	sc.providers = OpenProviders(log)
+	list := sc.providers.List()
+	if list, err = sc.startMetrics(list); err != nil {
 		j.Close()
 		return nil, err
 	}
-	sc.reaper = NewReaper(cfg, j, prov, log)
+	sc.reaper = newReaperOf(cfg, j, list, log)
 	sc.intake = &intake.Intake{
 		Journal:  j,
 		Labels:   cfg.Labels,
 		Provider: daytona.ProviderName,
-		Account:  account,
+		Others:   map[string]string{},
 		Delete:   sc.deleteNow,
 		Observed: sc.observed,
 	}
-	if err := sc.checkProvider(setupErr); err != nil {
+	if sc.providers.Daytona != nil {
+		sc.intake.Account = sc.providers.Daytona.Account()
+	}
+	if sc.providers.E2B != nil {
+		sc.intake.Others[e2b.ProviderName] = sc.providers.E2B.Account()
+	}
+	if err := sc.checkProviders(); err != nil {
 		sc.Close()
 		return nil, err
 	}

@@ -1,0 +1,12 @@
+package e2b
+
+import "github.com/tether-run/tether/provider"
+
+var _ provider.AccountBound = (*Provider)(nil)
+
+// NotFoundIsPerAccount: every sandbox route is scoped by the key's team,
+// and another team's sandbox answers 404 in the same words as a gone one
+// (infra packages/api/internal/handlers/sandbox_get.go:126-131,
+// utils/messages.go:9-11), so only an intent declared under this very
+// account may take a 404 as gone.
+func (p *Provider) NotFoundIsPerAccount() bool { return true }

@@ -59,6 +59,10 @@ type Sidecar struct {
 	intake  *intake.Intake
 	// providers are the clouds tether has credentials for (providers.go).
 	providers Providers
+	// e2b renews the E2B sandboxes whose timeout tether cut (e2b.go), and
+	// e2bProxyURL is the child's E2B_API_URL; nil and "" without E2B.
+	e2b         *e2bKeeper
+	e2bProxyURL string
 	// proxyURL is the Daytona API proxy's URL, the child's DAYTONA_API_URL
 	// ("" with the proxy off).
 	proxyURL string
@@ -127,6 +131,7 @@ func Open(cfg config.Config, opts Options) (*Sidecar, error) {
 		return nil, err
 	}
 	sc.openLease() // lease.go
+	sc.openE2B()   // e2b.go
 	return sc, nil
 }
 
@@ -157,12 +162,16 @@ func (sc *Sidecar) observed(in spool.Intent) {
 	if sc.reaper.Provider == nil {
 		return
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), backstopTimeout)
+	defer cancel()
+	if in.Provider == e2b.ProviderName && sc.e2b != nil {
+		sc.e2b.capObserved(ctx, in) // e2b.go
+		return
+	}
 	if sc.lease != nil {
 		sc.lease.Apply(in)
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), backstopTimeout)
-	defer cancel()
 	if err := sc.reaper.Backstop(ctx, in); err != nil {
 		sc.log.Warn("auto-stop backstop not applied", "intent", in.ID, "name", in.Name, "sandbox", in.SandboxID, "err", err)
 	}
@@ -184,6 +193,9 @@ func (sc *Sidecar) ChildEnv() []string {
 	}
 	if sc.proxyURL != "" {
 		env = append(env, daytona.EnvAPIURL+"="+sc.proxyURL)
+	}
+	if sc.e2bProxyURL != "" {
+		env = append(env, e2b.EnvAPIURL+"="+sc.e2bProxyURL)
 	}
 	return env
 }
@@ -259,7 +271,15 @@ func (sc *Sidecar) Listen() error {
 		}
 		actors = append(actors, a)
 	}
-	sc.actors = actors
+	more, err := sc.e2bActors() // e2b.go
+	if err != nil {
+		l.Close()
+		stopReader()
+		sc.cutFinal()
+		stopReplay()
+		return err
+	}
+	sc.actors = append(actors, more...)
 	return nil
 }
 

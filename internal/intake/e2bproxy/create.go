@@ -63,7 +63,8 @@ func parseBody(b []byte) (*body, error) {
 		if err := json.Unmarshal(raw, &f); err != nil || f != math.Trunc(f) {
 			return nil, errors.New("timeout: must be a whole number of seconds")
 		}
-		c.timeout = int64(math.Max(f, 0))
+		// E2B reads it as an int32 (spec NewSandbox.timeout).
+		c.timeout = int64(min(max(f, 0), math.MaxInt32))
 	}
 	return c, nil
 }

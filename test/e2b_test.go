@@ -277,3 +277,71 @@ func TestE2BSocketIntent(t *testing.T) {
 	p.stop(syscall.SIGTERM)
 	w.assertKilled(sb.ID)
 }
+
+// TestE2BRenewedThenHostLost: with --e2b-max-timeout 15s, a sandbox that
+// asked for 2 minutes is cut to 15 s and renewed while the runner lives
+// (still running after 20 s); then tether and its runner die at once, as
+// with their host, and E2B's own timeout ends the sandbox within the cap.
+func TestE2BRenewedThenHostLost(t *testing.T) {
+	t.Parallel()
+	const max = 15 * time.Second
+	w := newE2BWorld(t)
+	args := append(w.tetherArgs("run"), "--drain-timeout", drainTimeout, "--e2b-max-timeout", max.String(), "--", e2bRunner(t), "timeout:120", "e2b:1")
+	p := w.start(args...)
+	out := p.ready()
+	id := ids(out.of("created"), sandboxOf)[0]
+	time.Sleep(max + 5*time.Second)
+	sb, _ := w.e2b.Sandbox(id)
+	if sb.State != e2btest.StateRunning || time.Until(sb.EndAt) > max {
+		t.Fatalf("after %s under a live runner: %s, ends in %s; want running, renewed within the cap", max+5*time.Second, sb.State, time.Until(sb.EndAt))
+	}
+	lost := time.Now()
+	if err := syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	syscall.Kill(out.pid, syscall.SIGKILL)
+	for {
+		sb, _ = w.e2b.Sandbox(id)
+		if sb.State == e2btest.StateKilled {
+			break
+		}
+		if time.Since(lost) > max+waitBound {
+			t.Fatalf("sandbox %s still %s %s after the host loss", id, sb.State, time.Since(lost))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if sb.KillReason != e2btest.KillTimeout || sb.KilledAt.Sub(lost) > max {
+		t.Fatalf("sandbox ended %s after the host loss (%s), want by its timeout within %s", sb.KilledAt.Sub(lost), sb.KillReason, max)
+	}
+}
+
+// TestE2BTetherKilledThenReplayed: tether is SIGKILLed while its runner
+// holds 3 E2B sandboxes; the next `tether run` on the same journal
+// replays them at boot, while its own runner still runs.
+func TestE2BTetherKilledThenReplayed(t *testing.T) {
+	t.Parallel()
+	w := newE2BWorld(t)
+	p := w.runE2B(nil, "e2b:3")
+	out := p.ready()
+	created := ids(out.of("created"), sandboxOf)
+	p.stop(syscall.SIGKILL)
+	syscall.Kill(out.pid, syscall.SIGKILL)
+	next := w.runE2B(nil)
+	next.ready()
+	for deadline := time.Now().Add(waitBound); ; time.Sleep(50 * time.Millisecond) {
+		n := 0
+		for _, id := range created {
+			if sb, _ := w.e2b.Sandbox(id); sb.State == e2btest.StateKilled {
+				n++
+			}
+		}
+		if n == len(created) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d killed by the boot replay within %s", n, len(created), waitBound)
+		}
+	}
+	w.assertKilled(created...)
+	next.stop(syscall.SIGTERM)
+}

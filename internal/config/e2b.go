@@ -45,7 +45,7 @@ func (c *Config) bindE2B(b *binder, want Group) {
 		b.bool(&c.E2BProxy, "e2b-proxy", EnvE2BProxy, "with E2B credentials, serve an E2B API proxy on loopback and point the child's E2B_API_URL at it, so unchanged runners are covered (false turns it off)")
 		b.string(&c.E2BProxyAddr, "e2b-proxy-addr", EnvE2BProxyAddr, "loopback host:port of the E2B API proxy; port 0 picks a free one")
 	}
-	if want&Drain != 0 {
+	if want&Supervise != 0 {
 		b.duration(&c.E2BMaxTimeout, "e2b-max-timeout", EnvE2BMaxTimeout, "longest timeout an E2B sandbox keeps: a longer one is cut to this and renewed while the child runs, so a lost host's sandboxes end within it (>= 15s)")
 	}
 }

@@ -17,19 +17,25 @@ import (
 
 var errNoID = errors.New("no sandboxID in the answer")
 
-// Fields of E2B's NewSandbox body the proxy reads or sets (spec
-// NewSandbox; handlers/sandbox_create.go:76-83). Every other field is
-// forwarded as the runner sent it.
+// Fields the proxy reads or sets: the NewSandbox body's metadata and
+// timeout (spec NewSandbox; handlers/sandbox_create.go:155-158), the
+// timeout of /timeout, /connect and /resume (sandbox_timeout.go:37-49,
+// sandbox_connect.go:46, sandbox_resume.go:61), the duration of
+// /refreshes (sandbox_refresh.go:47-54). Every other field is forwarded as
+// the runner sent it.
 const (
 	fieldMetadata = "metadata"
 	fieldTimeout  = "timeout"
+	fieldDuration = "duration"
 )
 
 // body is a JSON object taken apart only as far as the proxy needs: the
 // top-level fields stay raw, so whatever the runner's SDK sends reaches
 // E2B unchanged.
 type body struct {
-	fields   map[string]json.RawMessage
+	fields map[string]json.RawMessage
+	// field names the timeout: fieldTimeout, or fieldDuration.
+	field    string
 	metadata map[string]string // the runner's own (nil when none)
 	// timeout is the one the runner asked for, in seconds; -1 when absent
 	// or null (the server's default then applies: 15 s,
@@ -41,8 +47,11 @@ type body struct {
 // refuse anyway in a way that would leave tether unable to label or cap
 // the sandbox (not an object, metadata that is not an object of strings,
 // a timeout that is not a number). An empty body is an empty object.
-func parseBody(b []byte) (*body, error) {
-	c := &body{timeout: -1}
+func parseBody(b []byte) (*body, error) { return parseTimed(b, fieldTimeout) }
+
+// parseTimed is parseBody with the timeout in field.
+func parseTimed(b []byte, field string) (*body, error) {
+	c := &body{timeout: -1, field: field}
 	if len(strings.TrimSpace(string(b))) == 0 {
 		c.fields = map[string]json.RawMessage{}
 		return c, nil
@@ -58,10 +67,10 @@ func parseBody(b []byte) (*body, error) {
 			return nil, errors.New("metadata: must be an object of strings")
 		}
 	}
-	if raw, ok := c.fields[fieldTimeout]; ok && !isNull(raw) {
+	if raw, ok := c.fields[field]; ok && !isNull(raw) {
 		var f float64
 		if err := json.Unmarshal(raw, &f); err != nil || f != math.Trunc(f) {
-			return nil, errors.New("timeout: must be a whole number of seconds")
+			return nil, fmt.Errorf("%s: must be a whole number of seconds", field)
 		}
 		// E2B reads it as an int32 (spec NewSandbox.timeout).
 		c.timeout = int64(min(max(f, 0), math.MaxInt32))
@@ -86,7 +95,7 @@ func (c *body) capTimeout(max time.Duration, now time.Time) time.Time {
 	if asked <= max {
 		return time.Time{}
 	}
-	c.fields[fieldTimeout] = json.RawMessage(fmt.Sprint(int64(math.Ceil(max.Seconds()))))
+	c.fields[c.field] = json.RawMessage(fmt.Sprint(int64(math.Ceil(max.Seconds()))))
 	return now.Add(asked)
 }
 
@@ -155,15 +164,15 @@ func (p *Proxy) rewrite(c *body, in spool.Intent) ([]byte, error) {
 }
 
 // capTimeout serves the calls that set a sandbox's timeout (POST
-// /sandboxes/{id}/timeout, /connect, /resume): a timeout longer than
-// MaxTimeout is cut to it, and the end the runner asked for is kept for
-// the renewals.
-func (p *Proxy) capTimeout(w http.ResponseWriter, r *http.Request, id string) {
+// /sandboxes/{id}/timeout, /connect, /resume; /refreshes with its
+// duration): one longer than MaxTimeout is cut to it, and the end the
+// runner asked for is kept for the renewals.
+func (p *Proxy) capTimeout(w http.ResponseWriter, r *http.Request, id, field string) {
 	raw, ok := p.core.ReadCreate(w, r)
 	if !ok {
 		return
 	}
-	c, err := parseBody(raw)
+	c, err := parseTimed(raw, field)
 	if err != nil {
 		// Not tether's to judge: E2B answers it as it would.
 		p.core.PassBody(w, r, raw)

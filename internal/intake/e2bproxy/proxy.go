@@ -1,35 +1,45 @@
 // Package e2bproxy is the zero-code intake for E2B, a sibling of
 // daytonaproxy over the provider-neutral apiproxy: an E2B API proxy on
 // loopback. tether points the child's E2B_API_URL at it, and the official
-// SDKs read that variable (js-sdk src/connectionConfig.ts, python-sdk
-// e2b/connection_config.py), so a runner that knows nothing of tether is
-// covered.
+// SDKs read that variable (js-sdk src/connectionConfig.ts:418-421,
+// python-sdk e2b/connection_config.py:186), so a runner that knows
+// nothing of tether is covered.
 //
-// What is E2B's is here. POST /sandboxes (the create,
-// infra packages/api/internal/handlers/sandbox_create.go) is journaled
-// before it is forwarded, with tether's metadata added beside the
-// runner's: the ownership and scope labels and tether-name, the key a lost
-// create is found by (E2B sandboxes have no name; the server assigns
-// sandboxID). A create the runner declared itself (its metadata carries an
-// owner) passes untouched. A timeout longer than MaxTimeout is cut to it
-// (and reported through Capped, which renews it while the runner lives).
-// DELETE /sandboxes/{id} (the kill, handlers/sandbox_kill.go) that
-// succeeds moves the sandbox's intent to releasing. The calls that set a
-// sandbox's timeout — POST /sandboxes/{id}/timeout, /connect and /resume
-// (handlers/sandbox_timeout.go, sandbox_connect.go, sandbox_resume.go) —
-// have their timeout capped the same way.
+// What is E2B's is here (e2b-dev/infra packages/api/internal/handlers/,
+// the SDK's calls in js-sdk src/sandbox/sandboxApi.ts):
 //
-// Everything else passes through as it is, streaming: its headers (the
-// runner's X-API-Key included), E2B's status, headers and body. The key is
-// never journaled or logged; only its fingerprint is, as the intent's
-// account.
+//   - POST /sandboxes, the create (sandbox_create.go:64-353; SDK :1689),
+//     is journaled before it is forwarded, with tether's metadata added
+//     beside the runner's (the metadata is the sandbox's for life,
+//     sandbox_create.go:155, 302-306): the ownership and scope labels and
+//     tether-name, the key a lost create is found by (E2B sandboxes have
+//     no name; the server assigns sandboxID). A create the runner declared
+//     itself (its metadata carries an owner) passes with only its timeout
+//     capped. The sandboxID of the 201 answer is journaled.
+//   - DELETE /sandboxes/{id}, the kill (sandbox_kill.go:39-104; SDK
+//     :1210), that E2B accepted (204) moves the sandbox's intent to
+//     releasing.
+//   - The calls that set a sandbox's timeout have it cut to MaxTimeout
+//     (and the end asked for told to Capped, which renews it while the
+//     runner lives): POST /sandboxes/{id}/timeout (sandbox_timeout.go:
+//     17-60; SDK :1403), /connect (sandbox_connect.go:25-182; SDK :1794),
+//     /resume (sandbox_resume.go:30-181) and /refreshes' duration
+//     (sandbox_refresh.go:18-65).
+//   - Everything else passes through as it is, streaming: its headers (the
+//     runner's X-API-Key included), E2B's status, headers and body. The
+//     key is never journaled or logged; only its fingerprint is, as the
+//     intent's account.
 //
-// Forks (POST /sandboxes/{id}/fork, handlers/sandbox_fork.go) pass
-// through: each fork carries its parent's metadata, tether's keys
-// included (sandbox_fork.go:164), and E2B has no call to change
-// metadata, so a fork cannot be told apart from its parent by the
-// metadata the drain verifies; `tether sweep --provider e2b` finds forks
-// by the owner key.
+// E2B has no call that replaces a sandbox's metadata (spec/openapi.yml:
+// the sandbox routes are create, get, kill, pause, resume, connect, fork,
+// timeout, refreshes, network, snapshots, logs, metrics), so tether's keys
+// stay as the create set them; a resume keeps them too (the snapshot's
+// metadata, sandbox_resume.go:339).
+//
+// Forks (POST /sandboxes/{id}/fork, sandbox_fork.go:37-185; SDK :1729)
+// pass through: each fork carries its parent's metadata, tether's keys
+// included, and cannot be told from its parent by the metadata the drain
+// verifies. `tether sweep --provider e2b` finds forks by tether-owner.
 package e2bproxy
 
 import (
@@ -151,7 +161,9 @@ func (p *Proxy) route(w http.ResponseWriter, r *http.Request) {
 		p.core.PassDelete(w, r, p.accountOf(r.Header), id)
 	case r.Method == http.MethodPost && id != "" && p.MaxTimeout > 0 &&
 		(action == "timeout" || action == "connect" || action == "resume"):
-		p.capTimeout(w, r, id)
+		p.capTimeout(w, r, id, fieldTimeout)
+	case r.Method == http.MethodPost && id != "" && p.MaxTimeout > 0 && action == "refreshes":
+		p.capTimeout(w, r, id, fieldDuration)
 	default:
 		p.core.Pass(w, r)
 	}

@@ -324,3 +324,17 @@ func TestPassThrough(t *testing.T) {
 		t.Fatalf("pause: %d", code)
 	}
 }
+
+// TestRefreshCapped: a refresh's duration is cut to the cap too.
+func TestRefreshCapped(t *testing.T) {
+	w := newWorld(t)
+	var sb created
+	w.call("POST", "/sandboxes", map[string]any{"templateID": "base", "timeout": 60}, &sb)
+	if code := w.call("POST", "/sandboxes/"+sb.SandboxID+"/refreshes", map[string]any{"duration": 3600}, nil); code != http.StatusNoContent {
+		t.Fatalf("refresh: %d", code)
+	}
+	a := w.arrivals()
+	if got := a[len(a)-1].body["duration"]; got != float64(maxTimeout/time.Second) {
+		t.Errorf("refresh of 3600 s forwarded as %v", got)
+	}
+}

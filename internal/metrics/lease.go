@@ -56,7 +56,7 @@ func (w *measured) SetAutoDelete(ctx context.Context, id string, minutes int) er
 	}
 	start := time.Now()
 	err = l.SetAutoDelete(ctx, id, minutes)
-	w.m.observe("set_autodelete", start, err)
+	w.m.observe(w.p.Name(), "set_autodelete", start, err)
 	return err
 }
 
@@ -67,6 +67,6 @@ func (w *measured) Renew(ctx context.Context, id string) error {
 	}
 	start := time.Now()
 	err = l.Renew(ctx, id)
-	w.m.observe("renew", start, err)
+	w.m.observe(w.p.Name(), "renew", start, err)
 	return err
 }

@@ -61,13 +61,13 @@ func New(j Journal) *Metrics {
 	durations := []float64{0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120}
 	m.calls = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tether_provider_calls_total",
-		Help: "Provider (Daytona) API calls tether made, by operation and outcome (ok, not_found, conflict, rate_limited, unauthorized, unavailable, refused, canceled, error).",
-	}, []string{"op", "outcome"})
+		Help: "Provider API calls tether made, by provider (daytona, e2b), operation and outcome (ok, not_found, conflict, rate_limited, unauthorized, unavailable, refused, canceled, error).",
+	}, []string{"provider", "op", "outcome"})
 	m.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "tether_provider_call_duration_seconds",
-		Help:    "Latency of provider API calls, by operation, failed ones included.",
+		Help:    "Latency of provider API calls, by provider and operation, failed ones included.",
 		Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10},
-	}, []string{"op"})
+	}, []string{"provider", "op"})
 	m.waits = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "tether_rate_limit_waits_total",
 		Help: "Provider answers of 429 (rate limited); each makes tether wait before it tries again.",
@@ -225,9 +225,9 @@ func outcome(err error) string {
 }
 
 // observe records one call.
-func (m *Metrics) observe(op string, start time.Time, err error) {
-	m.latency.WithLabelValues(op).Observe(time.Since(start).Seconds())
-	m.calls.WithLabelValues(op, outcome(err)).Inc()
+func (m *Metrics) observe(prov, op string, start time.Time, err error) {
+	m.latency.WithLabelValues(prov, op).Observe(time.Since(start).Seconds())
+	m.calls.WithLabelValues(prov, op, outcome(err)).Inc()
 	var rl *provider.RateLimitError
 	if errors.As(err, &rl) {
 		m.waits.Inc()

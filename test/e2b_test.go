@@ -345,3 +345,31 @@ func TestE2BTetherKilledThenReplayed(t *testing.T) {
 	w.assertKilled(created...)
 	next.stop(syscall.SIGTERM)
 }
+
+// TestE2BSweep: `tether sweep --provider e2b --yes` reads the E2B team, not
+// a journal: a paused sandbox carrying a tether-owner, idle for longer
+// than --idle-for, is killed (its snapshot with it); a running one (E2B
+// reports no activity) and one without tether-owner are left alone, as
+// are the neighbours of another owner and another team.
+func TestE2BSweep(t *testing.T) {
+	t.Parallel()
+	w := newE2BWorld(t)
+	owner := w.e2b.AddSandbox(e2btest.DefaultTeam, e2btest.SeedSandbox{Paused: true,
+		Metadata: map[string]string{spool.LabelOwner: "a-dead-run", spool.LabelIntent: newIntentID(), e2b.MetadataName: "tether-old"}})
+	running := w.e2b.AddSandbox(e2btest.DefaultTeam, e2btest.SeedSandbox{Timeout: 50 * time.Minute,
+		Metadata: map[string]string{spool.LabelOwner: "a-dead-run", spool.LabelIntent: newIntentID(), e2b.MetadataName: "tether-run"}})
+	noOwner := w.e2b.AddSandbox(e2btest.DefaultTeam, e2btest.SeedSandbox{Paused: true, Metadata: map[string]string{"app": "x"}})
+	time.Sleep(50 * time.Millisecond)
+	code, stderr := w.runTether("sweep", "--provider", "e2b", "--yes", "--owner", "a-dead-run", "--older-than", "10ms", "--idle-for", "10ms")
+	if code != 0 {
+		t.Fatalf("sweep exit %d:\n%s", code, stderr)
+	}
+	if sb, _ := w.e2b.Sandbox(owner.ID); sb.State != e2btest.StateKilled || sb.Snapshot {
+		t.Errorf("the stale paused sandbox: %+v", sb)
+	}
+	for _, id := range []string{running.ID, noOwner.ID} {
+		if sb, _ := w.e2b.Sandbox(id); sb.State == e2btest.StateKilled {
+			t.Errorf("sandbox %s (%v) was killed", id, sb.Metadata)
+		}
+	}
+}

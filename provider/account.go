@@ -58,3 +58,19 @@ func NeedsAccount(p Provider) bool {
 	b, ok := p.(AccountBound)
 	return ok && b.NotFoundIsPerAccount()
 }
+
+// SyncDeleter is implemented by a Provider whose accepted delete is done
+// by the time it answers (E2B kills before it answers 204): the reaper
+// reads the sandbox to confirm it gone at once, not after its
+// ConfirmDelay (Daytona's asynchronous destroy).
+type SyncDeleter interface {
+	// DeletesSynchronously reports whether that is so (a wrapper answers
+	// for what it wraps).
+	DeletesSynchronously() bool
+}
+
+// DeletesSynchronously reports whether p is a SyncDeleter and says so.
+func DeletesSynchronously(p Provider) bool {
+	d, ok := p.(SyncDeleter)
+	return ok && d.DeletesSynchronously()
+}

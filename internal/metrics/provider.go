@@ -101,3 +101,5 @@ func (w *measured) Inspect(ctx context.Context, id string) (provider.Listed, err
 }
 
 func (w *measured) NotFoundIsPerAccount() bool { return provider.NeedsAccount(w.p) }
+
+func (w *measured) DeletesSynchronously() bool { return provider.DeletesSynchronously(w.p) }

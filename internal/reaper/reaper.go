@@ -652,6 +652,9 @@ func (r *Reaper) destroy(ctx context.Context, p provider.Provider, in spool.Inte
 		// confirms waits about as long as that takes.
 		pr.accepted = true
 		pr.wait = orDefault(r.ConfirmDelay, DefaultConfirmDelay)
+		if provider.DeletesSynchronously(p) {
+			pr.wait = time.Nanosecond // confirm at once
+		}
 		return in, fmt.Errorf("%w: delete of sandbox %s accepted", ErrInProgress, id)
 	case stop && errors.Is(err, provider.ErrNotStoppable):
 		// Already stopped or archived: what the stop was for.

@@ -273,6 +273,9 @@ func (sc *Sidecar) Listen() error {
 	}
 	more, err := sc.e2bActors() // e2b.go
 	if err != nil {
+		if sc.cfg.DaytonaProxy {
+			actors[len(actors)-1].Interrupt(err) // the Daytona proxy's listener
+		}
 		l.Close()
 		stopReader()
 		sc.cutFinal()

@@ -10,3 +10,11 @@ var _ provider.AccountBound = (*Provider)(nil)
 // utils/messages.go:9-11), so only an intent declared under this very
 // account may take a 404 as gone.
 func (p *Provider) NotFoundIsPerAccount() bool { return true }
+
+var _ provider.SyncDeleter = (*Provider)(nil)
+
+// DeletesSynchronously: DELETE /sandboxes/{id} removes the sandbox from
+// the store and kills it before it answers 204; a GET right after answers
+// 404 (infra packages/api/internal/handlers/sandbox_kill.go:64-103,
+// orchestrator/delete_instance.go:26-60, 104-120).
+func (p *Provider) DeletesSynchronously() bool { return true }

@@ -69,3 +69,21 @@ func TestDrainNoAccountRefused(t *testing.T) {
 		t.Errorf("sandbox %s", f.State)
 	}
 }
+
+// E2B kills before it answers, so the drain confirms the 404 at once
+// rather than after the reaper's ConfirmDelay (Daytona's asynchronous
+// destroy): with a ConfirmDelay of a minute the intent is still gone
+// within the test's 20 s.
+func TestDrainConfirmsAtOnce(t *testing.T) {
+	w := newDrainWorld(t)
+	w.r.ConfirmDelay = time.Minute
+	in := w.intent(w.p.Account())
+	sb := w.create(in.Name, in.Labels)
+	out, err := w.resolve(in)
+	if err != nil || out.State != spool.Gone {
+		t.Fatalf("Resolve = %s, %v; want gone without waiting ConfirmDelay", out.State, err)
+	}
+	if f := w.fate(sb.ID); f.State != e2btest.StateKilled {
+		t.Errorf("sandbox %s", f.State)
+	}
+}

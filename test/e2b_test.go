@@ -373,3 +373,23 @@ func TestE2BSweep(t *testing.T) {
 		}
 	}
 }
+
+// TestE2BOnly: with E2B credentials and none for Daytona, --require-provider
+// is satisfied, and a runner's E2B sandboxes are drained.
+func TestE2BOnly(t *testing.T) {
+	t.Parallel()
+	w := newE2BWorld(t)
+	env := w.env[:0:0]
+	for _, kv := range w.env {
+		if !strings.HasPrefix(kv, "DAYTONA_") {
+			env = append(env, kv)
+		}
+	}
+	w.env = env
+	p := w.runE2B([]string{"--require-provider"}, "e2b:2", "exit")
+	out := p.ready()
+	if code := p.wait(); code != 0 {
+		t.Fatalf("tether exit %d; stderr:\n%s", code, p.stderr)
+	}
+	w.assertKilled(ids(out.of("created"), sandboxOf)...)
+}

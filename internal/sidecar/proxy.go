@@ -26,6 +26,7 @@ func (sc *Sidecar) proxyActor() (supervisor.Actor, error) {
 		Intake:          sc.withLogger("proxy"),
 		Upstream:        upstreamAPIURL(),
 		AutoStopMinutes: sc.cfg.DaytonaAutoStop,
+		Vouch:           sc.reaper.Vouch,
 	}
 	if sc.lease != nil {
 		p.LeaseMinutes = sc.cfg.Lease

@@ -183,7 +183,7 @@ func (p *Proxy) capTimeout(w http.ResponseWriter, r *http.Request, id, field str
 			writeError(w, http.StatusInternalServerError, "tether proxy: "+err.Error())
 			return
 		}
-		p.capped(p.core.IntentOf(p.accountOf(r.Header), id), end)
+		p.capped(p.core.IntentFor(p.accountOf(r.Header), id), end)
 	}
 	p.core.PassBody(w, r, raw)
 }

@@ -393,3 +393,23 @@ func TestE2BOnly(t *testing.T) {
 	}
 	w.assertKilled(ids(out.of("created"), sandboxOf)...)
 }
+
+// TestE2BForksDrained: an unchanged runner forks two of its sandboxes
+// (each fork carries its parent's metadata) and is SIGKILLed: the drain
+// kills parents and forks alike.
+func TestE2BForksDrained(t *testing.T) {
+	t.Parallel()
+	w := newE2BWorld(t)
+	p := w.runE2B(nil, "e2b:3", "fork:2")
+	out := p.ready()
+	all := ids(out.of("created", "forked"), sandboxOf)
+	if len(all) != 5 {
+		t.Fatalf("runner: %+v", out.lines)
+	}
+	syscall.Kill(out.pid, syscall.SIGKILL)
+	p.wait()
+	w.assertKilled(all...)
+	if rep := mustReport(t, p.stderr.String()); rep.total != 5 || rep.counts["gone"] != 5 {
+		t.Fatalf("report %+v, want 5 intents (2 of them forks), all gone", rep)
+	}
+}

@@ -14,6 +14,7 @@
 //	e2b:N        created - e2b <id>        N E2B sandboxes, metadata runner=zero-code
 //	timeout:S                              E2B creates from now on ask for S seconds (default 300)
 //	kill:K       killed - e2b <id>         kills the first K E2B sandboxes it created
+//	fork:K       forked - e2b <id>         forks each of the first K (count 1, the current timeout)
 //	daytona:N    created - daytona <id>    N Daytona sandboxes
 //	url          url - <E2B_API_URL> -
 //	exit                                   exit 0 after "ready"
@@ -65,6 +66,18 @@ func main() {
 			}
 		case "timeout":
 			timeout = n
+		case "fork":
+			for _, id := range held[:n] {
+				var results []struct {
+					Sandbox struct {
+						SandboxID string `json:"sandboxID"`
+					} `json:"sandbox"`
+				}
+				if code := call(ctx, http.MethodPost, "/sandboxes/"+id+"/fork", map[string]any{"timeout": timeout, "count": 1}, &results); code != http.StatusCreated || len(results) != 1 {
+					fail("fork %s: %d", id, code)
+				}
+				fmt.Printf("forked - e2b %s\n", results[0].Sandbox.SandboxID)
+			}
 		case "kill":
 			for _, id := range held[:n] {
 				if code := call(ctx, http.MethodDelete, "/sandboxes/"+id, nil, nil); code != http.StatusNoContent {

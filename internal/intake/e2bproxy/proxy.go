@@ -36,10 +36,10 @@
 // stay as the create set them; a resume keeps them too (the snapshot's
 // metadata, sandbox_resume.go:339).
 //
-// Forks (POST /sandboxes/{id}/fork, sandbox_fork.go:37-185; SDK :1729)
-// pass through: each fork carries its parent's metadata, tether's keys
-// included, and cannot be told from its parent by the metadata the drain
-// verifies. `tether sweep --provider e2b` finds forks by tether-owner.
+// A fork of a sandbox of ours (POST /sandboxes/{id}/fork,
+// sandbox_fork.go:37-185; SDK :1729) is journaled before it is forwarded,
+// as an intent with its parent's name and intent (fork.go): each fork
+// carries its parent's metadata, tether's keys included.
 package e2bproxy
 
 import (
@@ -162,6 +162,8 @@ func (p *Proxy) route(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodPost && id != "" && p.MaxTimeout > 0 &&
 		(action == "timeout" || action == "connect" || action == "resume"):
 		p.capTimeout(w, r, id, fieldTimeout)
+	case r.Method == http.MethodPost && id != "" && action == "fork":
+		p.fork(w, r, id)
 	case r.Method == http.MethodPost && id != "" && p.MaxTimeout > 0 && action == "refreshes":
 		p.capTimeout(w, r, id, fieldDuration)
 	default:
@@ -187,6 +189,9 @@ func (e2bAPI) WriteError(w http.ResponseWriter, code int, msg string) { writeErr
 // SandboxID reads sandboxID from a create's answer (spec Sandbox schema;
 // handlers/sandbox_create.go answers 201 with it).
 func (e2bAPI) SandboxID(answer []byte) (string, error) {
+	if isList(answer) {
+		return forkResultID(answer)
+	}
 	var sb struct {
 		SandboxID string `json:"sandboxID"`
 	}

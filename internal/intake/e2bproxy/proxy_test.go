@@ -338,3 +338,71 @@ func TestRefreshCapped(t *testing.T) {
 		t.Errorf("refresh of 3600 s forwarded as %v", got)
 	}
 }
+
+// TestForkJournaled: a fork of a sandbox of ours is journaled before it is
+// forwarded, as an intent with the parent's name and intent, its timeout
+// capped; the fork's id from the answer's list is journaled; the reaper's
+// rule takes the fork (carrying the parent's metadata) as that intent's.
+// A fork of a sandbox tether does not know passes untouched.
+func TestForkJournaled(t *testing.T) {
+	w := newWorld(t)
+	var sb created
+	w.call("POST", "/sandboxes", map[string]any{"templateID": "base", "timeout": 60}, &sb)
+	parent := w.arrivals()[0].journaled
+	w.eventually("observed", func() bool { got, _ := w.j.Get(parent.ID); return got.SandboxID != "" })
+	var results []struct {
+		Sandbox created `json:"sandbox"`
+	}
+	if code := w.call("POST", "/sandboxes/"+sb.SandboxID+"/fork", map[string]any{"timeout": 3000, "count": 1}, &results); code != http.StatusCreated || len(results) != 1 {
+		t.Fatalf("fork: %d %+v", code, results)
+	}
+	forkID := results[0].Sandbox.SandboxID
+	var fork spool.Intent
+	w.eventually("the fork journaled with its id", func() bool {
+		live, _ := w.j.Live()
+		for _, in := range live {
+			if in.ParentIntent == parent.ID {
+				fork = in
+			}
+		}
+		return fork.SandboxID == forkID
+	})
+	if fork.Name != parent.Name || fork.Provider != "e2b" || fork.Account != parent.Account {
+		t.Errorf("fork intent %+v, want the parent's name, provider and account", fork)
+	}
+	if a := w.arrivals(); a[len(a)-1].body["timeout"] != float64(600) {
+		t.Errorf("fork forwarded %v, want its timeout capped", a[len(a)-1].body)
+	}
+	rec, _ := w.sim.Sandbox(forkID)
+	if rec.ForkOf != sb.SandboxID || rec.Metadata[spool.LabelIntent] != parent.ID || time.Until(rec.EndAt) > maxTimeout {
+		t.Errorf("simulator's fork: %+v", rec)
+	}
+
+	other := w.sim.AddSandbox(e2btest.DefaultTeam, e2btest.SeedSandbox{Metadata: map[string]string{"app": "x"}})
+	before, _ := w.j.LiveCount()
+	if code := w.call("POST", "/sandboxes/"+other.ID+"/fork", map[string]any{"timeout": 60, "count": 1}, nil); code != http.StatusCreated {
+		t.Fatalf("fork of another sandbox: %d", code)
+	}
+	if after, _ := w.j.LiveCount(); after != before {
+		t.Errorf("a fork of a sandbox tether does not know was journaled (%d → %d)", before, after)
+	}
+}
+
+// TestForkRefusedCloses: a fork E2B refuses before starting it (a paused
+// parent: 409) closes its intent at once.
+func TestForkRefusedCloses(t *testing.T) {
+	w := newWorld(t)
+	var sb created
+	w.call("POST", "/sandboxes", map[string]any{"templateID": "base", "timeout": 60}, &sb)
+	parent := w.arrivals()[0].journaled
+	w.eventually("observed", func() bool { got, _ := w.j.Get(parent.ID); return got.SandboxID != "" })
+	if code := w.call("POST", "/sandboxes/"+sb.SandboxID+"/pause", nil, nil); code != http.StatusNoContent {
+		t.Fatalf("pause: %d", code)
+	}
+	if code := w.call("POST", "/sandboxes/"+sb.SandboxID+"/fork", map[string]any{"timeout": 60, "count": 1}, nil); code != http.StatusConflict {
+		t.Fatalf("fork of a paused sandbox: %d", code)
+	}
+	if n, _ := w.j.LiveCount(); n != 1 {
+		t.Fatalf("%d live intents after a refused fork, want the parent's alone", n)
+	}
+}

@@ -2,10 +2,12 @@ package sidecar
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/tether-run/tether/provider"
+	"github.com/tether-run/tether/provider/daytona"
 )
 
 // providerCheckDelay is how long after start the background provider check
@@ -27,6 +29,10 @@ const providerCheckDelay = 250 * time.Millisecond
 // failed check an error (tether run exits 125 before the child starts).
 func (sc *Sidecar) checkProviders() error {
 	ps := sc.providers
+	if errors.Is(ps.DaytonaErr, daytona.ErrBadAPIURL) {
+		// Not a setup to go on with: the proxy would forward to it too.
+		return ps.DaytonaErr
+	}
 	if err := ps.Err(); err != nil && sc.cfg.RequireProvider {
 		return fmt.Errorf("provider setup (--require-provider): %w", err)
 	}

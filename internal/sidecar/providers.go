@@ -2,6 +2,8 @@ package sidecar
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -100,9 +102,34 @@ func newReaperOf(cfg config.Config, j *spool.Journal, list []provider.Provider, 
 }
 
 // DrainProviders is Drain with every provider of ps: one deadline, one
-// report, each intent resolved by the provider it names.
+// report, each intent resolved by the provider it names. Each provider is
+// checked first, as Drain checks its one; a provider that fails is left
+// out (its intents stay live and are reported), and when every one fails
+// the drain ends at once (reaper.ErrNothingDone).
 func DrainProviders(ctx context.Context, cfg config.Config, j *spool.Journal, ps Providers, log *slog.Logger, w io.Writer) (reaper.Report, error) {
+	list := ps.List()
+	if n, err := j.LiveCount(); err == nil && n > 0 && len(list) > 0 {
+		var ok []provider.Provider
+		var errs []error
+		for _, p := range list {
+			cctx, cancel := context.WithTimeout(ctx, cfg.CheckTimeout)
+			err := reaper.Precheck(cctx, p)
+			cancel()
+			if err != nil {
+				log.Error("drain: "+p.Name()+" cannot be used; its intents stay live", "err", err)
+				errs = append(errs, err)
+				continue
+			}
+			ok = append(ok, p)
+		}
+		if len(ok) == 0 {
+			return reaper.Report{}, fmt.Errorf("%d live intents stay in the journal: %w", n, errors.Join(errs...))
+		}
+		list = ok
+	}
 	dctx, cancel := drainDeadline(ctx, cfg.DrainTimeout)
 	defer cancel()
-	return newReaperOf(cfg, j, ps.List(), log).DrainLive(dctx, j, w)
+	r := newReaperOf(cfg, j, list, log)
+	r.NameWaitGrace = DrainNameWaitGrace
+	return r.DrainLive(dctx, j, w)
 }

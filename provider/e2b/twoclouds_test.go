@@ -10,6 +10,7 @@ import (
 	"github.com/tether-run/tether/provider"
 	"github.com/tether-run/tether/provider/daytona"
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
+	"github.com/tether-run/tether/provider/e2b"
 	"github.com/tether-run/tether/provider/e2b/e2btest"
 	"github.com/tether-run/tether/spool"
 )
@@ -85,5 +86,21 @@ func TestDrainConfirmsAtOnce(t *testing.T) {
 	}
 	if f := w.fate(sb.ID); f.State != e2btest.StateKilled {
 		t.Errorf("sandbox %s", f.State)
+	}
+}
+
+// A URL nothing listens at is unreachable (and still retryable): `tether
+// drain`'s precheck ends at once on it instead of retrying to its deadline.
+func TestCheckUnreachable(t *testing.T) {
+	p, err := e2b.New(e2b.Config{APIKey: e2btest.DefaultKey, APIURL: "http://127.0.0.1:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = p.Check(context.Background())
+	if !errors.Is(err, provider.ErrUnreachable) || !errors.Is(err, provider.ErrUnavailable) {
+		t.Fatalf("Check: %v, want unreachable and unavailable", err)
+	}
+	if errors.Is(reaper.Precheck(context.Background(), p), reaper.ErrNothingDone) == false {
+		t.Fatal("Precheck does not end a command on it")
 	}
 }

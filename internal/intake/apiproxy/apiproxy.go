@@ -62,6 +62,8 @@ const (
 	// intents (two entries per create); past it the index starts over, and
 	// a delete of an older sandbox finds its intent in the journal instead.
 	maxKnown = 100_000
+	// maxWarned bounds the accounts CheckAccount reports, one line each.
+	maxWarned = 64
 	// readHeaderTimeout keeps a client that connects and says nothing from
 	// holding a connection forever.
 	readHeaderTimeout = 10 * time.Second
@@ -273,8 +275,13 @@ func (p *Proxy) CheckAccount(account string) {
 		return
 	}
 	p.mu.Lock()
-	seen := p.warned[account]
-	p.warned[account] = true
+	// Past maxWarned accounts the rest go unreported here (the drain
+	// reports their intents): a flood of bogus keys must not grow the map
+	// or the log without bound.
+	seen := p.warned[account] || len(p.warned) >= maxWarned
+	if !seen {
+		p.warned[account] = true
+	}
 	p.mu.Unlock()
 	if seen {
 		return

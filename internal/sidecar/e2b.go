@@ -149,6 +149,7 @@ func (sc *Sidecar) e2bProxyActor() (supervisor.Actor, error) {
 		Upstream:   sc.providers.E2B.APIURL(),
 		MaxTimeout: sc.cfg.E2BMaxTimeout,
 		Capped:     sc.e2b.note,
+		Vouch:      sc.reaper.Vouch,
 	}
 	l, err := p.Listen(sc.cfg.E2BProxyAddr)
 	if err != nil {

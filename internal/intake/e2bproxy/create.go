@@ -1,6 +1,7 @@
 package e2bproxy
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tether-run/tether/internal/intake/apiproxy"
+	"github.com/tether-run/tether/provider"
 	"github.com/tether-run/tether/provider/e2b"
 	"github.com/tether-run/tether/spool"
 )
@@ -128,9 +130,28 @@ func (p *Proxy) create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.core.Create(w, r, apiproxy.Create{
-		Account: p.accountOf(r.Header),
-		Rewrite: func(in spool.Intent) ([]byte, error) { return p.rewrite(c, in) },
+		Account:  p.accountOf(r.Header),
+		Rewrite:  func(in spool.Intent) ([]byte, error) { return p.rewrite(c, in) },
+		Answered: p.answered,
 	})
+}
+
+// answered vouches for the sandbox a create or fork answered: the intent's
+// name and labels are the metadata the proxy sent (or, for a fork, the
+// parent's, which the fork carries).
+func (p *Proxy) answered(_ context.Context, in spool.Intent, id string, _ []byte) {
+	if p.Vouch == nil {
+		return
+	}
+	in.SandboxID = id
+	labels := spool.MergeLabels(in.Labels, map[string]string{e2b.MetadataName: in.Name})
+	if in.ParentIntent != "" {
+		labels[spool.LabelIntent] = in.ParentIntent
+	}
+	sb := provider.Sandbox{ID: id, Name: in.Name, Labels: labels, State: provider.StateStarted}
+	if err := p.Vouch(in, sb); err != nil {
+		p.Logger.Debug("e2b proxy: the sandbox is not vouched for; the drain reads it first", "intent", in.ID, "sandbox", id, "why", err)
+	}
 }
 
 // rewrite is the body forwarded for intent in: the runner's, with tether's

@@ -57,7 +57,8 @@ func (p *Proxy) fork(w http.ResponseWriter, r *http.Request, parentID string) {
 			}
 			return c.encode()
 		},
-		Refused: forkRefused,
+		Refused:  forkRefused,
+		Answered: p.answered,
 	})
 }
 

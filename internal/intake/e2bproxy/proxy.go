@@ -52,7 +52,9 @@ import (
 
 	"github.com/tether-run/tether/internal/intake"
 	"github.com/tether-run/tether/internal/intake/apiproxy"
+	"github.com/tether-run/tether/provider"
 	"github.com/tether-run/tether/provider/e2b"
+	"github.com/tether-run/tether/spool"
 )
 
 // headerAPIKey is E2B's authentication header (infra
@@ -75,6 +77,12 @@ type Proxy struct {
 	// cut, and the end the runner asked for: the sidecar renews the
 	// sandbox up to it while the runner lives.
 	Capped func(intentID string, askedEnd time.Time)
+	// Vouch, when set, is told of each sandbox a create or fork answered
+	// (the reaper's Vouch): the drain then kills it without reading it
+	// first. E2B's answer carries no metadata, so what is vouched for is
+	// the metadata the proxy itself sent in that very call, which E2B
+	// stores as sent (handlers/sandbox_create.go:155, 302-306).
+	Vouch func(spool.Intent, provider.Sandbox) error
 	// Transport makes the upstream calls (default: apiproxy's).
 	Transport http.RoundTripper
 

@@ -278,8 +278,22 @@ func TestE2BSocketIntent(t *testing.T) {
 			t.Fatalf("timeout of %s not capped: ends %s", sb.ID, rec.EndAt)
 		}
 	}
+	// An intent observed with a sandbox that is not its own (another
+	// sandbox of the team): its timeout is never touched, it is never
+	// killed.
+	in2, err := c.CreateIntent(ctx, intentapi.CreateRequest{Provider: e2b.ProviderName})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stranger := w.e2b.AddSandbox(e2btest.DefaultTeam, e2btest.SeedSandbox{Timeout: 50 * time.Minute, Metadata: map[string]string{"app": "theirs"}})
+	if _, err := c.Observe(ctx, in2.ID, stranger.ID); err != nil {
+		t.Fatal(err)
+	}
 	p.stop(syscall.SIGTERM)
 	w.assertKilled(sb.ID)
+	if rec, _ := w.e2b.Sandbox(stranger.ID); rec.State != e2btest.StateRunning || !rec.EndAt.Equal(stranger.EndAt) {
+		t.Errorf("a sandbox not ours was touched: %+v (planted ending %s)", rec, stranger.EndAt)
+	}
 }
 
 // TestE2BRenewedThenHostLost: with --e2b-max-timeout 15s, a sandbox that

@@ -102,7 +102,8 @@ func newReaperOf(cfg config.Config, j *spool.Journal, list []provider.Provider, 
 }
 
 // DrainProviders is Drain with every provider of ps: one deadline, one
-// report, each intent resolved by the provider it names. Each provider is
+// report, each intent resolved by the provider it names, and beside it,
+// with Daytona, the hand-backs of kept sandboxes a run left pending. Each provider is
 // checked first, as Drain checks its one; a provider that fails is left
 // out (its intents stay live and are reported), and when every one fails
 // the drain ends at once (reaper.ErrNothingDone).
@@ -131,5 +132,12 @@ func DrainProviders(ctx context.Context, cfg config.Config, j *spool.Journal, ps
 	defer cancel()
 	r := newReaperOf(cfg, j, list, log)
 	r.NameWaitGrace = DrainNameWaitGrace
+	if r.Provider != nil && r.Provider.Name() == daytona.ProviderName {
+		// The hand-backs of kept sandboxes are lease mode's, Daytona's.
+		keep := newPolicy(cfg, r, j, log)
+		defer keep.Close()
+		kept := keep.EndKept(dctx)
+		defer func() { <-kept }()
+	}
 	return r.DrainLive(dctx, j, w)
 }

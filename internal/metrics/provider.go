@@ -32,42 +32,42 @@ func (w *measured) Account() string { return w.p.Account() }
 func (w *measured) Get(ctx context.Context, id string) (provider.Sandbox, error) {
 	start := time.Now()
 	sb, err := w.p.Get(ctx, id)
-	w.m.observe(w.p.Name(), "get", start, err)
+	w.m.observe("get", start, err)
 	return sb, err
 }
 
 func (w *measured) GetByName(ctx context.Context, name string) (provider.Sandbox, error) {
 	start := time.Now()
 	sb, err := w.p.GetByName(ctx, name)
-	w.m.observe(w.p.Name(), "get_by_name", start, err)
+	w.m.observe("get_by_name", start, err)
 	return sb, err
 }
 
 func (w *measured) List(ctx context.Context, labels map[string]string) ([]provider.Sandbox, error) {
 	start := time.Now()
 	out, err := w.p.List(ctx, labels)
-	w.m.observe(w.p.Name(), "list", start, err)
+	w.m.observe("list", start, err)
 	return out, err
 }
 
 func (w *measured) Delete(ctx context.Context, id string) error {
 	start := time.Now()
 	err := w.p.Delete(ctx, id)
-	w.m.observe(w.p.Name(), "delete", start, err)
+	w.m.observe("delete", start, err)
 	return err
 }
 
 func (w *measured) Stop(ctx context.Context, id string) error {
 	start := time.Now()
 	err := w.p.Stop(ctx, id)
-	w.m.observe(w.p.Name(), "stop", start, err)
+	w.m.observe("stop", start, err)
 	return err
 }
 
 func (w *measured) SetAutoStop(ctx context.Context, id string, minutes int) error {
 	start := time.Now()
 	err := w.p.SetAutoStop(ctx, id, minutes)
-	w.m.observe(w.p.Name(), "set_autostop", start, err)
+	w.m.observe("set_autostop", start, err)
 	return err
 }
 
@@ -85,7 +85,7 @@ func (w *measured) ListPage(ctx context.Context, q provider.AccountQuery, cursor
 	}
 	start := time.Now()
 	page, next, err := a.ListPage(ctx, q, cursor)
-	w.m.observe(w.p.Name(), "list_page", start, err)
+	w.m.observe("list_page", start, err)
 	return page, next, err
 }
 
@@ -96,7 +96,7 @@ func (w *measured) Inspect(ctx context.Context, id string) (provider.Listed, err
 	}
 	start := time.Now()
 	sb, err := a.Inspect(ctx, id)
-	w.m.observe(w.p.Name(), "inspect", start, err)
+	w.m.observe("inspect", start, err)
 	return sb, err
 }
 

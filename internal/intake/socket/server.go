@@ -431,7 +431,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	crashpoint.Hit(crashpoint.APIBeforeJournal)
-	in, created, err := s.Journal.Create(r.Context(), n)
+	in, created, err := s.Declare(r.Context(), n)
 	if err != nil {
 		s.journalError(w, err)
 		return

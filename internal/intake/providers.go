@@ -28,7 +28,9 @@ func (in *Intake) NewIntentOf(provider string, labels map[string]string, onDrain
 	if !ok {
 		return spool.NewIntent{}, fmt.Errorf("%w %.40q: tether has credentials for %s", ErrUnknownProvider, provider, in.providerNames())
 	}
-	n.Provider, n.Account = provider, account
+	// The lease (lease mode) is the default provider's: another provider
+	// has its own backstop.
+	n.Provider, n.Account, n.Lease = provider, account, 0
 	return n, nil
 }
 

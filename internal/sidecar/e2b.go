@@ -145,7 +145,8 @@ func (k *e2bKeeper) forget(id string) {
 // URL the child gets as E2B_API_URL.
 func (sc *Sidecar) e2bProxyActor() (supervisor.Actor, error) {
 	in := sc.withLogger("e2b-proxy")
-	in.Provider, in.Account = e2b.ProviderName, sc.providers.E2B.Account()
+	// Lease mode is Daytona's: E2B's backstop is the timeout cap.
+	in.Provider, in.Account, in.Lease = e2b.ProviderName, sc.providers.E2B.Account(), 0
 	p := &e2bproxy.Proxy{
 		Intake:     in,
 		Upstream:   sc.providers.E2B.APIURL(),

@@ -2,7 +2,6 @@ package e2e_test
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"os"
@@ -10,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -25,9 +23,9 @@ import (
 // a journal holding E2B intents of every kind (observed, lost creates
 // known only by tether's metadata, declared and never created, auto-paused,
 // released by the runner, to be stopped, declared under another account)
-// is drained by test/e2bdrain (`tether drain`'s own function with the E2B
-// provider) built with -tags crashpoints, which dies of SIGKILL at the
-// named point; a second drain on the same journal finishes. The simulated
+// is drained by the real `tether drain` built with -tags crashpoints, with
+// E2B credentials only, which dies of SIGKILL at the named point; a second
+// drain on the same journal finishes. The simulated
 // E2B API's record of every sandbox judges, against the journal: no
 // sandbox of ours is left (no leak), no intent says gone or never-created
 // while its sandbox lives (no false gone), and nothing that is not ours is
@@ -44,27 +42,6 @@ const (
 	// create of a case has landed or failed before the drains start.
 	e2bcHorizon = "2s"
 )
-
-var e2bcBin struct {
-	once sync.Once
-	path string
-	err  error
-}
-
-// e2bDrainer builds test/e2bdrain with -tags crashpoints, once.
-func e2bDrainer(t *testing.T) string {
-	t.Helper()
-	e2bcBin.once.Do(func() {
-		e2bcBin.path = filepath.Join(filepath.Dir(bin.tether), "e2bdrain-crashpoints")
-		if b, err := exec.Command("go", "build", "-tags", "crashpoints", "-o", e2bcBin.path, "github.com/tether-run/tether/test/e2bdrain").CombinedOutput(); err != nil {
-			e2bcBin.err = fmt.Errorf("build test/e2bdrain with crash points: %v\n%s", err, b)
-		}
-	})
-	if e2bcBin.err != nil {
-		t.Fatal(e2bcBin.err)
-	}
-	return e2bcBin.path
-}
 
 type e2bcWorld struct {
 	t       *testing.T
@@ -198,15 +175,16 @@ func (w *e2bcWorld) seed(kinds ...string) {
 	}
 }
 
-// drain runs test/e2bdrain on the journal, dying at point if it is not
+// drain runs `tether drain` (with crash points) on the journal, dying at point if it is not
 // empty; it returns the exit code and stderr.
 func (w *e2bcWorld) drain(point string) (int, string) {
 	w.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*waitBound)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, e2bDrainer(w.t), "--journal", w.journal, "--drain-timeout", drainTimeout, "--never-created-after", e2bcHorizon)
+	tetherBin, _ := crashBinaries(w.t)
+	cmd := exec.CommandContext(ctx, tetherBin, "drain", "--journal", w.journal, "--drain-timeout", drainTimeout, "--never-created-after", e2bcHorizon)
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "E2B_") && !strings.HasPrefix(kv, crashpoint.Env+"=") {
+		if !strings.HasPrefix(kv, "E2B_") && !strings.HasPrefix(kv, "DAYTONA_") && !strings.HasPrefix(kv, "TETHER_") {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
@@ -218,7 +196,7 @@ func (w *e2bcWorld) drain(point string) (int, string) {
 	cmd.Stderr = &stderr
 	err := cmd.Run()
 	if ctx.Err() != nil {
-		w.t.Fatalf("e2bdrain did not end within %s; stderr:\n%s", 2*waitBound, stderr.String())
+		w.t.Fatalf("tether drain did not end within %s; stderr:\n%s", 2*waitBound, stderr.String())
 	}
 	code := 0
 	if ee, ok := err.(*exec.ExitError); ok {
@@ -227,7 +205,7 @@ func (w *e2bcWorld) drain(point string) (int, string) {
 			code = 128 + int(ws.Signal())
 		}
 	} else if err != nil {
-		w.t.Fatalf("e2bdrain: %v", err)
+		w.t.Fatalf("tether drain: %v", err)
 	}
 	return code, stderr.String()
 }
@@ -350,7 +328,7 @@ func e2bcPoints() []string {
 
 func TestE2BCrashPoints(t *testing.T) {
 	t.Parallel()
-	e2bDrainer(t)
+	crashBinaries(t)
 	for _, point := range e2bcPoints() {
 		t.Run(strings.ReplaceAll(point, ":", "@"), func(t *testing.T) {
 			t.Parallel()
@@ -392,7 +370,7 @@ func TestE2BCrashSoak(t *testing.T) {
 		seed = n
 	}
 	t.Logf("E2B soak: %d cycles, seed %d", cycles, seed)
-	e2bDrainer(t)
+	crashBinaries(t)
 	w := newE2BCWorld(t)
 	rng := rand.New(rand.NewPCG(seed, seed^0xe2b))
 	pick := func(v ...float64) float64 { return v[rng.IntN(len(v))] }
@@ -430,7 +408,7 @@ func TestE2BCrashSoak(t *testing.T) {
 		case code != 0 && code != 3:
 			// 3: intents left live (the other account's, or faults that
 			// outlasted the deadline), each reported.
-			t.Fatalf("cycle %d: e2bdrain exited %d; stderr:\n%s", cycle, code, stderr)
+			t.Fatalf("cycle %d: tether drain exited %d; stderr:\n%s", cycle, code, stderr)
 		}
 		w.srv.SetFaults(e2btest.Faults{})
 		w.check(false)

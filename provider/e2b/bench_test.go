@@ -33,10 +33,11 @@ const benchLatency = 50 * time.Millisecond
 //
 // E2B kills before it answers 204 (infra packages/api/internal/handlers/
 // sandbox_kill.go:64-103), so the read that confirms the kill need not
-// wait: "at once" confirms right after the 204, as the reaper does for a
-// provider whose delete is synchronous. "confirm after 1s" waits the
-// reaper's default ConfirmDelay first, as it must for Daytona's
-// asynchronous destroy.
+// wait: "at once" is tether as it is, whose reaper confirms right after the
+// 204 for a provider that deletes synchronously (provider.SyncDeleter).
+// "confirm after 1s" hides that from the reaper, which then waits its
+// default ConfirmDelay first, as it must for Daytona's asynchronous
+// destroy.
 //
 // The 429 case answers 5% of kills 429 with Retry-After: 1 and
 // RateLimit-Remaining: 0, as the rate limiter does (middleware/ratelimit/
@@ -44,16 +45,16 @@ const benchLatency = 50 * time.Millisecond
 func BenchmarkDrain(b *testing.B) {
 	for _, n := range []int{1, 100, 1000} {
 		b.Run(fmt.Sprintf("N=%d,at-once", n), func(b *testing.B) {
-			benchDrain(b, n, time.Nanosecond, e2btest.Faults{Latency: benchLatency})
+			benchDrain(b, n, false, e2btest.Faults{Latency: benchLatency})
 		})
 	}
 	for _, n := range []int{1, 1000} {
 		b.Run(fmt.Sprintf("N=%d,confirm-after-1s", n), func(b *testing.B) {
-			benchDrain(b, n, reaper.DefaultConfirmDelay, e2btest.Faults{Latency: benchLatency})
+			benchDrain(b, n, true, e2btest.Faults{Latency: benchLatency})
 		})
 	}
 	b.Run("N=1000,at-once,429=5%,kill", func(b *testing.B) {
-		benchDrain(b, 1000, time.Nanosecond, e2btest.Faults{Seed: 1, Latency: benchLatency, Rate429: 0.05, RetryAfter: time.Second, Routes: []string{e2btest.RouteKill}})
+		benchDrain(b, 1000, false, e2btest.Faults{Seed: 1, Latency: benchLatency, Rate429: 0.05, RetryAfter: time.Second, Routes: []string{e2btest.RouteKill}})
 	})
 }
 
@@ -63,7 +64,7 @@ type waitingKills struct{ *e2b.Provider }
 
 func (waitingKills) DeletesSynchronously() bool { return false }
 
-func benchDrain(b *testing.B, n int, confirm time.Duration, faults e2btest.Faults) {
+func benchDrain(b *testing.B, n int, waitConfirm bool, faults e2btest.Faults) {
 	srv := e2btest.NewServer()
 	defer srv.Close()
 	// The planted sandboxes must not end by their own timeout mid-bench.
@@ -73,7 +74,7 @@ func benchDrain(b *testing.B, n int, confirm time.Duration, faults e2btest.Fault
 		b.Fatal(err)
 	}
 	var prov provider.Provider = p
-	if confirm != time.Nanosecond {
+	if waitConfirm {
 		prov = waitingKills{p}
 	}
 	j, err := spool.Open(filepath.Join(b.TempDir(), "journal.db"), spool.Options{})
@@ -82,7 +83,7 @@ func benchDrain(b *testing.B, n int, confirm time.Duration, faults e2btest.Fault
 	}
 	defer j.Close()
 	r := &reaper.Reaper{Journal: j, Provider: prov, Logger: slog.New(slog.DiscardHandler),
-		AutoStopMinutes: 15, ConfirmDelay: confirm}
+		AutoStopMinutes: 15} // the default ConfirmDelay, 1 s
 	concurrency := min(reaper.DefaultConcurrency, n)
 
 	var elapsed time.Duration

@@ -34,8 +34,10 @@ func (sc *Sidecar) proxyActor() (supervisor.Actor, error) {
 	if err != nil {
 		return supervisor.Actor{}, err
 	}
-	sc.proxyURL = p.URL(l)
-	sc.log.Debug("daytona proxy: serving; the child's DAYTONA_API_URL points at it", "url", sc.proxyURL)
+	// The URL carries the run's secret: the child's environment is the
+	// one place it goes. Logs show it without.
+	sc.proxyURL, sc.proxyShown = p.URL(l), p.ShownURL(l)
+	sc.log.Debug("daytona proxy: serving; the child's DAYTONA_API_URL points at it", "url", sc.proxyShown)
 	execute, interrupt := p.Actor(l)
 	return supervisor.Actor{Name: "proxy", Execute: execute, Interrupt: interrupt}, nil
 }

@@ -57,8 +57,9 @@ type Sidecar struct {
 	reaper  *reaper.Reaper
 	intake  *intake.Intake
 	// proxyURL is the Daytona API proxy's URL, the child's DAYTONA_API_URL
-	// ("" with the proxy off).
-	proxyURL string
+	// ("" with the proxy off). It carries the run's secret; proxyShown is
+	// the same without it, for logs.
+	proxyURL, proxyShown string
 	// actors are Listen's, handed to the supervisor by Run.
 	actors []supervisor.Actor
 

@@ -105,8 +105,8 @@ func newWorld(t *testing.T) *world {
 	p, err = New(Config{
 		Intake: &intake.Intake{Journal: j, Provider: "other", Labels: map[string]string{"team": "a"},
 			Logger: slog.New(slog.NewTextHandler(w.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))},
-		API:    otherAPI{},
-		Name:   "Other", KeyEnv: "OTHER_API_KEY",
+		API:  otherAPI{},
+		Name: "Other", KeyEnv: "OTHER_API_KEY",
 		Upstream: up.URL + "/v1",
 		Handler: http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 			rest, _ := strings.CutPrefix(r.URL.Path, p.Base()+"/sandboxes")

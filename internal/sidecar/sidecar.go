@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/tether-run/tether/internal/config"
+	"github.com/tether-run/tether/internal/dotenv"
 	"github.com/tether-run/tether/internal/intake"
 	"github.com/tether-run/tether/internal/intake/socket"
 	"github.com/tether-run/tether/internal/intake/spooldir"
@@ -60,6 +61,8 @@ type Sidecar struct {
 	// ("" with the proxy off). It carries the run's secret; proxyShown is
 	// the same without it, for logs.
 	proxyURL, proxyShown string
+	// daytonaEnv is Daytona's settings as the SDKs read them (open.go).
+	daytonaEnv dotenv.Settings
 	// actors are Listen's, handed to the supervisor by Run.
 	actors []supervisor.Actor
 
@@ -99,7 +102,8 @@ func Open(cfg config.Config, opts Options) (*Sidecar, error) {
 		return nil, withSetting(err, "--journal", config.EnvJournal)
 	}
 	sc := &Sidecar{cfg: cfg, log: log, out: out, version: opts.Version, journal: j}
-	prov, setupErr := OpenProvider(log)
+	prov, env, setupErr := openProvider(log)
+	sc.daytonaEnv = env
 	account := ""
 	if prov != nil {
 		account = prov.Account()

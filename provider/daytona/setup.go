@@ -37,14 +37,18 @@ type Setup struct {
 
 // SetupFromEnv reads the environment as ConfigFromEnv does and reports
 // every problem it can see without a call.
-func SetupFromEnv(log *slog.Logger) Setup {
+func SetupFromEnv(log *slog.Logger) Setup { return SetupFrom(os.Getenv, log) }
+
+// SetupFrom is SetupFromEnv with each variable read by getenv, as
+// ConfigFrom reads them.
+func SetupFrom(getenv func(string) string, log *slog.Logger) Setup {
 	var s Setup
-	urlVar, rawURL := apiURLFromEnv()
+	urlVar, rawURL := apiURLFrom(getenv)
 	urlErr := checkAPIURL(urlVar, rawURL)
 	if urlErr != nil {
 		s.Problems = append(s.Problems, urlErr)
 	}
-	cfg, err := ConfigFromEnv()
+	cfg, err := ConfigFrom(getenv)
 	if err != nil {
 		s.Problems = append(s.Problems, err)
 		return s
@@ -64,9 +68,12 @@ func SetupFromEnv(log *slog.Logger) Setup {
 
 // apiURLFromEnv is the API URL ConfigFromEnv would use and the variable it
 // came from (empty when it is the default).
-func apiURLFromEnv() (variable, value string) {
+func apiURLFromEnv() (variable, value string) { return apiURLFrom(os.Getenv) }
+
+// apiURLFrom is apiURLFromEnv with the variables read by getenv.
+func apiURLFrom(getenv func(string) string) (variable, value string) {
 	for _, v := range []string{EnvAPIURL, EnvServerURL} {
-		if s := os.Getenv(v); s != "" {
+		if s := getenv(v); s != "" {
 			return v, s
 		}
 	}

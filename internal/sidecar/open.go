@@ -1,6 +1,7 @@
 package sidecar
 
 import (
+	"context"
 	"log/slog"
 	"os"
 
@@ -25,14 +26,14 @@ func OpenJournal(cfg config.Config, log *slog.Logger) (*spool.Journal, error) {
 // as a nil interface (not a typed nil), none and why: each problem of the
 // setup, naming the variable to set.
 func OpenProvider(log *slog.Logger) (provider.Provider, error) {
-	prov, _, err := openProvider(log)
+	prov, _, err := openProvider(log, slog.LevelDebug)
 	return prov, err
 }
 
 // openProvider is OpenProvider with the settings it read, which also
-// choose the proxy's upstream.
-func openProvider(log *slog.Logger) (provider.Provider, dotenv.Settings, error) {
-	env := DaytonaSettings(log)
+// choose the proxy's upstream; where each came from is said at level.
+func openProvider(log *slog.Logger, level slog.Level) (provider.Provider, dotenv.Settings, error) {
+	env := DaytonaSettings(log, level)
 	s := daytona.SetupFrom(env.Get, log.With("component", "daytona"))
 	if s.Provider == nil {
 		return nil, env, s.Err()
@@ -51,9 +52,9 @@ var daytonaSettings = []string{daytona.EnvAPIURL, daytona.EnvServerURL, daytona.
 // DAYTONA_API_URL is tether's proxy, so its SDK never reads the URL from
 // these files: tether does, to forward where the runner meant to go, and
 // takes its own credentials from them as the runner's SDK would. It says
-// where each setting came from (never a value), and warns of each file it
-// ignores (internal/dotenv: one another user could have written).
-func DaytonaSettings(log *slog.Logger) dotenv.Settings {
+// where each setting came from at level (never a value), and warns of each
+// file it ignores (internal/dotenv: one another user could have written).
+func DaytonaSettings(log *slog.Logger, level slog.Level) dotenv.Settings {
 	dir, err := os.Getwd()
 	if err != nil {
 		dir = "."
@@ -71,7 +72,7 @@ func DaytonaSettings(log *slog.Logger) dotenv.Settings {
 			attrs = append(attrs, name, origin)
 		}
 	}
-	log.Info("daytona: where each setting came from (env, then .env.local, then .env in dir, as the SDKs read them; default: set nowhere)", attrs...)
+	log.Log(context.Background(), level, "daytona: where each setting came from (env, then .env.local, then .env in dir, as the SDKs read them; default: set nowhere)", attrs...)
 	return env
 }
 

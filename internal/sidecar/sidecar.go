@@ -102,7 +102,7 @@ func Open(cfg config.Config, opts Options) (*Sidecar, error) {
 		return nil, withSetting(err, "--journal", config.EnvJournal)
 	}
 	sc := &Sidecar{cfg: cfg, log: log, out: out, version: opts.Version, journal: j}
-	prov, env, setupErr := openProvider(log)
+	prov, env, setupErr := openProvider(log, slog.LevelInfo)
 	sc.daytonaEnv = env
 	account := ""
 	if prov != nil {

@@ -259,6 +259,7 @@ func (sc *Sidecar) Listen() error {
 		actors = append(actors, a)
 	}
 	sc.actors = actors
+	sc.sayWhere() // where.go
 	return nil
 }
 

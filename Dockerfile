@@ -15,6 +15,8 @@
 # Base images are pinned by exact version; pin them by digest as well where
 # your registry policy asks for it. GO_IMAGE replaces the build image (the
 # tests build with a stand-in, as the machine they run on has no registry).
+# With no registry at all, examples/docker/build-offline.sh builds the same
+# image from a binary built by the local Go toolchain.
 
 ARG GO_IMAGE=golang:1.26.8-bookworm
 FROM ${GO_IMAGE} AS build

@@ -22,7 +22,9 @@ import (
 // place of the two base images (no registry here): the runner image is the
 // test image plus a static busybox, for the Dockerfile's RUN line. Its
 // stop_grace_period holds: `docker-compose stop` ends with every sandbox
-// confirmed destroyed and tether done before the SIGKILL.
+// confirmed destroyed and tether done before the SIGKILL. Scaling the
+// runner to two fails and leaves one tether on the journal volume; the
+// sweep service runs tether sweep against the same account.
 func TestComposeExample(t *testing.T) {
 	const sandboxes = 5
 	compose, err := exec.LookPath("docker-compose")
@@ -50,15 +52,18 @@ func TestComposeExample(t *testing.T) {
   runner:
     network_mode: host
     command: ["runner", "--sandboxes", "%d", "--label", "compose"]
+  sweep:
+    network_mode: host
 `, sandboxes)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	project := "tether-test-" + testID
+	container := project + "-runner"
 	dc := func(args ...string) (string, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*waitBound)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, compose, append([]string{"-p", project, "-f", filepath.Join(examples, "docker", "compose.yaml"), "-f", override}, args...)...)
-		cmd.Env = append(os.Environ(), "TETHER_IMAGE="+image, "RUNNER_IMAGE="+runnerImage, "DAYTONA_API_URL="+w.sim.URL, "DAYTONA_API_KEY=test-key", "DOCKER_BUILDKIT=0", "COMPOSE_DOCKER_CLI_BUILD=0")
+		cmd.Env = append(os.Environ(), "RUNNER_CONTAINER="+container, "TETHER_IMAGE="+image, "RUNNER_IMAGE="+runnerImage, "DAYTONA_API_URL="+w.sim.URL, "DAYTONA_API_KEY=test-key", "DOCKER_BUILDKIT=0", "COMPOSE_DOCKER_CLI_BUILD=0")
 		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}
@@ -70,12 +75,31 @@ func TestComposeExample(t *testing.T) {
 	if out, err := dc("up", "-d", "--build"); err != nil {
 		t.Fatalf("docker-compose up: %v\n%s", err, out)
 	}
-	container := project + "_runner_1"
-	testutil.Eventually(t, "the runner's sandboxes observed", func() (bool, string) {
+	observed := func() (bool, string) {
 		out, _ := docker(t, "exec", container, "tether", "intent", "ls")
 		n := strings.Count(out, `"state":"observed"`)
 		return n == sandboxes, fmt.Sprintf("%d observed: %s", n, out)
-	})
+	}
+	testutil.Eventually(t, "the runner's sandboxes observed", observed)
+
+	// A second replica would share the journal volume: Compose must refuse it.
+	if out, err := dc("up", "-d", "--no-recreate", "--scale", "runner=2"); err == nil {
+		t.Errorf("docker-compose up --scale runner=2 succeeded; want it refused (one tether per journal volume):\n%s", out)
+	}
+	ids := strings.Fields(mustDocker(t, "ps", "-aq", "--filter", "label=com.docker.compose.project="+project, "--filter", "label=com.docker.compose.service=runner"))
+	if len(ids) != 1 {
+		t.Errorf("%d runner containers after the scale, want 1: %v", len(ids), ids)
+	}
+	if ok, got := observed(); !ok {
+		t.Errorf("after the refused scale, the runner's tether: %s", got)
+	}
+
+	// The sweep service: a dry run of nothing stale is exit 0 with the table.
+	if out, err := dc("run", "--rm", "sweep"); err != nil {
+		t.Errorf("docker-compose run --rm sweep: %v\n%s", err, out)
+	} else {
+		t.Logf("sweep:\n%s", out)
+	}
 	start := time.Now()
 	if out, err := dc("stop"); err != nil {
 		t.Fatalf("docker-compose stop: %v\n%s", err, out)

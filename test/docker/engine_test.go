@@ -3,9 +3,7 @@
 package docker_test
 
 import (
-	"archive/tar"
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -87,81 +85,26 @@ func testMain(m *testing.M) int {
 	return m.Run()
 }
 
-// buildImage builds the static binaries and a FROM scratch image of them.
-// The root file system goes in as a tar, so the modes are exact: /tmp,
-// /var/lib/tether and /run/tether world-writable with the sticky bit, as
-// the root Dockerfile makes them.
+// buildImage builds the image with examples/docker/build-offline.sh, the
+// documented way to build it with no registry, with the sample runner and
+// the probe beside tether. The script's root file system goes in as a tar,
+// so the modes are exact: /tmp, /var/lib/tether and /run/tether
+// world-writable with the sticky bit, as the root Dockerfile makes them.
 func buildImage(dir, tag string) error {
 	runner, err := sampleRunnerPkg()
 	if err != nil {
 		return err
 	}
-	bins := map[string]string{
-		"tether": "github.com/tether-run/tether/cmd/tether",
-		"runner": runner,
-		"probe":  "github.com/tether-run/tether/test/docker/probe",
-	}
-	for name, pkg := range bins {
-		cmd := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(dir, name), pkg)
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
-		}
-	}
-	bundle, err := os.ReadFile("/etc/ssl/certs/ca-certificates.crt")
+	script, err := filepath.Abs("../../examples/docker/build-offline.sh")
 	if err != nil {
-		return fmt.Errorf("the host's CA bundle: %w", err)
-	}
-	var rootfs bytes.Buffer
-	tw := tar.NewWriter(&rootfs)
-	for _, d := range []struct {
-		name string
-		mode int64
-	}{{"etc", 0o755}, {"etc/ssl", 0o755}, {"etc/ssl/certs", 0o755}, {"usr", 0o755}, {"usr/local", 0o755}, {"usr/local/bin", 0o755},
-		{"tmp", 0o1777}, {"var", 0o755}, {"var/lib", 0o755}, {"var/lib/tether", 0o1777}, {"run", 0o755}, {"run/tether", 0o1777}} {
-		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d.name + "/", Mode: d.mode}); err != nil {
-			return err
-		}
-	}
-	add := func(name string, mode int64, data []byte) error {
-		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: mode, Size: int64(len(data))}); err != nil {
-			return err
-		}
-		_, err := tw.Write(data)
 		return err
 	}
-	if err := add("etc/ssl/certs/ca-certificates.crt", 0o644, bundle); err != nil {
-		return err
+	cmd := exec.Command(script, "-t", tag, "runner="+runner, "probe=github.com/tether-run/tether/test/docker/probe")
+	cmd.Env = append(os.Environ(), "TMPDIR="+dir)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("%s: %v\n%s", script, err, out)
 	}
-	for name := range bins {
-		data, err := os.ReadFile(filepath.Join(dir, name))
-		if err != nil {
-			return err
-		}
-		if err := add("usr/local/bin/"+name, 0o755, data); err != nil {
-			return err
-		}
-	}
-	if err := tw.Close(); err != nil {
-		return err
-	}
-	ctx := filepath.Join(dir, "context")
-	if err := os.Mkdir(ctx, 0o755); err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(ctx, "rootfs.tar"), rootfs.Bytes(), 0o644); err != nil {
-		return err
-	}
-	dockerfile := `FROM scratch
-ADD rootfs.tar /
-ENV PATH=/usr/local/bin
-VOLUME /var/lib/tether
-ENTRYPOINT ["tether", "run", "--"]
-`
-	if err := os.WriteFile(filepath.Join(ctx, "Dockerfile"), []byte(dockerfile), 0o644); err != nil {
-		return err
-	}
-	return dockerBuild(ctx, tag)
+	return nil
 }
 
 // sampleRunnerPkgs are where the sample runner's command has lived: it

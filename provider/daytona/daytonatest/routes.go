@@ -630,6 +630,7 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		lag := s.destroyLag + time.Duration(infoOf(r).d.lag*float64(s.faults.DestroyLag))
+		rec.deleteBy(DeletedByAPI + callerOf(r))
 		rec.beginDestroy(now, lag)
 		// The answer is the renamed sandbox in its old state (:2031-2039).
 		writeJSON(w, http.StatusOK, rec.clone().sandboxJSON())
@@ -658,6 +659,7 @@ func (s *Server) stop(w http.ResponseWriter, r *http.Request) {
 		}
 		if rec.autoDelete == 0 {
 			// An ephemeral sandbox is deleted by its stop (:2169-2171).
+			rec.deleteBy(DeletedByEphemeralStop + " from " + callerOf(r))
 			rec.beginDestroy(now, s.destroyLag)
 		} else {
 			s.transition(rec, now, stateStopping)
@@ -791,6 +793,7 @@ func (s *Server) setInterval(route string) http.HandlerFunc {
 			rec.record(now)
 			if route == RouteAutoDelete && minutes == 0 && rec.state == stateStopped && !rec.deleteRequested {
 				// A stopped sandbox that becomes ephemeral is deleted at once.
+				rec.deleteBy("auto-delete 0 from " + callerOf(r))
 				rec.beginDestroy(now, s.destroyLag)
 			}
 			// NestJS answers a POST without @HttpCode with 201

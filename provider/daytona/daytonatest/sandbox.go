@@ -2,6 +2,7 @@ package daytonatest
 
 import (
 	"fmt"
+	"net/http"
 	"time"
 )
 
@@ -80,11 +81,13 @@ type record struct {
 	// (sandbox.service.ts:2016-2018), which is why a second DELETE is refused.
 	pending bool
 	parent  string // the sandbox this one was forked from, if any
-	held    bool   // Hold without end: no step runs until Release
-	steps   []step // future state changes, in time order
-	history []version
-	srv     *Server // for timings and faults; read under srv.mu
-	lease           // the lifecycle timers' own state (timers.go)
+	// deletedBy says what deleted it first (Sandbox.DeletedBy).
+	deletedBy string
+	held      bool   // Hold without end: no step runs until Release
+	steps     []step // future state changes, in time order
+	history   []version
+	srv       *Server // for timings and faults; read under srv.mu
+	lease             // the lifecycle timers' own state (timers.go)
 }
 
 // view is what GET and list show of a sandbox at one moment.
@@ -186,6 +189,7 @@ func (r *record) entered(at time.Time) {
 		// autoDeleteInterval 0 ("ephemeral") deletes a sandbox when it stops;
 		// a sandbox that never stops is never deleted (a real leak: auto-stop 0 disables Daytona's own cleanup).
 		// With WithMinute the auto-delete check does it, at its next run.
+		r.deleteBy(DeletedByEphemeralStop)
 		r.beginDestroy(at, r.srv.destroyLag)
 	}
 }
@@ -223,6 +227,32 @@ func (r *record) beginDestroy(at time.Time, lag time.Duration) {
 		r.steps = []step{{at: act, state: stateDestroying}, {at: act.Add(r.srv.destroyDelay + r.srv.faults.Destroying), state: stateDestroyed}}
 	}
 	r.record(at)
+}
+
+// Sandbox.DeletedBy for the deletes no API call asked for; a DELETE is
+// DeletedByAPI plus the caller's User-Agent.
+const (
+	DeletedByAPI           = "DELETE from "
+	DeletedByAutoStop      = "auto-stop (ephemeral)"
+	DeletedByAutoDelete    = "auto-delete"
+	DeletedByEphemeralStop = "stop (ephemeral)"
+)
+
+// deleteBy records what deleted r, once: a later delete of a sandbox
+// already on its way changes nothing.
+func (r *record) deleteBy(by string) {
+	if !r.deleteRequested && r.deletedBy == "" {
+		r.deletedBy = by
+	}
+}
+
+// callerOf names the client of an API call by its User-Agent, so a
+// sandbox's record says whether tether, the runner or a curl deleted it.
+func callerOf(r *http.Request) string {
+	if ua := r.UserAgent(); ua != "" {
+		return ua
+	}
+	return "a client with no User-Agent"
 }
 
 // settle schedules the rest of the natural progression from the current
@@ -271,6 +301,7 @@ func (r *record) export() Sandbox {
 		ForkOf:              r.parent,
 		Class:               r.class,
 		GPU:                 r.gpu,
+		DeletedBy:           r.deletedBy,
 	}
 }
 

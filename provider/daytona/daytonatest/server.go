@@ -306,6 +306,11 @@ type Sandbox struct {
 	ForkOf      string // the parent's id, for a fork
 	Class       string // sandboxClass: container, linux-vm or windows
 	GPU         int
+	// DeletedBy says what deleted it, the first time: DeletedByAPI and
+	// the caller's User-Agent for a DELETE (tether's is "tether"), or the
+	// DeletedBy* constant of a delete Daytona made itself. Empty while no
+	// delete was accepted.
+	DeletedBy string
 }
 
 // Sandboxes returns every sandbox of every organization, destroyed ones

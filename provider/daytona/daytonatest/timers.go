@@ -165,6 +165,7 @@ func (s *Server) nextTimer(r *record, now time.Time) (time.Time, func()) {
 		consider(t, func() {
 			logFire(TimerAutoStop, t)
 			if r.autoDelete == 0 {
+				r.deleteBy(DeletedByAutoStop)
 				r.beginDestroy(t, s.destroyLag)
 				return
 			}
@@ -176,6 +177,7 @@ func (s *Server) nextTimer(r *record, now time.Time) (time.Time, func()) {
 			t := due(TimerAutoDelete, r.autoDelete)
 			consider(t, func() {
 				logFire(TimerAutoDelete, t)
+				r.deleteBy(DeletedByAutoDelete)
 				r.beginDestroy(t, s.destroyLag)
 			})
 		}

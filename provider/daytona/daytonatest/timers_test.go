@@ -95,6 +95,44 @@ func TestAutoDelete(t *testing.T) {
 	if len(ev) != 2 || ev[1].Kind != daytonatest.TimerAutoDelete || ev[1].At.Sub(ev[0].At) < 3*time.Minute {
 		t.Fatalf("timer events %+v: want an auto-delete at least 3 min after the auto-stop", ev)
 	}
+	if got := mustSandbox(t, s, eph.ID).DeletedBy; got != daytonatest.DeletedByAutoStop {
+		t.Errorf("ephemeral deleted by %q, want %q", got, daytonatest.DeletedByAutoStop)
+	}
+	if got := mustSandbox(t, s, later.ID).DeletedBy; got != daytonatest.DeletedByAutoDelete {
+		t.Errorf("auto-delete 3 deleted by %q, want %q", got, daytonatest.DeletedByAutoDelete)
+	}
+}
+
+// A DELETE is recorded with its caller's User-Agent, the first one only: a
+// second DELETE (refused while the first is under way) changes nothing.
+func TestDeletedByNamesTheCaller(t *testing.T) {
+	s := newServer(t)
+	sb := seedIn(t, s, daytonatest.SeedSandbox{Name: "sb"})
+	kept := seedIn(t, s, daytonatest.SeedSandbox{Name: "kept"})
+	del := func(ua string) int {
+		req, err := http.NewRequest(http.MethodDelete, s.URL+"/sandbox/"+sb.ID, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+daytonatest.DefaultKey)
+		req.Header.Set("User-Agent", ua)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := del("tether"); code != http.StatusOK {
+		t.Fatalf("DELETE: %d, want 200", code)
+	}
+	del("curl/8.0")
+	if got, want := mustSandbox(t, s, sb.ID).DeletedBy, daytonatest.DeletedByAPI+"tether"; got != want {
+		t.Errorf("deleted by %q, want %q", got, want)
+	}
+	if got := mustSandbox(t, s, kept.ID).DeletedBy; got != "" {
+		t.Errorf("a sandbox never deleted: deleted by %q, want empty", got)
+	}
 }
 
 // The last-activity call keeps a sandbox alive; it is seen only after the

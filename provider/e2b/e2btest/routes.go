@@ -1,0 +1,725 @@
+package e2btest
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// call is one authenticated request as a handler sees it.
+type call struct {
+	team, key string
+	limits    Limits
+	d         decision
+}
+
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /sandboxes", s.route(RouteCreate, s.create))
+	mux.HandleFunc("GET /v2/sandboxes", s.route(RouteList, s.list))
+	mux.HandleFunc("GET /sandboxes/{sandboxID}", s.route(RouteGet, s.get))
+	mux.HandleFunc("DELETE /sandboxes/{sandboxID}", s.route(RouteKill, s.kill))
+	mux.HandleFunc("POST /sandboxes/{sandboxID}/pause", s.route(RoutePause, s.pause))
+	mux.HandleFunc("POST /sandboxes/{sandboxID}/resume", s.route(RouteResume, s.resume))
+	mux.HandleFunc("POST /sandboxes/{sandboxID}/connect", s.route(RouteConnect, s.connect))
+	mux.HandleFunc("POST /sandboxes/{sandboxID}/timeout", s.route(RouteTimeout, s.setTimeout))
+	mux.HandleFunc("POST /sandboxes/{sandboxID}/refreshes", s.route(RouteRefresh, s.refresh))
+	mux.HandleFunc("POST /sandboxes/{sandboxID}/fork", s.route(RouteFork, s.fork))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		s.calls[RouteUnknown]++
+		s.mu.Unlock()
+		writeError(w, http.StatusNotFound, "Not found")
+	})
+	return mux
+}
+
+// route wraps a handler with what every call goes through, in the real
+// server's order: authentication (X-API-Key), then the per-team rate
+// limit of the route (middleware/ratelimit/ratelimit.go:79-96 skips
+// unauthenticated requests), then the faults.
+func (s *Server) route(name string, h func(http.ResponseWriter, *http.Request, *call)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		s.calls[name]++
+		if id := r.PathValue("sandboxID"); id != "" {
+			if s.targets[id] == nil {
+				s.targets[id] = map[string]int{}
+			}
+			s.targets[id][name]++
+		}
+		d := s.decideLocked(name)
+		s.mu.Unlock()
+		if d.latency > 0 && !s.wait(r, d.latency) {
+			return
+		}
+
+		c := &call{d: d}
+		status, msg := s.authenticate(r, c)
+		if status != 0 {
+			writeError(w, status, msg)
+			return
+		}
+		s.mu.Lock()
+		a, l, hasLimit := s.allowLocked(c.team, patternOf[name], s.now())
+		s.mu.Unlock()
+		if hasLimit {
+			setRateLimitHeaders(w.Header(), l, a)
+			if a.limited {
+				w.Header().Set("Retry-After", retryAfterSeconds(a.retryAfter))
+				writeError(w, http.StatusTooManyRequests, "Rate limit exceeded")
+				return
+			}
+		}
+		if d.status != 0 {
+			msg := d.message
+			switch {
+			case d.status == http.StatusTooManyRequests:
+				ra := d.retryAfter
+				if ra <= 0 {
+					ra = DefaultRetryAfter
+				}
+				w.Header().Set("Retry-After", retryAfterSeconds(ra))
+				w.Header().Set("RateLimit-Remaining", "0")
+				w.Header().Set("RateLimit-Reset", retryAfterSeconds(ra))
+				if msg == "" {
+					msg = "Rate limit exceeded"
+				}
+			case msg == "":
+				msg = http.StatusText(d.status)
+			}
+			writeError(w, d.status, msg)
+			return
+		}
+		h(w, r, c)
+	}
+}
+
+// authenticate finds the key's team: no key or a malformed one answers
+// 401, an unknown one 401, a blocked team's 403
+// (packages/auth/pkg/auth/internal/service/service.go:99-127;
+// internal/middleware/middleware.go:86-97).
+func (s *Server) authenticate(r *http.Request, c *call) (int, string) {
+	key := r.Header.Get("X-API-Key")
+	if key == "" {
+		return http.StatusUnauthorized, "Authorization header is missing"
+	}
+	if !strings.HasPrefix(key, "e2b_") {
+		return http.StatusUnauthorized, "Invalid API key format"
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	team, ok := s.keys[key]
+	if !ok {
+		return http.StatusUnauthorized, "Cannot get the team for the given API key"
+	}
+	if reason, blocked := s.blocked[team]; blocked {
+		return http.StatusForbidden, reason
+	}
+	c.team, c.key, c.limits = team, key, s.teams[team]
+	return 0, ""
+}
+
+// wait sleeps d of real time; false when the client or the server went
+// away first.
+func (s *Server) wait(r *http.Request, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-r.Context().Done():
+		return false
+	case <-s.closed:
+		return false
+	}
+}
+
+// errorJSON is the Error schema, every error's body
+// (packages/shared/pkg/apierrors/apierrors.go:26-41).
+type errorJSON struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, errorJSON{Code: status, Message: msg})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// notFoundMsg is the real server's 404 text, the same for a sandbox that
+// never existed and one of another team (utils/messages.go:9-11).
+func notFoundMsg(id string) string {
+	return fmt.Sprintf("Sandbox %q doesn't exist or you don't have access to it", id)
+}
+
+var sandboxIDRegex = regexp.MustCompile(`^[a-z0-9]+$`)
+
+// shortID reads the {sandboxID} of the path as the real server does: an
+// "<id>-<client id>" form is cut to the id, more dashes or other
+// characters answer 400 "Invalid sandbox ID" (utils/split.go:10-26,
+// packages/shared/pkg/id/id.go:19, 33-39).
+func shortID(w http.ResponseWriter, r *http.Request) (string, bool) {
+	id := r.PathValue("sandboxID")
+	parts := strings.Split(id, "-")
+	if len(parts) > 2 || !sandboxIDRegex.MatchString(parts[0]) {
+		writeError(w, http.StatusBadRequest, "Invalid sandbox ID")
+		return "", false
+	}
+	return parts[0], true
+}
+
+// decodeBody parses a JSON body; an empty body is allowed when optional.
+// Failures answer 400 "Error when parsing request: ..."
+// (handlers/sandbox_create.go:76-83).
+func decodeBody(w http.ResponseWriter, r *http.Request, v any, optional bool) bool {
+	b, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	if err == nil && len(strings.TrimSpace(string(b))) == 0 {
+		if optional {
+			return true
+		}
+		err = io.ErrUnexpectedEOF
+	}
+	if err == nil {
+		err = json.Unmarshal(b, v)
+	}
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "Error when parsing request: "+err.Error())
+		return false
+	}
+	return true
+}
+
+// parseTimeout is validateAndParseTimeout (handlers/timeout_helper.go:18-39):
+// none is the server's default, 15 s; 0 or less is refused; more than the
+// team's maximum length is refused.
+func parseTimeout(raw *int32, maxHours int) (time.Duration, string) {
+	if raw == nil {
+		return ServerDefaultTimeout, ""
+	}
+	if *raw <= 0 {
+		return 0, "Timeout must be greater than 0"
+	}
+	t := time.Duration(*raw) * time.Second
+	if t > time.Duration(maxHours)*time.Hour {
+		return 0, fmt.Sprintf("Timeout cannot be greater than %d hours", maxHours)
+	}
+	return t, ""
+}
+
+// concurrencyLeftLocked reports whether the team may start one more
+// sandbox: the reservations of creates in flight count with the running
+// ones (orchestrator/create_instance.go:188-204).
+func (s *Server) concurrencyLeftLocked(c *call, now time.Time) bool {
+	n := 0
+	for _, r := range s.teamRecordsLocked(c.team, now) {
+		switch r.state {
+		case StateCreating, StateRunning, StatePausing, StateKilling:
+			n++
+		}
+	}
+	return n < c.limits.Concurrency
+}
+
+func concurrencyMsg(limit int) string {
+	return fmt.Sprintf("you have reached the maximum number of concurrent E2B sandboxes (%d). If you need more, "+
+		"please visit 'https://e2b.dev/docs/billing'", limit)
+}
+
+type newSandboxJSON struct {
+	TemplateID      string            `json:"templateID"`
+	Timeout         *int32            `json:"timeout"`
+	AutoPause       *bool             `json:"autoPause"`
+	AutoPauseMemory *bool             `json:"autoPauseMemory"`
+	Metadata        map[string]string `json:"metadata"`
+}
+
+// create is POST /sandboxes (handlers/sandbox_create.go:64-354).
+func (s *Server) create(w http.ResponseWriter, r *http.Request, c *call) {
+	var body newSandboxJSON
+	if !decodeBody(w, r, &body, false) {
+		return
+	}
+	if body.TemplateID == "" {
+		// The spec's request validator: templateID is required.
+		writeError(w, http.StatusBadRequest, "Error when parsing request: templateID is required")
+		return
+	}
+	timeout, msg := parseTimeout(body.Timeout, c.limits.MaxLengthHours)
+	if msg != "" {
+		writeError(w, http.StatusBadRequest, msg)
+		return
+	}
+	autoPause := body.AutoPause != nil && *body.AutoPause // sandboxtypes/states.go:104
+	if body.AutoPauseMemory != nil && !*body.AutoPauseMemory && !autoPause {
+		// handlers/sandbox_create.go:171-178
+		writeError(w, http.StatusBadRequest, "autoPauseMemory=false only applies when autoPause is true.")
+		return
+	}
+
+	s.mu.Lock()
+	now := s.now()
+	if !s.concurrencyLeftLocked(c, now) {
+		s.mu.Unlock()
+		writeError(w, http.StatusTooManyRequests, concurrencyMsg(c.limits.Concurrency))
+		return
+	}
+	// Reserved, not stored: until the node answers, GET and DELETE of the
+	// id answer 404 and the list omits it (create_instance.go:192, 473).
+	rec := s.newRecordLocked(c.team, now)
+	rec.template = body.TemplateID
+	rec.metadata = copyMap(body.Metadata)
+	rec.autoPause = autoPause
+	gate := s.createGate
+	s.mu.Unlock()
+
+	// The node's answer. A client that gives up does not stop it: the
+	// sandbox is made all the same, the case of a lost create.
+	s.sleep(s.createDelay)
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-s.closed:
+		}
+	}
+
+	s.mu.Lock()
+	now = s.now()
+	// The timeout counts from the node's answer (create_instance.go:406-409).
+	rec.state = StateRunning
+	rec.startedAt, rec.endAt = now, now.Add(timeout)
+	rec.lost = c.d.lost
+	out := rec.sandbox()
+	s.mu.Unlock()
+	if c.d.lost {
+		dropConnection(w)
+		return
+	}
+	writeJSON(w, http.StatusCreated, out)
+}
+
+// sleep waits d of real time, or until the server closes.
+func (s *Server) sleep(d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-s.closed:
+	}
+}
+
+// dropConnection closes the connection without an answer.
+func dropConnection(w http.ResponseWriter) {
+	if hj, ok := w.(http.Hijacker); ok {
+		if conn, _, err := hj.Hijack(); err == nil {
+			_ = conn.Close()
+			return
+		}
+	}
+	panic(http.ErrAbortHandler)
+}
+
+// get is GET /sandboxes/{sandboxID} (handlers/sandbox_get.go:94-268): a
+// running or pausing sandbox from the store (pausing reads as paused), a
+// paused one from its snapshot; one being killed, one in flight, one of
+// another team, and one that is gone answer 404 alike.
+func (s *Server) get(w http.ResponseWriter, r *http.Request, c *call) {
+	id, ok := shortID(w, r)
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	rec := s.lookupLocked(c.team, id, s.now())
+	if rec == nil || !(rec.state == StateRunning || rec.state == StatePausing || rec.state == StatePaused) {
+		s.mu.Unlock()
+		writeError(w, http.StatusNotFound, notFoundMsg(r.PathValue("sandboxID")))
+		return
+	}
+	out := rec.detail()
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, out)
+}
+
+// kill is DELETE /sandboxes/{sandboxID} (handlers/sandbox_kill.go:39-104):
+// it kills the sandbox in the store, if any, then deletes every snapshot
+// of it, and answers 204 if either was there, else 404. A sandbox already
+// being killed answers 204 (orchestrator/delete_instance.go:44-51).
+func (s *Server) kill(w http.ResponseWriter, r *http.Request, c *call) {
+	id, ok := shortID(w, r)
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	now := s.now()
+	rec := s.lookupLocked(c.team, id, now)
+	if rec == nil || rec.state == StateCreating || rec.state == StateKilled {
+		s.mu.Unlock()
+		writeError(w, http.StatusNotFound, notFoundMsg(id))
+		return
+	}
+	switch rec.state {
+	case StateKilling:
+		s.mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+		return
+	case StatePaused:
+		rec.kill(now, KillRequest, redactKey(c.key))
+		s.mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	if c.d.killFail {
+		// The store forgets it before the node is asked
+		// (delete_instance.go:104-106); the node's failure is a 500.
+		rec.kill(now, "orphaned", "")
+		rec.orphaned = true
+		s.mu.Unlock()
+		writeError(w, http.StatusInternalServerError, "Error killing sandbox: failed to kill sandbox on node")
+		return
+	}
+	rec.state = StateKilling
+	gate := s.killGate
+	s.mu.Unlock()
+	s.sleep(s.killDelay)
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-s.closed:
+		}
+	}
+	s.mu.Lock()
+	rec.kill(s.now(), KillRequest, redactKey(c.key))
+	s.mu.Unlock()
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func redactKey(k string) string {
+	if len(k) <= 4 {
+		return k
+	}
+	return "…" + k[len(k)-4:]
+}
+
+// pause is POST /sandboxes/{sandboxID}/pause
+// (handlers/sandbox_pause.go:26-132): a running sandbox is pausing until
+// its snapshot is taken, then paused; a paused one answers 409 "already
+// paused"; one in another transition 409; one being killed, gone, or of
+// another team 404.
+func (s *Server) pause(w http.ResponseWriter, r *http.Request, c *call) {
+	id, ok := shortID(w, r)
+	if !ok {
+		return
+	}
+	var body struct {
+		Memory *bool `json:"memory"`
+	}
+	if !decodeBody(w, r, &body, true) {
+		return
+	}
+	s.mu.Lock()
+	rec := s.lookupLocked(c.team, id, s.now())
+	switch {
+	case rec == nil || rec.state == StateCreating || rec.state == StateKilled || rec.state == StateKilling:
+		s.mu.Unlock()
+		writeError(w, http.StatusNotFound, notFoundMsg(id))
+		return
+	case rec.state == StatePaused:
+		s.mu.Unlock()
+		writeError(w, http.StatusConflict, fmt.Sprintf("Error pausing sandbox - sandbox '%s' is already paused", id))
+		return
+	case rec.state == StatePausing:
+		s.mu.Unlock()
+		writeError(w, http.StatusConflict, fmt.Sprintf("Sandbox '%s' cannot be paused while in '%s' state", id, StatePausing))
+		return
+	}
+	rec.state = StatePausing
+	gate := s.pauseGate
+	s.mu.Unlock()
+	s.sleep(s.pauseDelay)
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-s.closed:
+		}
+	}
+	s.mu.Lock()
+	if rec.state == StatePausing { // a kill meanwhile wins (sandboxtypes/states.go:95-99)
+		rec.state, rec.snapshot, rec.endAt = StatePaused, true, s.now()
+		rec.pauses++
+	}
+	s.mu.Unlock()
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// startFromSnapshotLocked resumes a paused sandbox under its own id, with
+// its metadata, for timeout (handlers/sandbox_resume.go:123-181).
+func (s *Server) startFromSnapshotLocked(rec *record, now time.Time, timeout time.Duration) {
+	rec.state = StateRunning
+	rec.startedAt, rec.endAt = now, now.Add(timeout)
+	rec.resumes++
+}
+
+// resume is POST /sandboxes/{sandboxID}/resume (handlers/sandbox_resume.go:30-181).
+func (s *Server) resume(w http.ResponseWriter, r *http.Request, c *call) {
+	id, ok := shortID(w, r)
+	if !ok {
+		return
+	}
+	var body struct {
+		Timeout   *int32 `json:"timeout"`
+		AutoPause *bool  `json:"autoPause"`
+	}
+	if !decodeBody(w, r, &body, true) {
+		return
+	}
+	timeout, msg := parseTimeout(body.Timeout, c.limits.MaxLengthHours)
+	if msg != "" {
+		writeError(w, http.StatusBadRequest, msg)
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	rec := s.lookupLocked(c.team, id, now)
+	switch {
+	case rec == nil || rec.state == StateCreating || rec.state == StateKilled || rec.state == StateKilling:
+		writeError(w, http.StatusNotFound, notFoundMsg(id))
+		return
+	case rec.state == StateRunning:
+		writeError(w, http.StatusConflict, fmt.Sprintf("Sandbox %s is already running", id))
+		return
+	}
+	if !s.concurrencyLeftLocked(c, now) {
+		writeError(w, http.StatusTooManyRequests, concurrencyMsg(c.limits.Concurrency))
+		return
+	}
+	if body.AutoPause != nil {
+		rec.autoPause = *body.AutoPause
+	}
+	s.startFromSnapshotLocked(rec, now, timeout)
+	writeJSON(w, http.StatusCreated, rec.sandbox())
+}
+
+// connect is POST /sandboxes/{sandboxID}/connect
+// (handlers/sandbox_connect.go:25-183): a running sandbox's timeout is
+// only lengthened (200), a paused one is resumed (201).
+func (s *Server) connect(w http.ResponseWriter, r *http.Request, c *call) {
+	var body struct {
+		Timeout *int32 `json:"timeout"`
+	}
+	if !decodeBody(w, r, &body, false) {
+		return
+	}
+	if body.Timeout == nil || *body.Timeout < 0 {
+		writeError(w, http.StatusBadRequest, "Error when parsing request: timeout is required")
+		return
+	}
+	timeout := time.Duration(*body.Timeout) * time.Second
+	if timeout > time.Duration(c.limits.MaxLengthHours)*time.Hour {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("Timeout cannot be greater than %d hours", c.limits.MaxLengthHours))
+		return
+	}
+	id, ok := shortID(w, r)
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	rec := s.lookupLocked(c.team, id, now)
+	switch {
+	case rec == nil || rec.state == StateCreating || rec.state == StateKilled:
+		writeError(w, http.StatusNotFound, notFoundMsg(id))
+		return
+	case rec.state == StateKilling:
+		writeError(w, http.StatusConflict, fmt.Sprintf("Sandbox %q is being killed", id))
+		return
+	case rec.state == StateRunning:
+		if status, msg := s.keepAliveLocked(rec, c, now, timeout, false); status != 0 {
+			writeError(w, status, msg)
+			return
+		}
+		writeJSON(w, http.StatusOK, rec.sandbox())
+		return
+	}
+	if !s.concurrencyLeftLocked(c, now) {
+		writeError(w, http.StatusTooManyRequests, concurrencyMsg(c.limits.Concurrency))
+		return
+	}
+	s.startFromSnapshotLocked(rec, now, timeout)
+	writeJSON(w, http.StatusCreated, rec.sandbox())
+}
+
+// keepAliveLocked is KeepAliveFor (orchestrator/keep_alive.go:19-80): the
+// new end is now+d, capped by the team's maximum length from the start;
+// a sandbox older than that answers 400; without allowShorter an earlier
+// end is ignored.
+func (s *Server) keepAliveLocked(rec *record, c *call, now time.Time, d time.Duration, allowShorter bool) (int, string) {
+	if rec.state != StateRunning {
+		state := rec.state
+		switch state {
+		case StateKilling:
+			return http.StatusConflict, fmt.Sprintf("Sandbox %q is being killed", rec.id)
+		case StatePausing:
+			return http.StatusConflict, fmt.Sprintf("Sandbox %q is being paused", rec.id)
+		}
+		return http.StatusNotFound, notFoundMsg(rec.id)
+	}
+	maxLen := time.Duration(c.limits.MaxLengthHours) * time.Hour
+	ttl := max(min(maxLen-now.Sub(rec.startedAt), d), 0)
+	if now.Sub(rec.startedAt) > maxLen {
+		return http.StatusBadRequest, "Max instance length exceeded"
+	}
+	end := now.Add(ttl)
+	if !allowShorter && end.Before(rec.endAt) {
+		return 0, ""
+	}
+	rec.endAt = end
+	return 0, ""
+}
+
+// setTimeout is POST /sandboxes/{sandboxID}/timeout
+// (handlers/sandbox_timeout.go:17-61): the sandbox ends timeout seconds
+// from now, sooner or later than before; a negative timeout is 0, which
+// ends it at once. Only a sandbox in the store has a timeout: a paused
+// one answers 404.
+func (s *Server) setTimeout(w http.ResponseWriter, r *http.Request, c *call) {
+	id, ok := shortID(w, r)
+	if !ok {
+		return
+	}
+	var body struct {
+		Timeout *int32 `json:"timeout"`
+	}
+	if !decodeBody(w, r, &body, false) {
+		return
+	}
+	if body.Timeout == nil {
+		writeError(w, http.StatusBadRequest, "Error when parsing request: timeout is required")
+		return
+	}
+	d := max(time.Duration(*body.Timeout)*time.Second, 0)
+	s.keepAlive(w, c, id, d, true)
+}
+
+// keepAlive applies a keep-alive to an id and answers 204 or the error.
+func (s *Server) keepAlive(w http.ResponseWriter, c *call, id string, d time.Duration, allowShorter bool) {
+	s.mu.Lock()
+	now := s.now()
+	rec := s.lookupLocked(c.team, id, now)
+	if rec == nil || !rec.inStore() {
+		s.mu.Unlock()
+		writeError(w, http.StatusNotFound, notFoundMsg(id))
+		return
+	}
+	status, msg := s.keepAliveLocked(rec, c, now, d, allowShorter)
+	s.mu.Unlock()
+	if status != 0 {
+		writeError(w, status, msg)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// refresh is POST /sandboxes/{sandboxID}/refreshes
+// (handlers/sandbox_refresh.go:18-66): it only lengthens, by at least the
+// server's default 15 s; the spec bounds duration to 3600.
+func (s *Server) refresh(w http.ResponseWriter, r *http.Request, c *call) {
+	id, ok := shortID(w, r)
+	if !ok {
+		return
+	}
+	var body struct {
+		Duration *int `json:"duration"`
+	}
+	if !decodeBody(w, r, &body, true) {
+		return
+	}
+	d := ServerDefaultTimeout
+	if body.Duration != nil {
+		if *body.Duration < 0 || *body.Duration > 3600 {
+			writeError(w, http.StatusBadRequest, "Error when parsing request: duration must be between 0 and 3600")
+			return
+		}
+		d = max(time.Duration(*body.Duration)*time.Second, ServerDefaultTimeout)
+	}
+	s.keepAlive(w, c, id, d, false)
+}
+
+type forkResultJSON struct {
+	Sandbox *sandboxJSON `json:"sandbox,omitempty"`
+	Error   *errorJSON   `json:"error,omitempty"`
+}
+
+// fork is POST /sandboxes/{sandboxID}/fork (handlers/sandbox_fork.go:37-186):
+// the running parent keeps its id and timeout; each fork is a new sandbox
+// started from the parent's snapshot, so it carries the parent's metadata
+// (handlers/sandbox_fork.go:164, handlers/sandbox_resume.go:340).
+func (s *Server) fork(w http.ResponseWriter, r *http.Request, c *call) {
+	id, ok := shortID(w, r)
+	if !ok {
+		return
+	}
+	var body struct {
+		Timeout *int32 `json:"timeout"`
+		Count   *int32 `json:"count"`
+	}
+	if !decodeBody(w, r, &body, true) {
+		return
+	}
+	timeout, msg := parseTimeout(body.Timeout, c.limits.MaxLengthHours)
+	if msg != "" {
+		writeError(w, http.StatusBadRequest, msg)
+		return
+	}
+	count := 1
+	if body.Count != nil {
+		if *body.Count < 1 || *body.Count > 100 { // sandbox_fork.go:29
+			writeError(w, http.StatusBadRequest, "Error when parsing request: count must be between 1 and 100")
+			return
+		}
+		count = int(*body.Count)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	parent := s.lookupLocked(c.team, id, now)
+	switch {
+	case parent == nil || parent.state == StateCreating || parent.state == StateKilled || parent.state == StateKilling:
+		writeError(w, http.StatusNotFound, notFoundMsg(id))
+		return
+	case parent.state == StatePaused:
+		// sandbox_fork.go:188-200
+		writeError(w, http.StatusConflict, fmt.Sprintf("Sandbox '%s' is paused and cannot be forked; resume it first", id))
+		return
+	case parent.state != StateRunning:
+		// sandbox_fork.go:129-132
+		writeError(w, http.StatusConflict, fmt.Sprintf("Sandbox '%s' cannot be forked while in '%s' state", id, parent.state))
+		return
+	}
+	results := make([]forkResultJSON, 0, count)
+	for range count {
+		if !s.concurrencyLeftLocked(c, now) {
+			results = append(results, forkResultJSON{Error: &errorJSON{Code: http.StatusTooManyRequests, Message: concurrencyMsg(c.limits.Concurrency)}})
+			continue
+		}
+		rec := s.newRecordLocked(c.team, now)
+		rec.template, rec.metadata, rec.autoPause, rec.forkOf = parent.template, copyMap(parent.metadata), parent.autoPause, parent.id
+		rec.state, rec.startedAt, rec.endAt = StateRunning, now, now.Add(timeout)
+		sb := rec.sandbox()
+		results = append(results, forkResultJSON{Sandbox: &sb})
+	}
+	writeJSON(w, http.StatusCreated, results)
+}

@@ -1,0 +1,563 @@
+// Package e2btest is a simulated E2B API for tests and demos, in the manner
+// of net/http/httptest: NewServer starts it on a loopback port and s.URL is
+// the API base URL to give to an E2B client (E2B_API_URL).
+//
+// It follows the calls tether makes as the real API server answers them
+// (e2b-dev/infra, packages/api/internal at 54693ff3, the server the SDKs'
+// spec/openapi.yml is synced from; each behaviour cites its file and line
+// beside the code; paths below are relative to packages/api/internal):
+// sandboxes belong to a team and have no name, only the id the server
+// assigns and the metadata the caller gives; another team's sandbox answers
+// 404 like one that never existed; every sandbox has a timeout after which
+// it is killed, or paused when created with autoPause; a paused sandbox
+// keeps its snapshot until it is killed, which deletes the snapshot; DELETE
+// answers 204 and then 404; a create is in no store until the node answers
+// (GET and DELETE answer 404, the list omits it); the list (GET
+// /v2/sandboxes) filters by metadata and state and pages by an X-Next-Token
+// header; a team's concurrency limit answers 429 on create; routes can be
+// rate limited per team with RateLimit-* and Retry-After headers. Latency,
+// 5xx, 429, lost answers and failed kills can be switched on per test, with
+// a seed so that a run can be repeated.
+//
+// Lifetimes follow a clock that tests can replace (WithClock, ManualClock,
+// ScaledClock), and are computed lazily whenever the server is asked, so
+// no goroutine moves a sandbox behind a test's back. Sandboxes returns the
+// fate of every sandbox ever made, killed ones included: tests judge by it.
+//
+// The simulator knows nothing of tether.
+package e2btest
+
+import (
+	crand "crypto/rand"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"sync"
+	"time"
+)
+
+// Default key and team every new server accepts. Keys carry the e2b_
+// prefix the real server requires (packages/auth/pkg/auth/internal/
+// service/service.go:99-106).
+const (
+	DefaultKey  = "e2b_0123456789abcdef0123456789abcdef01234567"
+	DefaultTeam = "team-1"
+)
+
+// Default limits of a team. The real ones come with the team's tier.
+const (
+	// DefaultMaxLengthHours bounds a sandbox's timeout and its whole life
+	// (handlers/timeout_helper.go:30-35, orchestrator/keep_alive.go:28-33).
+	DefaultMaxLengthHours = 1
+	// DefaultConcurrency is how many sandboxes a team may run at once
+	// (orchestrator/create_instance.go:188-204).
+	DefaultConcurrency = 20
+)
+
+// ServerDefaultTimeout is the timeout of a sandbox created without one
+// (sandbox/sandboxtypes/states.go:102, handlers/timeout_helper.go:19). The
+// SDKs send their own default, 300 s (js-sdk connectionConfig.ts:9).
+const ServerDefaultTimeout = 15 * time.Second
+
+// Default timings of the simulated node. They are short so that tests run
+// fast; options set realistic ones.
+const (
+	// DefaultCreateDelay is how long a create waits for its node, in real time.
+	DefaultCreateDelay = 2 * time.Millisecond
+	// DefaultPauseDelay is how long a pause request takes, in real time.
+	DefaultPauseDelay = 2 * time.Millisecond
+	// DefaultKillDelay is how long a kill request takes, in real time.
+	DefaultKillDelay = 0
+)
+
+// Limits of a team.
+type Limits struct {
+	MaxLengthHours int
+	Concurrency    int
+}
+
+// Server is a simulated E2B API.
+type Server struct {
+	// URL is the API base URL, e.g. http://127.0.0.1:41234. Empty for a
+	// server made with NewUnstartedServer until Start.
+	URL string
+
+	hs      *httptest.Server
+	handler http.Handler
+	closed  chan struct{}
+	once    sync.Once
+
+	mu        sync.Mutex
+	keys      map[string]string // API key → team
+	teams     map[string]Limits
+	blocked   map[string]string // team → reason
+	sandboxes map[string]*record
+	order     []string // ids in creation order
+	calls     map[string]int
+	targets   map[string]map[string]int // by sandbox id in the path, then route
+	seq       uint64
+
+	faults   Faults
+	rng      *rand.Rand
+	scripted map[string][]Scripted
+
+	limits  map[string]RateLimit // by route pattern
+	buckets map[string]*bucket   // by team + route pattern
+
+	createDelay, pauseDelay, killDelay time.Duration
+	createGate                         chan struct{} // non-nil: creates wait for it to close
+	killGate                           chan struct{} // non-nil: kills wait for it to close
+	pauseGate                          chan struct{} // non-nil: pauses wait for it to close
+	now                                func() time.Time
+}
+
+// Option configures a Server.
+type Option func(*Server)
+
+// WithCreateDelay sets how long a create waits for its node (real time).
+func WithCreateDelay(d time.Duration) Option { return func(s *Server) { s.createDelay = d } }
+
+// WithPauseDelay sets how long a pause request takes (real time).
+func WithPauseDelay(d time.Duration) Option { return func(s *Server) { s.pauseDelay = d } }
+
+// WithKillDelay sets how long a kill request takes (real time); meanwhile
+// the sandbox is `killing`.
+func WithKillDelay(d time.Duration) Option { return func(s *Server) { s.killDelay = d } }
+
+// WithClock replaces the clock timeouts follow (time.Now by default), so a
+// test can move time by hand (ManualClock) or speed it up (ScaledClock).
+// Latency and the create, pause and kill delays still pass in real time.
+func WithClock(now func() time.Time) Option { return func(s *Server) { s.now = now } }
+
+// WithFaults switches faults on from the start.
+func WithFaults(f Faults) Option { return func(s *Server) { s.setFaultsLocked(f) } }
+
+// WithRateLimit limits a route of every team, as SetRateLimit.
+func WithRateLimit(route string, l RateLimit) Option {
+	return func(s *Server) { s.limits[route] = l }
+}
+
+// NewServer starts a simulated E2B API on a loopback port.
+func NewServer(opts ...Option) *Server {
+	s := NewUnstartedServer(opts...)
+	s.Start()
+	return s
+}
+
+// NewUnstartedServer returns a server that does not listen; use Handler to
+// serve it yourself, or Start.
+func NewUnstartedServer(opts ...Option) *Server {
+	s := &Server{
+		closed:      make(chan struct{}),
+		keys:        map[string]string{DefaultKey: DefaultTeam},
+		teams:       map[string]Limits{DefaultTeam: {MaxLengthHours: DefaultMaxLengthHours, Concurrency: DefaultConcurrency}},
+		blocked:     map[string]string{},
+		sandboxes:   map[string]*record{},
+		calls:       map[string]int{},
+		targets:     map[string]map[string]int{},
+		scripted:    map[string][]Scripted{},
+		limits:      map[string]RateLimit{},
+		buckets:     map[string]*bucket{},
+		createDelay: DefaultCreateDelay,
+		pauseDelay:  DefaultPauseDelay,
+		killDelay:   DefaultKillDelay,
+		now:         time.Now,
+	}
+	s.setFaultsLocked(Faults{})
+	for _, o := range opts {
+		o(s)
+	}
+	s.handler = s.routes()
+	return s
+}
+
+// Start serves the API on a loopback port and sets URL.
+func (s *Server) Start() {
+	s.hs = httptest.NewServer(s.handler)
+	s.URL = s.hs.URL
+}
+
+// Handler serves the API.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Close releases every waiting request and stops the server.
+func (s *Server) Close() {
+	s.once.Do(func() { close(s.closed) })
+	s.ReleaseCreates()
+	s.ReleaseKills()
+	s.ReleasePauses()
+	if s.hs != nil {
+		s.hs.Close()
+	}
+}
+
+// AddTeam creates a team with these limits (zero fields: the defaults),
+// or changes an existing team's.
+func (s *Server) AddTeam(team string, l Limits) {
+	if l.MaxLengthHours == 0 {
+		l.MaxLengthHours = DefaultMaxLengthHours
+	}
+	if l.Concurrency == 0 {
+		l.Concurrency = DefaultConcurrency
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.teams[team] = l
+}
+
+// AddKey lets key act in team, which is created with the default limits if
+// it does not exist.
+func (s *Server) AddKey(key, team string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.keys[key] = team
+	if _, ok := s.teams[team]; !ok {
+		s.teams[team] = Limits{MaxLengthHours: DefaultMaxLengthHours, Concurrency: DefaultConcurrency}
+	}
+}
+
+// RemoveKey revokes a key; its calls answer 401 from then on.
+func (s *Server) RemoveKey(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.keys, key)
+}
+
+// BlockTeam makes every call of the team's keys answer 403 with reason,
+// as the real server does for a blocked team
+// (packages/auth/pkg/auth/internal/service/service.go:113-120).
+func (s *Server) BlockTeam(team, reason string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.blocked[team] = reason
+}
+
+// HoldCreates makes every create wait, reserved but in no store, until
+// ReleaseCreates: the window in which a create is in flight.
+func (s *Server) HoldCreates() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.createGate == nil {
+		s.createGate = make(chan struct{})
+	}
+}
+
+// ReleaseCreates lets the held creates go on.
+func (s *Server) ReleaseCreates() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.createGate != nil {
+		close(s.createGate)
+		s.createGate = nil
+	}
+}
+
+// HoldKills makes every kill of a running sandbox wait, `killing`,
+// until ReleaseKills: the window in which a kill is in progress.
+func (s *Server) HoldKills() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.killGate == nil {
+		s.killGate = make(chan struct{})
+	}
+}
+
+// ReleaseKills lets the held kills go on.
+func (s *Server) ReleaseKills() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.killGate != nil {
+		close(s.killGate)
+		s.killGate = nil
+	}
+}
+
+// HoldPauses makes every pause request wait, `pausing`, until
+// ReleasePauses: the window in which a pause is in progress.
+func (s *Server) HoldPauses() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pauseGate == nil {
+		s.pauseGate = make(chan struct{})
+	}
+}
+
+// ReleasePauses lets the held pauses go on.
+func (s *Server) ReleasePauses() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pauseGate != nil {
+		close(s.pauseGate)
+		s.pauseGate = nil
+	}
+}
+
+// States of a simulated sandbox, as Sandbox.State shows them. The API
+// itself shows only running and paused (pausing reads as paused; creating
+// and killing as not found; killed is not found).
+const (
+	StateCreating = "creating" // reserved, waiting for the node: in no store
+	StateRunning  = "running"
+	StatePausing  = "pausing"
+	StatePaused   = "paused"
+	StateKilling  = "killing"
+	StateKilled   = "killed"
+)
+
+// Kill reasons (sandbox/sandboxtypes/states.go:51-58).
+const (
+	KillRequest = "request" // DELETE /sandboxes/{id}
+	KillTimeout = "timeout" // its timeout passed without auto-pause
+)
+
+// Sandbox is the simulator's view of one sandbox, for test assertions.
+type Sandbox struct {
+	ID, Team, TemplateID string
+	Metadata             map[string]string
+	State                string
+	AutoPause            bool
+	// StartedAt is the start of the current run (a resume starts a new one);
+	// EndAt is when a running sandbox's timeout ends, or when a paused one
+	// was paused.
+	StartedAt, EndAt time.Time
+	CreatedAt        time.Time
+	// Snapshot: a paused snapshot of the sandbox exists (it costs storage
+	// until the sandbox is killed).
+	Snapshot bool
+	// KilledAt and KillReason tell how a killed sandbox ended.
+	KilledAt   time.Time
+	KillReason string
+	// KilledBy is the API key of the DELETE that killed it (redacted to its
+	// last 4 characters), empty for a timeout.
+	KilledBy string
+	// Orphaned: a kill failed on the node after the sandbox had left the
+	// store (Faults.RateKillFail); the node's own sync kills it later.
+	Orphaned bool
+	// Pauses and Resumes count its pauses (auto-pauses included) and resumes.
+	Pauses, Resumes int
+	// ForkOf is the parent's id, for a fork.
+	ForkOf string
+	// Lost: the create's answer was lost (Faults.RateCreateLost), so the
+	// caller never learned this id.
+	Lost bool
+}
+
+// Sandboxes returns every sandbox the server ever made, killed ones
+// included, in creation order, advanced to now.
+func (s *Server) Sandboxes() []Sandbox {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	out := make([]Sandbox, 0, len(s.order))
+	for _, id := range s.order {
+		r := s.sandboxes[id]
+		r.advance(now)
+		out = append(out, r.export())
+	}
+	return out
+}
+
+// Sandbox returns one sandbox by id, whatever its state.
+func (s *Server) Sandbox(id string) (Sandbox, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.sandboxes[id]
+	if !ok {
+		return Sandbox{}, false
+	}
+	r.advance(s.now())
+	return r.export(), true
+}
+
+// Live counts the sandboxes that still cost something: running, pausing,
+// paused (a snapshot), killing, or in flight.
+func (s *Server) Live() int {
+	n := 0
+	for _, sb := range s.Sandboxes() {
+		if sb.State != StateKilled {
+			n++
+		}
+	}
+	return n
+}
+
+// Calls returns how many requests each route received, by route name
+// (see the Route* constants), faulted ones included.
+func (s *Server) Calls() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]int, len(s.calls))
+	for k, v := range s.calls {
+		out[k] = v
+	}
+	return out
+}
+
+// CallsFor returns how many requests named this sandbox id in their path,
+// by route name.
+func (s *Server) CallsFor(id string) map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]int{}
+	for k, v := range s.targets[id] {
+		out[k] = v
+	}
+	return out
+}
+
+// SeedSandbox describes a sandbox planted by AddSandbox.
+type SeedSandbox struct {
+	Metadata   map[string]string
+	TemplateID string        // empty: "base"
+	Timeout    time.Duration // zero: ServerDefaultTimeout
+	AutoPause  bool
+	// Paused plants it paused (with a snapshot).
+	Paused bool
+}
+
+// AddSandbox plants a running (or paused) sandbox in team without an API
+// call, e.g. another team's sandbox, or a foreign one of the same team.
+func (s *Server) AddSandbox(team string, seed SeedSandbox) Sandbox {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	r := s.newRecordLocked(team, now)
+	r.template = seed.TemplateID
+	if r.template == "" {
+		r.template = "base"
+	}
+	r.metadata = copyMap(seed.Metadata)
+	r.autoPause = seed.AutoPause
+	t := seed.Timeout
+	if t == 0 {
+		t = ServerDefaultTimeout
+	}
+	r.state = StateRunning
+	r.startedAt, r.endAt = now, now.Add(t)
+	if seed.Paused {
+		r.state, r.snapshot, r.endAt, r.pauses = StatePaused, true, now, 1
+	}
+	return r.export()
+}
+
+// Expire ends a running sandbox's timeout now, as if it had passed: it is
+// killed, or paused if it was created with autoPause.
+func (s *Server) Expire(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.sandboxes[id]
+	if !ok {
+		return false
+	}
+	now := s.now()
+	r.advance(now)
+	if r.state != StateRunning {
+		return false
+	}
+	r.endAt = now
+	r.advance(now)
+	return true
+}
+
+func (s *Server) newRecordLocked(team string, now time.Time) *record {
+	s.seq++
+	r := &record{id: newID(), team: team, state: StateCreating, createdAt: now, seq: s.seq, metadata: map[string]string{}}
+	s.sandboxes[r.id] = r
+	s.order = append(s.order, r.id)
+	return r
+}
+
+// teamRecordsLocked returns the records of team, advanced to now, in
+// creation order.
+func (s *Server) teamRecordsLocked(team string, now time.Time) []*record {
+	var out []*record
+	for _, id := range s.order {
+		r := s.sandboxes[id]
+		if r.team != team {
+			continue
+		}
+		r.advance(now)
+		out = append(out, r)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].seq < out[j].seq })
+	return out
+}
+
+// lookupLocked finds the team's sandbox with this id, advanced to now.
+// Another team's sandbox is not found: every store lookup of the real
+// server is scoped by team (orchestrator/keep_alive.go:47,
+// handlers/sandbox_get.go:126-131, 194-199).
+func (s *Server) lookupLocked(team, id string, now time.Time) *record {
+	r, ok := s.sandboxes[id]
+	if !ok || r.team != team {
+		return nil
+	}
+	r.advance(now)
+	return r
+}
+
+// idAlphabet is the real server's (packages/shared/pkg/id/id.go:16, 28-30):
+// ids are "i" and 20 lower-case letters and digits
+// (handlers/sandbox_create.go:129).
+const idAlphabet = "abcdefghijklmnopqrstuvwxyz1234567890"
+
+// newID does not use the fault seed, so that reseeding faults mid-test
+// cannot repeat an id.
+func newID() string {
+	var b [20]byte
+	_, _ = crand.Read(b[:]) // never fails on supported platforms
+	out := make([]byte, 0, 21)
+	out = append(out, 'i')
+	for _, c := range b {
+		out = append(out, idAlphabet[int(c)%len(idAlphabet)])
+	}
+	return string(out)
+}
+
+func copyMap(m map[string]string) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// ManualClock is a clock a test moves by hand. Its zero value starts at
+// the time of its first reading.
+type ManualClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+// NewManualClock returns a clock that reads t until moved.
+func NewManualClock(t time.Time) *ManualClock { return &ManualClock{t: t} }
+
+// Now reads the clock.
+func (c *ManualClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.t.IsZero() {
+		c.t = time.Now()
+	}
+	return c.t
+}
+
+// Advance moves the clock forward by d.
+func (c *ManualClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.t.IsZero() {
+		c.t = time.Now()
+	}
+	c.t = c.t.Add(d)
+}
+
+// ScaledClock returns a clock that runs factor times faster than the wall
+// clock from now on: with 60, a 300 s timeout ends after 5 real seconds.
+func ScaledClock(factor float64) func() time.Time {
+	start := time.Now()
+	return func() time.Time {
+		return start.Add(time.Duration(float64(time.Since(start)) * factor))
+	}
+}

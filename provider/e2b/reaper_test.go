@@ -1,0 +1,275 @@
+package e2b_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tether-run/tether/internal/reaper"
+	"github.com/tether-run/tether/internal/testutil"
+	"github.com/tether-run/tether/provider/e2b"
+	"github.com/tether-run/tether/provider/e2b/e2btest"
+	"github.com/tether-run/tether/spool"
+)
+
+// tether's own reaper, unchanged, drains E2B intents through this
+// provider; the simulator's record judges. Nothing here is wired into
+// cmd/tether: it shows the provider fits the reaper as it is.
+
+type drainWorld struct {
+	*env
+	j *spool.Journal
+	r *reaper.Reaper
+}
+
+func newDrainWorld(t *testing.T, opts ...e2btest.Option) *drainWorld {
+	t.Helper()
+	e := newEnv(t, opts...)
+	j, err := spool.Open(filepath.Join(t.TempDir(), "journal.db"), spool.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { j.Close() })
+	log := slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	r := &reaper.Reaper{
+		Journal: j, Provider: e.p, Logger: log,
+		RetryBase: 10 * time.Millisecond, RetryMax: 100 * time.Millisecond,
+		PollInterval: 10 * time.Millisecond, PollMax: 50 * time.Millisecond, LookupPollMax: 100 * time.Millisecond,
+		ConfirmDelay: 5 * time.Millisecond, RecheckDelay: 5 * time.Millisecond,
+		NeverCreatedHorizon: 300 * time.Millisecond,
+	}
+	return &drainWorld{env: e, j: j, r: r}
+}
+
+func (w *drainWorld) intent(account string) spool.Intent {
+	w.t.Helper()
+	return w.intentDrained(account, spool.DrainDelete)
+}
+
+func (w *drainWorld) intentDrained(account string, on spool.OnDrain) spool.Intent {
+	w.t.Helper()
+	in, _, err := w.j.Create(context.Background(), spool.NewIntent{
+		Labels: map[string]string{"scope": "s1"}, Provider: e2b.ProviderName, Account: account, OnDrain: on,
+	})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return in
+}
+
+func (w *drainWorld) resolve(in spool.Intent) (spool.Intent, error) {
+	w.t.Helper()
+	c, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	out, err := w.r.Resolve(c, in)
+	noKey(w.t, err)
+	return out, err
+}
+
+// A runner died after its create landed but before it saw the answer:
+// the drain finds the sandbox by tether's metadata, verifies it, kills
+// it, and confirms it gone by the 404 that follows.
+func TestDrainLostCreate(t *testing.T) {
+	w := newDrainWorld(t)
+	in := w.intent(w.p.Account())
+	w.srv.SetFaults(e2btest.Faults{RateCreateLost: 1, Routes: []string{e2btest.RouteCreate}})
+	if _, err := w.p.Create(ctx, in.Name, in.Labels, e2b.CreateOptions{}); err == nil {
+		t.Fatal("the lost create answered")
+	}
+	w.srv.SetFaults(e2btest.Faults{})
+	out, err := w.resolve(in)
+	if err != nil || out.State != spool.Gone {
+		t.Fatalf("Resolve = %s, %v; want gone", out.State, err)
+	}
+	all := w.srv.Sandboxes()
+	if len(all) != 1 || all[0].State != e2btest.StateKilled || all[0].KillReason != e2btest.KillRequest || out.SandboxID != all[0].ID {
+		t.Errorf("simulator: %+v, intent observed %s", all, out.SandboxID)
+	}
+	if got := w.srv.CallsFor(all[0].ID)[e2btest.RouteKill]; got != 1 {
+		t.Errorf("%d kills, want 1", got)
+	}
+}
+
+// An observed, auto-paused sandbox is killed too, snapshot and all.
+func TestDrainPausedSandbox(t *testing.T) {
+	w := newDrainWorld(t)
+	in := w.intent(w.p.Account())
+	sb, err := w.p.Create(ctx, in.Name, in.Labels, e2b.CreateOptions{AutoPause: true, Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in, err = w.j.Observe(in.ID, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	w.srv.Expire(sb.ID)
+	if f := w.fate(sb.ID); f.State != e2btest.StatePaused {
+		t.Fatalf("after its timeout: %s", f.State)
+	}
+	out, err := w.resolve(in)
+	if err != nil || out.State != spool.Gone {
+		t.Fatalf("Resolve = %s, %v", out.State, err)
+	}
+	if f := w.fate(sb.ID); f.State != e2btest.StateKilled || f.Snapshot {
+		t.Errorf("fate %+v", f)
+	}
+}
+
+// An intent drained by stopping pauses its sandbox: stopped, its
+// snapshot kept; a sandbox already paused is stopped already.
+func TestDrainStopPauses(t *testing.T) {
+	w := newDrainWorld(t)
+	for _, pausedFirst := range []bool{false, true} {
+		in := w.intentDrained(w.p.Account(), spool.DrainStop)
+		sb := w.create(in.Name, in.Labels)
+		if pausedFirst {
+			if err := w.p.Stop(ctx, sb.ID); err != nil {
+				t.Fatal(err)
+			}
+		}
+		out, err := w.resolve(in)
+		if err != nil || out.State != spool.Stopped {
+			t.Fatalf("paused first %v: Resolve = %s, %v; want stopped", pausedFirst, out.State, err)
+		}
+		if f := w.fate(sb.ID); f.State != e2btest.StatePaused || !f.Snapshot || f.Pauses != 1 {
+			t.Errorf("paused first %v: fate %+v", pausedFirst, f)
+		}
+	}
+}
+
+// A sandbox of the same team under the intent's name but another owner's
+// labels is never touched; the intent ends foreign.
+func TestDrainForeignUntouched(t *testing.T) {
+	w := newDrainWorld(t)
+	in := w.intent(w.p.Account())
+	labels := map[string]string{}
+	for k, v := range in.Labels {
+		labels[k] = v
+	}
+	labels[spool.LabelOwner] = "someone-else"
+	foreign := w.create(in.Name, labels)
+	out, err := w.resolve(in)
+	if out.State != spool.Foreign {
+		t.Fatalf("Resolve = %s, %v; want foreign", out.State, err)
+	}
+	if f := w.fate(foreign.ID); f.State != e2btest.StateRunning || w.srv.CallsFor(foreign.ID)[e2btest.RouteKill] != 0 {
+		t.Errorf("the foreign sandbox: %+v, calls %v", f, w.srv.CallsFor(foreign.ID))
+	}
+}
+
+// An intent recorded under another account (another key, another API)
+// gets no call at all: its 404s would say nothing about its sandbox.
+func TestDrainOtherAccountRefused(t *testing.T) {
+	w := newDrainWorld(t)
+	in := w.intent(e2b.Fingerprint(w.srv.URL, "e2b_other_key"))
+	sb := w.create(in.Name, in.Labels)
+	var err error
+	if in, err = w.j.Observe(in.ID, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	before := w.srv.CallsFor(sb.ID)
+	_, err = w.resolve(in)
+	if !errors.Is(err, reaper.ErrWrongAccount) {
+		t.Fatalf("Resolve: %v, want ErrWrongAccount", err)
+	}
+	after := w.srv.CallsFor(sb.ID)
+	if after[e2btest.RouteGet] != before[e2btest.RouteGet] || after[e2btest.RouteKill] != 0 {
+		t.Errorf("calls made for another account's intent: %v", after)
+	}
+	if f := w.fate(sb.ID); f.State != e2btest.StateRunning {
+		t.Errorf("another account's sandbox is %s", f.State)
+	}
+}
+
+// A sandbox of another team with the intent's very metadata and observed
+// id answers 404: under the intent's own account that is what gone means,
+// and the other team's sandbox is untouched.
+func TestDrainOtherTeamsSandbox404(t *testing.T) {
+	w := newDrainWorld(t)
+	in := w.intent(w.p.Account())
+	md := map[string]string{e2b.MetadataName: in.Name}
+	for k, v := range in.Labels {
+		md[k] = v
+	}
+	theirs := w.srv.AddSandbox("team-2", e2btest.SeedSandbox{Metadata: md, Timeout: time.Hour})
+	var err error
+	if in, err = w.j.Observe(in.ID, theirs.ID); err != nil {
+		t.Fatal(err)
+	}
+	out, err := w.resolve(in)
+	if err != nil || out.State != spool.Gone {
+		t.Fatalf("Resolve = %s, %v", out.State, err)
+	}
+	if f := w.fate(theirs.ID); f.State != e2btest.StateRunning {
+		t.Errorf("another team's sandbox is %s", f.State)
+	}
+}
+
+// A create still in flight is found once its node answers; until then the
+// drain waits (ErrNotCreated) rather than concluding.
+func TestDrainCreateInFlight(t *testing.T) {
+	w := newDrainWorld(t)
+	w.r.NeverCreatedHorizon = time.Hour
+	in := w.intent(w.p.Account())
+	w.srv.HoldCreates()
+	done := make(chan error, 1)
+	go func() {
+		_, err := w.p.Create(ctx, in.Name, in.Labels, e2b.CreateOptions{})
+		done <- err
+	}()
+	testutil.WaitFor(t, "the create to be in flight", func() bool {
+		all := w.srv.Sandboxes()
+		return len(all) == 1 && all[0].State == e2btest.StateCreating
+	})
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	_, err := w.r.Resolve(short, in)
+	cancel()
+	if err == nil || !(errors.Is(err, reaper.ErrNotCreated) || strings.Contains(err.Error(), "deadline")) {
+		t.Fatalf("Resolve in flight: %v", err)
+	}
+	w.srv.ReleaseCreates()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	out, err := w.resolve(in)
+	if err != nil || out.State != spool.Gone {
+		t.Fatalf("Resolve = %s, %v", out.State, err)
+	}
+	if all := w.srv.Sandboxes(); all[0].State != e2btest.StateKilled {
+		t.Errorf("fate %+v", all[0])
+	}
+}
+
+// The drain of many intents, with seeded 5xx, 429 and failed kills, ends
+// with every sandbox killed and every intent gone.
+func TestDrainUnderFaults(t *testing.T) {
+	w := newDrainWorld(t)
+	w.srv.AddTeam(e2btest.DefaultTeam, e2btest.Limits{Concurrency: 100})
+	var intents []spool.Intent
+	for range 30 {
+		in := w.intent(w.p.Account())
+		sb := w.create(in.Name, in.Labels)
+		in, err := w.j.Observe(in.ID, sb.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		intents = append(intents, in)
+	}
+	w.srv.SetFaults(e2btest.Faults{Seed: 7, Rate5xx: 0.1, Rate429: 0.1, RateKillFail: 0.1, RetryAfter: time.Second})
+	c, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	rep := w.r.Drain(c, intents)
+	w.srv.SetFaults(e2btest.Faults{})
+	for _, in := range intents {
+		got, err := w.j.Get(in.ID)
+		if err != nil || got.State != spool.Gone {
+			t.Errorf("intent %s: %s, %v", in.ID, got.State, err)
+		}
+	}
+	if n := w.srv.Live(); n != 0 {
+		t.Errorf("%d sandboxes live after the drain; report %+v", n, rep)
+	}
+}

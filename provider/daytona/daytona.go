@@ -198,6 +198,9 @@ type Provider struct {
 	target  string
 	timeout time.Duration
 	log     *slog.Logger
+	// urlFrom names where the API URL was set, for messages ("" when
+	// unknown: then the environment is read again).
+	urlFrom string
 
 	authRetries int
 	authWait    time.Duration

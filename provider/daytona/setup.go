@@ -62,6 +62,7 @@ func SetupFrom(getenv func(string) string, log *slog.Logger) Setup {
 		s.Problems = append(s.Problems, fmt.Errorf("%s: %w", urlVar, err))
 		return s
 	}
+	p.urlFrom = urlVar
 	s.Provider = p
 	return s
 }
@@ -114,7 +115,10 @@ func (p *Provider) trustProblem() error {
 	if err != nil {
 		why = "the system's CA certificates cannot be read: " + err.Error()
 	}
-	variable, _ := apiURLFromEnv()
+	variable := p.urlFrom
+	if variable == "" {
+		variable, _ = apiURLFromEnv()
+	}
 	if variable == "" {
 		variable = "the default " + EnvAPIURL
 	}

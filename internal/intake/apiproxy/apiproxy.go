@@ -17,8 +17,11 @@
 //
 // The proxy serves its own runner only. Any local user can reach a
 // loopback port, so the child's URL carries a secret drawn for this run as
-// its first path segment (http://127.0.0.1:PORT/<secret>/api; the SDKs
-// join their paths to any base URL). A request without it is refused
+// its first path segment (http://127.0.0.1:PORT/<secret>/api). Daytona's
+// SDKs append their paths to whatever base URL they are given (at v0.190.0:
+// api-client-go api_sandbox.go:859 with sdk-go client.go:229-231; the
+// TypeScript client's common.ts:124; the Python client's
+// api_client.py:236). A request without it is refused
 // before anything of it is read beyond its request line and headers (see
 // admit): no body, no journal write, no call upstream, and at most one log
 // line a minute. The secret is stripped from the path before anything

@@ -95,6 +95,10 @@ var (
 	// e.g. a delete while forks of the sandbox live). Not retryable: asking
 	// again gets the same answer until something else changes.
 	ErrRefused = errors.New("request refused")
+	// ErrHasForks: a delete was refused because sandboxes forked from this
+	// one are not deleted yet (Daytona's 400 "Cannot delete sandbox which
+	// has active fork children"). Retryable once the forks are gone.
+	ErrHasForks = errors.New("sandbox has forks not deleted yet")
 	// ErrMisconfigured: the provider cannot be reached as configured — the
 	// server's certificate is not trusted (no CA bundle, a private CA), is
 	// for another host, or the URL's scheme is wrong. A configuration error

@@ -6,6 +6,7 @@ package spool
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -37,6 +38,9 @@ type NewIntent struct {
 	// Daytona API proxy keeps a runner's own name and records it here,
 	// since it is what finds a lost create). Empty: NamePrefix+ID.
 	Name string
+	// ParentIntent, for a fork, is the intent of the sandbox it was forked
+	// from (Intent.ParentIntent); empty otherwise.
+	ParentIntent string
 }
 
 func (n NewIntent) validate() error {
@@ -59,6 +63,14 @@ func (n NewIntent) validate() error {
 	if n.Name != "" {
 		if err := ValidateSandboxName(n.Name); err != nil {
 			return err
+		}
+	}
+	if n.ParentIntent != "" {
+		if err := ValidateIntentID(n.ParentIntent); err != nil {
+			return fmt.Errorf("parent intent: %w", err)
+		}
+		if n.ParentIntent == n.ID {
+			return errors.New("parent intent: an intent cannot be its own parent")
 		}
 	}
 	return nil
@@ -95,7 +107,7 @@ func Plan(owner string, n NewIntent, now time.Time) Intent {
 	return Intent{
 		ID: n.ID, Name: n.Name, Labels: labels,
 		Provider: n.Provider, Account: n.Account, OnDrain: n.OnDrain,
-		State: Pending, Key: n.Key, CreatedAt: now, UpdatedAt: now,
+		State: Pending, Key: n.Key, ParentIntent: n.ParentIntent, CreatedAt: now, UpdatedAt: now,
 	}
 }
 

@@ -116,6 +116,13 @@ type Intent struct {
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
 
+	// ParentIntent, for a sandbox forked from another one of this journal
+	// (the Daytona API proxy journals every fork), is the intent of the
+	// sandbox it was forked from. Daytona refuses to delete a sandbox
+	// while its forks live, so the drain deletes forks first; a fork
+	// carries its parent's labels until tether relabels it.
+	ParentIntent string `json:"parent_intent,omitempty"`
+
 	// Replaced are sandbox ids once observed for the intent that proved
 	// wrong (they answered 404, or named a sandbox that is not ours, while
 	// the intent's own sandbox lived under its exact name): the reaper

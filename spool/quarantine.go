@@ -126,6 +126,8 @@ func checkRecord(k []byte, in Intent) error {
 	case ValidateSandboxName(in.Name) != nil:
 		// tether-<id>, or the runner's own name the proxy journaled.
 		return fmt.Errorf("name %q is not a sandbox name", truncate(in.Name))
+	case in.ParentIntent != "" && (ValidateIntentID(in.ParentIntent) != nil || in.ParentIntent == in.ID):
+		return fmt.Errorf("parent intent %q is not another intent's id", truncate(in.ParentIntent))
 	}
 	if !knownState(in.State) {
 		return fmt.Errorf("unknown state %q", truncate(string(in.State)))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -169,10 +170,12 @@ func (r *Reaper) drain(ctx context.Context, intents []spool.Intent, replay bool)
 	log.Info("drain started", "intents", len(intents), "concurrency", concurrency)
 	jobs := make(chan int)
 	var wg sync.WaitGroup
+	wctx := withForkWait(ctx, intents)
 	for range workers {
 		wg.Go(func() {
 			for i := range jobs {
-				results[i] = r.resolveIsolated(ctx, intents[i])
+				results[i] = r.resolveIsolated(wctx, intents[i])
+				forkSettled(wctx, intents[i].ID)
 				crashpoint.Hit(crashpoint.DrainResolved)
 				if !results[i].in.Live() {
 					resolved.Add(1)
@@ -206,7 +209,7 @@ func (r *Reaper) drain(ctx context.Context, intents []spool.Intent, replay bool)
 		}
 	}()
 
-	for i := range intents {
+	for _, i := range forksFirst(intents) {
 		if ctx.Err() != nil {
 			if replay {
 				results[i] = outcome{skipped: true}
@@ -243,6 +246,41 @@ func (r *Reaper) drain(ctx context.Context, intents []spool.Intent, replay bool)
 		log.Warn("intent left live", "name", it.Name, "intent", it.ID, "sandbox", it.SandboxID, "state", it.State, "err", it.LastError)
 	}
 	return rep
+}
+
+// forksFirst is the order intents are handed to the workers: a fork before
+// the sandbox it was forked from (deepest first), since Daytona refuses to
+// delete a sandbox while its forks live (sandbox.service.ts:2020-2029), and
+// otherwise as given. A parent's delete refused all the same is sent again
+// once its forks are gone (destroy).
+func forksFirst(intents []spool.Intent) []int {
+	order := make([]int, len(intents))
+	for i := range order {
+		order[i] = i
+	}
+	parent := make(map[string]string)
+	for _, in := range intents {
+		if in.ParentIntent != "" {
+			parent[in.ID] = in.ParentIntent
+		}
+	}
+	if len(parent) == 0 {
+		return order
+	}
+	depth := func(id string) int {
+		d := 0
+		// Bounded: a cycle (which the journal never makes) cannot spin.
+		for p, ok := parent[id]; ok && d < len(parent); p, ok = parent[p] {
+			d++
+		}
+		return d
+	}
+	depths := make([]int, len(intents))
+	for i, in := range intents {
+		depths[i] = depth(in.ID)
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return depths[b] - depths[a] })
+	return order
 }
 
 func (r *Reaper) untried(ctx context.Context, in spool.Intent) outcome {

@@ -293,7 +293,9 @@ func TestSecondDeleteConflict(t *testing.T) {
 }
 
 // 7. Delete of an errored sandbox: 200, and 404 at once. Delete with live
-// forks: 400, reported, not retried.
+// forks: 400, nothing done; the delete is sent again, without a read,
+// until the forks are gone (here one the journal does not know, deleted
+// by hand), and the parent then ends gone.
 func TestDeleteErroredAndForked(t *testing.T) {
 	w := newWorld(t)
 	in, sb := w.observed("error", spool.DrainDelete, false)
@@ -302,19 +304,25 @@ func TestDeleteErroredAndForked(t *testing.T) {
 
 	w2 := newWorld(t)
 	in2, parent := w2.observed("started", spool.DrainDelete, true)
-	if _, err := w2.srv.AddSandbox(daytonatest.DefaultOrg, daytonatest.SeedSandbox{Name: "fork-of-it", ForkOf: parent.ID}); err != nil {
+	fork, err := w2.srv.AddSandbox(daytonatest.DefaultOrg, daytonatest.SeedSandbox{Name: "fork-of-it", ForkOf: parent.ID})
+	if err != nil {
 		t.Fatal(err)
 	}
-	out, err = w2.resolve(in2, generous)
-	if !errors.Is(err, provider.ErrRefused) || !out.Live() || !strings.Contains(w2.journaled(in2.ID).LastError, "fork") {
-		t.Fatalf("Resolve = %s, %v; want live, refused because of the fork", out.State, err)
+	out, err = w2.resolve(in2, time.Second)
+	if !errors.Is(err, provider.ErrHasForks) || !out.Live() || !strings.Contains(w2.journaled(in2.ID).LastError, "fork") {
+		t.Fatalf("Resolve = %s, %v; want live, waiting for the fork", out.State, err)
 	}
-	if n := w2.srv.Calls()[daytonatest.RouteDelete]; n != 1 {
-		t.Errorf("%d deletes, want 1", n)
+	if n := w2.srv.Calls()[daytonatest.RouteDelete]; n < 2 {
+		t.Errorf("%d deletes, want the refused delete sent again", n)
 	}
 	if w2.sandbox(parent.ID).DeleteRequested {
-		t.Fatal("the parent was deleted")
+		t.Fatal("the parent was deleted while its fork lived")
 	}
+	if err := w2.prov.Delete(context.Background(), fork.ID); err != nil {
+		t.Fatal(err)
+	}
+	out, err = w2.resolve(out, generous)
+	w2.assertGone(in2, out, err, parent.ID)
 }
 
 // 8. A create answered 400 "Sandbox failed to start" left a sandbox in

@@ -612,6 +612,9 @@ func (r *Reaper) destroy(ctx context.Context, p provider.Provider, in spool.Inte
 	if stop {
 		kind, what, do = provider.CallStop, "stop sandbox "+id, p.Stop
 	}
+	if !stop {
+		waitForks(ctx, in.ID)
+	}
 	crashpoint.Hit(crashpoint.ReaperBeforeDelete)
 	pr.deleteSent = true
 	err := r.call(ctx, prioDestroy, kind, what, func(ctx context.Context) error { return do(ctx, id) })
@@ -621,7 +624,9 @@ func (r *Reaper) destroy(ctx context.Context, p provider.Provider, in spool.Inte
 		return in, nil // the next read sees stopping, then stopped
 	case err == nil:
 		// Accepted. Daytona destroys asynchronously: the first read that
-		// confirms waits about as long as that takes.
+		// confirms waits about as long as that takes. A parent of this
+		// sandbox in the same drain may be deleted now.
+		forkSettled(ctx, in.ID)
 		pr.accepted = true
 		pr.wait = orDefault(r.ConfirmDelay, DefaultConfirmDelay)
 		return in, fmt.Errorf("%w: delete of sandbox %s accepted", ErrInProgress, id)
@@ -636,6 +641,12 @@ func (r *Reaper) destroy(ctx context.Context, p provider.Provider, in spool.Inte
 		// Refused by the throttler before it did anything: send it again
 		// after the Retry-After, with no read in between.
 		pr.resend = true
+	case errors.Is(err, provider.ErrHasForks):
+		// Refused before it did anything, while forks of the sandbox
+		// live: the drain deletes them (first, see Drain), and this delete
+		// is sent again, without a read, once they are gone.
+		pr.resend = true
+		return in, fmt.Errorf("%w: sandbox %s: %w", ErrInProgress, id, err)
 	}
 	// A 409 (Daytona's answer to a delete while an earlier one is still
 	// under way, or a state change is), a 5xx or a timeout: the read that
@@ -703,10 +714,16 @@ func mismatch(in spool.Intent, sb provider.Sandbox) string {
 	if in.Labels[spool.LabelOwner] == "" {
 		return "intent has no " + spool.LabelOwner + " label to verify"
 	}
-	if got, ok := sb.Labels[spool.LabelIntent]; !ok || got != in.ID {
+	got, ok := sb.Labels[spool.LabelIntent]
+	if !ok || got != in.ID && (in.ParentIntent == "" || got != in.ParentIntent) {
+		// A fork carries its parent's labels until tether relabels it;
+		// its exact name and the owner prove it ours meanwhile.
 		return fmt.Sprintf("label %s=%q, want %q", spool.LabelIntent, got, in.ID)
 	}
 	for k, want := range in.Labels {
+		if k == spool.LabelIntent {
+			continue
+		}
 		got, ok := sb.Labels[k]
 		if !ok {
 			return fmt.Sprintf("label %s missing, want %q", k, want)
@@ -716,6 +733,22 @@ func mismatch(in spool.Intent, sb provider.Sandbox) string {
 		}
 	}
 	return ""
+}
+
+// Vouch takes sb, the provider's own answer to the create of in's sandbox
+// (the Daytona API proxy reads it), as the read that proves the sandbox
+// ours, as the backstop's read would: when it matches the intent (id,
+// name, every label), a drain deletes it without reading it first. It
+// changes nothing in the journal.
+func (r *Reaper) Vouch(in spool.Intent, sb provider.Sandbox) error {
+	if in.SandboxID == "" || sb.ID != in.SandboxID {
+		return fmt.Errorf("vouch: sandbox %s is not the intent's observed %q", sb.ID, in.SandboxID)
+	}
+	if why := mismatch(in, sb); why != "" {
+		return fmt.Errorf("vouch: sandbox %s: %w: %s", sb.ID, ErrForeign, why)
+	}
+	r.remember(in, sb.ID)
+	return nil
 }
 
 // Backstop enforces the provider-side auto-stop on an observed intent's

@@ -25,6 +25,7 @@ func (sc *Sidecar) proxyActor() (supervisor.Actor, error) {
 		Intake:          sc.withLogger("proxy"),
 		Upstream:        sc.upstreamAPIURL(),
 		AutoStopMinutes: sc.cfg.DaytonaAutoStop,
+		Vouch:           sc.reaper.Vouch,
 	}
 	if sc.lease != nil {
 		p.LeaseMinutes = sc.cfg.Lease

@@ -541,6 +541,9 @@ func (p *Provider) classify(ctx, cctx context.Context, op string, resp *http.Res
 			return &redactedError{msg: msg, kind: provider.ErrNotStoppable}, false
 		case strings.Contains(lower, "in an errored state"):
 			return &redactedError{msg: msg, kind: provider.ErrErrored}, false
+		case strings.Contains(lower, "active fork children"):
+			// sandbox.service.ts:2020-2029.
+			return &redactedError{msg: msg, kind: provider.ErrHasForks}, false
 		}
 		return &redactedError{msg: msg, kind: provider.ErrRefused}, false
 	}

@@ -11,9 +11,14 @@
 //	create:N     created - <name> <id>     N sandboxes, no name, label runner=zero-code
 //	named:NAME   created - <name> <id>     one sandbox named NAME, labels runner, job
 //	delete:K     deleted - <name> <id>     deletes the first K it created
+//	labels:K     relabelled - <name> <id>  replaces the labels of the first K by {runner: relabelled}
+//	fork:K       forked - <name> <id>      forks each of the first K (no name)
+//	autostop0:K  autostop - <name> <id>    sets auto-stop 0 ("never") on the first K
 //	fail         failed - <status> -       a create expected to fail
+//	clash:NAME   failed - <status> -       a create named NAME expected to fail (the name is taken)
 //	hangup:D     hungup - - -              a create it gives up on after D
 //	url          url - <DAYTONA_API_URL> -
+//	snapshot:S                             create from snapshot S from now on
 //	key:KEY                                use KEY from now on, not DAYTONA_API_KEY
 //	exit                                   exit 0 after "ready"
 package main
@@ -47,6 +52,7 @@ func main() {
 
 	var held []sandbox
 	exit := false
+	snapshot := ""
 	for _, action := range os.Args[1:] {
 		verb, arg, _ := strings.Cut(action, ":")
 		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
@@ -66,6 +72,9 @@ func main() {
 					labels["job"] = "j-" + name
 				}
 				req.SetLabels(labels)
+				if snapshot != "" {
+					req.SetSnapshot(snapshot)
+				}
 				sb, _, err := api.CreateSandbox(ctx).CreateSandbox(*req).Execute()
 				if err != nil {
 					fail("create: %v", err)
@@ -81,8 +90,38 @@ func main() {
 				}
 				fmt.Printf("deleted - %s %s\n", sb.name, sb.id)
 			}
-		case "fail":
-			_, resp, err := api.CreateSandbox(ctx).CreateSandbox(*apiclient.NewCreateSandbox()).Execute()
+		case "labels":
+			k, _ := strconv.Atoi(arg)
+			for _, sb := range held[:k] {
+				labels := apiclient.NewSandboxLabels(map[string]string{"runner": "relabelled"})
+				if _, _, err := api.ReplaceLabels(ctx, sb.id).SandboxLabels(*labels).Execute(); err != nil {
+					fail("labels %s: %v", sb.id, err)
+				}
+				fmt.Printf("relabelled - %s %s\n", sb.name, sb.id)
+			}
+		case "fork":
+			k, _ := strconv.Atoi(arg)
+			for _, sb := range held[:k] {
+				f, _, err := api.ForkSandbox(ctx, sb.id).ForkSandbox(*apiclient.NewForkSandbox()).Execute()
+				if err != nil {
+					fail("fork %s: %v", sb.id, err)
+				}
+				fmt.Printf("forked - %s %s\n", f.GetName(), f.GetId())
+			}
+		case "autostop0":
+			k, _ := strconv.Atoi(arg)
+			for _, sb := range held[:k] {
+				if _, _, err := api.SetAutostopInterval(ctx, sb.id, 0).Execute(); err != nil {
+					fail("autostop %s: %v", sb.id, err)
+				}
+				fmt.Printf("autostop - %s %s\n", sb.name, sb.id)
+			}
+		case "fail", "clash":
+			req := apiclient.NewCreateSandbox()
+			if verb == "clash" {
+				req.SetName(arg)
+			}
+			_, resp, err := api.CreateSandbox(ctx).CreateSandbox(*req).Execute()
 			if err == nil || resp == nil {
 				fail("create should have failed with an answer: %v", err)
 			}
@@ -99,6 +138,8 @@ func main() {
 				fail("create should have outlasted %s", d)
 			}
 			fmt.Println("hungup - - -")
+		case "snapshot":
+			snapshot = arg
 		case "key":
 			api = newAPI(arg)
 		case "url":

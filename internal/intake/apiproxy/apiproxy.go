@@ -11,9 +11,12 @@
 // before anything is forwarded, the create forwarded on a context the
 // runner cannot cancel (it survives the runner hanging up and the proxy
 // closing), the answer read to its end, the sandbox id journaled, and the
-// intent closed when the create certainly never happened. A delete the
-// provider accepted marks its intent, so the drain only confirms it. The
-// account of a runner's credentials other than tether's is reported.
+// intent closed when the create certainly never happened; another call
+// that makes a sandbox (a fork) goes the same way. A delete the provider
+// accepted marks the intent owning the deleted sandbox, so the drain only
+// confirms it. A provider that cannot be reached is met as without tether:
+// the runner's connection is reset, no HTTP answer is made up. The account
+// of a runner's credentials other than tether's is reported.
 //
 // The proxy serves its own runner only. Any local user can reach a
 // loopback port, so the child's URL carries a secret drawn for this run as
@@ -35,12 +38,14 @@
 package apiproxy
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -148,6 +153,7 @@ type Proxy struct {
 
 	mu         sync.Mutex
 	known      map[string]string // account + "\x00" + sandbox id or name → intent id
+	made       map[string]string // intent id → the sandbox id its create answered
 	warned     map[string]bool   // accounts already reported, at most maxWarned
 	warnedFull bool              // said that further accounts go unreported
 	refused    int               // requests refused since the last line about them
@@ -191,7 +197,7 @@ func New(c Config) (*Proxy, error) {
 		t.MaxIdleConnsPerHost = DefaultMaxIdleConns
 		p.Transport = t
 	}
-	p.known, p.warned = map[string]string{}, map[string]bool{}
+	p.known, p.made, p.warned = map[string]string{}, map[string]string{}, map[string]bool{}
 	secret := make([]byte, secretBytes)
 	if _, err := rand.Read(secret); err != nil {
 		return nil, fmt.Errorf("%s: drawing the run's secret: %w", p.prefix, err)
@@ -354,7 +360,7 @@ func (p *Proxy) Pass(w http.ResponseWriter, r *http.Request) { p.pass.ServeHTTP(
 // the runner hears of it, so the drain confirms it gone instead of
 // deleting it again.
 func (p *Proxy) PassDelete(w http.ResponseWriter, r *http.Request, account, idOrName string) {
-	r = r.WithContext(context.WithValue(r.Context(), deleteKey{}, &deletion{idOrName: idOrName, account: account}))
+	r = r.WithContext(context.WithValue(r.Context(), deleteKey{}, &deletion{idOrName: idOrName, account: account, max: p.MaxCreateAnswer}))
 	p.pass.ServeHTTP(w, r)
 }
 
@@ -366,16 +372,14 @@ func (p *Proxy) rewriteURL(pr *httputil.ProxyRequest) {
 	pr.Out.Host = "" // the upstream's own Host, not the proxy's
 }
 
-// upstreamError answers a call the provider never answered with a 502 in
-// the provider's error shape, so the SDK surfaces the message. A runner
-// that hung up gets nothing.
+// upstreamError meets a call the provider never answered as the runner
+// would have met it without tether: its connection is cut (see cut). A
+// runner that hung up gets nothing.
 func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
 	if r.Context().Err() != nil {
 		return
 	}
-	msg := "tether proxy: " + p.Name + " did not answer: " + describe(err)
-	p.log.Warn(p.prefix+": upstream call failed", "method", r.Method, "path", r.URL.Path, "err", describe(err))
-	p.API.WriteError(w, http.StatusBadGateway, msg)
+	p.cut(w, r, err)
 }
 
 // describe names a transport failure without its URL (a url.Error's
@@ -420,33 +424,85 @@ func (p *Proxy) CheckAccount(account string) {
 	}
 }
 
-// remember maps a sandbox id or name, under an account, to its intent, for
-// the delete that may follow.
-func (p *Proxy) remember(account, idOrName, intent string) {
+// remember maps a sandbox's id and name, under an account, to its intent,
+// for the calls that may follow (a delete, a label replacement, a setter),
+// as soon as the create's answer names it: before the runner hears of it,
+// and before the id is on disk.
+func (p *Proxy) remember(account, name, sandboxID, intent string) {
 	p.mu.Lock()
 	if len(p.known) >= maxKnown {
 		clear(p.known)
+		clear(p.made)
 	}
-	p.known[account+"\x00"+idOrName] = intent
+	p.known[account+"\x00"+sandboxID] = intent
+	p.known[account+"\x00"+name] = intent
+	p.made[intent] = sandboxID
 	p.mu.Unlock()
+}
+
+// Ours returns the live intent, under account, of the sandbox idOrName
+// names, when the sandbox is known to be that intent's: its id was
+// answered to a create or journaled. A pending intent with only a matching
+// name is not enough: a sandbox of that name may be somebody else's, and
+// tether's labels or lifetime rules must never be put on it.
+func (p *Proxy) Ours(account, idOrName string) (spool.Intent, bool) {
+	id := p.IntentFor(account, idOrName)
+	if id == "" {
+		return spool.Intent{}, false
+	}
+	in, err := p.Journal.Get(id)
+	if err != nil || !in.Live() {
+		return spool.Intent{}, false
+	}
+	if in.SandboxID == "" {
+		p.mu.Lock()
+		in.SandboxID = p.made[in.ID]
+		p.mu.Unlock()
+	}
+	return in, in.SandboxID != "" && (in.SandboxID == idOrName || in.Name == idOrName)
 }
 
 type deleteKey struct{}
 
 // deletion is a delete of one sandbox on its way.
-type deletion struct{ idOrName, account string }
+type deletion struct {
+	idOrName, account string
+	max               int64 // bound of the answer read for its id
+}
 
 // afterPass is the pass-through's hook on an answer: a delete that
 // succeeded moves the sandbox's intent to releasing before the runner
 // hears of it. The drain then confirms the 404 instead of deleting again.
+// The intent is the one that owns the deleted sandbox: when the answer
+// names it (Daytona's is the deleted sandbox, sandbox.service.ts:2031-2039)
+// by its id, since a name alone could also be a refused create's.
 func (p *Proxy) afterPass(resp *http.Response) error {
 	d, _ := resp.Request.Context().Value(deleteKey{}).(*deletion)
 	if d == nil || resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return nil
 	}
-	id := p.intentFor(d.account, d.idOrName)
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, d.max+1))
+	resp.Body.Close()
+	resp.Body = io.NopCloser(io.MultiReader(bytes.NewReader(answer), errReader{err}))
+	id, sandboxID := "", ""
+	if sid, serr := p.API.SandboxID(answer); err == nil && serr == nil {
+		sandboxID = sid
+		id = p.IntentFor(d.account, sid)
+		if id == "" && sid != d.idOrName {
+			id = p.intentOwning(d.account, d.idOrName, sid)
+		}
+	} else {
+		id = p.IntentFor(d.account, d.idOrName)
+	}
 	if id == "" {
 		return nil
+	}
+	if sandboxID != "" {
+		// An intent that never learned its id (its create's answer was
+		// lost) learns it now: a provider may rename a deleted sandbox
+		// (Daytona does), so only the id confirms the deletion. An id
+		// already known stays (spool.ErrObservedOther).
+		p.Journal.Observe(id, sandboxID)
 	}
 	in, err := p.Journal.MarkDeleteRequested(id)
 	switch {
@@ -460,10 +516,43 @@ func (p *Proxy) afterPass(resp *http.Response) error {
 	return nil // the runner gets the provider's answer whatever the journal said
 }
 
-// intentFor finds the live intent of a sandbox id or name under account:
+// errReader ends a replayed answer with the error its read met, if any.
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) {
+	if e.err != nil {
+		return 0, e.err
+	}
+	return 0, io.EOF
+}
+
+// intentOwning is the live intent named name under account whose sandbox
+// is, or may be, sandboxID: observed as it, or not observed yet.
+func (p *Proxy) intentOwning(account, name, sandboxID string) string {
+	live, err := p.Journal.Live()
+	if err != nil {
+		return ""
+	}
+	pick := ""
+	for _, in := range live {
+		if in.Account != account || in.Name != name {
+			continue
+		}
+		if in.SandboxID == sandboxID {
+			return in.ID
+		}
+		if in.SandboxID == "" && pick == "" {
+			pick = in.ID
+		}
+	}
+	return pick
+}
+
+// IntentFor finds the live intent of a sandbox id or name under account:
 // one the proxy journaled, else any live intent (declared over the socket
-// or a spool file) with that id or name and the same account.
-func (p *Proxy) intentFor(account, idOrName string) string {
+// or a spool file) with that id, else with that name, one that observed
+// its sandbox first.
+func (p *Proxy) IntentFor(account, idOrName string) string {
 	p.mu.Lock()
 	id := p.known[account+"\x00"+idOrName]
 	p.mu.Unlock()
@@ -474,10 +563,15 @@ func (p *Proxy) intentFor(account, idOrName string) string {
 	if err != nil {
 		return ""
 	}
+	byName := ""
 	for _, in := range live {
-		if in.Account == account && (in.SandboxID == idOrName || in.Name == idOrName) {
+		switch {
+		case in.Account != account:
+		case in.SandboxID == idOrName:
 			return in.ID
+		case in.Name == idOrName && (byName == "" || in.SandboxID != ""):
+			byName = in.ID
 		}
 	}
-	return ""
+	return byName
 }

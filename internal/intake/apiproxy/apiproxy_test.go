@@ -294,9 +294,11 @@ func TestCreateUpstreamUnreachable(t *testing.T) {
 	addr := l.Addr().String()
 	l.Close()
 	w.p.upstream.Host = addr
-	code, body := w.do(t, "POST", "/sandboxes", `{}`)
-	if code != http.StatusBadGateway || !strings.Contains(body, "Other did not answer the create") {
-		t.Fatalf("runner got %d %s", code, body)
+	// The runner meets a connection error, as without tether: no answer.
+	resp, err := http.Post(w.url+"/sandboxes", "application/json", strings.NewReader(`{}`))
+	if err == nil {
+		resp.Body.Close()
+		t.Fatalf("runner got %d, want a connection error", resp.StatusCode)
 	}
 	if in := w.onlyIntent(t); in.State != spool.NeverCreated {
 		t.Fatalf("intent %s, want never-created", in.State)

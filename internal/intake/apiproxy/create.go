@@ -15,16 +15,41 @@ import (
 	"github.com/tether-run/tether/spool"
 )
 
-// Create is one create request as the provider's proxy took it apart.
+// Create is one create request as the provider's proxy took it apart: a
+// create, or another call that makes a sandbox (a fork).
 type Create struct {
 	// Account is the fingerprint of the runner's credentials ("" without any).
 	Account string
 	// Name is the sandbox name the runner chose, journaled as the intent's
 	// (it is what finds a lost create); "" lets the journal name it.
 	Name string
+	// ParentIntent is the intent of the sandbox this one is forked from,
+	// journaled with the intent (spool.Intent.ParentIntent); "" for none.
+	ParentIntent string
+	// Kind names the call in logs and reasons ("create" if empty).
+	Kind string
+	// Path, if set, is the path the call is forwarded to (the provider's
+	// canonical form of the runner's); empty: the runner's own.
+	Path string
 	// Rewrite returns the body to forward for the journaled intent in:
 	// the runner's body with tether's name, labels and lifetime rules.
 	Rewrite func(in spool.Intent) ([]byte, error)
+	// Refused, if set, is asked about an error answer instead of
+	// API.CreatedNothing: a non-empty reason when the provider certainly
+	// stored nothing, so the intent closes at once with it.
+	Refused func(status int, answer []byte) string
+	// Answered, if set, is called with a 2xx answer and its sandbox id
+	// before the runner hears of it, on a context the runner cannot
+	// cancel: the provider's proxy finishes what the call made (a fork's
+	// own labels) and vouches for the sandbox.
+	Answered func(ctx context.Context, in spool.Intent, sandboxID string, answer []byte)
+}
+
+func (c Create) kind() string {
+	if c.Kind == "" {
+		return "create"
+	}
+	return c.Kind
 }
 
 // ReadCreate reads a create body whole, up to MaxCreateBody. If it cannot,
@@ -63,7 +88,7 @@ func (p *Proxy) Create(w http.ResponseWriter, r *http.Request, c Create) {
 	// outcome would leave a name the drain polls for nothing.
 	crashpoint.Hit(crashpoint.ProxyBeforeJournal)
 	in, _, err := p.Journal.Create(context.WithoutCancel(r.Context()), spool.NewIntent{
-		Labels: p.Labels, Provider: p.Provider, Account: c.Account, Name: c.Name,
+		Labels: p.Labels, Provider: p.Provider, Account: c.Account, Name: c.Name, ParentIntent: c.ParentIntent,
 	})
 	if err != nil {
 		code := http.StatusServiceUnavailable
@@ -74,20 +99,19 @@ func (p *Proxy) Create(w http.ResponseWriter, r *http.Request, c Create) {
 		p.API.WriteError(w, code, "tether proxy: the sandbox was not created, its intent could not be journaled: "+err.Error())
 		return
 	}
-	p.remember(c.Account, in.Name, in.ID)
 	crashpoint.Hit(crashpoint.ProxyAfterJournal)
 	body, err := c.Rewrite(in)
 	if err != nil {
-		p.abandon(in, "the create body could not be rewritten: "+err.Error())
-		p.API.WriteError(w, http.StatusInternalServerError, "tether proxy: rewriting the create body: "+err.Error())
+		p.abandon(in, "the "+c.kind()+" body could not be rewritten: "+err.Error())
+		p.API.WriteError(w, http.StatusInternalServerError, "tether proxy: rewriting the "+c.kind()+" body: "+err.Error())
 		return
 	}
 	if r.Context().Err() != nil {
-		p.abandon(in, "the runner hung up before its create was forwarded")
+		p.abandon(in, "the runner hung up before its "+c.kind()+" was forwarded")
 		return
 	}
-	p.log.Debug(p.prefix+": create", "intent", in.ID, "name", in.Name, "runner_named", c.Name != "")
-	p.forward(w, r, body, in, c.Account)
+	p.log.Debug(p.prefix+": "+c.kind(), "intent", in.ID, "name", in.Name, "runner_named", c.Name != "", "parent_intent", c.ParentIntent)
+	p.forward(w, r, body, in, c)
 }
 
 // forward sends the create upstream on a context the runner cannot cancel,
@@ -95,12 +119,15 @@ func (p *Proxy) Create(w http.ResponseWriter, r *http.Request, c Create) {
 // killed mid-create is exactly when the id matters (the drain that follows
 // finds the sandbox by name meanwhile). It reads the answer to its end,
 // answers the runner with it byte for byte, and journals the sandbox id.
-func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, body []byte, in spool.Intent, account string) {
+func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, body []byte, in spool.Intent, c Create) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), p.CreateTimeout)
 	defer cancel()
 
 	u := *r.URL
 	u.Scheme, u.Host = p.upstream.Scheme, p.upstream.Host
+	if c.Path != "" {
+		u.Path, u.RawPath = c.Path, ""
+	}
 	req, err := http.NewRequestWithContext(ctx, r.Method, u.String(), bytes.NewReader(body))
 	if err != nil {
 		p.API.WriteError(w, http.StatusInternalServerError, "tether proxy: "+err.Error())
@@ -119,10 +146,10 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, body []byte, in 
 		if errors.As(err, &op) && op.Op == "dial" {
 			p.abandon(in, p.Name+" could not be reached, nothing was sent: "+describe(err))
 		} else {
-			p.log.Warn(p.prefix+": create got no answer; the drain resolves it by name", "intent", in.ID, "name", in.Name, "err", describe(err))
+			p.log.Warn(p.prefix+": "+c.kind()+" got no answer; the drain resolves it by name", "intent", in.ID, "name", in.Name, "err", describe(err))
 		}
 		if r.Context().Err() == nil {
-			p.API.WriteError(w, http.StatusBadGateway, "tether proxy: "+p.Name+" did not answer the create: "+describe(err))
+			p.cut(w, r, err)
 		}
 		return
 	}
@@ -132,12 +159,12 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, body []byte, in 
 		err = fmt.Errorf("answer over %d bytes", p.MaxCreateAnswer)
 	}
 	if err != nil {
-		p.log.Warn(p.prefix+": create answer cut short; the drain resolves it by name", "intent", in.ID, "name", in.Name, "status", resp.StatusCode, "err", describe(err))
-		p.API.WriteError(w, http.StatusBadGateway, "tether proxy: "+p.Name+"'s answer to the create was cut short: "+describe(err))
+		p.log.Warn(p.prefix+": "+c.kind()+" answer cut short; the drain resolves it by name", "intent", in.ID, "name", in.Name, "status", resp.StatusCode, "err", describe(err))
+		p.cut(w, r, err)
 		return
 	}
 
-	// The id is known before the runner hears of it, so a delete it sends
+	// The id is known before the runner hears of it, so a call it sends
 	// at once finds its intent; it is journaled while the runner reads its
 	// answer, in the same group commits as other creates. Until it is on
 	// disk, a crash leaves the intent pending and the drain finds the
@@ -145,13 +172,16 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, body []byte, in 
 	crashpoint.Hit(crashpoint.ProxyAfterUpstream)
 	if resp.StatusCode >= 200 && resp.StatusCode <= 299 {
 		if id, err := p.API.SandboxID(answer); err != nil {
-			p.log.Warn(p.prefix+": create succeeded but its answer names no sandbox; the drain resolves it by name", "intent", in.ID, "name", in.Name, "err", err)
+			p.log.Warn(p.prefix+": "+c.kind()+" succeeded but its answer names no sandbox; the drain resolves it by name", "intent", in.ID, "name", in.Name, "err", err)
 		} else {
-			p.remember(account, id, in.ID)
+			p.remember(c.Account, in.Name, id, in.ID)
+			if c.Answered != nil {
+				c.Answered(ctx, in, id, answer)
+			}
 			go p.observe(in, id)
 		}
 	} else {
-		p.failed(in, resp.StatusCode)
+		p.failed(in, c, resp.StatusCode, answer)
 	}
 
 	h := w.Header()
@@ -162,7 +192,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, body []byte, in 
 	w.WriteHeader(resp.StatusCode)
 	w.Write(answer)
 	if r.Context().Err() != nil {
-		p.log.Info(p.prefix+": the runner hung up before the create's answer; the create went on and is journaled", "intent", in.ID, "name", in.Name, "status", resp.StatusCode)
+		p.log.Info(p.prefix+": the runner hung up before the "+c.kind()+"'s answer; it went on and is journaled", "intent", in.ID, "name", in.Name, "status", resp.StatusCode)
 	}
 }
 
@@ -175,13 +205,61 @@ func (p *Proxy) observe(in spool.Intent, id string) {
 
 // failed handles a create the provider answered with an error. The intent
 // stays for the drain to resolve by name (the create may have landed
-// anyway), except after the answers API.CreatedNothing names.
-func (p *Proxy) failed(in spool.Intent, status int) {
-	if p.API.CreatedNothing(status) {
-		p.abandon(in, fmt.Sprintf("%s refused the create with %d %s before creating anything", p.Name, status, http.StatusText(status)))
+// anyway), except after the answers Create.Refused (else
+// API.CreatedNothing) names, given before anything is stored.
+func (p *Proxy) failed(in spool.Intent, c Create, status int, answer []byte) {
+	why := ""
+	switch {
+	case c.Refused != nil:
+		why = c.Refused(status, answer)
+	case p.API.CreatedNothing(status):
+		why = fmt.Sprintf("%s refused the %s with %d %s before creating anything", p.Name, c.kind(), status, http.StatusText(status))
+	}
+	if why != "" {
+		p.abandon(in, why)
 		return
 	}
-	p.log.Info(p.prefix+": create failed; the intent stays for the drain to resolve by name", "intent", in.ID, "name", in.Name, "status", status)
+	p.log.Info(p.prefix+": "+c.kind()+" failed; the intent stays for the drain to resolve by name", "intent", in.ID, "name", in.Name, "status", status)
+}
+
+// cut ends the runner's request the way a provider that cannot be reached
+// would have: its connection reset, no HTTP answer, so an SDK's retries on
+// connection errors (urllib3's, the Go client's own) work as without
+// tether. A connection that cannot be taken over (HTTP/2) gets a 502 in
+// the provider's error shape instead.
+func (p *Proxy) cut(w http.ResponseWriter, r *http.Request, err error) {
+	p.log.Warn(p.prefix+": "+p.Name+" did not answer; the runner's connection is reset", "method", r.Method, "path", r.URL.Path, "err", describe(err))
+	conn, _, herr := http.NewResponseController(w).Hijack()
+	if herr != nil {
+		p.API.WriteError(w, http.StatusBadGateway, "tether proxy: "+p.Name+" did not answer: "+describe(err))
+		return
+	}
+	if tc, ok := conn.(*net.TCPConn); ok {
+		tc.SetLinger(0) // an RST, not an orderly end the client could take for an empty answer
+	}
+	conn.Close()
+}
+
+// Call makes one call of tether's own to the provider with the runner's
+// credentials (the headers of r), for a sandbox the runner just made (a
+// fork's own labels), and returns the answer's status and body.
+func (p *Proxy) Call(ctx context.Context, r *http.Request, method, path string, body []byte) (int, []byte, error) {
+	u := *p.upstream
+	u.Path, u.RawPath, u.RawQuery = path, "", ""
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), bytes.NewReader(body))
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header = forwardHeaders(r.Header)
+	req.Header.Set("Accept-Encoding", "identity")
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := p.Transport.RoundTrip(req)
+	if err != nil {
+		return 0, nil, fmt.Errorf("%s", describe(err))
+	}
+	defer resp.Body.Close()
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, p.MaxCreateAnswer))
+	return resp.StatusCode, answer, err
 }
 
 // abandon closes the intent of a create that certainly never reached the

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/tether-run/tether/provider"
 	"github.com/tether-run/tether/spool"
 )
 
@@ -75,65 +76,109 @@ func parseCreate(b []byte) (*createBody, error) {
 
 func isNull(raw json.RawMessage) bool { return string(bytes.TrimSpace(raw)) == "null" }
 
-// declared reports whether the runner's labels carry an owner: it declared
-// the sandbox to a tether itself and creates it with that tether's name and
-// labels, so the create is not tether's to rewrite or journal again.
-func (c *createBody) declared() bool {
-	_, ok := c.labels[spool.LabelOwner]
-	return ok
-}
-
 // rewrite returns the body to forward: the runner's fields as sent, with
 // the name set to name when the runner gave none, tether's labels added to
-// (and, on a clash, winning over) the runner's, and autoStopInterval set to
-// autoStop minutes when the runner turned auto-stop off (autoStop 0 leaves
-// it alone). overridden lists the runner's labels whose values tether's
-// replaced.
-func (c *createBody) rewrite(name string, labels map[string]string, autoStop int) (out []byte, overridden []string, err error) {
+// (and, on a clash, winning over) the runner's, and the intervals as iv
+// rules them. overridden lists the runner's labels whose values tether's
+// replaced; replaced maps each interval tether changed to what the runner
+// had sent.
+func (c *createBody) rewrite(name string, labels map[string]string, iv intervals) (out []byte, overridden []string, replaced map[string]string, err error) {
 	fields := make(map[string]json.RawMessage, len(c.fields)+2)
 	for k, v := range c.fields {
 		fields[k] = v
 	}
 	if c.name == "" {
 		if fields[fieldName], err = json.Marshal(name); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 	}
-	merged := make(map[string]string, len(c.labels)+len(labels))
-	for k, v := range c.labels {
+	merged, overridden := mergeLabels(c.labels, labels)
+	if fields[fieldLabels], err = json.Marshal(merged); err != nil {
+		return nil, nil, nil, err
+	}
+	for _, f := range []string{fieldAutoStop, fieldAutoDelete} {
+		sent, ok := fields[f]
+		if !ok {
+			sent = nil
+		}
+		if v, set := iv.apply(f, sent); set {
+			if ok {
+				if replaced == nil {
+					replaced = map[string]string{}
+				}
+				replaced[f] = string(sent)
+			}
+			fields[f] = v
+		}
+	}
+	out, err = encodeFields(fields)
+	return out, overridden, replaced, err
+}
+
+// mergeLabels is the runner's labels with tether's over them: every label
+// of the runner's is kept unless tether's own has that key, and overridden
+// lists those.
+func mergeLabels(runner, tether map[string]string) (merged map[string]string, overridden []string) {
+	merged = make(map[string]string, len(runner)+len(tether))
+	for k, v := range runner {
 		merged[k] = v
 	}
-	for k, v := range labels {
+	for k, v := range tether {
 		if old, ok := merged[k]; ok && old != v {
 			overridden = append(overridden, k)
 		}
 		merged[k] = v
 	}
-	if fields[fieldLabels], err = json.Marshal(merged); err != nil {
-		return nil, nil, err
-	}
-	if c.autoStopOff && autoStop > 0 {
-		fields[fieldAutoStop] = json.RawMessage(strconv.Itoa(autoStop))
-	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false) // the runner's strings go out as it wrote them
-	if err := enc.Encode(fields); err != nil {
-		return nil, nil, err
-	}
-	return bytes.TrimRight(buf.Bytes(), "\n"), overridden, nil
+	return merged, overridden
 }
 
-// sandboxID reads the id from a create answer.
-func sandboxID(answer []byte) (string, error) {
+// encodeFields encodes a JSON object with the runner's strings as it wrote
+// them (no HTML escaping).
+func encodeFields(fields map[string]json.RawMessage) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(fields); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+}
+
+// answeredSandbox is a sandbox as Daytona answered a create or a fork:
+// what the drain's first read would have told (id, name, labels, state,
+// auto-stop), and the organization it was created in.
+type answeredSandbox struct {
+	provider.Sandbox
+	Organization string
+	// AutoStop and AutoDelete are the intervals as answered (nil: absent).
+	AutoStop, AutoDelete *int
+}
+
+// decodeSandbox reads a create or fork answer (the Sandbox schema).
+func decodeSandbox(answer []byte) (answeredSandbox, error) {
 	var sb struct {
-		ID string `json:"id"`
+		ID           string            `json:"id"`
+		Name         string            `json:"name"`
+		Organization string            `json:"organizationId"`
+		Labels       map[string]string `json:"labels"`
+		State        string            `json:"state"`
+		AutoStop     *float64          `json:"autoStopInterval"`
+		AutoDelete   *float64          `json:"autoDeleteInterval"`
 	}
 	if err := json.Unmarshal(answer, &sb); err != nil {
-		return "", fmt.Errorf("answer: not a sandbox: %w", err)
+		return answeredSandbox{}, fmt.Errorf("answer: not a sandbox: %w", err)
 	}
 	if err := spool.ValidateSandboxID(sb.ID); err != nil {
-		return "", fmt.Errorf("answer: %w", err)
+		return answeredSandbox{}, fmt.Errorf("answer: %w", err)
 	}
-	return sb.ID, nil
+	out := answeredSandbox{Sandbox: provider.Sandbox{ID: sb.ID, Name: sb.Name, Labels: sb.Labels, State: sb.State}, Organization: sb.Organization}
+	if sb.AutoStop != nil {
+		n := int(*sb.AutoStop)
+		out.AutoStopMinutes, out.AutoStop = n, &n
+	}
+	if sb.AutoDelete != nil {
+		n := int(*sb.AutoDelete)
+		out.AutoDelete = &n
+	}
+	return out, nil
 }

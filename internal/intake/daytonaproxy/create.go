@@ -1,6 +1,9 @@
 package daytonaproxy
 
 import (
+	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 
@@ -8,10 +11,17 @@ import (
 	"github.com/tether-run/tether/spool"
 )
 
-// create serves POST /sandbox: a create the runner declared itself passes
-// untouched; any other is journaled first, rewritten with tether's name,
-// labels and auto-stop, forwarded, and its id journaled (apiproxy).
-func (p *Proxy) create(w http.ResponseWriter, r *http.Request) {
+// What a forwarded call creates.
+const (
+	kindCreate = "create"
+	kindFork   = "fork"
+)
+
+// create serves POST /sandbox: a create that names a live intent of this
+// journal passes untouched; any other is journaled first, rewritten with
+// tether's name, labels and intervals, forwarded, and its id journaled
+// (apiproxy).
+func (p *Proxy) create(w http.ResponseWriter, r *http.Request, rt route) {
 	body, ok := p.core.ReadCreate(w, r)
 	if !ok {
 		return
@@ -21,38 +31,120 @@ func (p *Proxy) create(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "tether proxy: "+err.Error())
 		return
 	}
-	if cb.declared() {
-		// Its labels carry an owner (the socket API, a spool file, or
-		// another tether further in): the runner answers for it as it
-		// always did, and nothing is journaled twice.
+	if p.declared(cb) {
+		setPath(r, rt.path)
 		p.core.PassBody(w, r, body)
 		return
 	}
 	p.core.Create(w, r, apiproxy.Create{
-		Account: p.accountOf(r.Header),
-		Name:    cb.name,
-		Rewrite: func(in spool.Intent) ([]byte, error) { return p.rewrite(cb, in) },
+		Account:  p.accountOf(r.Header),
+		Name:     cb.name,
+		Kind:     kindCreate,
+		Path:     rt.path,
+		Rewrite:  func(in spool.Intent) ([]byte, error) { return p.rewrite(cb, in) },
+		Refused:  func(status int, answer []byte) string { return refused(kindCreate, status, answer) },
+		Answered: p.answered(r, rt, kindCreate),
 	})
 }
 
+// declared reports whether a create names a live intent of this journal,
+// declared over the socket or a spool file, with that intent's name and
+// every one of its labels: the runner answers for that sandbox itself, so
+// the create is not tether's to rewrite or journal again. Any other create,
+// one whose labels carry a tether owner among them, is journaled.
+func (p *Proxy) declared(cb *createBody) bool {
+	if cb.labels[spool.LabelOwner] != p.Journal.Owner() {
+		return false
+	}
+	id := cb.labels[spool.LabelIntent]
+	if spool.ValidateIntentID(id) != nil {
+		return false
+	}
+	in, err := p.Journal.Get(id)
+	if err != nil || !in.Live() || in.Name != cb.name {
+		return false
+	}
+	for k, v := range in.Labels {
+		if got, ok := cb.labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
 // rewrite is the body forwarded for intent in: the runner's, with tether's
-// name, labels and auto-stop, and lease mode's intervals.
+// name and labels, and the intervals as the rule (intervals) has them.
 func (p *Proxy) rewrite(cb *createBody, in spool.Intent) ([]byte, error) {
-	out, overridden, err := cb.rewrite(in.Name, in.Labels, p.AutoStopMinutes)
+	iv := p.intervals()
+	out, overridden, replaced, err := cb.rewrite(in.Name, in.Labels, iv)
 	if err != nil {
 		return nil, err
 	}
 	if len(overridden) > 0 {
-		p.Logger.Warn("daytona proxy: the runner's labels clash with tether's scope labels; tether's are kept", "intent", in.ID, "labels", strings.Join(overridden, ","))
+		p.Logger.Warn("daytona proxy: the runner's labels clash with tether's; tether's are kept", "intent", in.ID, "labels", strings.Join(overridden, ","))
 	}
-	if p.LeaseMinutes > 0 {
-		var replaced map[string]string
-		if out, replaced, err = leaseBody(out, p.LeaseMinutes); err != nil {
-			return nil, err
-		}
-		if len(replaced) > 0 {
-			p.Logger.Info("daytona proxy: lease mode replaces the runner's intervals", "intent", in.ID, "runner_sent", replaced)
-		}
+	if len(replaced) > 0 {
+		p.Logger.Info("daytona proxy: "+iv.replacedBy()+" replaces the runner's intervals", "intent", in.ID, "call", kindCreate, "runner_sent", replaced)
 	}
 	return out, nil
+}
+
+// answered is what follows a create's or a fork's 2xx answer, before the
+// runner hears of it: a fork gets its own labels and the interval rule
+// (adoptFork), and the answer, Daytona's own read of the sandbox, vouches
+// for it to the drain, in the organization the runner acted in.
+func (p *Proxy) answered(r *http.Request, rt route, kind string) func(ctx context.Context, in spool.Intent, id string, answer []byte) {
+	org := r.Header.Get(headerOrganization)
+	return func(ctx context.Context, in spool.Intent, id string, answer []byte) {
+		sb, err := decodeSandbox(answer)
+		if err != nil {
+			return
+		}
+		if kind == kindFork {
+			sb = p.adoptFork(ctx, r, rt, in, sb)
+		}
+		if p.Vouch == nil || (org != "" && sb.Organization != org) {
+			return
+		}
+		in.SandboxID = id
+		if err := p.Vouch(in, sb.Sandbox); err != nil {
+			p.Logger.Debug("daytona proxy: the answer does not prove the sandbox ours; the drain reads it first", "intent", in.ID, "sandbox", id, "why", err)
+		}
+	}
+}
+
+// refused is the reason a create (POST /sandbox) or a fork answered status
+// stored nothing, or "" when it may have:
+//   - 401, 403, 429: the guards and the throttler, before the controller;
+//   - 409: the unique name refused at the insert itself, so nothing was
+//     stored (sandbox.service.ts:711-713 for a create, :1235-1237 for a
+//     fork, whose failed insert rolls the parent back, :1190-1216);
+//   - for a fork, 404 and 422 as well: the parent is not found, or cannot
+//     be forked (:1091, :1093-1095, :1115-1117), before the fork is built.
+//
+// A create's 400 and 404 are not among them: a 400 also says "failed to
+// start" of a stored sandbox (sandbox.controller.ts:308, the wait for the
+// start), and the cautious rule (stay pending, found by name) costs only
+// polls.
+func refused(kind string, status int, answer []byte) string {
+	switch {
+	case status == http.StatusUnauthorized, status == http.StatusForbidden, status == http.StatusTooManyRequests, status == http.StatusConflict:
+	case kind == kindFork && (status == http.StatusNotFound || status == http.StatusUnprocessableEntity):
+	default:
+		return ""
+	}
+	return fmt.Sprintf("Daytona refused the %s with %d %s before storing anything: %s", kind, status, http.StatusText(status), errorMessage(answer))
+}
+
+// errorMessage is the message of a Daytona error answer, bounded, or "".
+func errorMessage(answer []byte) string {
+	var e errorBody
+	if json.Unmarshal(answer, &e) != nil {
+		return ""
+	}
+	const max = 200
+	if len(e.Message) > max {
+		return e.Message[:max] + "..."
+	}
+	return e.Message
 }

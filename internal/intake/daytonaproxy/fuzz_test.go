@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -31,7 +32,7 @@ func FuzzRewriteCreate(f *testing.F) {
 		if err != nil {
 			return
 		}
-		out, _, err := cb.rewrite("tether-intent", tether, 17)
+		out, _, _, err := cb.rewrite("tether-intent", tether, intervals{backstop: 17})
 		if err != nil {
 			t.Fatalf("rewrite of an accepted body failed: %v", err)
 		}
@@ -100,4 +101,104 @@ func sameJSON(a, b []byte) bool {
 		return false
 	}
 	return reflect.DeepEqual(x, y)
+}
+
+// FuzzMergeLabelsBody feeds arbitrary label replacements for a sandbox of
+// tether's: it never panics; an accepted one keeps every field and every
+// label of the runner's (but a value it gave one of tether's keys), and
+// carries every label of tether's with its value, so no replacement
+// removes or spoofs one.
+func FuzzMergeLabelsBody(f *testing.F) {
+	for _, seed := range []string{
+		`{"labels":{}}`, `{"labels":{"a":"1","tether-owner":"evil"}}`, `{"labels":null}`, `{}`,
+		`{"labels":{"scope":""},"extra":[1,{"x":null}]}`, `{"labels":{"a":1}}`, `[]`, `null`,
+		`{"labels":{"tether-intent":"x"},"labels":{"b":"2"}}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	tether := map[string]string{"scope": "fuzz", "tether-owner": "owner", "tether-intent": "intent"}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		out, _, err := mergeLabelsBody(body, tether)
+		if err != nil {
+			return
+		}
+		var in, got map[string]json.RawMessage
+		if err := json.Unmarshal(body, &in); err != nil {
+			t.Fatalf("accepted body does not decode: %v", err)
+		}
+		if err := json.Unmarshal(out, &got); err != nil {
+			t.Fatalf("merged body is not a JSON object: %v\n%s", err, out)
+		}
+		for k, v := range in {
+			if k == fieldLabelsBody {
+				continue
+			}
+			if w, ok := got[k]; !ok || !sameJSON(v, w) {
+				t.Fatalf("field %q lost or changed: %s → %s", k, v, w)
+			}
+		}
+		var runner, labels map[string]string
+		if raw := in[fieldLabelsBody]; raw != nil && !isNull(raw) {
+			if err := json.Unmarshal(raw, &runner); err != nil {
+				t.Fatalf("accepted labels do not decode: %v", err)
+			}
+		}
+		if err := json.Unmarshal(got[fieldLabelsBody], &labels); err != nil {
+			t.Fatalf("labels %s: %v", got[fieldLabelsBody], err)
+		}
+		for k, v := range runner {
+			if _, ours := tether[k]; !ours && labels[k] != v {
+				t.Fatalf("runner's label %q=%q lost: %v", k, v, labels)
+			}
+		}
+		for k, v := range tether {
+			if labels[k] != v {
+				t.Fatalf("tether's label %q=%q removed or spoofed: %v", k, v, labels)
+			}
+		}
+		if len(labels) > len(runner)+len(tether) {
+			t.Fatalf("labels %v: more than the runner's and tether's", labels)
+		}
+	})
+}
+
+// FuzzSetterRule feeds arbitrary setter intervals (the path segment) to the
+// interval rule: an auto-stop that means "never" never reaches Daytona
+// while a backstop is set, lease mode always sends its own intervals, and
+// every other interval passes as the runner sent it.
+func FuzzSetterRule(f *testing.F) {
+	for _, seed := range []string{"0", "0.0", "-0", "15", "-1", "1e3", "abc", "", "null", " 0"} {
+		f.Add(seed, false)
+		f.Add(seed, true)
+	}
+	f.Fuzz(func(t *testing.T, sent string, lease bool) {
+		iv := intervals{backstop: 17}
+		if lease {
+			iv.lease = 3
+		}
+		for _, field := range []string{fieldAutoStop, fieldAutoDelete, "autoArchiveInterval"} {
+			v, set := iv.apply(field, json.RawMessage(sent))
+			switch {
+			case lease && field == fieldAutoStop:
+				if strings.TrimSpace(string(v)) != "3" {
+					t.Fatalf("lease: auto-stop %q sent as %q", sent, v)
+				}
+			case lease && field == fieldAutoDelete:
+				if strings.TrimSpace(string(v)) != "0" {
+					t.Fatalf("lease: auto-delete %q sent as %q", sent, v)
+				}
+			case field == fieldAutoStop && intervalOff(json.RawMessage(sent)):
+				if string(v) != "17" || !set {
+					t.Fatalf("auto-stop off (%q) sent as %q", sent, v)
+				}
+			default:
+				if set || string(v) != sent {
+					t.Fatalf("%s %q changed to %q", field, sent, v)
+				}
+			}
+			if set == (string(v) == sent) {
+				t.Fatalf("%s %q → %q: replaced=%v", field, sent, v, set)
+			}
+		}
+	})
 }

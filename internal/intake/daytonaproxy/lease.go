@@ -10,31 +10,62 @@ import (
 // a stop; 0 at once, -1 never).
 const fieldAutoDelete = "autoDeleteInterval"
 
-// leaseBody sets lease mode's intervals in a rewritten create body: the
-// short auto-stop, and auto-delete 0, so that a sandbox whose renewals stop
-// (tether gone with its host) is stopped and deleted by Daytona itself.
-// Every sandbox the proxy creates is an intent with on_drain delete. What
-// the runner asked for is replaced, and returned so it can be logged.
-func leaseBody(body []byte, minutes int) (out []byte, replaced map[string]string, err error) {
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(body, &fields); err != nil {
-		return nil, nil, err
+// intervals is the one rule for every auto-stop and auto-delete interval a
+// runner sends through the proxy for a sandbox of this tether, in a create
+// (POST /sandbox) and in a setter (POST /sandbox/{id}/autostop/{n},
+// /autodelete/{n}), so that no later call undoes what the create set.
+type intervals struct {
+	// backstop replaces an auto-stop of 0 (or null: the SDKs send null
+	// for "off" too), Daytona's "never stop"; 0 leaves it as sent.
+	backstop int
+	// lease, in lease mode (tether run --lease), is the auto-stop every
+	// sandbox gets, with auto-delete 0, so that a sandbox whose renewals
+	// stop (tether gone with its host) is stopped and deleted by Daytona
+	// itself; 0: off.
+	lease int
+}
+
+// intervals is the proxy's rule.
+func (p *Proxy) intervals() intervals {
+	return intervals{backstop: p.AutoStopMinutes, lease: p.LeaseMinutes}
+}
+
+// apply rules one interval: field (fieldAutoStop or fieldAutoDelete), sent
+// as the runner sent it (raw JSON, nil when absent). It returns the value to
+// send and true when that is not what the runner sent; other fields, and
+// values it leaves alone, come back with false.
+func (iv intervals) apply(field string, sent json.RawMessage) (json.RawMessage, bool) {
+	var want string
+	switch {
+	case field == fieldAutoStop && iv.lease > 0:
+		want = strconv.Itoa(iv.lease)
+	case field == fieldAutoDelete && iv.lease > 0:
+		want = "0"
+	case field == fieldAutoStop && iv.backstop > 0 && sent != nil && intervalOff(sent):
+		want = strconv.Itoa(iv.backstop)
+	default:
+		return sent, false
 	}
-	want := map[string]string{fieldAutoStop: strconv.Itoa(minutes), fieldAutoDelete: "0"}
-	for k, v := range want {
-		if old, ok := fields[k]; ok && string(bytes.TrimSpace(old)) != v {
-			if replaced == nil {
-				replaced = map[string]string{}
-			}
-			replaced[k] = string(old)
-		}
-		fields[k] = json.RawMessage(v)
+	if sent != nil && string(bytes.TrimSpace(sent)) == want {
+		return sent, false
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false) // the runner's strings go out as it wrote them
-	if err := enc.Encode(fields); err != nil {
-		return nil, nil, err
+	return json.RawMessage(want), true
+}
+
+// intervalOff reports whether an auto-stop as sent means "never": 0 in any
+// spelling, or null.
+func intervalOff(raw json.RawMessage) bool {
+	if isNull(raw) {
+		return true
 	}
-	return bytes.TrimRight(buf.Bytes(), "\n"), replaced, nil
+	f, err := strconv.ParseFloat(string(bytes.TrimSpace(raw)), 64)
+	return err == nil && f == 0
+}
+
+// replacedBy names the rule that replaced a runner's interval, for the log.
+func (iv intervals) replacedBy() string {
+	if iv.lease > 0 {
+		return "lease mode"
+	}
+	return "the auto-stop backstop"
 }

@@ -45,12 +45,16 @@ func TestLeaseModeSetsTheIntervalsOfEveryCreate(t *testing.T) {
 	}
 }
 
-func TestLeaseBodyKeepsEveryOtherField(t *testing.T) {
-	out, replaced, err := leaseBody([]byte(`{"name":"a<b","autoStopInterval":5,"x":{"y":[1,2]}}`), 3)
+func TestLeaseRuleKeepsEveryOtherField(t *testing.T) {
+	cb, err := parseCreate([]byte(`{"name":"a<b","autoStopInterval":5,"x":{"y":[1,2]}}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"autoDeleteInterval":0,"autoStopInterval":3,"name":"a<b","x":{"y":[1,2]}}`
+	out, _, replaced, err := cb.rewrite("tether-x", map[string]string{"tether-owner": "o"}, intervals{backstop: 15, lease: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"autoDeleteInterval":0,"autoStopInterval":3,"labels":{"tether-owner":"o"},"name":"a<b","x":{"y":[1,2]}}`
 	if string(out) != want {
 		t.Errorf("body %s, want %s", out, want)
 	}
@@ -59,9 +63,10 @@ func TestLeaseBodyKeepsEveryOtherField(t *testing.T) {
 	}
 }
 
-// FuzzLeaseBody: for every body the proxy accepts and rewrites, lease mode
-// never fails, sets exactly its two intervals and keeps every other field.
-func FuzzLeaseBody(f *testing.F) {
+// FuzzLeaseRule: for every body the proxy accepts, lease mode never fails,
+// sets exactly its two intervals and keeps every other field as the
+// rewrite without any interval rule sends it.
+func FuzzLeaseRule(f *testing.F) {
 	for _, seed := range []string{
 		`{}`, `{"autoStopInterval":5,"autoDeleteInterval":-1,"name":"x"}`,
 		`{"autoDeleteInterval":null,"env":{"A":"<&>"},"big":12345678901234567890123}`,
@@ -73,16 +78,17 @@ func FuzzLeaseBody(f *testing.F) {
 		if err != nil {
 			return
 		}
-		rewritten, _, err := cb.rewrite("tether-x", map[string]string{"tether-owner": "o"}, 15)
+		labels := map[string]string{"tether-owner": "o"}
+		plain, _, _, err := cb.rewrite("tether-x", labels, intervals{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		out, _, err := leaseBody(rewritten, 2)
+		out, _, replaced, err := cb.rewrite("tether-x", labels, intervals{backstop: 15, lease: 2})
 		if err != nil {
 			t.Fatalf("lease of an accepted body failed: %v", err)
 		}
 		var before, after map[string]json.RawMessage
-		if json.Unmarshal(rewritten, &before) != nil || json.Unmarshal(out, &after) != nil {
+		if json.Unmarshal(plain, &before) != nil || json.Unmarshal(out, &after) != nil {
 			t.Fatal("a body does not decode")
 		}
 		if string(after[fieldAutoStop]) != "2" || string(after[fieldAutoDelete]) != "0" {
@@ -91,6 +97,11 @@ func FuzzLeaseBody(f *testing.F) {
 		for k, v := range before {
 			if k != fieldAutoStop && k != fieldAutoDelete && !bytes.Equal(bytes.TrimSpace(after[k]), bytes.TrimSpace(v)) {
 				t.Fatalf("field %s changed: %s -> %s", k, v, after[k])
+			}
+		}
+		for _, k := range []string{fieldAutoStop, fieldAutoDelete} {
+			if sent, ok := cb.fields[k]; ok && !bytes.Equal(bytes.TrimSpace(sent), after[k]) && replaced[k] != string(sent) {
+				t.Fatalf("%s: the runner's %s was replaced without a record (%v)", k, sent, replaced)
 			}
 		}
 	})

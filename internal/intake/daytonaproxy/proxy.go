@@ -11,24 +11,34 @@
 // the labels and auto-stop rules, the account of a request's credentials,
 // Daytona's error shape and which of its answers create nothing.
 //
-// POST /sandbox is the one call it takes apart. It journals an intent
-// first; names the sandbox tether-<id> unless the runner named it (then
-// that name is journaled: it is what finds a lost create); adds the
-// ownership and scope labels beside the runner's own; turns a disabled
-// auto-stop into the backstop; forwards the create on a context of its own,
-// so a runner that hangs up or times out does not cancel it; reads the
-// answer to the end and journals the sandbox id. A create the runner
-// already declared to tether (its labels carry an owner) goes through
-// untouched: the runner answers for it as before. A DELETE
-// /sandbox/{idOrName} that succeeds moves the matching intent to
-// releasing: the drain then only confirms the 404.
+// It routes as Daytona's router does (route.go) and takes apart the calls
+// that make a sandbox or could undo what tether set on one:
+//   - POST /sandbox and POST /sandbox/{id}/fork are journaled first
+//     (apiproxy); the sandbox is named tether-<id> unless the runner named
+//     it (then that name is journaled: it is what finds a lost create);
+//     the ownership and scope labels are added beside the runner's own;
+//     the intervals are ruled (intervals: a disabled auto-stop becomes the
+//     backstop, lease mode sets its own); the answer, Daytona's own read
+//     of the sandbox, vouches for it to the drain. A fork also remembers
+//     its parent's intent, so the drain deletes it first, and gets its own
+//     labels. A create that names a live intent of this journal (declared
+//     over the socket or a spool file) goes through untouched: the runner
+//     answers for it as before. Answers given before anything is stored
+//     (409 for a name taken among them) close the intent at once.
+//   - PUT /sandbox/{id}/labels, a full replacement, and the interval
+//     setters, for a sandbox of this tether: tether's labels go back into
+//     the replacement, the setters follow the create's interval rule.
+//   - A DELETE /sandbox/{idOrName} that succeeds moves the intent owning
+//     the deleted sandbox to releasing: the drain then only confirms.
 //
 // Everything else passes through as it is, streaming: any method and path,
 // websocket upgrades, the runner's headers (its Authorization and
 // X-Daytona-* included), and Daytona's status, headers and body. An error
-// stays an error. Credentials go from the runner to Daytona untouched and
-// are never journaled or logged; only their fingerprint is, as the
-// intent's account, and an account other than tether's own is reported.
+// stays an error, and a Daytona that cannot be reached is a connection
+// error, as without tether. Credentials go from the runner to Daytona
+// untouched and are never journaled or logged; only their fingerprint is,
+// as the intent's account, and an account other than tether's own is
+// reported.
 package daytonaproxy
 
 import (
@@ -41,7 +51,9 @@ import (
 
 	"github.com/tether-run/tether/internal/intake"
 	"github.com/tether-run/tether/internal/intake/apiproxy"
+	"github.com/tether-run/tether/provider"
 	"github.com/tether-run/tether/provider/daytona"
+	"github.com/tether-run/tether/spool"
 )
 
 // DefaultCreateTimeout bounds one forwarded POST /sandbox, answer read to
@@ -72,6 +84,10 @@ type Proxy struct {
 	// LeaseMinutes, in lease mode (tether run --lease), is the auto-stop
 	// every create gets, with auto-delete 0 (lease.go); 0: off.
 	LeaseMinutes int
+	// Vouch, if set, is told of each sandbox a create or fork answer
+	// showed (the reaper's Vouch): Daytona's own read of the sandbox, so
+	// the drain's first read is not needed to prove it ours.
+	Vouch func(in spool.Intent, sb provider.Sandbox) error
 	// Transport makes the upstream calls (default: apiproxy's).
 	Transport http.RoundTripper
 
@@ -161,16 +177,28 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.core.ServeHTTP(w, r)
 }
 
-// route sends POST /sandbox to the create, a DELETE of one sandbox to the
+// route routes, as Daytona's router would (classify), a create and a
+// fork to be journaled, a label replacement and an interval setter of one
+// of this tether's sandboxes to be ruled, a DELETE of one sandbox to the
 // pass-through with the delete hook, and everything else to the
 // pass-through.
 func (p *Proxy) route(w http.ResponseWriter, r *http.Request) {
-	rest, ok := strings.CutPrefix(r.URL.Path, p.core.Base()+"/sandbox")
-	switch {
-	case ok && r.Method == http.MethodPost && (rest == "" || rest == "/"):
-		p.create(w, r)
-	case ok && r.Method == http.MethodDelete && len(rest) > 1 && rest[0] == '/' && !strings.Contains(rest[1:], "/"):
-		p.core.PassDelete(w, r, p.accountOf(r.Header), rest[1:])
+	rt := p.classify(r)
+	switch rt.kind {
+	case routeCreate:
+		p.create(w, r, rt)
+	case routeFork:
+		p.fork(w, r, rt)
+	case routeLabels:
+		if p.replaceLabels(w, r, rt) {
+			p.core.Pass(w, r)
+		}
+	case routeSetter:
+		p.setter(r, rt)
+		p.core.Pass(w, r)
+	case routeDelete:
+		setPath(r, rt.path)
+		p.core.PassDelete(w, r, p.accountOf(r.Header), rt.idOrName)
 	default:
 		p.core.Pass(w, r)
 	}
@@ -197,7 +225,10 @@ type daytonaAPI struct{}
 
 func (daytonaAPI) WriteError(w http.ResponseWriter, code int, msg string) { writeError(w, code, msg) }
 
-func (daytonaAPI) SandboxID(answer []byte) (string, error) { return sandboxID(answer) }
+func (daytonaAPI) SandboxID(answer []byte) (string, error) {
+	sb, err := decodeSandbox(answer)
+	return sb.ID, err
+}
 
 // CreatedNothing: the answers Daytona gives before it does anything at all
 // (authentication, permission and quota refusals, rate limits). Any other

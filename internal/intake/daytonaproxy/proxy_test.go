@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -35,6 +38,8 @@ const (
 	secretKey = "sk-runner-secret-4f9a1c"
 	otherKey  = "sk-other-account-77e2"
 	otherOrg  = "org-other"
+	// vmSnapshot makes VM sandboxes, the class Daytona forks.
+	vmSnapshot = "daytonaio/vm:test"
 )
 
 // world is one test's universe: a simulated Daytona (behind an optional
@@ -47,6 +52,7 @@ type world struct {
 	p        *Proxy
 	url      string // the proxy's API URL, what a runner gets as DAYTONA_API_URL
 	logs     *testutil.Buffer
+	r        *reaper.Reaper // tether's reaper, told of the sandboxes the proxy's answers vouch for
 }
 
 // newWorld starts a simulator (wrapped by wrap, if given), a journal and a
@@ -54,7 +60,8 @@ type world struct {
 func newWorld(t *testing.T, wrap func(http.Handler) http.Handler, opts ...daytonatest.Option) *world {
 	t.Helper()
 	w := &world{t: t, logs: &testutil.Buffer{}}
-	opts = append([]daytonatest.Option{daytonatest.WithCreateDelay(time.Millisecond), daytonatest.WithDestroyDelay(5 * time.Millisecond)}, opts...)
+	opts = append([]daytonatest.Option{daytonatest.WithCreateDelay(time.Millisecond), daytonatest.WithDestroyDelay(5 * time.Millisecond),
+		daytonatest.WithSnapshotClass(vmSnapshot, daytonatest.ClassLinuxVM)}, opts...)
 	if wrap == nil {
 		w.sim = daytonatest.NewServer(opts...)
 		t.Cleanup(w.sim.Close)
@@ -73,6 +80,7 @@ func newWorld(t *testing.T, wrap func(http.Handler) http.Handler, opts ...dayton
 	}
 	t.Cleanup(func() { j.Close() })
 	w.j = j
+	w.r = w.newReaper(daytona.Config{APIKey: secretKey, APIURL: w.upstream})
 	w.p = &Proxy{
 		Intake: &intake.Intake{
 			Journal:  j,
@@ -83,6 +91,7 @@ func newWorld(t *testing.T, wrap func(http.Handler) http.Handler, opts ...dayton
 		},
 		Upstream:        w.upstream,
 		AutoStopMinutes: backstop,
+		Vouch:           w.r.Vouch,
 	}
 	l, err := w.p.Listen("127.0.0.1:0")
 	if err != nil {
@@ -119,13 +128,17 @@ func client(url, key string) *apiclient.APIClient {
 // runner is a client through the proxy with tether's own key.
 func (w *world) runner() *apiclient.APIClient { return client(w.url, secretKey) }
 
-// reaper is tether's reaper over the same journal, with tether's key.
-func (w *world) reaper() *reaper.Reaper {
-	prov, err := daytona.New(daytona.Config{APIKey: secretKey, APIURL: w.upstream})
+// reaper is tether's reaper over the same journal, with tether's key: the
+// one the proxy vouches to, as in tether run.
+func (w *world) reaper() *reaper.Reaper { return w.r }
+
+// newReaper is a reaper over the world's journal with the credentials of cfg.
+func (w *world) newReaper(cfg daytona.Config) *reaper.Reaper {
+	prov, err := daytona.New(cfg)
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	return &reaper.Reaper{Journal: w.j, Provider: prov, PollInterval: 5 * time.Millisecond, RetryBase: 5 * time.Millisecond}
+	return &reaper.Reaper{Journal: w.j, Provider: prov, PollInterval: 5 * time.Millisecond, RetryBase: 5 * time.Millisecond, ConfirmDelay: 10 * time.Millisecond}
 }
 
 // drain drains every live intent and returns the report.
@@ -464,21 +477,33 @@ func TestBadCreateBodiesAreRefusedBeforeAnything(t *testing.T) {
 	}
 }
 
-func TestUpstreamDownIsA502NeverASuccess(t *testing.T) {
+// A Daytona that cannot be reached is met as without tether: the runner's
+// connection fails (no HTTP answer an SDK would not retry), and a create
+// whose dial failed is closed at once: nothing was sent.
+func TestUpstreamDownIsAConnectionError(t *testing.T) {
 	w := newWorld(t, nil)
 	w.sim.Close()
 	_, resp, err := w.runner().SandboxAPI.CreateSandbox(ctx(t)).CreateSandbox(*apiclient.NewCreateSandbox()).Execute()
-	if err == nil || resp == nil || resp.StatusCode != http.StatusBadGateway {
-		t.Fatalf("want 502, got %v (%v)", resp, err)
+	if err == nil || resp != nil {
+		t.Fatalf("create: want a connection error and no answer, got %v (%v)", resp, err)
+	}
+	if !isConnError(err) {
+		t.Errorf("create: %v is not a connection error", err)
+	}
+	if in := w.only(); in.State != spool.NeverCreated || !strings.Contains(in.LastError, "nothing was sent") {
+		t.Errorf("intent %+v: want never-created, nothing sent", in)
 	}
 	_, resp, err = w.runner().SandboxAPI.ListSandboxes(ctx(t)).Execute()
-	if err == nil || resp == nil || resp.StatusCode != http.StatusBadGateway {
-		t.Fatalf("list: want 502, got %v (%v)", resp, err)
+	if err == nil || resp != nil || !isConnError(err) {
+		t.Fatalf("list: want a connection error and no answer, got %v (%v)", resp, err)
 	}
-	var apiErr *apiclient.GenericOpenAPIError
-	if !errors.As(err, &apiErr) || !strings.Contains(string(apiErr.Body()), "tether proxy") {
-		t.Errorf("502 body should say who answered: %v", err)
-	}
+}
+
+// isConnError reports whether err is a failed connection (reset or closed
+// before an answer), what a client meets from an unreachable server.
+func isConnError(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)
 }
 
 func sameLabels(a, b map[string]string) bool {

@@ -81,6 +81,12 @@ var (
 	ErrUnauthorized = errors.New("unauthorized")
 	// ErrUnavailable: a transient server or network failure (5xx, reset, timeout). Retryable.
 	ErrUnavailable = errors.New("provider unavailable")
+	// ErrUnreachable: no connection could be made at all (refused, the
+	// host does not resolve, no route). It matches ErrUnavailable too — a
+	// server restarting refuses for a moment, so a drain under way retries
+	// it — but a command that has done nothing yet fails fast on it rather
+	// than retry a mistyped URL until its deadline. See Unreachable.
+	ErrUnreachable = errors.New("provider unreachable")
 	// ErrPermission: the credentials work but lack a permission the call
 	// needs. A configuration error; it also matches ErrUnauthorized. See
 	// PermissionError.
@@ -180,6 +186,18 @@ func (e *RateLimitError) Error() string {
 }
 
 func (e *RateLimitError) Is(target error) bool { return target == ErrRateLimited }
+
+// Unreachable wraps err, a failure to connect at all, so that it matches
+// both ErrUnreachable and ErrUnavailable.
+func Unreachable(err error) error { return &unreachableError{err} }
+
+type unreachableError struct{ err error }
+
+func (e *unreachableError) Error() string { return e.err.Error() }
+func (e *unreachableError) Unwrap() error { return e.err }
+func (e *unreachableError) Is(target error) bool {
+	return target == ErrUnreachable || target == ErrUnavailable
+}
 
 // Retryable reports whether an error from a Provider call may succeed if tried
 // again. Backends wrap a per-call timeout as ErrUnavailable, so a hung call is

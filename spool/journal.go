@@ -104,8 +104,11 @@ func Open(path string, opts Options) (j *Journal, err error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("journal %s: create directory: %w", path, err)
 	}
-	_, statErr := os.Stat(path)
+	fi, statErr := os.Stat(path)
 	fresh := errors.Is(statErr, os.ErrNotExist)
+	if statErr == nil && !fi.Mode().IsRegular() {
+		return nil, notRegular(path, fi.Mode())
+	}
 
 	// The freelist is rebuilt by a scan at open instead of being written
 	// with every commit: fewer pages per commit, and journals stay small
@@ -173,6 +176,29 @@ func openError(path string, fresh bool, err error) error {
 	return fmt.Errorf("journal %s: cannot open: %w (the file was left as it is; move it aside to start a new journal)", path, err)
 }
 
+// notRegular: the path given as a journal is /dev/null, a directory, ...:
+// there is nothing to move aside, the path is wrong.
+func notRegular(path string, m fs.FileMode) error {
+	return fmt.Errorf("journal %s: not a regular file (%s): the journal must be a file of its own", path, fileKind(m))
+}
+
+// fileKind names what a path that is not a regular file is.
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeCharDevice != 0, m&fs.ModeDevice != 0:
+		return "a device"
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeSymlink != 0:
+		return "a symbolic link"
+	}
+	return "mode " + m.String()
+}
+
 // openBolt opens path with bbolt behind the page check, and turns a panic
 // inside bbolt on a damaged file into an error: a corrupt journal must be
 // reported, never crash tether. openChecked takes the lock (exclusive, or
@@ -205,8 +231,12 @@ func OpenReadOnly(path string, timeout time.Duration) (*Journal, error) {
 	if timeout <= 0 {
 		timeout = DefaultReadOnlyLockTimeout
 	}
-	if _, err := os.Stat(path); err != nil {
+	fi, err := os.Stat(path)
+	if err != nil {
 		return nil, fmt.Errorf("journal %s: %w", path, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, notRegular(path, fi.Mode())
 	}
 	db, _, err := openBolt(path, bolt.Options{ReadOnly: true, Timeout: timeout})
 	if errors.Is(err, berrors.ErrTimeout) {

@@ -244,6 +244,28 @@ func (j *Journal) CountByState() (map[State]int, error) {
 	return out, err
 }
 
+// LiveCountByState counts the live intents by state, walking only the live
+// index and reading only the state of each record: what `tether status`
+// shows above a page, at a cost bounded by the live intents, not by the
+// journal's history. A record it cannot read counts under "unreadable".
+func (j *Journal) LiveCountByState() (map[State]int, error) {
+	out := map[State]int{}
+	err := j.view(func(tx *bolt.Tx) error {
+		intents := tx.Bucket(bucketIntents)
+		return tx.Bucket(bucketLive).ForEach(func(k, _ []byte) error {
+			var s struct {
+				State State `json:"state"`
+			}
+			if v := intents.Get(k); v == nil || json.Unmarshal(v, &s) != nil {
+				s.State = "unreadable"
+			}
+			out[s.State]++
+			return nil
+		})
+	})
+	return out, err
+}
+
 // Size is the journal file's size in bytes.
 func (j *Journal) Size() (int64, error) {
 	fi, err := os.Stat(j.path)

@@ -106,6 +106,16 @@ func TestListPage(t *testing.T) {
 	if counts[Pending] != len(live)-1 || counts[Released] != len(released)+1 {
 		t.Fatalf("counts %v", counts)
 	}
+	if _, err := j.Observe(live[2], "sb-2"); err != nil {
+		t.Fatal(err)
+	}
+	liveCounts, err := j.LiveCountByState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(liveCounts) != 2 || liveCounts[Pending] != len(live)-2 || liveCounts[Observed] != 1 {
+		t.Fatalf("live counts %v, want %d pending and 1 observed, nothing else", liveCounts, len(live)-2)
+	}
 }
 
 func TestListPageRefusesBadQueries(t *testing.T) {

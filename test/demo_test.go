@@ -60,6 +60,20 @@ func TestDemo(t *testing.T) {
 			if !strings.Contains(out, "every sandbox ended confirmed gone") {
 				t.Errorf("demo does not conclude that every sandbox is gone:\n%s", out)
 			}
+			// The story, not the logs: no raw info line without --verbose;
+			// each word explained where it first comes up; 143 explained;
+			// what to try next at the end.
+			if strings.Contains(out, "level=INFO") {
+				t.Errorf("raw log lines without --verbose:\n%s", out)
+			}
+			for _, want := range []string{"The journal is ", "An intent is ", "A drain is ", "A replay is ", "143 = 128+15", "SIGTERM received", "drain: 4 intents", "replay: done", "Try next:"} {
+				if !strings.Contains(out, want) {
+					t.Errorf("demo does not say %q:\n%s", want, out)
+				}
+			}
+			if i, j := strings.Index(out, "An intent is "), strings.Index(out, "[2/5]"); i < 0 || i > j {
+				t.Errorf("intents are explained after step 1:\n%s", out)
+			}
 		})
 	}
 }

@@ -31,7 +31,7 @@ func TestBrokenProviderSetupIsSaidAtStart(t *testing.T) {
 	cases := []struct {
 		name  string
 		env   func(w *world) []string // DAYTONA_* (and more) for this setup
-		level string                  // of the line said at start
+		level string                  // of the line said at start; "" when it is fatal without --require-provider
 		says  []string                // what that line (and the exit error) names
 	}{
 		{"no credentials", func(w *world) []string {
@@ -39,7 +39,7 @@ func TestBrokenProviderSetupIsSaidAtStart(t *testing.T) {
 		}, "WARN", []string{"DAYTONA_API_KEY"}},
 		{"malformed DAYTONA_API_URL", func(w *world) []string {
 			return []string{"DAYTONA_API_KEY=" + daytonatest.DefaultKey, "DAYTONA_API_URL=localhost:3000/api"}
-		}, "WARN", []string{"DAYTONA_API_URL", "localhost:3000/api"}},
+		}, "", []string{"DAYTONA_API_URL", `"localhost:3000/api"`}},
 		{"https to a server whose CA tether lacks", func(w *world) []string {
 			return []string{"DAYTONA_API_KEY=" + daytonatest.DefaultKey, "DAYTONA_API_URL=" + untrusted.URL + "/api"}
 		}, "ERROR", []string{"certificate", "SSL_CERT_FILE"}},
@@ -57,6 +57,16 @@ func TestBrokenProviderSetupIsSaidAtStart(t *testing.T) {
 			t.Run("said at start", func(t *testing.T) {
 				w := newWorld(t)
 				w.env = append(withoutDaytona(w.env), tc.env(w)...)
+				if tc.level == "" {
+					// A URL tether cannot call at all (the proxy would
+					// forward to it too): one error, not a warning that
+					// promises to go on.
+					code, stderr := w.runTether(append(w.tetherArgs("run"), "--", "sh", "-c", "exit 0")...)
+					if code != 125 || len(linesWith(stderr, tc.says...)) != 1 || strings.Contains(stderr, "level=WARN") {
+						t.Fatalf("tether exited %d, want 125 and one line naming %q:\n%s", code, tc.says, stderr)
+					}
+					return
+				}
 				p := w.start(append(w.tetherArgs("run"), "--drain-timeout", drainTimeout, "--", "sh", "-c", "echo ready; exec sleep 600")...)
 				if l := <-p.lines; l != "ready" {
 					t.Fatalf("child said %q; stderr:\n%s", l, p.stderr)
@@ -92,7 +102,11 @@ func TestBrokenProviderSetupIsSaidAtStart(t *testing.T) {
 				if _, err := os.Stat(marker); err == nil {
 					t.Fatal("the child was started")
 				}
-				if lineWith(stderr, append([]string{"require-provider"}, tc.says...)...) == "" {
+				needs := []string{"require-provider"}
+				if tc.level == "" {
+					needs = nil // fatal with or without it
+				}
+				if lineWith(stderr, append(needs, tc.says...)...) == "" {
 					t.Fatalf("stderr does not say %q with --require-provider:\n%s", tc.says, stderr)
 				}
 			})

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
+	"strings"
+	"time"
 
 	"github.com/tether-run/tether/internal/config"
 )
@@ -62,12 +65,44 @@ func parseFlags(fs *flag.FlagSet, args []string, maxArgs int) error {
 			fs.Usage()
 			return errHelpShown
 		}
-		return usageError(fs, err)
+		return usageError(fs, badValue(fs, err))
 	}
 	if maxArgs >= 0 && fs.NArg() > maxArgs {
 		return usageError(fs, fmt.Errorf("unexpected argument %q", fs.Arg(maxArgs)))
 	}
 	return nil
+}
+
+// flagValueError is how the flag package words a value it could not set.
+var flagValueError = regexp.MustCompile(`^invalid (?:boolean )?value ("(?:[^"\\]|\\.)*") for (?:flag )?-([^:]+): (.*)$`)
+
+// badValue rewords the flag package's "invalid value "x" for flag -grace:
+// parse error" as the environment's path words it: the flag, the value as
+// given, and the format expected.
+func badValue(fs *flag.FlagSet, err error) error {
+	m := flagValueError.FindStringSubmatch(err.Error())
+	if m == nil {
+		return err
+	}
+	value, name, why := m[1], m[2], m[3]
+	if f := fs.Lookup(name); f != nil {
+		if g, ok := f.Value.(flag.Getter); ok {
+			switch g.Get().(type) {
+			case time.Duration:
+				why = "not a duration (e.g. 3s, 500ms, 2m)"
+			case int, int64, uint, uint64:
+				why = "not a whole number"
+			case bool:
+				why = "not true or false"
+			case float64:
+				why = "not a number"
+			}
+		}
+	}
+	if strings.Contains(why, value) {
+		return fmt.Errorf("--%s: %s", name, why) // the reason quotes the value already
+	}
+	return fmt.Errorf("--%s %s: %s", name, value, why)
 }
 
 // parseConfig is parseFlags for a command that bound cfg's settings to fs

@@ -104,7 +104,7 @@ func generateConfigDoc(t *testing.T) string {
 			t.Fatalf("%s -h: %v", command, err)
 		}
 	}
-	for _, name := range []string{"run", "drain", "status", "sweep", "demo", "version"} {
+	for _, name := range []string{"run", "drain", "status", "sweep", "doctor", "demo", "version"} {
 		run(name)
 	}
 	subs := make([]string, 0, len(intentSubs))
@@ -162,10 +162,10 @@ made absolute once, at start.
 | --- | --- | --- |
 `)
 	for _, row := range [][3]string{
-		{daytona.EnvAPIKey, "run, drain, sweep", "Daytona API key; never logged"},
-		{daytona.EnvJWTToken, "run, drain, sweep", "Daytona JWT, used when there is no API key (needs " + daytona.EnvOrganizationID + ")"},
-		{daytona.EnvOrganizationID, "run, drain, sweep", "the organization a JWT acts in"},
-		{daytona.EnvAPIURL, "run, drain, sweep", "Daytona API URL, default `" + daytona.DefaultAPIURL + "` (" + daytona.EnvServerURL + ", deprecated by Daytona, is read when it is unset); tether run points its child's at the Daytona API proxy unless `--daytona-proxy=false`, as `http://127.0.0.1:PORT/<secret>/api` with a secret drawn for each run (a request without it is refused)"},
+		{daytona.EnvAPIKey, "run, drain, sweep, doctor", "Daytona API key; never logged"},
+		{daytona.EnvJWTToken, "run, drain, sweep, doctor", "Daytona JWT, used when there is no API key (needs " + daytona.EnvOrganizationID + ")"},
+		{daytona.EnvOrganizationID, "run, drain, sweep, doctor", "the organization a JWT acts in"},
+		{daytona.EnvAPIURL, "run, drain, sweep, doctor", "Daytona API URL, default `" + daytona.DefaultAPIURL + "` (" + daytona.EnvServerURL + ", deprecated by Daytona, is read when it is unset); tether run points its child's at the Daytona API proxy unless `--daytona-proxy=false`, as `http://127.0.0.1:PORT/<secret>/api` with a secret drawn for each run (a request without it is refused)"},
 		{daytona.EnvTarget, "run, drain, sweep", "region new sandboxes are created in (the proxy and the sample runner)"},
 		{config.EnvOwner, "intent (without a socket)", "the journal's owner id; tether run gives it to its child"},
 		{config.EnvSocket + ", " + config.EnvSpool + ", " + config.EnvLabels, "intent, status", "tether run gives them to its child: where to declare intents, and the scope labels (`k=v,k=v`)"},

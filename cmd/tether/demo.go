@@ -10,6 +10,8 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -64,7 +66,7 @@ func (*DemoCommand) Run(ctx context.Context, args []string) error {
 	fs := newFlags("demo", "Usage: tether demo [flags]\n       tether demo runner [flags]   (the sample runner the demo starts)\n       tether demo daytona [flags]  (the simulated Daytona API alone, to try tether against)\n\nRuns the whole story against a simulated Daytona on loopback: a sample runner\nunder tether run, stopped as docker stop does, then tether kill -9ed and\nrestarted on the same journal; exits 0 only if every sandbox ended confirmed gone.\n")
 	sandboxes := fs.Int("sandboxes", 4, "sandboxes the runner creates in each of the two runs")
 	faults := fs.String("faults", "", "simulated faults, e.g. latency=50ms,429=0.1,5xx=0.05,create-lost=0.2,destroying=1s,seed=1")
-	verbose := fs.Bool("verbose", false, "show every log line of tether")
+	verbose := fs.Bool("verbose", false, "show every log line of tether (without it, the story: what each step did, in a sentence)")
 	if err := parseFlags(fs, args, 0); err != nil {
 		return helped(err)
 	}
@@ -191,8 +193,10 @@ func (d *demo) journal() string { return filepath.Join(d.dir, "journal.db") }
 // sandbox ended confirmed gone.
 func (d *demo) run(ctx context.Context, n int) (bool, error) {
 	d.say("tether demo: a simulated Daytona API on %s, a journal in %s", d.sim.URL, d.dir)
+	d.explain("The journal is tether's file (bbolt) of every sandbox declared to it, written to disk before tether answers: what it holds survives a crash of tether.")
 
 	d.step(1, "tether run starts a sample runner, which declares and creates %d sandboxes with Daytona's auto-stop set to 0 (disabled), as some runners leave it: then no server-side cleanup ever comes", n)
+	d.explain("An intent is the runner's word to tether, before each create: \"a sandbox named tether-<id> is about to exist\". tether journals it, so it can find and delete that sandbox even if the create's answer never reaches anyone.")
 	start := time.Now()
 	t1, err := d.startTether(ctx, "run-1", "--sandboxes", fmt.Sprint(n), "--label", "run-1")
 	if err != nil {
@@ -205,6 +209,7 @@ func (d *demo) run(ctx context.Context, n int) (bool, error) {
 	d.live(1, "running")
 
 	d.step(2, "docker stop: SIGTERM to tether (docker would SIGKILL %s later)", dockerStopKill)
+	d.explain("A drain is what tether does when its runner ends: for every live intent, prove the sandbox its own (id, name, labels), delete it, and wait until Daytona answers 404, then exit.")
 	start = time.Now()
 	code, err := t1.stop(ctx, syscall.SIGTERM)
 	if err != nil {
@@ -212,7 +217,7 @@ func (d *demo) run(ctx context.Context, n int) (bool, error) {
 	}
 	took := time.Since(start)
 	d.phase("run 1: SIGTERM → child ended → drained → exit", took)
-	d.say("tether exited %d after %s (%s inside docker stop's %s)", code, took.Round(time.Millisecond), d.mark(took < dockerStopKill), dockerStopKill)
+	d.say("tether exited %d after %s (%s inside docker stop's %s)%s", code, took.Round(time.Millisecond), d.mark(took < dockerStopKill), dockerStopKill, exitMeaning(code))
 	d.live(1, "after the drain")
 
 	d.step(3, "a second run creates %d more; the runner dies before reporting the last one's id to tether", n)
@@ -233,6 +238,7 @@ func (d *demo) run(ctx context.Context, n int) (bool, error) {
 	d.live(2, "leaked")
 
 	d.step(5, "tether restarts on the same journal and replays what the crash left")
+	d.explain("A replay is the drain a restarted tether runs, in the background, on the intents its journal still holds live: the unobserved one is found by its name.")
 	start = time.Now()
 	t3, err := d.startTether(ctx, "restart", "--sandboxes", "0", "--wait-idle")
 	if err != nil {
@@ -362,7 +368,50 @@ func (d *demo) table() (bool, error) {
 	} else {
 		d.say("\n%s some sandboxes are not confirmed gone: tether keeps them in the journal and says so.", d.mark(false))
 	}
+	d.say("\nTry next:")
+	for _, l := range [][2]string{
+		{"tether demo --faults 429=0.2,5xx=0.1,create-lost=0.3", "the same story under rate limits, server errors and lost creates"},
+		{"tether demo --verbose", "with every log line of tether"},
+		{"tether demo daytona", "a local Daytona to run your own runner against (README: Try it locally)"},
+		{"tether doctor --live", "check your own Daytona account, with one real sandbox created and deleted"},
+		{"tether run -- YOUR-RUNNER", "README.md: the three ways to integrate; zero code is the default"},
+	} {
+		d.say("  %-54s %s", l[0], l[1])
+	}
 	return all, nil
+}
+
+// exitMeaning explains an exit code above 128: the runner's status, ended
+// by a signal, passed on the way a shell reports it.
+func exitMeaning(code int) string {
+	if code <= 128 || code > 128+64 {
+		return ""
+	}
+	sig := syscall.Signal(code - 128)
+	return fmt.Sprintf("\n  %d = 128+%d: its runner ended by %s, passed on as a shell reports it (docker stop expects this)", code, code-128, signalName(sig))
+}
+
+func signalName(s syscall.Signal) string {
+	switch s {
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	case syscall.SIGINT:
+		return "SIGINT"
+	case syscall.SIGKILL:
+		return "SIGKILL"
+	case syscall.SIGHUP:
+		return "SIGHUP"
+	}
+	return "signal " + fmt.Sprint(int(s))
+}
+
+// explain says in one line what a word of the story means, the first time
+// it comes up.
+func (d *demo) explain(text string) {
+	if d.tty {
+		text = "\033[2m" + text + "\033[0m"
+	}
+	fmt.Fprintln(d.out, "  "+text)
 }
 
 // demoTether is one `tether run` of the demo, with its runner's stdout.
@@ -440,18 +489,12 @@ func (d *demo) startTether(ctx context.Context, name string, runnerArgs ...strin
 	return p, nil
 }
 
-// logLine shows one log line of tether: all of them with --verbose, else
-// the ones that tell the story (signals, drain, replay, the report).
+// logLine shows one log line of tether: every one with --verbose; else
+// only what moves the story on, in a sentence (the signal, the drain's and
+// the replay's outcome), and warnings and errors as they are.
 func (d *demo) logLine(line string) {
 	if !d.verbose {
-		interesting := false
-		for _, w := range []string{"tether: ", "signal", "drain", "replay", "gone", "unresolved", "foreign", "backstop", "auto-stop", "child exited", "level=WARN", "level=ERROR"} {
-			if strings.Contains(line, w) {
-				interesting = true
-				break
-			}
-		}
-		if !interesting {
+		if line = storyLine(line); line == "" {
 			return
 		}
 	}
@@ -461,6 +504,50 @@ func (d *demo) logLine(line string) {
 		line += "\033[0m"
 	}
 	fmt.Fprintln(d.out, prefix+line)
+}
+
+// logAttr is one key=value of a log line in slog's text format.
+var logAttr = regexp.MustCompile(`(\w+)=("(?:[^"\\]|\\.)*"|\S+)`)
+
+// storyLine is what a log line of tether says for the demo's story, or ""
+// when it says nothing the demo does not already show.
+func storyLine(line string) string {
+	if rest, ok := strings.CutPrefix(line, "tether: "); ok {
+		// The drain's report: its first line (the counts per state are
+		// in the table at the end).
+		if strings.HasPrefix(rest, "drain: ") {
+			return rest
+		}
+		return ""
+	}
+	attrs := map[string]string{}
+	for _, m := range logAttr.FindAllStringSubmatch(line, -1) {
+		v := m[2]
+		if u, err := strconv.Unquote(v); err == nil {
+			v = u
+		}
+		attrs[m[1]] = v
+	}
+	switch msg := attrs["msg"]; {
+	case attrs["level"] == "WARN" || attrs["level"] == "ERROR":
+		return line
+	case msg == "stopping the child":
+		return fmt.Sprintf("%s received: tether passes it to its runner (%s to exit), then drains", attrs["signal"], attrs["grace"])
+	case msg == "auto-stop was disabled; enforced":
+		return fmt.Sprintf("%s had auto-stop 0: set to %s min, so Daytona stops it even if tether dies", shortID(attrs["sandbox"]), attrs["minutes"])
+	case strings.HasPrefix(msg, "replay: resolving"):
+		return fmt.Sprintf("the journal holds %s live intents from before the crash: replaying them", attrs["live"])
+	case msg == "replay: done":
+		return fmt.Sprintf("replay: done in %s, %s gone, %s unresolved", attrs["elapsed"], attrs["gone"], attrs["unresolved"])
+	}
+	return ""
+}
+
+func shortID(id string) string {
+	if len(id) > 8 {
+		return "sandbox " + id[:8] + "…"
+	}
+	return "sandbox " + id
 }
 
 // awaitReady reads the runner's lines until it says ready, recording each

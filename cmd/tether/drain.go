@@ -36,8 +36,15 @@ Deletes (or stops) every sandbox the journal still holds live, owner-verified
 and confirmed gone, with the Daytona credentials of the environment. With
 --salvage-to, first copies what is readable of a damaged journal into NEW
 (same owner id; the damaged file is only read), then drains NEW.
+Intents whose sandbox names have not appeared wait until their
+never-created horizon; when only such intents are left and their horizon
+falls after the deadline, the drain stops early (after ` + sidecar.DrainNameWaitGrace.String() + `) and says
+so. Before any call it checks the provider once: a URL nothing answers at
+(connection refused, a host that does not resolve) or a setup error
+(credentials, certificates) ends it at once, with nothing done.
 Exit: 0 when nothing live is left, ` + fmt.Sprint(ExitCodeUnresolved) + ` when intents stay live (quarantined
-records count as live), ` + fmt.Sprint(ExitCodeUsage) + ` for a usage error or a journal that cannot be opened.
+records count as live), ` + fmt.Sprint(ExitCodeUsage) + ` for a usage error, a journal that cannot be opened, or
+a provider that cannot be reached or used (nothing done).
 `
 
 func (*DrainCommand) Run(ctx context.Context, args []string) error {
@@ -74,6 +81,9 @@ func (*DrainCommand) Run(ctx context.Context, args []string) error {
 	if _, err := sidecar.Drain(ctx, cfg, j, prov, log, os.Stderr); err != nil {
 		if errors.Is(err, reaper.ErrUnresolved) {
 			return &ExitError{Code: ExitCodeUnresolved}
+		}
+		if errors.Is(err, reaper.ErrNothingDone) {
+			return &ExitError{Code: ExitCodeUsage, Err: fmt.Errorf("drain: %w", err)}
 		}
 		return err
 	}

@@ -33,6 +33,7 @@ var commands = map[string]Command{
 	"drain":   &DrainCommand{},
 	"status":  &StatusCommand{}, // status.go
 	"sweep":   &SweepCommand{},  // sweep.go
+	"doctor":  &DoctorCommand{}, // doctor.go
 }
 
 // ExitCodeUsage is tether's exit code for its own errors: bad flags, no

@@ -24,6 +24,9 @@ const (
 	// DefaultStatusRecent is how many finished intents status shows after
 	// the live ones.
 	DefaultStatusRecent = 20
+	// DefaultStatusLimit is how many live intents one page of status shows;
+	// the counts by state cover them all.
+	DefaultStatusLimit = 50
 	// DefaultStatusTimeout bounds the whole status call over the socket.
 	DefaultStatusTimeout = 10 * time.Second
 	// statusErrorWidth truncates the last error in the table (--json has it whole).
@@ -33,6 +36,9 @@ const (
 // finishedStates are the states an intent ends in.
 var finishedStates = []spool.State{spool.Gone, spool.Stopped, spool.Released, spool.NeverCreated, spool.Foreign}
 
+// liveStates are the states of an unresolved intent, in the order counted.
+var liveStates = []spool.State{spool.Pending, spool.Observed, spool.Releasing}
+
 // StatusCommand is `tether status`: what a journal holds, read beside a
 // running tether (through its socket) or from a journal left behind.
 type StatusCommand struct{}
@@ -41,11 +47,17 @@ func (*StatusCommand) Synopsis() string {
 	return "show the live and recently finished intents of a journal"
 }
 
-const statusUsage = `Usage: tether status [--journal PATH] [--socket PATH] [--json] [--recent N]
+const statusUsage = `Usage: tether status [--journal PATH] [--socket PATH] [--json] [--limit N] [--page-token T | --all] [--recent N]
 
-Shows the journal's owner id, every live intent (the unresolved ones: each
-is a sandbox that may still exist), then the most recently declared
-finished ones: state, name, sandbox id, age, attempts, last error.
+Shows the journal's owner id, how many intents are live (declared and not
+yet resolved: each stands for a sandbox that may exist) by state, one page
+of them (--limit, oldest first; --page-token for the next page, --all for
+every one), then the most recently declared finished ones: state, name,
+sandbox id, age, attempts, last error.
+
+Beside a running tether, live intents are the sandboxes its runner works
+with, which tether deletes when the runner ends. In a journal left behind
+they are unresolved: ` + "`tether drain`" + ` resolves them.
 
 Where it reads: a tether serving the journal is asked over its socket
 (--socket or $TETHER_SOCKET, else the socket tether run listens on by
@@ -58,12 +70,27 @@ can be read.
 
 // statusReport is what status prints; its JSON is the --json output.
 type statusReport struct {
-	Owner   string             `json:"owner"`
-	Source  string             `json:"source"` // "socket" or "journal"
-	Path    string             `json:"path"`   // the socket or the journal file
-	Version string             `json:"version,omitempty"`
-	Live    []intentapi.Intent `json:"live"`
-	Recent  []intentapi.Intent `json:"recent"`
+	Owner   string `json:"owner"`
+	Source  string `json:"source"` // "socket" or "journal"
+	Path    string `json:"path"`   // the socket or the journal file
+	Version string `json:"version,omitempty"`
+	// LiveTotal is every live intent; Counts splits them by state (empty
+	// over the socket when they do not fit in one page: the socket does not
+	// count by state).
+	LiveTotal int            `json:"live_total"`
+	Counts    map[string]int `json:"counts,omitempty"`
+	// Live is one page of the live intents (every one with --all);
+	// NextPageToken, when set, is --page-token for the next page.
+	Live          []intentapi.Intent `json:"live"`
+	NextPageToken string             `json:"next_page_token,omitempty"`
+	Recent        []intentapi.Intent `json:"recent"`
+}
+
+// statusQuery is which intents status shows.
+type statusQuery struct {
+	recent, limit int
+	token         string // the live page starts after this intent id
+	all           bool
 }
 
 func (*StatusCommand) Run(ctx context.Context, args []string) error {
@@ -73,6 +100,9 @@ func (*StatusCommand) Run(ctx context.Context, args []string) error {
 	socket := fs.String("socket", os.Getenv(config.EnvSocket), "socket of a running tether to ask ($"+config.EnvSocket+"; default: the socket tether run listens on, if one is there)")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of the table")
 	recent := fs.Int("recent", DefaultStatusRecent, "finished intents to show after the live ones (0: none)")
+	limit := fs.Int("limit", DefaultStatusLimit, "live intents to show on one page (1 to "+fmt.Sprint(spool.MaxPageLimit)+")")
+	token := fs.String("page-token", "", "show the page of live intents that starts after this one (the next-page token status printed)")
+	all := fs.Bool("all", false, "show every live intent, not one page")
 	timeout := fs.Duration("timeout", DefaultStatusTimeout, "bound on the whole call")
 	if err := parseConfig(fs, args, 0, &cfg, envErr); err != nil {
 		return helped(err)
@@ -80,11 +110,18 @@ func (*StatusCommand) Run(ctx context.Context, args []string) error {
 	if *recent < 0 || *recent > spool.MaxPageLimit {
 		return usageError(fs, fmt.Errorf("--recent %d: must be between 0 and %d", *recent, spool.MaxPageLimit))
 	}
+	if *limit < 1 || *limit > spool.MaxPageLimit {
+		return usageError(fs, fmt.Errorf("--limit %d: must be between 1 and %d", *limit, spool.MaxPageLimit))
+	}
+	if *all && *token != "" {
+		return usageError(fs, errors.New("--all and --page-token: give one (--all shows every page)"))
+	}
 	journalGiven := isSet(fs, "journal") || os.Getenv(config.EnvJournal) != ""
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 
-	rep, err := readStatus(ctx, cfg.Journal, journalGiven, *socket, *recent)
+	q := statusQuery{recent: *recent, limit: *limit, token: *token, all: *all}
+	rep, err := readStatus(ctx, cfg.Journal, journalGiven, *socket, q)
 	if err != nil {
 		return &ExitError{Code: ExitCodeUsage, Err: fmt.Errorf("status: %w", err)}
 	}
@@ -106,14 +143,14 @@ func isSet(fs *flag.FlagSet, name string) bool {
 // readStatus chooses where to read: the socket when one is given, else the
 // journal read-only, else (the journal is held by a live tether, or there
 // is none at the default path) the default socket.
-func readStatus(ctx context.Context, journal string, journalGiven bool, socket string, recent int) (statusReport, error) {
+func readStatus(ctx context.Context, journal string, journalGiven bool, socket string, q statusQuery) (statusReport, error) {
 	if socket != "" {
-		return statusFromSocket(ctx, socket, recent)
+		return statusFromSocket(ctx, socket, q)
 	}
 	j, err := spool.OpenReadOnly(journal, 0)
 	if err == nil {
 		defer j.Close()
-		return statusFromJournal(j, recent)
+		return statusFromJournal(j, q)
 	}
 	held := errors.Is(err, spool.ErrLocked)
 	missing := errors.Is(err, os.ErrNotExist)
@@ -127,27 +164,38 @@ func readStatus(ctx context.Context, journal string, journalGiven bool, socket s
 		}
 		return statusReport{}, fmt.Errorf("no journal at %s and no socket at %s (give --journal or --socket)", journal, strings.Join(tried, " or "))
 	}
-	return statusFromSocket(ctx, found, recent)
+	return statusFromSocket(ctx, found, q)
 }
 
-func statusFromJournal(j *spool.Journal, recent int) (statusReport, error) {
-	rep := statusReport{Owner: j.Owner(), Source: "journal", Path: j.Path(), Live: []intentapi.Intent{}, Recent: []intentapi.Intent{}}
-	q := spool.PageQuery{Limit: spool.MaxPageLimit}
+// statusFromJournal counts the live intents by state (a scan of the live
+// index, bounded by live work, not history) and reads the page asked for.
+func statusFromJournal(j *spool.Journal, q statusQuery) (statusReport, error) {
+	rep := statusReport{Owner: j.Owner(), Source: "journal", Path: j.Path(), Counts: map[string]int{}, Live: []intentapi.Intent{}, Recent: []intentapi.Intent{}}
+	counts, err := j.LiveCountByState()
+	if err != nil {
+		return rep, err
+	}
+	for st, n := range counts {
+		rep.Counts[string(st)] = n
+		rep.LiveTotal += n
+	}
+	pq := spool.PageQuery{Limit: q.limit, After: q.token}
 	for {
-		p, err := j.ListPage(q)
+		p, err := j.ListPage(pq)
 		if err != nil {
 			return rep, err
 		}
 		for _, in := range p.Intents {
 			rep.Live = append(rep.Live, intentapi.View(in))
 		}
-		if p.Next == "" {
+		rep.NextPageToken = p.Next
+		if !q.all || p.Next == "" {
 			break
 		}
-		q.After = p.Next
+		pq.After = p.Next
 	}
-	if recent > 0 {
-		p, err := j.ListPage(spool.PageQuery{States: finishedStates, Limit: recent, Reverse: true})
+	if q.recent > 0 {
+		p, err := j.ListPage(spool.PageQuery{States: finishedStates, Limit: q.recent, Reverse: true})
 		if err != nil {
 			return rep, err
 		}
@@ -158,27 +206,41 @@ func statusFromJournal(j *spool.Journal, recent int) (statusReport, error) {
 	return rep, nil
 }
 
-func statusFromSocket(ctx context.Context, socket string, recent int) (statusReport, error) {
+// statusFromSocket asks a running tether: its live count (health), the
+// page asked for, and the recent finished intents. The socket does not
+// count by state, so the counts are given only when every live intent is
+// on the page read.
+func statusFromSocket(ctx context.Context, socket string, q statusQuery) (statusReport, error) {
 	c := client.New(socket)
 	h, err := c.Health(ctx)
 	if err != nil {
 		return statusReport{}, err
 	}
-	rep := statusReport{Owner: h.Owner, Source: "socket", Path: socket, Version: h.Version, Live: []intentapi.Intent{}, Recent: []intentapi.Intent{}}
-	q := intentapi.ListQuery{Limit: spool.MaxPageLimit}
+	rep := statusReport{Owner: h.Owner, Source: "socket", Path: socket, Version: h.Version, LiveTotal: h.Live, Live: []intentapi.Intent{}, Recent: []intentapi.Intent{}}
+	lq := intentapi.ListQuery{Limit: q.limit, Cursor: q.token}
 	for {
-		p, err := c.ListPage(ctx, q)
+		p, err := c.ListPage(ctx, lq)
 		if err != nil {
 			return rep, err
 		}
 		rep.Live = append(rep.Live, p.Intents...)
-		if p.NextCursor == "" {
+		rep.NextPageToken = p.NextCursor
+		if !q.all || p.NextCursor == "" {
 			break
 		}
-		q.Cursor = p.NextCursor
+		lq.Cursor = p.NextCursor
 	}
-	if recent > 0 {
-		p, err := c.ListPage(ctx, intentapi.ListQuery{States: finishedStates, Limit: recent, Newest: true})
+	if q.token == "" && rep.NextPageToken == "" {
+		// Every live intent is here (the count may have moved since the
+		// health answer): count them.
+		rep.Counts = map[string]int{}
+		for _, in := range rep.Live {
+			rep.Counts[string(in.State)]++
+		}
+		rep.LiveTotal = len(rep.Live)
+	}
+	if q.recent > 0 {
+		p, err := c.ListPage(ctx, intentapi.ListQuery{States: finishedStates, Limit: q.recent, Newest: true})
 		if err != nil {
 			return rep, err
 		}
@@ -204,7 +266,17 @@ func (rep statusReport) write(w io.Writer, now time.Time) {
 		from = "tether " + rep.Version + " on " + rep.Path
 	}
 	fmt.Fprintf(w, "owner %s, from %s\n", rep.Owner, from)
-	fmt.Fprintf(w, "%d live (unresolved: each may still be a running sandbox), %d recently finished shown\n", len(rep.Live), len(rep.Recent))
+	fmt.Fprintln(w, rep.liveLine())
+	if rep.NextPageToken != "" || len(rep.Live) < rep.LiveTotal {
+		more := ""
+		if rep.NextPageToken != "" {
+			more = "; next page: tether status --page-token " + rep.NextPageToken + " (or --all)"
+		}
+		fmt.Fprintf(w, "showing %d of them%s\n", len(rep.Live), more)
+	}
+	if len(rep.Recent) > 0 {
+		fmt.Fprintf(w, "%d recently finished shown after them\n", len(rep.Recent))
+	}
 	if len(rep.Live)+len(rep.Recent) == 0 {
 		return
 	}
@@ -215,6 +287,29 @@ func (rep statusReport) write(w io.Writer, now time.Time) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", in.State, in.Name, orDash(in.SandboxID), age(now.Sub(in.CreatedAt)), in.Attempts, orDash(oneLine(in.LastError, statusErrorWidth)))
 	}
 	tw.Flush()
+}
+
+// liveLine says how many intents are live, by state, in the words that fit
+// where they were read: beside a running tether they are its runner's
+// sandboxes, deleted when it ends; in a journal read alone, unresolved.
+func (rep statusReport) liveLine() string {
+	var by []string
+	for _, st := range liveStates {
+		if n := rep.Counts[string(st)]; n > 0 {
+			by = append(by, fmt.Sprintf("%d %s", n, st))
+		}
+	}
+	counts := ""
+	if len(by) > 0 {
+		counts = " (" + strings.Join(by, ", ") + ")"
+	}
+	switch {
+	case rep.LiveTotal == 0:
+		return "0 live: no sandbox of this journal is left to delete"
+	case rep.Source == "socket":
+		return fmt.Sprintf("%d live%s: sandboxes the runner declared, which tether deletes when they are released or the runner ends", rep.LiveTotal, counts)
+	}
+	return fmt.Sprintf("%d live%s, unresolved: each may still be a running sandbox (tether drain --journal %s resolves them)", rep.LiveTotal, counts, rep.Path)
 }
 
 func orDash(s string) string {

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -89,9 +91,12 @@ func TestStatusOfADeadJournal(t *testing.T) {
 	if !strings.Contains(lines[0], owner) || !strings.Contains(lines[0], "read-only") || !strings.HasPrefix(lines[1], "2 live") {
 		t.Fatalf("header:\n%s", out)
 	}
+	if !strings.Contains(lines[1], "(1 pending, 1 observed), unresolved") {
+		t.Fatalf("counts by state:\n%s", out)
+	}
 	// The table: header, then the live intent tether failed on, the other
 	// live one, then the finished one.
-	rows := lines[3:]
+	rows := lines[slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "STATE") }):]
 	if len(rows) != 4 || !strings.HasPrefix(rows[0], "STATE") {
 		t.Fatalf("table:\n%s", out)
 	}
@@ -163,8 +168,13 @@ func TestStatusBesideARunningTether(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(out), &rep) != nil {
 		t.Fatalf("exit %d: %s %s", code, out, errOut)
 	}
-	if rep.Source != "socket" || len(rep.Live) != 3 || rep.Live[2].Name != names[2] {
+	if rep.Source != "socket" || len(rep.Live) != 3 || rep.Live[2].Name != names[2] || rep.LiveTotal != 3 || rep.Counts["pending"] != 3 {
 		t.Fatalf("over the socket: %+v", rep)
+	}
+	// Worded for a healthy running tether: its runner's sandboxes, not leaks.
+	out, _, _ = tetherCmd(t, nil, "status", "--socket", sock)
+	if !strings.Contains(out, "3 live (3 pending): sandboxes the runner declared") || strings.Contains(out, "unresolved") {
+		t.Fatalf("wording beside a running tether:\n%s", out)
 	}
 
 	// The journal alone, held by the running tether: refused at once (the
@@ -181,5 +191,76 @@ func TestStatusBesideARunningTether(t *testing.T) {
 	}
 	if el := time.Since(start); el > waitLimit {
 		t.Fatalf("status waited %s beside a live tether", el)
+	}
+}
+
+// TestStatusPages: a journal with more live intents than a page shows the
+// counts of all of them and one page, with the token of the next; the
+// pages together, and --all, are every live intent once.
+func TestStatusPages(t *testing.T) {
+	journal := filepath.Join(t.TempDir(), "journal.db")
+	j, err := spool.Open(journal, spool.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 25
+	for i := range n {
+		in, _, err := j.Create(t.Context(), spool.NewIntent{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i%5 == 0 {
+			if _, err := j.Observe(in.ID, fmt.Sprint("sb-", i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	j.Close()
+
+	out, errOut, code := tetherCmd(t, nil, "status", "--journal", journal, "--limit", "10")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if !strings.Contains(out, "25 live (20 pending, 5 observed)") || !strings.Contains(out, "showing 10 of them; next page: tether status --page-token ") {
+		t.Fatalf("first page:\n%s", out)
+	}
+	seen := map[string]bool{}
+	token := ""
+	for page := 0; ; page++ {
+		if page > n {
+			t.Fatal("the pages do not end")
+		}
+		args := []string{"status", "--journal", journal, "--limit", "10", "--json"}
+		if token != "" {
+			args = append(args, "--page-token", token)
+		}
+		out, errOut, code := tetherCmd(t, nil, args...)
+		var rep statusReport
+		if code != 0 || json.Unmarshal([]byte(out), &rep) != nil {
+			t.Fatalf("page %d: exit %d: %s %s", page, code, out, errOut)
+		}
+		if rep.LiveTotal != n || rep.Counts["pending"] != 20 || len(rep.Live) > 10 {
+			t.Fatalf("page %d: total %d, counts %v, %d on the page", page, rep.LiveTotal, rep.Counts, len(rep.Live))
+		}
+		for _, in := range rep.Live {
+			if seen[in.ID] {
+				t.Fatalf("%s on two pages", in.ID)
+			}
+			seen[in.ID] = true
+		}
+		if token = rep.NextPageToken; token == "" {
+			break
+		}
+	}
+	if len(seen) != n {
+		t.Fatalf("the pages showed %d of %d", len(seen), n)
+	}
+	out, _, code = tetherCmd(t, nil, "status", "--journal", journal, "--limit", "10", "--all", "--json")
+	var rep statusReport
+	if code != 0 || json.Unmarshal([]byte(out), &rep) != nil || len(rep.Live) != n || rep.NextPageToken != "" {
+		t.Fatalf("--all: exit %d, %d live, next %q", code, len(rep.Live), rep.NextPageToken)
+	}
+	if _, errOut, code := tetherCmd(t, nil, "status", "--journal", journal, "--all", "--page-token", "x"); code != ExitCodeUsage || !strings.Contains(errOut, "--all and --page-token") {
+		t.Fatalf("--all with --page-token: exit %d: %s", code, errOut)
 	}
 }

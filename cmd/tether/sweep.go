@@ -32,7 +32,8 @@ last activity) for more than --idle-for. A sandbox labelled
 tether-keep=true is never stale; one without tether-owner is never touched.
 
 Without --yes it is a dry run: it prints what it would delete and why, and
-changes nothing. With --yes it deletes each stale sandbox after reading it
+changes nothing. A URL nothing answers at (connection refused, a host that
+does not resolve) ends the sweep at once. With --yes it deletes each stale sandbox after reading it
 again (still the same sandbox, still tether's, still stale), and waits until
 Daytona confirms it gone (404). Rate limits are honoured (Retry-After).
 
@@ -59,6 +60,7 @@ func (*SweepCommand) Run(ctx context.Context, args []string) error {
 	rule := reaper.SweepRule{Owner: cfg.SweepOwner, Labels: cfg.Labels, OlderThan: cfg.SweepOlderThan, IdleFor: cfg.SweepIdleFor}
 	ctx, cancel := context.WithTimeout(ctx, cfg.SweepTimeout)
 	defer cancel()
+	log.Info("sweep: listing the account", "deadline", time.Now().Add(cfg.SweepTimeout).Format(time.TimeOnly), "dry_run", !*yes)
 	rep, err := r.Sweep(ctx, rule, *yes)
 	if err != nil && !errors.Is(err, reaper.ErrSweepIncomplete) {
 		return &ExitError{Code: ExitCodeUsage, Err: err}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tether-run/tether/internal/crashpoint"
+	"github.com/tether-run/tether/provider"
 	"github.com/tether-run/tether/spool"
 )
 
@@ -48,7 +49,10 @@ type Report struct {
 	// Unresolved and stay live in the journal.
 	NotTried    int
 	NotTriedWhy string
-	Elapsed     time.Duration
+	// StoppedEarly, when set, says why the drain ended before its deadline:
+	// the only intents left could not resolve before it.
+	StoppedEarly string
+	Elapsed      time.Duration
 }
 
 // Live is the number of intents the drain left live.
@@ -85,6 +89,9 @@ func (rep Report) WriteLines(w io.Writer, max int) {
 	}
 	if rep.NotTried > 0 {
 		fmt.Fprintf(w, "  %-14s %d (%s)\n", "not tried", rep.NotTried, rep.NotTriedWhy)
+	}
+	if rep.StoppedEarly != "" {
+		fmt.Fprintf(w, "  stopped early: %s\n", rep.StoppedEarly)
 	}
 	for i, it := range rep.Unresolved {
 		if i == max {
@@ -164,6 +171,11 @@ func (r *Reaper) drain(ctx context.Context, intents []spool.Intent, replay bool)
 	log := r.log()
 	results := make([]outcome, len(intents))
 	var resolved atomic.Int64
+	var dispatched atomic.Bool
+	waits := &nameWaits{m: map[string]time.Time{}}
+	ctx, stop := context.WithCancelCause(context.WithValue(ctx, nameWaitsKey{}, waits))
+	defer stop(nil)
+	deadline, hasDeadline := ctx.Deadline()
 
 	concurrency := orDefault(r.Concurrency, DefaultConcurrency)
 	workers := min(concurrency*IntentsPerCall, len(intents))
@@ -199,12 +211,36 @@ func (r *Reaper) drain(ctx context.Context, intents []spool.Intent, replay bool)
 				return
 			case <-t.C:
 				n := resolved.Load()
+				waiting, firstClose, lastClose := waits.summary()
+				left := int64(len(intents)) - n
+				// Stop when every intent left waits for a name that, absent,
+				// closes only after the deadline: nothing can finish before
+				// it but a create that lands late, and NameWaitGrace has
+				// given that its chance.
+				if !replay && r.NameWaitGrace > 0 && hasDeadline && dispatched.Load() && left > 0 && int64(waiting) == left &&
+					firstClose.After(deadline) && time.Since(start) >= r.NameWaitGrace {
+					why := fmt.Sprintf("%s waiting for %s sandbox name to appear; absent, %s as never-created at %s, after this drain's deadline (%s)",
+						plural(waiting, "intent was", "intents were"), pick(waiting, "its", "their"), pick(waiting, "it closes", "the first closes"),
+						firstClose.Format(time.DateTime), deadline.Format(time.TimeOnly))
+					log.Info("drain: stopping early: " + why)
+					stop(errStoppedEarly{why})
+					return
+				}
+				if waiting > 0 && (n != last || quiet >= progressQuietTicks) {
+					log.Info(fmt.Sprintf("drain: %s for %s sandbox name to appear; absent, %s as never-created at %s",
+						plural(waiting, "intent waits", "intents wait"), pick(waiting, "its", "their"), pick(waiting, "it closes", "the last closes"), lastClose.Format(time.DateTime)),
+						"waiting", waiting, "first_closes", firstClose.Format(time.DateTime))
+				}
 				if n == last && quiet < progressQuietTicks {
 					quiet++
 					continue
 				}
 				last, quiet = n, 0
-				log.Info("drain in progress", "resolved", n, "of", len(intents), "elapsed", time.Since(start).Round(time.Millisecond))
+				until := "none"
+				if hasDeadline {
+					until = deadline.Format(time.TimeOnly)
+				}
+				log.Info("drain in progress", "resolved", n, "of", len(intents), "waiting_for_name", waiting, "elapsed", time.Since(start).Round(time.Millisecond), "deadline", until)
 			}
 		}
 	}()
@@ -222,6 +258,7 @@ func (r *Reaper) drain(ctx context.Context, intents []spool.Intent, replay bool)
 		jobs <- i
 	}
 	close(jobs)
+	dispatched.Store(true)
 	wg.Wait()
 	close(stopProgress)
 	<-progressDone
@@ -234,6 +271,10 @@ func (r *Reaper) drain(ctx context.Context, intents []spool.Intent, replay bool)
 		}
 	}
 	rep.Elapsed = time.Since(start)
+	var early errStoppedEarly
+	if errors.As(context.Cause(ctx), &early) {
+		rep.StoppedEarly = early.why
+	}
 	log.Info("drain finished", "intents", rep.Total, "gone", rep.Gone, "stopped", rep.Stopped,
 		"released", rep.Released, "never_created", rep.NeverCreated, "foreign", len(rep.Foreign),
 		"unresolved", len(rep.Unresolved), "elapsed", rep.Elapsed.Round(time.Millisecond))
@@ -281,6 +322,69 @@ func forksFirst(intents []spool.Intent) []int {
 	}
 	slices.SortStableFunc(order, func(a, b int) int { return depths[b] - depths[a] })
 	return order
+}
+
+// nameWaits is, during one drain, the intents whose names have not
+// appeared, each with when it closes as never-created. Resolve finds it in
+// its context.
+type nameWaits struct {
+	mu sync.Mutex
+	m  map[string]time.Time
+}
+
+type nameWaitsKey struct{}
+
+// waiting records in, looked up and absent, or (zero closes) no longer so.
+func (w *nameWaits) waiting(id string, closes time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if closes.IsZero() {
+		delete(w.m, id)
+	} else {
+		w.m[id] = closes
+	}
+}
+
+// summary is how many wait, the first and the last to close.
+func (w *nameWaits) summary() (n int, first, last time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, t := range w.m {
+		if first.IsZero() || t.Before(first) {
+			first = t
+		}
+		if t.After(last) {
+			last = t
+		}
+	}
+	return len(w.m), first, last
+}
+
+// noteNameWait tells the drain running Resolve (if any) whether in waits
+// for its name (closes: when it closes as never-created; zero: it does not).
+func noteNameWait(ctx context.Context, id string, closes time.Time) {
+	if w, ok := ctx.Value(nameWaitsKey{}).(*nameWaits); ok {
+		w.waiting(id, closes)
+	}
+}
+
+// errStoppedEarly is the cause of a drain stopped before its deadline.
+type errStoppedEarly struct{ why string }
+
+func (e errStoppedEarly) Error() string { return "drain stopped early: " + e.why }
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
+func pick(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 func (r *Reaper) untried(ctx context.Context, in spool.Intent) outcome {
@@ -426,4 +530,27 @@ func (r *Reaper) Replay(ctx context.Context, left []string) Report {
 	log.Info("replay: done", "gone", rep.Gone, "stopped", rep.Stopped, "never_created", rep.NeverCreated,
 		"foreign", len(rep.Foreign), "unresolved", rep.Live(), "elapsed", rep.Elapsed.Round(time.Millisecond))
 	return rep
+}
+
+// ErrNothingDone: a command's provider check found the provider unusable
+// (nothing answers its URL, or the setup is wrong) before it did anything.
+var ErrNothingDone = errors.New("nothing was done")
+
+// Precheck is what a command that has done nothing yet runs before its
+// first provider call: the provider's own check (one cheap authenticated
+// read), so that a URL nothing answers at (refused, a host that does not
+// resolve) or a configuration error (credentials, certificates) fails in
+// one call instead of being retried until the command's deadline. Other
+// failures (5xx, a timeout) are left to the command's retries. It returns
+// nil when p has no check.
+func Precheck(ctx context.Context, p provider.Provider) error {
+	c, ok := p.(provider.Checker)
+	if !ok {
+		return nil
+	}
+	err := c.Check(ctx)
+	if err != nil && (errors.Is(err, provider.ErrUnreachable) || provider.ConfigError(err)) {
+		return fmt.Errorf("%w: %w", ErrNothingDone, err)
+	}
+	return nil
 }

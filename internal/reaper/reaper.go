@@ -153,6 +153,13 @@ type Reaper struct {
 	AutoStopMinutes int
 	// NeverCreatedHorizon: default DefaultNeverCreatedHorizon.
 	NeverCreatedHorizon time.Duration
+	// NameWaitGrace, when positive, lets a drain (not a replay) stop before
+	// its deadline once every intent it has left waits for a name that,
+	// absent, closes as never-created only after that deadline, and the
+	// drain has run this long: time for a create sent just before the
+	// runner died to land. Zero: a drain runs to its deadline (tether run's,
+	// whose runner may have sent a create a moment ago).
+	NameWaitGrace time.Duration
 	// Concurrency bounds the provider calls in flight at once (default
 	// DefaultConcurrency). It is read once, at the first call.
 	Concurrency int
@@ -393,9 +400,13 @@ func (r *Reaper) Resolve(ctx context.Context, in spool.Intent) (spool.Intent, er
 		last     error // why the previous step did not finish
 		pr       progress
 	)
+	defer noteNameWait(ctx, in.ID, time.Time{})
 	for {
 		next, err := r.step(ctx, p, in, &pr)
 		in = next
+		if !errors.Is(err, ErrNotCreated) {
+			noteNameWait(ctx, in.ID, time.Time{})
+		}
 		if err == nil {
 			if !in.Live() {
 				r.forget(in.ID)
@@ -425,6 +436,7 @@ func (r *Reaper) Resolve(ctx context.Context, in spool.Intent) (spool.Intent, er
 		case pr.wait > 0:
 			wait, pr.wait = pr.wait, 0
 		case errors.Is(err, ErrNotCreated):
+			noteNameWait(ctx, in.ID, in.CreatedAt.Add(orDefault(r.NeverCreatedHorizon, DefaultNeverCreatedHorizon)))
 			wait = r.backoff(polls, orDefault(r.PollInterval, DefaultPollInterval), orDefault(r.LookupPollMax, DefaultLookupPollMax), nil)
 			polls++
 		case errors.Is(err, ErrInProgress):

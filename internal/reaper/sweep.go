@@ -19,6 +19,12 @@ import (
 // works without a journal, so every decision is made from the sandbox as
 // the provider shows it, read again just before the delete.
 
+// Daytona's errored states: a destroy can end in one.
+const (
+	stateError       = "error"
+	stateBuildFailed = "build_failed"
+)
+
 // LabelKeep on a sandbox, with the value "true", keeps it from every sweep.
 const LabelKeep = "tether-keep"
 
@@ -112,7 +118,7 @@ func (rule SweepRule) judge(sb provider.Listed, now time.Time) (action, why stri
 	}
 	if sb.DeleteRequested || sb.State == provider.StateDestroying {
 		why := "a delete was already accepted"
-		if sb.State == "error" || sb.State == "build_failed" {
+		if sb.State == stateError || sb.State == stateBuildFailed {
 			why += " while it was " + sb.State + " (Daytona answers 404 for it and deletes it itself)"
 		}
 		return SweepInProgress, why
@@ -195,8 +201,15 @@ func (r *Reaper) Sweep(ctx context.Context, rule SweepRule, act bool) (SweepRepo
 		}
 		var page []provider.Listed
 		var next string
+		// Before the first page nothing has been done: a URL nothing
+		// answers at (refused, a host that does not resolve) fails at
+		// once instead of being retried until the sweep's deadline.
+		first := rep.Pages == 0
 		err := r.retry(ctx, provider.CallRead, "list sandboxes", func(ctx context.Context) (err error) {
 			page, next, err = acct.ListPage(ctx, q, cursor)
+			if first && errors.Is(err, provider.ErrUnreachable) {
+				err = noRetry{err}
+			}
 			return err
 		})
 		if err != nil {
@@ -315,17 +328,67 @@ func (r *Reaper) sweepOne(ctx context.Context, acct provider.Account, rule Sweep
 			cur, err = acct.Inspect(ctx, listed.ID)
 			return err
 		})
+		if errors.Is(err, provider.ErrNotFound) {
+			// Daytona answers 404 also for a sandbox whose destroy ended
+			// in error (sandbox.service.ts:1777-1783 at v0.190.0): it
+			// still exists, listed only with includeErroredDeleted.
+			if failed, ferr := r.destroyFailed(ctx, acct, listed); ferr != nil || failed != "" {
+				if ferr != nil {
+					return fail(fmt.Errorf("deleted and answered 404, but whether its destroy ended in error could not be read: %w", ferr))
+				}
+				return fail(errors.New(failed))
+			}
+		}
 		if errors.Is(err, provider.ErrNotFound) || err == nil && cur.Gone() {
 			log.Info("sweep: stale sandbox deleted, confirmed", "why", why)
 			return sweepItem(listed, SweepDeleted, why)
 		}
+		if err == nil && (cur.State == stateError || cur.State == stateBuildFailed) && cur.DeleteRequested {
+			return fail(fmt.Errorf("its destroy ended in state %s; the sandbox still exists", cur.State))
+		}
 		if err != nil {
 			return fail(err)
+		}
+		if polls == retryNoticeEvery {
+			until := "none"
+			if d, ok := ctx.Deadline(); ok {
+				until = d.Format(time.TimeOnly)
+			}
+			log.Info("sweep: deleted; waiting for Daytona to show it gone", "state", cur.State, "deadline", until)
 		}
 		if !sleep(ctx, r.backoff(polls, orDefault(r.PollInterval, DefaultPollInterval), orDefault(r.PollMax, DefaultPollMax), nil)) {
 			return fail(fmt.Errorf("deleted, but not confirmed gone before the sweep's deadline (state %s)", cur.State))
 		}
 	}
+}
+
+// destroyFailed reads, in the list that includes them, whether the sandbox
+// that answered 404 after its delete is one whose destroy ended in error,
+// and says so ("" when it is not listed there so: gone).
+func (r *Reaper) destroyFailed(ctx context.Context, acct provider.Account, listed provider.Listed) (string, error) {
+	q := provider.AccountQuery{Labels: listed.Labels, IncludeErroredDeleted: true}
+	cursor := ""
+	for range maxSweepPages {
+		var page []provider.Listed
+		var next string
+		err := r.retry(ctx, provider.CallRead, "list sandboxes labelled as "+listed.ID, func(ctx context.Context) (err error) {
+			page, next, err = acct.ListPage(ctx, q, cursor)
+			return err
+		})
+		if err != nil {
+			return "", err
+		}
+		for _, sb := range page {
+			if sb.ID == listed.ID && (sb.State == stateError || sb.State == stateBuildFailed) {
+				return fmt.Sprintf("its destroy ended in state %s (Daytona answers 404 for it, but it still exists)", sb.State), nil
+			}
+		}
+		if next == "" {
+			return "", nil
+		}
+		cursor = next
+	}
+	return "", fmt.Errorf("more than %d pages: %w", maxSweepPages, provider.ErrUnavailable)
 }
 
 // sweepMismatch says why the fresh read is not the listed sandbox (or no
@@ -344,9 +407,12 @@ func sweepMismatch(listed, fresh provider.Listed) string {
 }
 
 // retry runs one kind of provider call through the gate until it succeeds,
-// fails for good (not found, unauthorized, refused), or ctx ends. It waits
-// out a quota the provider announced spent before calling, and a
-// Retry-After after a 429.
+// fails for good (not found, unauthorized, refused, or wrapped in noRetry),
+// or ctx ends. It waits out a quota the provider announced spent before
+// calling, and a Retry-After after a 429. A call that keeps failing is said
+// at info level (the first failure, then every retryNoticeEvery), with what
+// it waits for and until when, so a sweep against a provider that does not
+// answer is never silent.
 func (r *Reaper) retry(ctx context.Context, kind, what string, f func(context.Context) error) error {
 	prio := prioRead
 	if kind == provider.CallDelete {
@@ -355,18 +421,44 @@ func (r *Reaper) retry(ctx context.Context, kind, what string, f func(context.Co
 	for attempt := 0; ; attempt++ {
 		if t, ok := r.Provider.(provider.Throttled); ok {
 			if until := t.ExhaustedUntil(kind); !until.IsZero() {
-				if d := time.Until(until); d > 0 && !sleep(ctx, d) {
-					return fmt.Errorf("%s: quota spent until %s: %w", what, until.Format(time.RFC3339), context.DeadlineExceeded)
+				if d := time.Until(until); d > 0 {
+					r.log().Info("sweep: waiting for the provider's quota to reset", "what", what, "kind", kind, "until", until.Format(time.TimeOnly))
+					if !sleep(ctx, d) {
+						return fmt.Errorf("%s: quota spent until %s: %w", what, until.Format(time.RFC3339), context.DeadlineExceeded)
+					}
 				}
 			}
 		}
 		err := r.call(ctx, prio, kind, what, f)
+		if errors.As(err, new(noRetry)) {
+			return err
+		}
 		if err == nil || !provider.Retryable(err) || ctx.Err() != nil {
 			return err
 		}
-		r.log().Debug("sweep: provider call failed; retrying", "what", what, "err", err, "attempt", attempt+1)
+		if attempt%retryNoticeEvery == 0 {
+			until := "none"
+			if d, ok := ctx.Deadline(); ok {
+				until = d.Format(time.TimeOnly)
+			}
+			r.log().Info("sweep: provider call failed; retrying until it answers or the sweep's deadline", "what", what, "err", err, "attempt", attempt+1, "deadline", until)
+		} else {
+			r.log().Debug("sweep: provider call failed; retrying", "what", what, "err", err, "attempt", attempt+1)
+		}
 		if !sleep(ctx, r.backoff(attempt, orDefault(r.RetryBase, DefaultRetryBase), orDefault(r.RetryMax, DefaultRetryMax), err)) {
 			return err
 		}
 	}
 }
+
+// retryNoticeEvery: a failing sweep call is logged at info level on its
+// first failure and then once every this many (at the default backoff,
+// about every 20 s); the others at debug.
+const retryNoticeEvery = 10
+
+// noRetry marks a failure retry returns at once, though the provider calls
+// it retryable.
+type noRetry struct{ err error }
+
+func (e noRetry) Error() string { return e.err.Error() }
+func (e noRetry) Unwrap() error { return e.err }

@@ -2,10 +2,12 @@ package sidecar
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/tether-run/tether/provider"
+	"github.com/tether-run/tether/provider/daytona"
 )
 
 // providerCheckDelay is how long after start the background provider check
@@ -26,6 +28,10 @@ const providerCheckDelay = 250 * time.Millisecond
 // check an error (tether run exits 125 before the child starts).
 func (sc *Sidecar) checkProvider(setupErr error) error {
 	if setupErr != nil {
+		if errors.Is(setupErr, daytona.ErrBadAPIURL) {
+			// Not a setup to go on with: the proxy would forward to it too.
+			return setupErr
+		}
 		if sc.cfg.RequireProvider {
 			return fmt.Errorf("provider setup (--require-provider): %w", setupErr)
 		}

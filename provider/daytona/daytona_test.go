@@ -714,3 +714,19 @@ func TestStopRefusals(t *testing.T) {
 		}
 	}
 }
+
+// TestShortKeyIsNotRedactedEverywhere: a key too short to be a real one
+// ("k") is not hunted through every message, which would turn each "k"
+// into [REDACTED]; the server refuses it anyway.
+func TestShortKeyIsNotRedactedEverywhere(t *testing.T) {
+	s := daytonatest.NewServer()
+	defer s.Close()
+	p, err := daytona.New(daytona.Config{APIKey: "k", APIURL: s.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = p.Get(t.Context(), "sb")
+	if err == nil || strings.Contains(err.Error(), "REDACTED") || !strings.Contains(err.Error(), "unauthorized") {
+		t.Fatalf("short key: %v", err)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"syscall"
 
 	"github.com/tether-run/tether/provider"
 )
@@ -91,7 +92,25 @@ func checkAPIURL(variable, raw string) error {
 	if variable == "" {
 		variable = EnvAPIURL
 	}
-	return fmt.Errorf("%s=%q is not a URL tether can call: set it to the Daytona API's http(s)://host/path, e.g. %s", variable, redactURL(raw), DefaultAPIURL)
+	return fmt.Errorf("%s=%q is %w: set it to the Daytona API's http(s)://host/path, e.g. %s", variable, shownURL(raw), ErrBadAPIURL, DefaultAPIURL)
+}
+
+// ErrBadAPIURL: the API URL of the environment is not one tether can call.
+var ErrBadAPIURL = errors.New("not a URL tether can call")
+
+// shownURL is raw as the user gave it (not re-encoded, so they recognise
+// it), with a password in it, if any, masked.
+func shownURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		return raw
+	}
+	if pw, ok := u.User.Password(); ok && pw != "" {
+		for _, form := range []string{pw, url.PathEscape(pw), url.QueryEscape(pw)} {
+			raw = strings.ReplaceAll(raw, ":"+form+"@", ":xxxxx@")
+		}
+	}
+	return raw
 }
 
 // trustProblem reports an https API URL, called with the system's CA
@@ -175,8 +194,15 @@ func (p *Provider) transportError(err error) error {
 		return &redactedError{msg: msg + " (" + why + ")", kind: provider.ErrMisconfigured}
 	}
 	var dns *net.DNSError
-	if errors.As(err, &dns) && dns.IsNotFound {
+	switch {
+	case errors.As(err, &dns) && dns.IsNotFound:
 		msg += " (the host of " + EnvAPIURL + " does not resolve)"
+		return provider.Unreachable(&redactedError{msg: msg, kind: provider.ErrUnavailable})
+	case errors.Is(err, syscall.ECONNREFUSED):
+		msg += " (nothing listens at " + EnvAPIURL + "'s host and port)"
+		return provider.Unreachable(&redactedError{msg: msg, kind: provider.ErrUnavailable})
+	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
+		return provider.Unreachable(&redactedError{msg: msg, kind: provider.ErrUnavailable})
 	}
 	return &redactedError{msg: msg, kind: provider.ErrUnavailable}
 }

@@ -77,7 +77,7 @@ const createAttempts = 5
 // the process exit code.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("runner", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard) // a bad flag is one line, below
 	var o Options
 	fs.IntVar(&o.Sandboxes, "sandboxes", 3, "sandboxes to create")
 	fs.IntVar(&o.Unobserved, "unobserved", 0, "of those, how many are created but never reported to tether")
@@ -89,7 +89,18 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.Declared, "declared", 0, "intents declared after the sandboxes but never created")
 	fs.BoolVar(&o.PrintPID, "print-pid", false, `print "pid <pid>" first`)
 	fs.BoolVar(&o.CleanupOnSignal, "cleanup-on-signal", false, "on SIGTERM/SIGINT, delete and release every sandbox held, then exit 0")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), "Usage: runner [flags]\n\nThe sample runner: declares each sandbox to tether before creating it in\nDaytona, reports its id, and holds them until it is stopped.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			// Asked for: the usage is output (stdout), and not a failure.
+			fs.SetOutput(stdout)
+			fs.Usage()
+			return 0
+		}
+		fmt.Fprintf(stderr, "runner: %v (see -h)\n", err)
 		return 2
 	}
 	if err := Run(ctx, o, stdout); err != nil {

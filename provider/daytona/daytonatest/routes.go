@@ -48,6 +48,7 @@ func (s *Server) routes() http.Handler {
 	handle("POST /api/sandbox/{idOrName}/last-activity", RouteLastActivity, s.lastActivity)
 	handle("POST /api/sandbox/{idOrName}/fork", RouteFork, s.fork)
 	handle("POST /api/sandbox/{idOrName}/archive", RouteArchive, s.archive)
+	handle("GET /api/api-keys/current", RouteAPIKey, s.currentAPIKey)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.serve(mux, w, r)
 	})

@@ -1,0 +1,148 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/tether-run/tether/internal/config"
+	"github.com/tether-run/tether/internal/doctor"
+)
+
+// Exit codes of `tether doctor`, for a CI job.
+const (
+	// ExitCodeDoctorFailed: a check (or a step of the round trip) failed:
+	// tether would not work as configured here.
+	ExitCodeDoctorFailed = 1
+	// ExitCodeDoctorLeftBehind: the round trip could not confirm its
+	// sandbox gone, even after its cleanup: it may still run on the
+	// account (its id is printed). The same code as a drain that leaves
+	// sandboxes live.
+	ExitCodeDoctorLeftBehind = ExitCodeUnresolved
+)
+
+// DoctorCommand is `tether doctor`: whether tether will work with this
+// account and this machine, checked before it is trusted with sandboxes.
+type DoctorCommand struct{}
+
+func (*DoctorCommand) Synopsis() string {
+	return "check the Daytona account and the journal tether would use (--live: one real round trip)"
+}
+
+var doctorUsage = `Usage: tether doctor [--live] [--journal PATH] [--json] [--verbose]
+
+Checks what tether will need, with the same environment tether run reads:
+  credentials   which Daytona credentials are found, and in which variable
+  api url       the API URL and where it comes from
+  tls           the API reached over TLS with the CA bundle in use
+  api           one authenticated call (what tether run makes at start)
+  permissions   the API key's own record: delete:sandboxes (every delete)
+                and write:sandboxes (auto-stop backstop, --on-drain stop,
+                lease mode); its expiry
+  rate limits   the headroom the answers report, per throttler
+  journal       the journal's directory: writable, not lost with the
+                container; a journal already there and what it holds
+With --live it then makes one full round trip on the account, as tether
+run would: declare an intent (in a scratch journal), create a sandbox of
+Daytona's default size with a 1-minute auto-stop, observe it, drain it,
+and confirm it gone; whatever happens, it deletes that sandbox and waits
+until it is gone before it exits. Each step is printed with its latency
+and a verdict (ok, warn, FAIL, skip). Without --live nothing is changed
+on the account.
+
+Exit: 0 when no check failed (warnings allowed), ` + fmt.Sprint(ExitCodeDoctorFailed) + ` when one failed,
+` + fmt.Sprint(ExitCodeDoctorLeftBehind) + ` when the --live round trip could not confirm its sandbox gone (its id is
+printed: delete it by hand), ` + fmt.Sprint(ExitCodeUsage) + ` for a usage error.
+`
+
+func (*DoctorCommand) Run(ctx context.Context, args []string) error {
+	cfg := config.Default()
+	fs := newFlags("doctor", doctorUsage)
+	envErr := cfg.Bind(fs, config.Journal)
+	live := fs.Bool("live", false, "also make one round trip on the account: create the smallest sandbox, drain it, confirm it gone (cleaned up whatever happens)")
+	asJSON := fs.Bool("json", false, "print one JSON object (the steps and any sandbox left behind) instead of the lines")
+	verbose := fs.Bool("verbose", false, "also print the provider's and the reaper's log lines (stderr)")
+	callTimeout := fs.Duration("timeout", doctor.DefaultCallTimeout, "bound of each check's call")
+	if err := parseConfig(fs, args, 0, &cfg, envErr); err != nil {
+		return helped(err)
+	}
+	if *callTimeout <= 0 {
+		return usageError(fs, fmt.Errorf("--timeout %s: must be positive", *callTimeout))
+	}
+	from := "default"
+	switch {
+	case isSet(fs, "journal"):
+		from = "--journal"
+	case os.Getenv(config.EnvJournal) != "":
+		from = config.EnvJournal
+	}
+	log := slog.New(slog.DiscardHandler)
+	if *verbose {
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	o := doctor.Options{Journal: cfg.Journal, JournalFrom: from, Live: *live, CallTimeout: *callTimeout, Logger: log}
+	if !*asJSON {
+		o.Report = func(s doctor.Step) { writeStep(stdout, s) }
+	}
+	res := doctor.Run(ctx, o)
+	if *asJSON {
+		b, _ := json.MarshalIndent(res, "", "  ")
+		fmt.Fprintln(stdout, string(b))
+	} else {
+		writeVerdict(stdout, res, *live)
+	}
+	switch {
+	case len(res.LeftBehind) > 0:
+		return &ExitError{Code: ExitCodeDoctorLeftBehind}
+	case res.Failed():
+		return &ExitError{Code: ExitCodeDoctorFailed}
+	}
+	return nil
+}
+
+// writeStep is one line: verdict, name, latency, detail.
+func writeStep(w io.Writer, s doctor.Step) {
+	lat := ""
+	switch d := s.Latency; {
+	case d >= 10*time.Millisecond:
+		lat = d.Round(time.Millisecond).String()
+	case d > 0:
+		lat = d.Round(10 * time.Microsecond).String()
+	}
+	fmt.Fprintf(w, "%-4s  %-14s %8s  %s\n", s.Verdict, s.Name, lat, s.Detail)
+}
+
+func writeVerdict(w io.Writer, res doctor.Result, live bool) {
+	var failed, warned []string
+	for _, s := range res.Steps {
+		switch s.Verdict {
+		case doctor.Fail:
+			failed = append(failed, s.Name)
+		case doctor.Warn:
+			warned = append(warned, s.Name)
+		}
+	}
+	fmt.Fprintln(w)
+	switch {
+	case len(res.LeftBehind) > 0:
+		fmt.Fprintf(w, "verdict: a sandbox of the round trip may still exist on the account: %s (label %s=%s); delete it by hand\n", strings.Join(res.LeftBehind, ", "), doctor.LabelDoctor, doctor.LabelDoctorValue)
+	case len(failed) > 0:
+		fmt.Fprintf(w, "verdict: tether would not work as configured here: fix %s\n", strings.Join(failed, ", "))
+	case !live:
+		fmt.Fprintf(w, "verdict: ready%s; `tether doctor --live` proves it with one sandbox on the account\n", warnings(warned))
+	default:
+		fmt.Fprintf(w, "verdict: ready%s: a sandbox was created, drained and confirmed gone on this account\n", warnings(warned))
+	}
+}
+
+func warnings(w []string) string {
+	if len(w) == 0 {
+		return ""
+	}
+	return " (look at: " + strings.Join(w, ", ") + ")"
+}

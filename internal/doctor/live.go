@@ -1,0 +1,177 @@
+package doctor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/tether-run/tether/internal/reaper"
+	"github.com/tether-run/tether/provider"
+	"github.com/tether-run/tether/spool"
+)
+
+// livePoll is the pause between the cleanup's reads of a sandbox it
+// deleted.
+const livePoll = 500 * time.Millisecond
+
+// live is the round trip: what tether run does for one sandbox, on the
+// user's account, in a scratch journal. Whatever happens, the sandbox it
+// created (or may have created: a create whose answer was lost) is
+// deleted and confirmed gone before it returns, or named in LeftBehind.
+func (r *run) live(parent context.Context) {
+	ctx, cancel := context.WithTimeout(parent, orDefault(r.o.LiveTimeout, DefaultLiveTimeout))
+	defer cancel()
+	dir, err := os.MkdirTemp("", "tether-doctor-")
+	if err != nil {
+		r.report(Step{Name: "live: declare", Verdict: Fail, Detail: err.Error()})
+		return
+	}
+	defer os.RemoveAll(dir)
+	j, err := spool.Open(filepath.Join(dir, "journal.db"), spool.Options{Logger: r.o.Logger.With("component", "journal")})
+	if err != nil {
+		r.report(Step{Name: "live: declare", Verdict: Fail, Detail: err.Error()})
+		return
+	}
+	defer j.Close()
+
+	var (
+		in        spool.Intent
+		sandboxID string
+		created   bool // a create was sent: the sandbox may exist
+		confirmed bool // the sandbox is confirmed gone
+	)
+	// The cleanup runs on its own clock: an interrupt or the round trip's
+	// deadline must not leave the sandbox behind.
+	defer func() {
+		if !created || confirmed {
+			return
+		}
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(parent), orDefault(r.o.CleanupTimeout, DefaultCleanupTimeout))
+		defer cancel()
+		r.cleanup(cctx, in.Name, sandboxID)
+	}()
+
+	if r.timed("live: declare", func() (Verdict, string) {
+		in, _, err = j.Create(ctx, spool.NewIntent{Labels: map[string]string{LabelDoctor: LabelDoctorValue}, Provider: r.prov.Name(), Account: r.prov.Account()})
+		if err != nil {
+			return Fail, err.Error()
+		}
+		return Pass, fmt.Sprintf("intent %s journaled (fsynced) in a scratch journal before the create; sandbox name %s", in.ID, in.Name)
+	}) != Pass {
+		return
+	}
+
+	if r.timed("live: create", func() (Verdict, string) {
+		created = true
+		stop := LiveAutoStopMinutes
+		sb, err := r.prov.Create(ctx, in.Name, in.Labels, &stop)
+		if err != nil {
+			return Fail, why(err)
+		}
+		sandboxID = sb.ID
+		return Pass, fmt.Sprintf("sandbox %s (%s), Daytona's default size, auto-stop %d minute as a backstop", sb.ID, sb.State, stop)
+	}) != Pass {
+		return
+	}
+
+	if r.timed("live: observe", func() (Verdict, string) {
+		if _, err := j.Observe(in.ID, sandboxID); err != nil {
+			return Fail, err.Error()
+		}
+		sb, err := r.prov.Get(ctx, sandboxID)
+		if err != nil {
+			return Fail, why(err)
+		}
+		if sb.Labels[spool.LabelOwner] != j.Owner() || sb.Labels[spool.LabelIntent] != in.ID {
+			return Fail, fmt.Sprintf("sandbox %s does not carry the intent's labels (%s=%q, %s=%q): tether could not prove it its own", sb.ID,
+				spool.LabelOwner, sb.Labels[spool.LabelOwner], spool.LabelIntent, sb.Labels[spool.LabelIntent])
+		}
+		return Pass, fmt.Sprintf("id journaled; the sandbox reads back %s with the intent's ownership labels", sb.State)
+	}) != Pass {
+		return
+	}
+
+	if r.timed("live: drain", func() (Verdict, string) {
+		rp := &reaper.Reaper{Journal: j, Provider: r.prov, Logger: r.o.Logger.With("component", "reaper")}
+		rep := rp.Drain(ctx, []spool.Intent{in})
+		if rep.Gone != 1 {
+			why := "not resolved before the deadline"
+			if len(rep.Unresolved) > 0 {
+				why = rep.Unresolved[0].LastError
+			} else if len(rep.Foreign) > 0 {
+				why = "found not ours: " + rep.Foreign[0].LastError
+			}
+			return Fail, why
+		}
+		return Pass, "owner-verified delete, confirmed gone by the reaper"
+	}) != Pass {
+		return
+	}
+
+	r.timed("live: gone", func() (Verdict, string) {
+		sb, err := r.prov.Get(ctx, sandboxID)
+		switch {
+		case errors.Is(err, provider.ErrNotFound):
+			confirmed = true
+			return Pass, fmt.Sprintf("GET /sandbox/%s answers 404", sandboxID)
+		case err == nil && sb.Gone():
+			confirmed = true
+			return Pass, fmt.Sprintf("sandbox %s reads %s", sandboxID, sb.State)
+		case err != nil:
+			return Fail, why(err)
+		}
+		return Fail, fmt.Sprintf("sandbox %s still reads %s after the drain said gone", sandboxID, sb.State)
+	})
+}
+
+// cleanup deletes the round trip's sandbox — found by name when the create
+// lost its answer — and waits until it is confirmed gone; a sandbox it
+// cannot confirm is reported and named in LeftBehind.
+func (r *run) cleanup(ctx context.Context, name, id string) {
+	start := time.Now()
+	step := func(v Verdict, detail string) {
+		r.report(Step{Name: "live: cleanup", Verdict: v, Detail: detail, Latency: time.Since(start)})
+	}
+	if id == "" {
+		sb, err := r.prov.GetByName(ctx, name)
+		if errors.Is(err, provider.ErrNotFound) {
+			step(Pass, "no sandbox named "+name+" exists: nothing to clean up")
+			return
+		}
+		if err != nil {
+			r.res.LeftBehind = append(r.res.LeftBehind, name)
+			step(Fail, fmt.Sprintf("whether sandbox %s exists could not be read (%s): look for the label %s=%s and delete it by hand", name, why(err), LabelDoctor, LabelDoctorValue))
+			return
+		}
+		id = sb.ID
+	}
+	if err := r.prov.Delete(ctx, id); err != nil && !errors.Is(err, provider.ErrNotFound) {
+		r.res.LeftBehind = append(r.res.LeftBehind, id)
+		step(Fail, fmt.Sprintf("sandbox %s could not be deleted (%s): delete it by hand (label %s=%s)", id, why(err), LabelDoctor, LabelDoctorValue))
+		return
+	}
+	for {
+		sb, err := r.prov.Get(ctx, id)
+		if errors.Is(err, provider.ErrNotFound) || err == nil && sb.Gone() {
+			step(Pass, fmt.Sprintf("sandbox %s deleted and confirmed gone", id))
+			return
+		}
+		t := time.NewTimer(livePoll)
+		select {
+		case <-t.C:
+			continue
+		case <-ctx.Done():
+			t.Stop()
+		}
+		r.res.LeftBehind = append(r.res.LeftBehind, id)
+		state := "unknown"
+		if err == nil {
+			state = sb.State
+		}
+		step(Fail, fmt.Sprintf("sandbox %s deleted but not confirmed gone (state %s): check it, and delete it by hand if it is still there (label %s=%s)", id, state, LabelDoctor, LabelDoctorValue))
+		return
+	}
+}

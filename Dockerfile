@@ -28,7 +28,8 @@ ARG VERSION=dev
 RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.Version=${VERSION}" -o /out/rootfs/usr/local/bin/tether ./cmd/tether
 # The image's file system, modes included: the journal's directory (a
 # volume) and the socket's are world-writable with the sticky bit, like
-# /tmp, so `docker run --user 1000` journals on the volume and `docker exec
+# /tmp, so `docker run --user 1000` journals on the volume (each uid in a
+# directory of its own there, /var/lib/tether/uid-<uid>) and `docker exec
 # C tether intent ls` finds the socket. The CA bundle is Debian's, for
 # https to Daytona (replace /etc/ssl/certs/ca-certificates.crt, or set
 # SSL_CERT_FILE, for a private CA).

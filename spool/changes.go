@@ -5,7 +5,6 @@ package spool
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -153,9 +152,9 @@ func (j *Journal) PrepareCreate(n NewIntent) (*Change, error) {
 		n.ID, now = newIDAt()
 	}
 	planned := Plan(j.owner, n, now)
-	raw, err := json.Marshal(planned)
+	raw, err := encodeRecord(planned)
 	if err != nil {
-		return nil, fmt.Errorf("intent %s: encode: %w", n.ID, err)
+		return nil, err
 	}
 	c := &Change{}
 	key, id, chosen := []byte(n.Key), []byte(n.ID), n.Key == "" && n.ID != ""
@@ -394,9 +393,9 @@ func (j *Journal) update(id string, change func(in *Intent) (changed bool, err e
 
 // store writes an intent and keeps the live index in step with its state.
 func store(tx *bolt.Tx, in Intent) error {
-	v, err := json.Marshal(in)
+	v, err := encodeRecord(in)
 	if err != nil {
-		return fmt.Errorf("intent %s: encode: %w", in.ID, err)
+		return err
 	}
 	if err := put(tx, bucketIntents, in.ID, v); err != nil {
 		return err

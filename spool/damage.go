@@ -3,12 +3,14 @@ package spool
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/tether-run/tether/spool/access"
 	"github.com/tether-run/tether/spool/boltcheck"
 	"github.com/tether-run/tether/spool/durable"
 	berrors "go.etcd.io/bbolt/errors"
@@ -48,14 +50,8 @@ var errOwnerDamaged = errors.New("the header record is damaged")
 // warning in a file it passes goes to notes.
 func openChecked(timeout time.Duration, notes *[]string) func(string, int, os.FileMode) (*os.File, error) {
 	return func(name string, flag int, perm os.FileMode) (*os.File, error) {
-		f, err := os.OpenFile(name, flag, perm)
+		f, err := openLocked(name, flag, perm, timeout)
 		if err != nil {
-			return nil, err
-		}
-		// Exclusive for a journal opened to write, shared for one opened
-		// only to read (bbolt's ReadOnly), as bbolt's own lock would be.
-		if err := lockFile(f, flag&(os.O_WRONLY|os.O_RDWR) != 0, timeout); err != nil {
-			f.Close()
 			return nil, err
 		}
 		n, err := checkFile(name, f)
@@ -65,6 +61,42 @@ func openChecked(timeout time.Duration, notes *[]string) func(string, int, os.Fi
 		}
 		*notes = n
 		return f, nil
+	}
+}
+
+// openLocked opens name under the access rule and takes its lock:
+// exclusive for a journal opened to write, shared for one opened only to
+// read (bbolt's ReadOnly), as bbolt's own lock would be. A journal another
+// tether compacted while this one waited for the lock was renamed over
+// name: the file this one holds is then the old one, unlinked, and the
+// new one at name is opened instead.
+func openLocked(name string, flag int, perm os.FileMode, timeout time.Duration) (*os.File, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		f, err := access.OpenFile(name, flag, perm)
+		if err != nil {
+			return nil, err
+		}
+		if err := lockFile(f, flag&(os.O_WRONLY|os.O_RDWR) != 0, time.Until(deadline)); err != nil {
+			f.Close()
+			return nil, err
+		}
+		held, err := f.Stat()
+		if err != nil {
+			f.Close()
+			return nil, err
+		}
+		now, err := os.Lstat(name)
+		if err == nil && os.SameFile(held, now) {
+			return f, nil
+		}
+		f.Close()
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, err
+		}
+		if time.Now().After(deadline) {
+			return nil, berrors.ErrTimeout
+		}
 	}
 }
 
@@ -114,9 +146,12 @@ func checkFile(name string, f *os.File) (notes []string, err error) {
 // readMarker returns the owner id in path's marker, or "" when there is no
 // marker.
 func readMarker(path string) (string, error) {
-	b, err := os.ReadFile(path + MarkerSuffix)
+	b, err := readSmall(path + MarkerSuffix)
 	if errors.Is(err, os.ErrNotExist) {
 		return "", nil
+	}
+	if errors.Is(err, access.ErrRefused) {
+		return "", err
 	}
 	if err != nil {
 		return "", fmt.Errorf("marker %s: %w", path+MarkerSuffix, err)
@@ -133,11 +168,18 @@ func readMarker(path string) (string, error) {
 // (or after a journal of another owner was moved into place).
 func ensureMarker(path, owner string) error {
 	marker := path + MarkerSuffix
-	if b, err := os.ReadFile(marker); err == nil && strings.TrimSpace(string(b)) == owner {
+	b, err := readSmall(marker)
+	if err == nil && strings.TrimSpace(string(b)) == owner {
 		return nil
 	}
+	if errors.Is(err, access.ErrRefused) {
+		return err
+	}
 	tmp := marker + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	f, err := access.CreateTemp(tmp, 0o600)
+	if errors.Is(err, access.ErrRefused) {
+		return err
+	}
 	if err != nil {
 		return fmt.Errorf("marker %s: %w", marker, err)
 	}
@@ -154,6 +196,18 @@ func ensureMarker(path, owner string) error {
 	}
 	_ = durable.SyncDir(filepath.Dir(path)) // the marker only guards a later truncation
 	return nil
+}
+
+// readSmall reads a small file tether wrote beside the journal, under the
+// access rule (no link followed, owned by tether's user, not writable by
+// others).
+func readSmall(path string) ([]byte, error) {
+	f, err := access.OpenFile(path, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, 4096))
 }
 
 // emptiedError is ErrEmptied with what the marker says.

@@ -435,7 +435,7 @@ func TestQuarantineConcurrentReads(t *testing.T) {
 	}
 	wg.Wait()
 	q, err := j.Quarantined()
-	if err != nil || len(q) != 1 || !bytes.HasPrefix(q[0].Record, []byte(`!"id":"`+victim.ID)) {
+	if err != nil || len(q) != 1 || !bytes.HasPrefix(q[0].Record[recordHeader:], []byte(`!"id":"`+victim.ID)) {
 		t.Fatalf("quarantine %+v %v", q, err)
 	}
 }

@@ -3,6 +3,7 @@ package spool
 // Opening and closing the journal: its file, lock, buckets and owner.
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -14,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tether-run/tether/spool/access"
 	"github.com/tether-run/tether/spool/durable"
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
@@ -29,9 +31,15 @@ const DefaultLockTimeout = time.Second
 // in the batch wait for the whole batch's encoding.
 const DefaultMaxBatch = 1024
 
-// SchemaVersion is the layout of the journal's buckets. A journal written
-// with another version is refused, never rewritten.
-const SchemaVersion = 1
+// SchemaVersion is the layout of the journal's buckets and records. A
+// journal of version 1 (records without their checksum, record.go) is
+// moved to version 2 by Open, in one transaction; one written with any
+// other version is refused, never rewritten, and so is a journal of
+// version 2 by a tether that reads only version 1.
+const SchemaVersion = 2
+
+// schemaUnchecked is the version whose records carry no checksum.
+const schemaUnchecked = 1
 
 // Options tune Open. The zero value is the defaults.
 type Options struct {
@@ -42,6 +50,15 @@ type Options struct {
 	// Logger gets what the journal finds wrong while it keeps working: a
 	// record it quarantined, a marker it could not write. Nil discards.
 	Logger *slog.Logger
+	// Retention, if positive, prunes in the background the intents that
+	// ended longer ago than this (prune.go): a pass at once, then every
+	// PruneEvery (default DefaultPruneEvery), until Close. Zero keeps them.
+	Retention  time.Duration
+	PruneEvery time.Duration
+	// CrashPoint, if set, is called at the named points of a compaction
+	// (CrashCompactBeforeRename, CrashCompactAfterRename): the crash tests
+	// pass internal/crashpoint's Hit.
+	CrashPoint func(name string)
 }
 
 // Errors of the journal. They are wrapped with the intent id or path.
@@ -88,6 +105,10 @@ type Journal struct {
 	closed   bool
 	done     chan struct{}
 	stats    struct{ commits, ops, busy atomic.Int64 }
+
+	pruneEvery time.Duration
+	stopPrune  context.CancelFunc // nil without a retention
+	pruned     chan struct{}      // closed when the prune loop returned
 }
 
 // Open opens (or creates) the journal at path, creating its directory. A
@@ -104,10 +125,15 @@ func Open(path string, opts Options) (j *Journal, err error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("journal %s: create directory: %w", path, err)
 	}
-	fi, statErr := os.Stat(path)
+	fi, statErr := os.Lstat(path)
 	fresh := errors.Is(statErr, os.ErrNotExist)
-	if statErr == nil && !fi.Mode().IsRegular() {
+	// A device or a directory is no journal at all, whoever owns it; a
+	// symbolic link is refused by the access rule, which names the fix.
+	if statErr == nil && fi.Mode()&os.ModeSymlink == 0 && !fi.Mode().IsRegular() {
 		return nil, notRegular(path, fi.Mode())
+	}
+	if err := checkPlace(path); err != nil {
+		return nil, err
 	}
 
 	// The freelist is rebuilt by a scan at open instead of being written
@@ -119,6 +145,9 @@ func Open(path string, opts Options) (j *Journal, err error) {
 	}
 	if errors.Is(err, ErrDamaged) || errors.Is(err, ErrEmptied) {
 		return nil, damageAdvice(path, err)
+	}
+	if errors.Is(err, access.ErrRefused) {
+		return nil, fmt.Errorf("journal %w", err)
 	}
 	if err != nil {
 		return nil, openError(path, fresh, err)
@@ -139,12 +168,30 @@ func Open(path string, opts Options) (j *Journal, err error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	hit := opts.CrashPoint
+	if hit == nil {
+		hit = func(string) {}
+	}
+	removeStaleCompaction(path)
+	if size, used, worth := mostlyFree(db, path); worth {
+		start := time.Now()
+		if ndb, err := compact(db, path, opts.LockTimeout, hit); err != nil {
+			log.Warn("journal: could not compact the journal; it keeps its size", "journal", path, "err", err)
+		} else {
+			db = ndb
+			after, _, _ := mostlyFree(db, path)
+			log.Info("journal: compacted", "journal", path, "bytes_before", size, "bytes_in_use", used, "bytes_after", after, "took", time.Since(start).Round(time.Millisecond))
+		}
+	}
 	for _, n := range notes {
 		// Normal after a crash in the middle of a commit (that commit was
 		// never acknowledged); otherwise the last commit may be lost.
 		log.Warn("journal: one of its two headers is not valid; using the transaction before it", "journal", path, "header", n)
 	}
-	if err := ensureMarker(path, owner); err != nil {
+	if err := ensureMarker(path, owner); errors.Is(err, access.ErrRefused) {
+		db.Close()
+		return nil, fmt.Errorf("journal %s: %w", path, err)
+	} else if err != nil {
 		// The journal works without it; only a later truncation to 0
 		// bytes would go unnoticed.
 		log.Warn("journal: cannot write the marker that tells an emptied journal from a new one", "err", err)
@@ -159,7 +206,55 @@ func Open(path string, opts Options) (j *Journal, err error) {
 		done:     make(chan struct{}),
 	}
 	go j.commitLoop()
+	if opts.Retention > 0 {
+		j.pruneEvery = opts.PruneEvery
+		if j.pruneEvery <= 0 {
+			j.pruneEvery = DefaultPruneEvery
+		}
+		var ctx context.Context
+		ctx, j.stopPrune = context.WithCancel(context.Background())
+		j.pruned = make(chan struct{})
+		go j.pruneLoop(ctx, opts.Retention)
+	}
 	return j, nil
+}
+
+// checkPlace refuses a journal whose directory others may change, or whose
+// files (the journal, its marker, the marker's temporary file) someone
+// else could have planted, before anything is created there: the same rule
+// as the socket's and the spool directory's (package access).
+func checkPlace(path string) error {
+	dir := filepath.Dir(path)
+	// A link in place of the directory is followed only if root or
+	// tether's user made it: one planted by another user in a shared
+	// directory would send the journal anywhere.
+	if li, err := os.Lstat(dir); err == nil && li.Mode()&os.ModeSymlink != 0 {
+		if uid := access.FileOwner(li); uid != 0 && uid != os.Geteuid() {
+			return fmt.Errorf("journal %w", &access.RefusedError{Path: dir, Why: fmt.Sprintf("the journal's directory is a symbolic link owned by uid %d", uid)})
+		}
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("journal %s: %w", path, err)
+	}
+	if err := access.CheckDir(fi, nil); err != nil {
+		return fmt.Errorf("journal %w", &access.RefusedError{Path: dir, Why: "the journal's directory is " + err.Error()})
+	}
+	for _, p := range companions(path) {
+		if err := access.CheckExisting(p); err != nil {
+			return fmt.Errorf("journal %w", err)
+		}
+	}
+	return nil
+}
+
+// compactSuffix names the new journal a compaction writes before renaming
+// it over the old one.
+const compactSuffix = ".compact"
+
+// companions are the files beside the journal at path that tether writes.
+func companions(path string) []string {
+	return []string{path, path + MarkerSuffix, path + MarkerSuffix + ".tmp", path + compactSuffix}
 }
 
 // openError says why the journal at path could not be opened, and what to
@@ -231,24 +326,27 @@ func OpenReadOnly(path string, timeout time.Duration) (*Journal, error) {
 	if timeout <= 0 {
 		timeout = DefaultReadOnlyLockTimeout
 	}
-	fi, err := os.Stat(path)
+	fi, err := os.Lstat(path)
 	if err != nil {
 		return nil, fmt.Errorf("journal %s: %w", path, err)
 	}
-	if !fi.Mode().IsRegular() {
+	if fi.Mode()&os.ModeSymlink == 0 && !fi.Mode().IsRegular() {
 		return nil, notRegular(path, fi.Mode())
 	}
 	db, _, err := openBolt(path, bolt.Options{ReadOnly: true, Timeout: timeout})
 	if errors.Is(err, berrors.ErrTimeout) {
 		return nil, fmt.Errorf("journal %s: %w", path, ErrLocked)
 	}
+	if errors.Is(err, access.ErrRefused) {
+		return nil, fmt.Errorf("journal %w", err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("journal %s: cannot open: %w", path, err)
 	}
-	owner, ok := readyJournal(db)
+	owner, _, ok := readyJournal(db)
 	if !ok {
 		db.Close()
-		return nil, fmt.Errorf("journal %s: not a tether journal of schema %d (or one never opened by tether run)", path, SchemaVersion)
+		return nil, fmt.Errorf("journal %s: not a tether journal of schema %d or %d (or one never opened by tether run)", path, schemaUnchecked, SchemaVersion)
 	}
 	// Live and All skip a record they cannot read and try to quarantine
 	// it; here that write fails, and its log line must not meet a nil
@@ -258,13 +356,18 @@ func OpenReadOnly(path string, timeout time.Duration) (*Journal, error) {
 	return j, nil
 }
 
-// readyJournal returns the owner of a journal that has every bucket and the
-// schema this tether reads; ok is false when initJournal has work to do (or
-// an error to report).
-func readyJournal(db *bolt.DB) (owner string, ok bool) {
+// readyJournal returns the owner and schema version of a journal that has
+// every bucket and a schema this tether reads (SchemaVersion, or
+// schemaUnchecked, which Open moves to SchemaVersion); ok is false when
+// initJournal has work to do (or an error to report).
+func readyJournal(db *bolt.DB) (owner string, schema int, ok bool) {
 	_ = db.View(func(tx *bolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
-		if meta == nil || string(meta.Get(keySchema)) != strconv.Itoa(SchemaVersion) {
+		if meta == nil {
+			return nil
+		}
+		schema, _ = strconv.Atoi(string(meta.Get(keySchema)))
+		if schema != SchemaVersion && schema != schemaUnchecked {
 			return nil
 		}
 		for _, b := range [][]byte{bucketIntents, bucketKeys, bucketLive} {
@@ -276,11 +379,12 @@ func readyJournal(db *bolt.DB) (owner string, ok bool) {
 		ok = isULID(owner)
 		return nil
 	})
-	return owner, ok
+	return owner, schema, ok
 }
 
-// initJournal creates the buckets and the owner id of a new journal, and
-// checks an existing one is a tether journal of a known schema.
+// initJournal creates the buckets and the owner id of a new journal,
+// checks an existing one is a tether journal of a known schema, and moves
+// one of schemaUnchecked to SchemaVersion.
 func initJournal(db *bolt.DB) (owner string, err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -289,7 +393,7 @@ func initJournal(db *bolt.DB) (owner string, err error) {
 	}()
 	// A journal already set up is only read: a write transaction would
 	// cost two fdatasyncs on every start for nothing.
-	if owner, ok := readyJournal(db); ok {
+	if owner, schema, ok := readyJournal(db); ok && schema == SchemaVersion {
 		return owner, nil
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
@@ -311,8 +415,9 @@ func initJournal(db *bolt.DB) (owner string, err error) {
 				return err
 			}
 		}
-		if v := string(meta.Get(keySchema)); v != strconv.Itoa(SchemaVersion) {
-			return fmt.Errorf("journal schema version %q, this tether reads version %d", v, SchemaVersion)
+		v := string(meta.Get(keySchema))
+		if v != strconv.Itoa(SchemaVersion) && v != strconv.Itoa(schemaUnchecked) {
+			return fmt.Errorf("journal schema version %q, this tether reads versions %d and %d", truncate(v), schemaUnchecked, SchemaVersion)
 		}
 		owner = string(meta.Get(keyOwner))
 		if !isULID(owner) {
@@ -323,9 +428,46 @@ func initJournal(db *bolt.DB) (owner string, err error) {
 				return err
 			}
 		}
+		if v == strconv.Itoa(schemaUnchecked) {
+			if err := sealAll(tx); err != nil {
+				return err
+			}
+			return meta.Put(keySchema, []byte(strconv.Itoa(SchemaVersion)))
+		}
 		return nil
 	})
 	return owner, err
+}
+
+// sealAll gives every record of a schemaUnchecked journal its checksum, in
+// the caller's transaction: the journal moves to SchemaVersion whole or not
+// at all, so no tether ever meets half of one. A record that does not
+// decode is left as it is, to be quarantined by the first read that meets
+// it, as before.
+func sealAll(tx *bolt.Tx) error {
+	b := tx.Bucket(bucketIntents)
+	var ks, vs [][]byte
+	err := b.ForEach(func(k, v []byte) error {
+		if _, err := decode(k, v); err != nil {
+			return nil
+		}
+		if _, sealed, _ := openRecord(v); sealed {
+			return nil
+		}
+		// Copies: the slices bbolt hands out die with the next Put.
+		ks = append(ks, append([]byte(nil), k...))
+		vs = append(vs, sealRecord(v))
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for i := range ks {
+		if err := b.Put(ks[i], vs[i]); err != nil {
+			return fmt.Errorf("write %s/%s: %w", bucketIntents, truncate(string(ks[i])), err)
+		}
+	}
+	return nil
 }
 
 // Owner is the journal's owner id, created once with the journal.
@@ -337,6 +479,10 @@ func (j *Journal) Path() string { return j.path }
 // Close waits for queued mutations to commit, then releases the file and
 // its lock. Later calls fail with ErrClosed.
 func (j *Journal) Close() error {
+	if j.stopPrune != nil {
+		j.stopPrune()
+		<-j.pruned
+	}
 	j.mu.Lock()
 	if j.closed {
 		j.mu.Unlock()

@@ -10,11 +10,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/tether-run/tether/spool/access"
 	bolt "go.etcd.io/bbolt"
 	"go.uber.org/goleak"
 )
@@ -495,16 +497,31 @@ func TestBatchRollsBackAFailedChange(t *testing.T) {
 	}
 }
 
-// TestOpenAdviceFitsTheCase: a journal that could not be created is not
-// described as a file "left as it is" to be moved aside.
-func TestOpenAdviceFitsTheCase(t *testing.T) {
+// TestOpenRefusesALink: a link at the journal's path is refused, naming
+// it, and never followed: its target is not created.
+func TestOpenRefusesALink(t *testing.T) {
 	dir := t.TempDir()
-	// A dangling link: there is no journal, and bbolt cannot create one.
 	path := filepath.Join(dir, "journal.db")
-	if err := os.Symlink(filepath.Join(dir, "missing", "journal.db"), path); err != nil {
+	target := filepath.Join(dir, "elsewhere.db")
+	if err := os.Symlink(target, path); err != nil {
 		t.Fatal(err)
 	}
 	_, err := Open(path, Options{})
+	if !errors.Is(err, access.ErrRefused) || !strings.Contains(err.Error(), path+": it is a symbolic link") || strings.Contains(err.Error(), "cannot create") {
+		t.Fatalf("Open of a link: %v", err)
+	}
+	if _, err := os.Lstat(target); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the link's target was created: %v", err)
+	}
+}
+
+// TestOpenAdviceFitsTheCase: a journal that could not be created is not
+// described as a file "left as it is" to be moved aside.
+func TestOpenAdviceFitsTheCase(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("needs a directory no one may create files in, even root: /proc")
+	}
+	_, err := Open("/proc/journal.db", Options{})
 	if err == nil || !strings.Contains(err.Error(), "cannot create") || strings.Contains(err.Error(), "move it aside") || strings.Contains(err.Error(), "left as it is") {
 		t.Fatalf("Open of a journal that cannot be created: %v", err)
 	}

@@ -234,7 +234,11 @@ func (j *Journal) CountByState() (map[State]int, error) {
 			var s struct {
 				State State `json:"state"`
 			}
-			if err := json.Unmarshal(v, &s); err != nil {
+			js, _, err := openRecord(v)
+			if err == nil {
+				err = json.Unmarshal(js, &s)
+			}
+			if err != nil {
 				return fmt.Errorf("intent %s: undecodable record: %w", k, err)
 			}
 			out[s.State]++
@@ -256,7 +260,9 @@ func (j *Journal) LiveCountByState() (map[State]int, error) {
 			var s struct {
 				State State `json:"state"`
 			}
-			if v := intents.Get(k); v == nil || json.Unmarshal(v, &s) != nil {
+			v := intents.Get(k)
+			js, _, err := openRecord(v)
+			if v == nil || err != nil || json.Unmarshal(js, &s) != nil {
 				s.State = "unreadable"
 			}
 			out[s.State]++
@@ -296,8 +302,12 @@ func load(tx *bolt.Tx, id string) (Intent, error) {
 // decode reads a record; a record that is not the intent its key names is
 // ErrUnreadable, like one that is not JSON.
 func decode(k, v []byte) (Intent, error) {
+	js, _, err := openRecord(v)
+	if err != nil {
+		return Intent{}, fmt.Errorf("intent %s: %w: %w", truncate(string(k)), ErrUnreadable, err)
+	}
 	var in Intent
-	if err := json.Unmarshal(v, &in); err != nil {
+	if err := json.Unmarshal(js, &in); err != nil {
 		return Intent{}, fmt.Errorf("intent %s: %w: %w", truncate(string(k)), ErrUnreadable, err)
 	}
 	if err := checkRecord(k, in); err != nil {

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/tether-run/tether/spool/access"
 	"github.com/tether-run/tether/spool/boltcheck"
 	"github.com/tether-run/tether/spool/durable"
 	bolt "go.etcd.io/bbolt"
@@ -48,7 +49,7 @@ func Salvage(src, dst string) (SalvageReport, error) {
 	if _, err := os.Lstat(dst); err == nil {
 		return rep, fmt.Errorf("salvage into %s: it exists; name a new file", dst)
 	}
-	f, err := os.Open(src)
+	f, err := access.OpenFile(src, os.O_RDONLY, 0)
 	if err != nil {
 		return rep, fmt.Errorf("salvage %s: %w", src, err)
 	}
@@ -195,12 +196,12 @@ func (s *salvage) write(dst, owner string, rep *SalvageReport) error {
 	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
 		return err
 	}
-	fd, err := os.OpenFile(dst, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	fd, err := access.OpenFile(dst, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return err
 	}
 	fd.Close()
-	db, err := bolt.Open(dst, 0o600, &bolt.Options{Timeout: DefaultLockTimeout, NoFreelistSync: true, FreelistType: bolt.FreelistMapType})
+	db, err := bolt.Open(dst, 0o600, &bolt.Options{Timeout: DefaultLockTimeout, NoFreelistSync: true, FreelistType: bolt.FreelistMapType, OpenFile: access.OpenFile})
 	if err != nil {
 		return err
 	}
@@ -233,7 +234,7 @@ func (s *salvage) write(dst, owner string, rep *SalvageReport) error {
 		intents, keys, live, quarantine := bs[0], bs[1], bs[2], bs[3]
 		for _, id := range ids {
 			in := s.records[id]
-			v, err := json.Marshal(in)
+			v, err := encodeRecord(in)
 			if err != nil {
 				return err
 			}

@@ -1,10 +1,13 @@
 package e2e_test
 
 import (
+	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -405,4 +408,56 @@ func (w *world) checkInvariants(final bool) int {
 	}
 	w.checkForeignUntouched()
 	return len(ours)
+}
+
+// TestCrashPointsCompaction: a journal left mostly free by pruning is
+// compacted when tether next opens it; tether dies of SIGKILL just before
+// the compacted copy is renamed over the journal, and just after. Either
+// way the restart finds a whole journal (the old or the new) holding every
+// live intent, and deletes every sandbox, by the simulator's record.
+func TestCrashPointsCompaction(t *testing.T) {
+	t.Parallel()
+	for _, point := range []string{crashpoint.CompactBeforeRename, crashpoint.CompactAfterRename} {
+		t.Run(point, func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t)
+			tetherBin, _ := crashBinaries(t)
+			live, before := w.journalWithHistory(3000, 6, true)
+			crashed := w.startBin(tetherBin, []string{crashpoint.Env + "=" + point}, "drain", "--journal", w.journal, "--drain-timeout", drainTimeout)
+			if code := crashed.wait(); code != 137 || !strings.Contains(crashed.stderr.String(), "crashpoint: "+point+" hit") {
+				t.Fatalf("want a crash at %s (exit 137), got exit %d; stderr:\n%s", point, code, crashed.stderr)
+			}
+			for _, in := range live {
+				if sb, ok := w.sim.Sandbox(in.SandboxID); !ok || sb.DeleteRequested {
+					t.Fatalf("sandbox %s touched before the crash: %+v", in.SandboxID, sb)
+				}
+			}
+			ro := w.readIntents()
+			if len(ro) != len(live) {
+				t.Fatalf("after the crash the journal holds %d intents, want the %d live", len(ro), len(live))
+			}
+			for _, in := range ro {
+				if want, ok := live[in.ID]; !ok || in.State != spool.Observed || in.SandboxID != want.SandboxID {
+					t.Fatalf("after the crash: %+v", in)
+				}
+			}
+
+			code, stderr := w.runTether("drain", "--journal", w.journal, "--drain-timeout", drainTimeout)
+			if code != 0 {
+				t.Fatalf("the restart exited %d; stderr:\n%s", code, stderr)
+			}
+			for _, in := range live {
+				w.assertDestroyed(in.SandboxID)
+			}
+			w.assertJournal(spool.Gone, slices.Collect(maps.Keys(live))...)
+			if _, err := os.Lstat(w.journal + ".compact"); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("the compaction's copy is left after the restart: %v", err)
+			}
+			fi, _ := os.Stat(w.journal)
+			t.Logf("%s: journal %d KiB before, %d KiB after the restart", point, before>>10, fi.Size()>>10)
+			if fi.Size()*4 > before {
+				t.Errorf("journal of %d bytes after the restart, %d before: not compacted", fi.Size(), before)
+			}
+		})
+	}
 }

@@ -51,7 +51,7 @@ var envInUsage = regexp.MustCompile(`\s*\(\$([A-Z_]+)([^)]*)\)`)
 
 // pathDefaults replaces defaults that depend on the user running tether.
 var pathDefaults = map[string]string{
-	"journal": "`" + config.StateDir + "/journal.db` as root (see below)",
+	"journal": "`" + config.StateDir + "/journal.db` as root, `uid-<uid>/journal.db` there when that directory is shared (see below)",
 	"socket":  "`" + config.WellKnownSocket + "` as root (see below)",
 	"spool":   "`" + config.RuntimeDir + "/spool` as root (see below)",
 }
@@ -155,6 +155,14 @@ world-writable with the sticky bit). Otherwise the socket and spool go to
 ` + "`$XDG_RUNTIME_DIR/tether/`" + `, else everything goes under the user cache directory
 (` + "`$XDG_CACHE_HOME/tether` or `$HOME/.cache/tether`" + `), else under ` + "`$TMPDIR/tether-<uid>`" + `. Paths are
 made absolute once, at start.
+
+In a directory every user may write (the image's ` + "`" + config.StateDir + "`" + `, ` + "`/tmp`" + `) the journal
+goes into a subdirectory ` + "`uid-<uid>`" + ` tether creates for its user (mode 0700), as in
+` + "`" + config.StateDir + "/uid-0/journal.db`" + `, so no other user can take its name first; a journal
+the same user already keeps directly there (owned by it, writable by no one else) stays where it is.
+The journal, its marker (` + "`journal.db.owner`" + `) and every temporary file beside it are opened
+without following symbolic links and created exclusively; one owned by another uid, writable by
+others, or not a regular file is refused (exit 125) with its path and the fix.
 
 ## Variables without a flag
 

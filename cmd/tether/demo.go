@@ -537,6 +537,10 @@ func storyLine(line string) string {
 		return fmt.Sprintf("%s had auto-stop 0: set to %s min, so Daytona stops it even if tether dies", shortID(attrs["sandbox"]), attrs["minutes"])
 	case strings.HasPrefix(msg, "replay: resolving"):
 		return fmt.Sprintf("the journal holds %s live intents from before the crash: replaying them", attrs["live"])
+	case strings.HasPrefix(msg, "replay: cut short"):
+		// The runner saw nothing live and exited before the replay's last
+		// line: what is left, if anything, is the drain's.
+		return fmt.Sprintf("replay: %s resolved before the runner ended; the drain takes over the rest", attrs["resolved"])
 	case msg == "replay: done":
 		return fmt.Sprintf("replay: done in %s, %s gone, %s unresolved", attrs["elapsed"], attrs["gone"], attrs["unresolved"])
 	}

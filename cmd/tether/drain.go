@@ -78,7 +78,16 @@ func (*DrainCommand) Run(ctx context.Context, args []string) error {
 		return &ExitError{Code: ExitCodeUsage, Err: fmt.Errorf("drain: %w", err)}
 	}
 	defer j.Close()
-	if _, err := sidecar.Drain(ctx, cfg, j, prov, log, os.Stderr); err != nil {
+	_, err = sidecar.Drain(ctx, cfg, j, prov, log, os.Stderr)
+	// What ended before the retention goes now (the journal's own pruning
+	// may not finish in a short drain); the next open compacts the file if
+	// that left it mostly free.
+	if n, perr := j.Prune(ctx, time.Now().Add(-cfg.Retention), 0); perr != nil {
+		log.Warn("journal: pruning ended intents failed", "err", perr)
+	} else if n > 0 {
+		log.Info("journal: pruned ended intents", "intents", n, "retention", cfg.Retention)
+	}
+	if err != nil {
 		if errors.Is(err, reaper.ErrUnresolved) {
 			return &ExitError{Code: ExitCodeUnresolved}
 		}

@@ -40,6 +40,7 @@ type Config struct {
 	DrainConcurrency    int           // provider calls in flight during a drain
 	OnUnresolved        string        // exit-code or ignore
 	NeverCreatedHorizon time.Duration // a never-seen name older than this closes as never-created
+	Retention           time.Duration // an ended intent is kept this long, then pruned from the journal
 
 	// Daytona.
 	DaytonaAutoStop int // minutes; enforced on every sandbox whose auto-stop is 0
@@ -66,7 +67,11 @@ const (
 	DefaultDrainTimeout        = 5 * time.Second
 	DefaultDrainConcurrency    = reaper.DefaultConcurrency
 	DefaultNeverCreatedHorizon = reaper.DefaultNeverCreatedHorizon
-	DefaultDaytonaAutoStop     = 15
+	// DefaultRetention keeps an ended intent a week: `tether status` and
+	// an operator's questions about last week's runs still find it, and the
+	// journal stays bounded by a week of work.
+	DefaultRetention       = 7 * 24 * time.Hour
+	DefaultDaytonaAutoStop = 15
 	// DefaultProviderCheckTimeout bounds the one authenticated read tether
 	// makes at start to check its provider setup (a background check,
 	// unless --require-provider makes the child wait for it).
@@ -84,7 +89,7 @@ func Default() Config {
 		Grace:               DefaultGrace,
 		LogFormat:           "text",
 		LogLevel:            "info",
-		Journal:             defaultPath("journal.db", StateDir),
+		Journal:             defaultJournal(),
 		Socket:              defaultPath("tether.sock", RuntimeDir),
 		Spool:               defaultPath("spool", RuntimeDir),
 		Labels:              map[string]string{},
@@ -92,6 +97,7 @@ func Default() Config {
 		DrainConcurrency:    DefaultDrainConcurrency,
 		OnUnresolved:        "ignore",
 		NeverCreatedHorizon: DefaultNeverCreatedHorizon,
+		Retention:           DefaultRetention,
 		DaytonaAutoStop:     DefaultDaytonaAutoStop,
 		CheckTimeout:        DefaultProviderCheckTimeout,
 		DaytonaProxy:        true,
@@ -116,6 +122,7 @@ const (
 	EnvDrainConc       = "TETHER_DRAIN_CONCURRENCY"
 	EnvOnUnresolved    = "TETHER_ON_UNRESOLVED"
 	EnvNeverCreated    = "TETHER_NEVER_CREATED_AFTER"
+	EnvRetention       = "TETHER_RETENTION"
 	EnvDaytonaAutoStop = "TETHER_DAYTONA_AUTOSTOP"
 	EnvDaytonaProxy    = "TETHER_DAYTONA_PROXY"
 	EnvDaytonaProxyAdr = "TETHER_DAYTONA_PROXY_ADDR"
@@ -240,6 +247,7 @@ func (c *Config) Bind(fs *flag.FlagSet, groups ...Group) error {
 		b.int(&c.DrainConcurrency, "drain-concurrency", EnvDrainConc, "provider calls in flight during a drain (deletes first, then verifying reads, then confirmations)")
 		b.duration(&c.NeverCreatedHorizon, "never-created-after", EnvNeverCreated, "a pending intent whose name was never seen for this long closes as never-created")
 		b.int(&c.DaytonaAutoStop, "daytona-autostop", EnvDaytonaAutoStop, "Daytona auto-stop minutes enforced on sandboxes that have it disabled (>= 1)")
+		b.duration(&c.Retention, "retention", EnvRetention, "an ended intent (gone, released, never-created, foreign, stopped) is kept in the journal this long, then pruned in the background; a journal left mostly free is compacted when it is next opened")
 	}
 	c.bindOperator(b, want)
 	c.bindLease(b, want)
@@ -323,6 +331,9 @@ func (c *Config) Validate() error {
 	}
 	if c.NeverCreatedHorizon <= 0 {
 		bad("--never-created-after %s: must be positive", c.NeverCreatedHorizon)
+	}
+	if c.Retention <= 0 {
+		bad("--retention %s: must be positive (ended intents are kept this long, then pruned)", c.Retention)
 	}
 	if c.DaytonaProxy {
 		if err := checkLoopback(c.DaytonaProxyAddr); err != nil {

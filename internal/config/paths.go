@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"syscall"
+
+	"github.com/tether-run/tether/spool/access"
 )
 
 // The well-known directories: tether's journal and socket as root, and as
@@ -46,6 +48,27 @@ func defaultPath(name, rootDir string) string {
 		return filepath.Join(d, "tether", name)
 	}
 	return filepath.Join(os.TempDir(), "tether-"+strconv.Itoa(os.Geteuid()), name)
+}
+
+// defaultJournal is defaultPath's choice for the journal, with one change:
+// in a directory every user may write (the image's sticky /var/lib/tether,
+// /tmp) the journal lives in a subdirectory uid-<euid> that tether creates
+// for its user (0700), so no other user can have taken its name, its
+// marker's or its temporary files' names first. A journal this user kept
+// directly in that directory before (a regular file it owns that no one
+// else may write: no one else could have planted that) is kept where it
+// is, so its intents are not forgotten.
+func defaultJournal() string {
+	p := defaultPath("journal.db", StateDir)
+	dir := filepath.Dir(p)
+	fi, err := os.Stat(dir)
+	if err != nil || !access.Shared(fi) {
+		return p
+	}
+	if old, err := os.Lstat(p); err == nil && access.CheckFile(p, old) == nil && access.FileOwner(old) == os.Geteuid() {
+		return p
+	}
+	return filepath.Join(dir, "uid-"+strconv.Itoa(os.Geteuid()), "journal.db")
 }
 
 // isWritableDir: dir exists, is a directory, and this process may create

@@ -61,7 +61,7 @@ func TestDefaultPathsAsAnotherUser(t *testing.T) {
 		if err := os.Mkdir(p, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.Chmod(p, 0o1777); err != nil {
+		if err := os.Chmod(p, 0o777|os.ModeSticky); err != nil {
 			t.Fatal(err)
 		}
 		return p
@@ -75,17 +75,29 @@ func TestDefaultPathsAsAnotherUser(t *testing.T) {
 		t.Fatal(err)
 	}
 	missing := filepath.Join(dir, "missing")
+	// A journal uid 1000 kept directly in the shared directory: its own to
+	// keep, but one root must not adopt.
+	legacy := shared("legacy")
+	if err := os.WriteFile(filepath.Join(legacy, "journal.db"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(filepath.Join(legacy, "journal.db"), 1000, 1000); err != nil {
+		t.Fatal(err)
+	}
 
 	for _, tc := range []struct {
 		name, uid, home, dirs string
 		want                  map[string]string
 	}{
 		{"image dirs writable", "1000", "/", state + ":" + runtime, map[string]string{
-			"journal": state + "/journal.db", "socket": runtime + "/tether.sock", "spool": runtime + "/spool"}},
+			"journal": state + "/uid-1000/journal.db", "socket": runtime + "/tether.sock", "spool": runtime + "/spool"}},
 		{"no image dirs, HOME=/", "1000", "/", missing + ":" + missing, map[string]string{
 			"journal": tmp + "/tether-1000/journal.db", "socket": tmp + "/tether-1000/tether.sock", "spool": tmp + "/tether-1000/spool"}},
 		{"no image dirs, a home", "1000", home, missing + ":" + missing, map[string]string{
 			"journal": home + "/.cache/tether/journal.db", "socket": home + "/.cache/tether/tether.sock", "spool": home + "/.cache/tether/spool"}},
+		{"root, image dirs", "0", "/", state + ":" + runtime, map[string]string{"journal": state + "/uid-0/journal.db"}},
+		{"its own journal kept in the shared dir", "1000", "/", legacy + ":" + runtime, map[string]string{"journal": legacy + "/journal.db"}},
+		{"root, another user's journal in the shared dir", "0", "/", legacy + ":" + runtime, map[string]string{"journal": legacy + "/uid-0/journal.db"}},
 		{"root", "0", "/", missing + ":" + missing, map[string]string{
 			"journal": missing + "/journal.db", "socket": missing + "/tether.sock", "spool": missing + "/spool"}},
 	} {

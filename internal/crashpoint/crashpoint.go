@@ -53,6 +53,14 @@ const (
 	// ReplayStarted: a boot replay read the journal and is about to
 	// resolve what an earlier run left.
 	ReplayStarted = "replay-started"
+	// CompactBeforeRename: the journal's compacted copy is written and
+	// fsynced beside it, not yet renamed over it (spool/compact.go, which
+	// hits the points through spool.Options.CrashPoint: spool imports
+	// nothing of internal/).
+	CompactBeforeRename = "journal-compact-before-rename"
+	// CompactAfterRename: the compacted copy is the journal, the old file
+	// not yet closed.
+	CompactAfterRename = "journal-compact-after-rename"
 
 	// Runner-side points, hit by the test runners (test/crashrunner), not
 	// by tether: the runner dies there.
@@ -73,6 +81,7 @@ var Tether = []string{
 	ProxyBeforeJournal, ProxyAfterJournal, ProxyAfterUpstream,
 	ReaperAfterLookup, ReaperBeforeDelete, ReaperAfterDelete,
 	DrainResolved, ReplayStarted,
+	CompactBeforeRename, CompactAfterRename,
 }
 
 // Runner is every point inside the test runners.

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/tether-run/tether/spool"
 )
 
 // envChild makes the test binary a child that hits a point three times.
@@ -53,5 +55,13 @@ func TestHit(t *testing.T) {
 		if killed != wantDies || last != want {
 			t.Errorf("%s=%q (enabled %v): killed %v, last line %q; want killed %v, last %q (err %v)", Env, tc.spec, Enabled, killed, last, wantDies, want, err)
 		}
+	}
+}
+
+// The journal's points are named in package spool, which imports nothing
+// of internal/: the names must agree.
+func TestJournalPointNames(t *testing.T) {
+	if CompactBeforeRename != spool.CrashCompactBeforeRename || CompactAfterRename != spool.CrashCompactAfterRename {
+		t.Fatalf("crashpoint %q, %q; spool %q, %q", CompactBeforeRename, CompactAfterRename, spool.CrashCompactBeforeRename, spool.CrashCompactAfterRename)
 	}
 }

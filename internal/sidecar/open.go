@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/tether-run/tether/internal/config"
+	"github.com/tether-run/tether/internal/crashpoint"
 	"github.com/tether-run/tether/internal/dotenv"
 	"github.com/tether-run/tether/internal/reaper"
 	"github.com/tether-run/tether/provider"
@@ -16,9 +17,10 @@ import (
 // What `tether run`, `tether drain` and `tether sweep` open alike.
 
 // OpenJournal opens the journal at cfg.Journal for writing, refusing one
-// another tether holds (spool.ErrLocked).
+// another tether holds (spool.ErrLocked), and prunes in the background
+// what ended longer than cfg.Retention ago until it is closed.
 func OpenJournal(cfg config.Config, log *slog.Logger) (*spool.Journal, error) {
-	return spool.Open(cfg.Journal, spool.Options{Logger: log.With("component", "journal")})
+	return spool.Open(cfg.Journal, spool.Options{Logger: log.With("component", "journal"), Retention: cfg.Retention, CrashPoint: crashpoint.Hit})
 }
 
 // OpenProvider returns the Daytona provider configured as the SDKs

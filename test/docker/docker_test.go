@@ -268,8 +268,12 @@ func TestDockerInitAndUser(t *testing.T) {
 					t.Errorf("docker exec %v tether intent ls: %d observed intents, want %d:\n%s", as, n, sandboxes, out)
 				}
 			}
-			if out, err := c.exec(nil, "probe", "stat", config.StateDir+"/journal.db"); err != nil {
-				t.Errorf("the journal is not at %s/journal.db (on the volume): %v %s", config.StateDir, err, out)
+			uid := "0"
+			if tc.name == "user 1000" {
+				uid = "1000"
+			}
+			if out, err := c.exec(nil, "probe", "stat", config.StateDir+"/uid-"+uid+"/journal.db"); err != nil {
+				t.Errorf("the journal is not at %s/uid-%s/journal.db (on the volume): %v %s", config.StateDir, uid, err, out)
 			}
 			if _, code := c.stop(); code != exitTERM {
 				t.Errorf("exit %d, want %d", code, exitTERM)

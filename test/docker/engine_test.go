@@ -174,7 +174,7 @@ func journalDir(t *testing.T) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o1777); err != nil {
+	if err := os.Chmod(dir, 0o777|os.ModeSticky); err != nil {
 		t.Fatal(err)
 	}
 	return dir
@@ -396,10 +396,11 @@ func drainReport(t *testing.T, stderr string) (total int, took time.Duration, le
 	return total, took, left
 }
 
-// liveIntents opens the journal a container left in dir.
+// liveIntents opens the journal a container running as root left in dir:
+// the shared volume holds one directory per uid.
 func liveIntents(t *testing.T, dir string) []spool.Intent {
 	t.Helper()
-	j, err := spool.Open(filepath.Join(dir, "journal.db"), spool.Options{})
+	j, err := spool.Open(filepath.Join(dir, "uid-0", "journal.db"), spool.Options{})
 	if err != nil {
 		t.Fatalf("open the journal: %v", err)
 	}

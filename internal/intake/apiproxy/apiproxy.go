@@ -77,9 +77,9 @@ const (
 	// intents (two entries per create); past it the index starts over, and
 	// a delete of an older sandbox finds its intent in the journal instead.
 	maxKnown = 100_000
-	// maxWarned bounds the accounts reported by CheckAccount; past it, one
-	// line says that further accounts go unreported.
-	maxWarned = 1024
+	// maxWarned bounds the accounts reported by CheckAccount, one line
+	// each; past it, one line says that further accounts go unreported.
+	maxWarned = 64
 	// readHeaderTimeout keeps a client that connects and says nothing from
 	// holding a connection forever.
 	readHeaderTimeout = 10 * time.Second
@@ -401,6 +401,9 @@ func (p *Proxy) CheckAccount(account string) {
 		return
 	}
 	p.mu.Lock()
+	// Past maxWarned accounts the rest go unreported here (the drain
+	// reports their intents): a flood of bogus keys must not grow the map
+	// or the log without bound.
 	seen := p.warned[account]
 	full := !seen && len(p.warned) >= maxWarned
 	if !seen && !full {

@@ -1,0 +1,88 @@
+package access
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestOpenFile(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(dir, "target")
+	if err := os.WriteFile(target, []byte("keep"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	open := func(p string) error {
+		f, err := OpenFile(p, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+		if err == nil {
+			f.Close()
+		}
+		return err
+	}
+	if err := open(link); !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), link+": it is a symbolic link") {
+		t.Errorf("a link: %v", err)
+	}
+	if b, _ := os.ReadFile(target); string(b) != "keep" {
+		t.Errorf("the link's target was truncated: %q", b)
+	}
+	fresh := filepath.Join(dir, "fresh")
+	if err := open(fresh); err != nil {
+		t.Fatalf("a new file: %v", err)
+	}
+	if fi, _ := os.Lstat(fresh); fi.Mode().Perm() != 0o600 {
+		t.Errorf("new file mode %s", fi.Mode())
+	}
+	if err := open(target); err != nil { // exists, ours, 0600: used as it is
+		t.Fatalf("an existing file of ours: %v", err)
+	}
+	loose := filepath.Join(dir, "loose")
+	os.WriteFile(loose, nil, 0o600)
+	os.Chmod(loose, 0o666)
+	if err := open(loose); !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "lets others write") {
+		t.Errorf("a file others may write: %v", err)
+	}
+	if os.Geteuid() == 0 {
+		theirs := filepath.Join(dir, "theirs")
+		os.WriteFile(theirs, nil, 0o600)
+		os.Chown(theirs, 1000, 1000)
+		if err := open(theirs); !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "owned by uid 1000") {
+			t.Errorf("a file of uid 1000: %v", err)
+		}
+	}
+	if err := open(dir); err == nil {
+		t.Error("a directory opened as a file")
+	}
+}
+
+func TestCreateTemp(t *testing.T) {
+	dir := t.TempDir()
+	stale := filepath.Join(dir, "x.tmp")
+	os.WriteFile(stale, []byte("left by a crash"), 0o600)
+	f, err := CreateTemp(stale, 0o600)
+	if err != nil {
+		t.Fatalf("over a stale temporary file of ours: %v", err)
+	}
+	f.Close()
+	if b, _ := os.ReadFile(stale); len(b) != 0 {
+		t.Errorf("not created afresh: %q", b)
+	}
+	target := filepath.Join(dir, "target")
+	os.WriteFile(target, []byte("keep"), 0o600)
+	link := filepath.Join(dir, "l.tmp")
+	os.Symlink(target, link)
+	if _, err := CreateTemp(link, 0o600); !errors.Is(err, ErrRefused) {
+		t.Errorf("a link: %v", err)
+	}
+	if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("the planted link was removed or replaced: %v", err)
+	}
+	if b, _ := os.ReadFile(target); string(b) != "keep" {
+		t.Errorf("the link's target was written: %q", b)
+	}
+}

@@ -1,0 +1,173 @@
+package spool
+
+// The journal's size is bounded by live work, not by history: an intent
+// that has ended (gone, released, never-created, foreign, stopped) is kept
+// for a retention period, long enough for `tether status` and an operator's
+// questions, and then pruned, in small transactions through the group
+// commit so no intake waits behind a long one. What pruning frees, bbolt
+// reuses; a file left mostly free is compacted at the next Open
+// (compact.go).
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Defaults of pruning.
+const (
+	// DefaultPruneBatch bounds the intents one prune transaction removes:
+	// small enough that a create queued behind it waits for little more
+	// than its own fsync.
+	DefaultPruneBatch = 256
+	// DefaultPruneEvery is how often a journal opened with a Retention
+	// prunes, after a first pass at once.
+	DefaultPruneEvery = time.Hour
+)
+
+// Prune removes the intents that ended before cutoff (their last change,
+// UpdatedAt, is older), at most batch (DefaultPruneBatch when <= 0) to a
+// transaction, with their idempotency keys. Live intents are never
+// touched, nor are quarantined records, nor records that cannot be read
+// (the reads quarantine those). It returns how many it removed; ctx ends it
+// between transactions.
+func (j *Journal) Prune(ctx context.Context, cutoff time.Time, batch int) (int, error) {
+	if batch <= 0 {
+		batch = DefaultPruneBatch
+	}
+	pruned := 0
+	var after []byte
+	for {
+		if err := ctx.Err(); err != nil {
+			return pruned, err
+		}
+		ids, next, err := j.prunable(cutoff, after, batch)
+		if err != nil {
+			return pruned, err
+		}
+		if len(ids) > 0 {
+			var n int
+			if _, err := j.Apply(ctx, &Change{run: func(tx *bolt.Tx) error {
+				n = 0
+				for _, id := range ids {
+					ok, err := pruneOne(tx, id, cutoff)
+					if err != nil {
+						return err
+					}
+					if ok {
+						n++
+					}
+				}
+				return nil
+			}}); err != nil {
+				return pruned, err
+			}
+			pruned += n
+		}
+		if next == nil {
+			return pruned, nil
+		}
+		after = next
+	}
+}
+
+// prunable reads up to batch ids of ended intents older than cutoff, from
+// the first key after after; next is where the following call starts (nil
+// at the end of the bucket).
+func (j *Journal) prunable(cutoff time.Time, after []byte, batch int) (ids []string, next []byte, err error) {
+	err = j.view(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketIntents).Cursor()
+		k, v := c.First()
+		if after != nil {
+			k, v = c.Seek(after)
+			if k != nil && bytes.Equal(k, after) {
+				k, v = c.Next()
+			}
+		}
+		for ; k != nil; k, v = c.Next() {
+			if ended(v, cutoff) {
+				ids = append(ids, string(k))
+				if len(ids) == batch {
+					next = append([]byte(nil), k...)
+					return nil
+				}
+			}
+		}
+		return nil
+	})
+	return ids, next, err
+}
+
+// ended reports whether record v is readable (its checksum holds) and of
+// an intent that ended before cutoff. Only the two fields are decoded.
+func ended(v []byte, cutoff time.Time) bool {
+	js, _, err := openRecord(v)
+	if err != nil {
+		return false
+	}
+	var r struct {
+		State     State     `json:"state"`
+		UpdatedAt time.Time `json:"updated_at"`
+	}
+	if json.Unmarshal(js, &r) != nil {
+		return false
+	}
+	return knownState(r.State) && !r.State.Live() && r.UpdatedAt.Before(cutoff)
+}
+
+// pruneOne removes intent id if, read again inside the write transaction,
+// it still ended before cutoff; its key goes with it if the key still names
+// it (an ended intent's key may name a newer intent by now).
+func pruneOne(tx *bolt.Tx, id string, cutoff time.Time) (bool, error) {
+	intents := tx.Bucket(bucketIntents)
+	v := intents.Get([]byte(id))
+	if v == nil || !ended(v, cutoff) {
+		return false, nil
+	}
+	in, err := decode([]byte(id), v)
+	if err != nil {
+		return false, nil
+	}
+	if in.Key != "" {
+		keys := tx.Bucket(bucketKeys)
+		if string(keys.Get([]byte(in.Key))) == id {
+			if err := keys.Delete([]byte(in.Key)); err != nil {
+				return false, fmt.Errorf("delete %s/%s: %w", bucketKeys, truncate(in.Key), err)
+			}
+		}
+	}
+	if err := intents.Delete([]byte(id)); err != nil {
+		return false, fmt.Errorf("delete %s/%s: %w", bucketIntents, id, err)
+	}
+	return true, nil
+}
+
+// pruneLoop prunes what ended more than retention ago, at once and then
+// every j.pruneEvery, until Close.
+func (j *Journal) pruneLoop(ctx context.Context, retention time.Duration) {
+	defer close(j.pruned)
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		start := time.Now()
+		n, err := j.Prune(ctx, start.Add(-retention), DefaultPruneBatch)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			j.log.Warn("journal: pruning ended intents failed; it is tried again later", "err", err)
+		case n > 0:
+			j.log.Info("journal: pruned ended intents", "intents", n, "retention", retention, "took", time.Since(start).Round(time.Millisecond))
+		}
+		t.Reset(j.pruneEvery)
+	}
+}

@@ -1,0 +1,174 @@
+package e2e_test
+
+// The journal follows the access rule of the socket and the spool
+// directory: in a directory every user may write (/tmp, the image's
+// /var/lib/tether), another uid must not be able to hand root's tether a
+// journal, a marker or a temporary file of its own making. Each planted
+// file is refused with exit 125 naming it and the fix, the child never
+// runs, and nothing outside the journal's directory changes.
+
+import (
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/tether-run/tether/spool"
+	"github.com/tether-run/tether/spool/access"
+)
+
+// planter is uid 1000, as in the issue: another local user.
+const planter = 1000
+
+// asPlanter runs argv as uid 1000 and fails the test if it fails.
+func asPlanter(t *testing.T, argv ...string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to act as another uid (setpriv); run the suite as root, as .ci/run does")
+	}
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		t.Skip("setpriv not installed (util-linux; .ci/run installs it)")
+	}
+	cmd := exec.Command(setpriv, append([]string{"--reuid=1000", "--regid=1000", "--clear-groups"}, argv...)...)
+	cmd.Env = []string{"PATH=/usr/bin:/bin"}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("as uid %d: %v: %v\n%s", planter, argv, err, out)
+	}
+}
+
+func TestJournalPlantedByAnotherUser(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// plant runs as uid 1000 in the shared directory shared; it
+		// returns the journal path root's tether is given and the path
+		// the refusal must name.
+		plant func(t *testing.T, shared string) (journal, named string)
+		why   string
+	}{
+		{"journal pre-created 0666", func(t *testing.T, shared string) (string, string) {
+			j := filepath.Join(shared, "journal.db")
+			asPlanter(t, "/bin/sh", "-c", "umask 0; : > "+j)
+			return j, j
+		}, "owned by uid 1000"},
+		{"symlink at the marker's tmp", func(t *testing.T, shared string) (string, string) {
+			j := filepath.Join(shared, "journal.db")
+			asPlanter(t, "ln", "-s", filepath.Join(filepath.Dir(shared), "victim"), j+spool.MarkerSuffix+".tmp")
+			return j, j + spool.MarkerSuffix + ".tmp"
+		}, "it is a symbolic link"},
+		{"symlink at the journal", func(t *testing.T, shared string) (string, string) {
+			j := filepath.Join(shared, "journal.db")
+			asPlanter(t, "ln", "-s", filepath.Join(filepath.Dir(shared), "victim"), j)
+			return j, j
+		}, "it is a symbolic link"},
+		{"marker pre-created", func(t *testing.T, shared string) (string, string) {
+			j := filepath.Join(shared, "journal.db")
+			asPlanter(t, "/bin/sh", "-c", "umask 077; echo 01jd5v2k9m0s8f4r7q3x6y1z2a > "+j+spool.MarkerSuffix)
+			return j, j + spool.MarkerSuffix
+		}, "owned by uid 1000"},
+		{"per-uid directory pre-created", func(t *testing.T, shared string) (string, string) {
+			d := filepath.Join(shared, "uid-0")
+			asPlanter(t, "mkdir", "-m", "0777", d)
+			return filepath.Join(d, "journal.db"), d
+		}, "owned by uid 1000"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t)
+			w.nobodyCan()
+			shared := filepath.Join(w.dir, "shared")
+			if err := os.Mkdir(shared, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(shared, 0o777|os.ModeSticky); err != nil {
+				t.Fatal(err)
+			}
+			// A root-owned file a followed link would overwrite.
+			victim := filepath.Join(w.dir, "victim")
+			if err := os.WriteFile(victim, []byte("root's own\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			journal, named := tc.plant(t, shared)
+			before := snapshot(t, w.dir, shared)
+			sharedBefore := snapshot(t, shared, "")
+
+			w.journal = journal
+			code, stderr, ran := w.childRan()
+			if code != 125 || ran {
+				t.Fatalf("exit %d (want 125), child ran %v; stderr:\n%s", code, ran, stderr)
+			}
+			for _, want := range []string{"journal " + named + ": ", tc.why, "tether will not use it", "remove it"} {
+				if !strings.Contains(stderr, want) {
+					t.Errorf("stderr does not say %q:\n%s", want, stderr)
+				}
+			}
+			if after := snapshot(t, w.dir, shared); !maps.Equal(before, after) {
+				t.Errorf("outside the journal's directory:\nbefore %v\nafter  %v", before, after)
+			}
+			if after := snapshot(t, shared, ""); !maps.Equal(sharedBefore, after) {
+				t.Errorf("in the journal's directory:\nbefore %v\nafter  %v", sharedBefore, after)
+			}
+		})
+	}
+}
+
+// TestJournalInASharedDirectory: in a sticky, world-writable directory a
+// journal tether creates itself is used, with every file tether writes
+// beside it private to root.
+func TestJournalInASharedDirectory(t *testing.T) {
+	w := newWorld(t)
+	shared := filepath.Join(w.dir, "shared")
+	if err := os.Mkdir(shared, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(shared, 0o777|os.ModeSticky); err != nil {
+		t.Fatal(err)
+	}
+	w.journal = filepath.Join(shared, "journal.db")
+	for range 2 { // created, then reopened
+		if code, stderr, ran := w.childRan(); code != 0 || !ran {
+			t.Fatalf("exit %d, child ran %v; stderr:\n%s", code, ran, stderr)
+		}
+	}
+	for _, p := range []string{w.journal, w.journal + spool.MarkerSuffix} {
+		fi, err := os.Lstat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := access.CheckFile(p, fi); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s: mode %s: %v", p, fi.Mode(), err)
+		}
+	}
+}
+
+// snapshot is every path under dir (skipping skip) with its mode, owner,
+// link target and content.
+func snapshot(t *testing.T, dir, skip string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		if p == skip {
+			return filepath.SkipDir
+		}
+		v := fi.Mode().String() + " " + "uid " + strconv.Itoa(access.FileOwner(fi))
+		switch {
+		case fi.Mode()&os.ModeSymlink != 0:
+			target, _ := os.Readlink(p)
+			v += " -> " + target
+		case fi.Mode().IsRegular():
+			b, _ := os.ReadFile(p)
+			v += " " + string(b)
+		}
+		out[p] = v
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}

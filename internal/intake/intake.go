@@ -58,6 +58,9 @@ type Intake struct {
 	Labels map[string]string
 	// Provider and Account are journaled with each intent.
 	Provider, Account string
+	// Lease is journaled with each intent too: the lease in minutes in
+	// lease mode, 0 outside it (spool.Intent.Lease).
+	Lease int
 	// Delete resolves one intent now: verified delete, confirmed gone. Nil
 	// when tether has no provider; the intent is then left for the drain.
 	Delete func(ctx context.Context, id string) (spool.Intent, error)
@@ -72,7 +75,7 @@ type Intake struct {
 func (in *Intake) NewIntent(labels map[string]string, onDrain spool.OnDrain, key, id string) spool.NewIntent {
 	return spool.NewIntent{
 		Key: key, ID: id, Labels: spool.MergeLabels(in.Labels, labels), OnDrain: onDrain,
-		Provider: in.Provider, Account: in.Account,
+		Provider: in.Provider, Account: in.Account, Lease: in.Lease,
 	}
 }
 

@@ -10,7 +10,10 @@ import (
 	"github.com/tether-run/tether/provider"
 )
 
-var _ provider.Leaser = (*measured)(nil)
+var (
+	_ provider.Leaser  = (*measured)(nil)
+	_ provider.Labeler = (*measured)(nil)
+)
 
 // leaseMetrics are lease mode's (tether run --lease).
 type leaseMetrics struct {
@@ -68,5 +71,16 @@ func (w *measured) Renew(ctx context.Context, id string) error {
 	start := time.Now()
 	err = l.Renew(ctx, id)
 	w.m.observe("renew", start, err)
+	return err
+}
+
+func (w *measured) SetLabels(ctx context.Context, id string, labels map[string]string) error {
+	l, ok := w.p.(provider.Labeler)
+	if !ok {
+		return fmt.Errorf("provider %s cannot set labels", w.p.Name())
+	}
+	start := time.Now()
+	err := l.SetLabels(ctx, id, labels)
+	w.m.observe("set_labels", start, err)
 	return err
 }

@@ -196,7 +196,7 @@ func (j *Journal) PrepareCreate(n NewIntent) (*Change, error) {
 				return err
 			}
 		}
-		if err := intents.Put(id, raw); err != nil {
+		if err := putRecord(tx, id, raw); err != nil {
 			return err
 		}
 		if err := tx.Bucket(bucketLive).Put(id, []byte{}); err != nil {
@@ -403,7 +403,7 @@ func store(tx *bolt.Tx, in Intent) error {
 	if err != nil {
 		return err
 	}
-	if err := put(tx, bucketIntents, in.ID, v); err != nil {
+	if err := putRecord(tx, []byte(in.ID), v); err != nil {
 		return err
 	}
 	if in.Live() {

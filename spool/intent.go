@@ -11,7 +11,7 @@
 // buckets, owner), commit.go commits many changes in one transaction (group
 // commit, the Change API), changes.go and intake_changes.go are the changes
 // an intent goes through, reads.go reads intents back (one, the live ones,
-// a page, counts), quarantine.go sets aside a record it cannot read,
+// a page), counts.go keeps the intents by state in memory, quarantine.go sets aside a record it cannot read,
 // damage.go refuses a damaged or emptied file and salvage.go copies what is
 // readable of one into a new journal. Package boltcheck reads bbolt's file
 // format for the last two; package durable is the directory fsync.

@@ -147,8 +147,8 @@ func pruneOne(tx *bolt.Tx, id string, cutoff time.Time) (bool, error) {
 			}
 		}
 	}
-	if err := intents.Delete([]byte(id)); err != nil {
-		return false, fmt.Errorf("delete %s/%s: %w", bucketIntents, id, err)
+	if err := deleteRecord(tx, []byte(id)); err != nil { // counts.go: the counts follow
+		return false, err
 	}
 	return true, nil
 }

@@ -67,6 +67,9 @@ type Intake struct {
 	// Observed is called in its own goroutine after a sandbox id was newly
 	// journaled (the auto-stop backstop). May be nil.
 	Observed func(spool.Intent)
+	// Declared is called once per intent this intake newly declared (not
+	// for an idempotent retry): the metrics' count per intake. May be nil.
+	Declared func()
 	Logger   *slog.Logger
 }
 
@@ -79,9 +82,23 @@ func (in *Intake) NewIntent(labels map[string]string, onDrain spool.OnDrain, key
 	}
 }
 
+// Declare journals n (Journal.Create) and counts it as declared through
+// this intake when it made a new intent.
+func (in *Intake) Declare(ctx context.Context, n spool.NewIntent) (spool.Intent, bool, error) {
+	i, created, err := in.Journal.Create(ctx, n)
+	if err == nil && created && in.Declared != nil {
+		in.Declared()
+	}
+	return i, created, err
+}
+
 // Committed is called with every change an intake saw committed: a newly
-// recorded sandbox id starts Observed.
+// created intent is counted as declared, a newly recorded sandbox id starts
+// Observed.
 func (in *Intake) Committed(c *spool.Change, result spool.Intent) {
+	if c.Created() && in.Declared != nil {
+		in.Declared()
+	}
 	if c.Recorded() && in.Observed != nil {
 		go in.Observed(result)
 	}

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/tether-run/tether/provider"
 )
 
@@ -15,34 +13,11 @@ var (
 	_ provider.Labeler = (*measured)(nil)
 )
 
-// leaseMetrics are lease mode's (tether run --lease).
-type leaseMetrics struct {
-	atRisk prometheus.Counter
-	leased prometheus.Gauge
-}
-
-func newLeaseMetrics() *leaseMetrics {
-	return &leaseMetrics{
-		atRisk: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "tether_lease_at_risk_total",
-			Help: "Lease mode: times a sandbox's renewals kept failing for a quarter of the lease; the provider may stop it under the live runner.",
-		}),
-		leased: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "tether_leased_sandboxes",
-			Help: "Lease mode: sandboxes whose leases tether renews now.",
-		}),
-	}
-}
-
-func (l *leaseMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{l.atRisk, l.leased}
-}
-
 // LeaseAtRisk counts one sandbox whose renewals keep failing.
-func (m *Metrics) LeaseAtRisk() { m.lease.atRisk.Inc() }
+func (m *Metrics) LeaseAtRisk() { m.atRisk.Inc() }
 
 // Leased sets how many sandboxes tether renews.
-func (m *Metrics) Leased(n int) { m.lease.leased.Set(float64(n)) }
+func (m *Metrics) Leased(n int) { m.leased.Set(float64(n)) }
 
 func (w *measured) leaser() (provider.Leaser, error) {
 	l, ok := w.p.(provider.Leaser)

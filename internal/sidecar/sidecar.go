@@ -276,6 +276,7 @@ func (sc *Sidecar) Listen() error {
 func (sc *Sidecar) withLogger(component string) *intake.Intake {
 	in := *sc.intake
 	in.Logger = sc.log.With("component", component)
+	in.Declared = sc.declared(component) // metrics.go
 	return &in
 }
 
@@ -315,6 +316,7 @@ func (sc *Sidecar) AfterChild(ctx context.Context, st supervisor.Status) error {
 	if sc.metrics != nil && (err == nil || errors.Is(err, reaper.ErrUnresolved)) {
 		sc.metrics.ObserveDrain(rep)
 	}
+	sc.linger(ctx) // metrics.go
 	if errors.Is(err, reaper.ErrUnresolved) {
 		return nil // reported; --on-unresolved decides what it does to the exit code
 	}

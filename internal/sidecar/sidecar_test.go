@@ -305,8 +305,10 @@ func TestRunDrainsWhatTheSocketDeclared(t *testing.T) {
 	w := newWorld(t)
 	w.cfg.DaytonaProxy = false // the runner calls Daytona itself
 	w.cfg.Labels = map[string]string{"team": "infra"}
+	w.cfg.MetricsAddr = "127.0.0.1:0"
 	sc := w.open()
 	st, id := w.runChild(sc, "socket")
+	w.declaredThrough(sc, "socket")
 	if st.Code != childExit {
 		t.Fatalf("child exit %d, want %d", st.Code, childExit)
 	}
@@ -326,8 +328,10 @@ func TestRunDrainsWhatTheSpoolDeclaredLast(t *testing.T) {
 	w := newWorld(t)
 	w.cfg.DaytonaProxy = false
 	w.cfg.Labels = map[string]string{"team": "infra"}
+	w.cfg.MetricsAddr = "127.0.0.1:0"
 	sc := w.open()
 	st, id := w.runChild(sc, "spool")
+	w.declaredThrough(sc, "spool")
 	if st.Code != 0 {
 		t.Fatalf("child exit %d, want 0", st.Code)
 	}

@@ -19,7 +19,11 @@ type Sandbox struct {
 	State           string // provider's own word: "started", "destroying", ...
 	Labels          map[string]string
 	AutoStopMinutes int // 0 means auto-stop is disabled
-	CreatedAt       time.Time
+	// AutoDeleteMinutes: how long after it stops the sandbox is deleted; 0
+	// at once (ephemeral), negative never. Read only by lease mode, of a
+	// provider.Leaser.
+	AutoDeleteMinutes int
+	CreatedAt         time.Time
 }
 
 // Provider is one account of one sandbox cloud.

@@ -37,6 +37,9 @@ type NewIntent struct {
 	// Daytona API proxy keeps a runner's own name and records it here,
 	// since it is what finds a lost create). Empty: NamePrefix+ID.
 	Name string
+	// Lease is the lease in minutes when tether runs in lease mode
+	// (Intent.Lease), else 0.
+	Lease int
 	// ParentIntent, for a fork, is the intent of the sandbox it was forked
 	// from (Intent.ParentIntent); empty otherwise.
 	ParentIntent string
@@ -63,6 +66,9 @@ func (n NewIntent) validate() error {
 		if err := ValidateSandboxName(n.Name); err != nil {
 			return err
 		}
+	}
+	if n.Lease < 0 {
+		return fmt.Errorf("lease %d: must not be negative", n.Lease)
 	}
 	if n.ParentIntent != "" {
 		if err := ValidateIntentID(n.ParentIntent); err != nil {
@@ -106,7 +112,7 @@ func Plan(owner string, n NewIntent, now time.Time) Intent {
 	return Intent{
 		ID: n.ID, Name: n.Name, Labels: labels,
 		Provider: n.Provider, Account: n.Account, OnDrain: n.OnDrain,
-		State: Pending, Key: n.Key, ParentIntent: n.ParentIntent, CreatedAt: now, UpdatedAt: now,
+		State: Pending, Key: n.Key, Lease: n.Lease, ParentIntent: n.ParentIntent, CreatedAt: now, UpdatedAt: now,
 	}
 }
 
@@ -190,7 +196,7 @@ func (j *Journal) PrepareCreate(n NewIntent) (*Change, error) {
 				return err
 			}
 		}
-		if err := intents.Put(id, raw); err != nil {
+		if err := putRecord(tx, id, raw); err != nil {
 			return err
 		}
 		if err := tx.Bucket(bucketLive).Put(id, []byte{}); err != nil {
@@ -397,7 +403,7 @@ func store(tx *bolt.Tx, in Intent) error {
 	if err != nil {
 		return err
 	}
-	if err := put(tx, bucketIntents, in.ID, v); err != nil {
+	if err := putRecord(tx, []byte(in.ID), v); err != nil {
 		return err
 	}
 	if in.Live() {

@@ -85,7 +85,7 @@ func (j *Journal) commit(batch []*op) {
 					return errRollback
 				}
 			}
-			return nil
+			return storeCounts(tx) // counts.go
 		})
 		if failed >= 0 {
 			// Nothing of this transaction is on disk: the failed op gets its

@@ -11,7 +11,7 @@
 // buckets, owner), commit.go commits many changes in one transaction (group
 // commit, the Change API), changes.go and intake_changes.go are the changes
 // an intent goes through, reads.go reads intents back (one, the live ones,
-// a page, counts), quarantine.go sets aside a record it cannot read,
+// a page), counts.go keeps the intents by state in memory, quarantine.go sets aside a record it cannot read,
 // damage.go refuses a damaged or emptied file and salvage.go copies what is
 // readable of one into a new journal. Package boltcheck reads bbolt's file
 // format for the last two; package durable is the directory fsync.
@@ -116,6 +116,15 @@ type Intent struct {
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
 
+	// Lease is the lease (minutes of auto-stop) the intent was declared
+	// under in lease mode (tether run --lease), 0 outside it: its sandbox
+	// gets lease mode's short intervals, which must be undone if the
+	// runner releases it as kept (HandBackPending).
+	Lease int `json:"lease_minutes,omitempty"`
+	// HandedBack: the provider confirmed the hand-back of a sandbox
+	// released as kept under a lease (its intervals restored, labelled to
+	// be kept), or it was gone or not ours by then: nothing is left to do.
+	HandedBack bool `json:"handed_back,omitempty"`
 	// ParentIntent, for a sandbox forked from another one of this journal
 	// (the Daytona API proxy journals every fork), is the intent of the
 	// sandbox it was forked from. Daytona refuses to delete a sandbox
@@ -133,6 +142,14 @@ type Intent struct {
 
 // Live reports whether the intent still needs resolving.
 func (in Intent) Live() bool { return in.State.Live() }
+
+// HandBackPending reports whether the intent's sandbox, released as kept
+// by its runner while under a lease, has not been handed back yet: its
+// lease's short intervals would stop and delete it once nobody renews it.
+// Durable work, tried until the provider confirms it (MarkHandedBack).
+func (in Intent) HandBackPending() bool {
+	return in.State == Released && in.Outcome == OutcomeKept && in.Lease > 0 && in.SandboxID != "" && !in.HandedBack
+}
 
 // String names an intent in logs and reports.
 func (in Intent) String() string {

@@ -173,12 +173,13 @@ func Open(path string, opts Options) (j *Journal, err error) {
 		hit = func(string) {}
 	}
 	removeStaleCompaction(path)
+	recount := false // a compacted file's transaction ids start anew: its stored counts prove nothing
 	if size, used, worth := mostlyFree(db, path); worth {
 		start := time.Now()
 		if ndb, err := compact(db, path, opts.LockTimeout, hit); err != nil {
 			log.Warn("journal: could not compact the journal; it keeps its size", "journal", path, "err", err)
 		} else {
-			db = ndb
+			db, recount = ndb, true
 			after, _, _ := mostlyFree(db, path)
 			log.Info("journal: compacted", "journal", path, "bytes_before", size, "bytes_in_use", used, "bytes_after", after, "took", time.Since(start).Round(time.Millisecond))
 		}
@@ -204,6 +205,10 @@ func Open(path string, opts Options) (j *Journal, err error) {
 		maxBatch: opts.MaxBatch,
 		ops:      make(chan *op, opts.MaxBatch),
 		done:     make(chan struct{}),
+	}
+	if err := j.startCounting(recount); err != nil { // counts.go
+		db.Close()
+		return nil, err
 	}
 	go j.commitLoop()
 	if opts.Retention > 0 {
@@ -492,5 +497,6 @@ func (j *Journal) Close() error {
 	close(j.ops)
 	j.mu.Unlock()
 	<-j.done
+	j.stopCounting()
 	return j.db.Close()
 }

@@ -103,20 +103,27 @@ func (j *Journal) prunable(cutoff time.Time, after []byte, batch int) (ids []str
 }
 
 // ended reports whether record v is readable (its checksum holds) and of
-// an intent that ended before cutoff. Only the two fields are decoded.
+// an intent that ended before cutoff, with no hand-back pending (lease
+// mode's work on a sandbox released as kept outlives the intent's end).
+// Only the fields that decide it are decoded.
 func ended(v []byte, cutoff time.Time) bool {
 	js, _, err := openRecord(v)
 	if err != nil {
 		return false
 	}
 	var r struct {
-		State     State     `json:"state"`
-		UpdatedAt time.Time `json:"updated_at"`
+		State      State     `json:"state"`
+		UpdatedAt  time.Time `json:"updated_at"`
+		Outcome    string    `json:"outcome"`
+		SandboxID  string    `json:"sandbox_id"`
+		Lease      int       `json:"lease_minutes"`
+		HandedBack bool      `json:"handed_back"`
 	}
 	if json.Unmarshal(js, &r) != nil {
 		return false
 	}
-	return knownState(r.State) && !r.State.Live() && r.UpdatedAt.Before(cutoff)
+	pending := Intent{State: r.State, Outcome: r.Outcome, SandboxID: r.SandboxID, Lease: r.Lease, HandedBack: r.HandedBack}.HandBackPending()
+	return knownState(r.State) && !r.State.Live() && !pending && r.UpdatedAt.Before(cutoff)
 }
 
 // pruneOne removes intent id if, read again inside the write transaction,
@@ -140,8 +147,8 @@ func pruneOne(tx *bolt.Tx, id string, cutoff time.Time) (bool, error) {
 			}
 		}
 	}
-	if err := intents.Delete([]byte(id)); err != nil {
-		return false, fmt.Errorf("delete %s/%s: %w", bucketIntents, id, err)
+	if err := deleteRecord(tx, []byte(id)); err != nil { // counts.go: the counts follow
+		return false, err
 	}
 	return true, nil
 }

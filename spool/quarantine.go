@@ -73,10 +73,11 @@ func (j *Journal) quarantine(bad map[string]error) {
 			if err := qb.Put([]byte(q.ID), v); err != nil {
 				return fmt.Errorf("write %s/%s: %w", bucketQuarantine, q.ID, err)
 			}
-			for _, b := range [][]byte{bucketIntents, bucketLive} {
-				if err := tx.Bucket(b).Delete([]byte(q.ID)); err != nil {
-					return fmt.Errorf("delete %s/%s: %w", b, q.ID, err)
-				}
+			if err := deleteRecord(tx, []byte(q.ID)); err != nil {
+				return err
+			}
+			if err := tx.Bucket(bucketLive).Delete([]byte(q.ID)); err != nil {
+				return fmt.Errorf("delete %s/%s: %w", bucketLive, q.ID, err)
 			}
 		}
 		moved = qs

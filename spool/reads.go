@@ -1,7 +1,7 @@
 package spool
 
 // Reading the journal: one intent, the live ones, all of them, a page of
-// them, counts.
+// them (the counts by state are counts.go's).
 
 import (
 	"bytes"
@@ -223,29 +223,6 @@ func listPage(tx *bolt.Tx, q PageQuery) (Page, error) {
 		out.Intents = append(out.Intents, in)
 	}
 	return out, nil
-}
-
-// CountByState counts every intent of the journal by state. It reads only
-// the state of each record, not the whole intent.
-func (j *Journal) CountByState() (map[State]int, error) {
-	out := map[State]int{}
-	err := j.view(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketIntents).ForEach(func(k, v []byte) error {
-			var s struct {
-				State State `json:"state"`
-			}
-			js, _, err := openRecord(v)
-			if err == nil {
-				err = json.Unmarshal(js, &s)
-			}
-			if err != nil {
-				return fmt.Errorf("intent %s: undecodable record: %w", k, err)
-			}
-			out[s.State]++
-			return nil
-		})
-	})
-	return out, err
 }
 
 // LiveCountByState counts the live intents by state, walking only the live

@@ -99,7 +99,7 @@ func TestListPage(t *testing.T) {
 	rest := pageAll(t, j, PageQuery{Limit: 3, After: p.Next})
 	equalIDs(t, "after an ended cursor", rest, live[2:])
 
-	counts, err := j.CountByState()
+	counts, err := j.Counts()
 	if err != nil {
 		t.Fatal(err)
 	}

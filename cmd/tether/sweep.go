@@ -28,8 +28,10 @@ var sweepUsage = `Usage: tether sweep [--yes] [--owner ID] [--label k=v]... [--o
 Lists every sandbox of the Daytona account (credentials from the
 environment, as for tether run) that carries a tether-owner label, and
 marks as stale those created more than --older-than ago AND idle (Daytona's
-last activity) for more than --idle-for. A sandbox labelled
-tether-keep=true is never stale; one without tether-owner is never touched.
+last activity) for more than --idle-for. A sandbox labelled tether-keep
+(true, 1 or yes, in any case) is never stale: tether labels so what it
+stops on purpose or hands back as kept; one without tether-owner is never
+touched.
 
 Without --yes it is a dry run: it prints what it would delete and why, and
 changes nothing. A URL nothing answers at (connection refused, a host that

@@ -7,9 +7,10 @@ import (
 )
 
 // LeaseSettings are lease mode's (tether run --lease): every sandbox tether
-// learns of gets a short Daytona auto-stop (and, for on_drain delete,
-// auto-delete 0), renewed while the child runs, so that a tether lost with
-// its host leaves nothing running for longer than the lease.
+// learns of gets a short Daytona auto-stop (and, for on_drain delete, an
+// auto-delete of at most the lease), renewed while the child runs, so that
+// a tether lost with its host leaves nothing running for longer than the
+// lease, nor stopped for longer than another.
 type LeaseSettings struct {
 	// Lease is the auto-stop interval in minutes; 0 turns lease mode off.
 	Lease int
@@ -39,7 +40,7 @@ func (c *Config) bindLease(b *binder, want Group) {
 	if want&Supervise == 0 {
 		return
 	}
-	b.int(&c.Lease, "lease", EnvLease, "lease mode: minutes of Daytona auto-stop every sandbox gets (on_drain delete: and auto-delete 0), renewed while the child runs, so sandboxes die with a lost host within about this; 0: off")
+	b.int(&c.Lease, "lease", EnvLease, "lease mode: minutes of Daytona auto-stop every sandbox gets (on_drain delete: and auto-delete after as many), renewed while the child runs, so sandboxes die with a lost host within about this; 0: off")
 	if v, ok := os.LookupEnv(EnvLeaseMinute); ok && v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil {

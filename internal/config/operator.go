@@ -16,6 +16,10 @@ type Operator struct {
 	// MetricsAddr is the host:port the Prometheus endpoint listens on
 	// (GET /metrics); empty turns it off.
 	MetricsAddr string
+	// MetricsLinger keeps the endpoint up this long after the drain before
+	// tether exits, so a scrape can still read the drain's series; 0: exit
+	// at once. At most MaxMetricsLinger.
+	MetricsLinger time.Duration
 
 	// Sweep: which sandboxes of the account are stale, and how fast to go.
 	SweepOwner       string        // only sandboxes with tether-owner=SweepOwner; empty: any owner
@@ -24,6 +28,11 @@ type Operator struct {
 	SweepConcurrency int           // provider calls in flight
 	SweepTimeout     time.Duration // deadline of the whole sweep
 }
+
+// MaxMetricsLinger bounds --metrics-linger: tether's exit (and whatever
+// restarts it, or stops its container) waits for it, so a linger must stay
+// short; a Prometheus scraping every 15 s catches one within 30 s.
+const MaxMetricsLinger = time.Minute
 
 // Groups of the operator settings (bound only when asked for by name).
 const (
@@ -36,6 +45,7 @@ const (
 // Env names of the operator settings.
 const (
 	EnvMetricsAddr      = "TETHER_METRICS_ADDR"
+	EnvMetricsLinger    = "TETHER_METRICS_LINGER"
 	EnvSweepOwner       = "TETHER_SWEEP_OWNER"
 	EnvSweepOlderThan   = "TETHER_SWEEP_OLDER_THAN"
 	EnvSweepIdleFor     = "TETHER_SWEEP_IDLE_FOR"
@@ -55,6 +65,7 @@ func defaultOperator() Operator {
 func (c *Config) bindOperator(b *binder, want Group) {
 	if want&Metrics != 0 {
 		b.string(&c.MetricsAddr, "metrics-addr", EnvMetricsAddr, "host:port to serve Prometheus metrics on (GET /metrics); empty: off")
+		b.duration(&c.MetricsLinger, "metrics-linger", EnvMetricsLinger, "keep the metrics endpoint up this long after the drain, so a scrape sees the drain's series (at most 1m; tether exits after it)")
 	}
 	if want&Sweep != 0 {
 		b.string(&c.SweepOwner, "owner", EnvSweepOwner, "sweep only sandboxes with this tether-owner (one journal's owner id); empty: every owner")
@@ -91,6 +102,9 @@ func (c *Config) validateOperator() []error {
 		} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
 			bad("--metrics-addr %q: port %q: want a number from 0 to 65535", c.MetricsAddr, port)
 		}
+	}
+	if c.MetricsLinger < 0 || c.MetricsLinger > MaxMetricsLinger {
+		bad("--metrics-linger %s: must be between 0 and %s", c.MetricsLinger, MaxMetricsLinger)
 	}
 	if c.SweepOlderThan <= 0 {
 		bad("--older-than %s: must be positive", c.SweepOlderThan)

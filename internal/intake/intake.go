@@ -58,12 +58,18 @@ type Intake struct {
 	Labels map[string]string
 	// Provider and Account are journaled with each intent.
 	Provider, Account string
+	// Lease is journaled with each intent too: the lease in minutes in
+	// lease mode, 0 outside it (spool.Intent.Lease).
+	Lease int
 	// Delete resolves one intent now: verified delete, confirmed gone. Nil
 	// when tether has no provider; the intent is then left for the drain.
 	Delete func(ctx context.Context, id string) (spool.Intent, error)
 	// Observed is called in its own goroutine after a sandbox id was newly
 	// journaled (the auto-stop backstop). May be nil.
 	Observed func(spool.Intent)
+	// Declared is called once per intent this intake newly declared (not
+	// for an idempotent retry): the metrics' count per intake. May be nil.
+	Declared func()
 	Logger   *slog.Logger
 }
 
@@ -72,13 +78,27 @@ type Intake struct {
 func (in *Intake) NewIntent(labels map[string]string, onDrain spool.OnDrain, key, id string) spool.NewIntent {
 	return spool.NewIntent{
 		Key: key, ID: id, Labels: spool.MergeLabels(in.Labels, labels), OnDrain: onDrain,
-		Provider: in.Provider, Account: in.Account,
+		Provider: in.Provider, Account: in.Account, Lease: in.Lease,
 	}
 }
 
+// Declare journals n (Journal.Create) and counts it as declared through
+// this intake when it made a new intent.
+func (in *Intake) Declare(ctx context.Context, n spool.NewIntent) (spool.Intent, bool, error) {
+	i, created, err := in.Journal.Create(ctx, n)
+	if err == nil && created && in.Declared != nil {
+		in.Declared()
+	}
+	return i, created, err
+}
+
 // Committed is called with every change an intake saw committed: a newly
-// recorded sandbox id starts Observed.
+// created intent is counted as declared, a newly recorded sandbox id starts
+// Observed.
 func (in *Intake) Committed(c *spool.Change, result spool.Intent) {
+	if c.Created() && in.Declared != nil {
+		in.Declared()
+	}
 	if c.Recorded() && in.Observed != nil {
 		go in.Observed(result)
 	}

@@ -21,11 +21,13 @@
 // the provider says its rate limit is spent (a 429's Retry-After, or a
 // quota announced as exhausted). A sandbox whose renewals keep failing for
 // RiskAfter is logged at error level — it may be stopped under a live
-// runner — and counted.
+// runner — and counted; if they fail until only RescueLeft of its lease is
+// left, its auto-stop is lengthened to Rescue minutes (the rescue, said at
+// error level), and its lease is set again once a renewal gets through.
 //
 // Beside the renewer, Policy (policy.go) is what lease mode does to one
-// sandbox: the short auto-stop when it is observed, the lease ended when
-// the runner releases it as kept.
+// sandbox: the short auto-stop when it is observed, the hand-back, durable,
+// when the runner releases it as kept.
 package lease
 
 import (
@@ -35,6 +37,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/tether-run/tether/provider"
@@ -59,6 +62,14 @@ const (
 	// DefaultRetryShare: after a failed renewal the next try comes this
 	// share of the period later, doubling, up to a quarter of the period.
 	DefaultRetryShare = 0.1
+	// DefaultRescueShare: renewals of one sandbox failing until this share
+	// of the lease is left before Daytona would stop it (30 s at 2
+	// minutes: three tries of the one call left) bring the rescue: its
+	// auto-stop is lengthened to Rescue minutes, said at error level.
+	DefaultRescueShare = 0.25
+	// DefaultRescue is the auto-stop (minutes) a rescued sandbox gets when
+	// Renewer.Rescue is not set: Daytona's own default.
+	DefaultRescue = 15
 	// DefaultMinSpacing: two renewals of one sandbox are never closer than
 	// this. Daytona takes one last-activity call per sandbox per 5 s and
 	// answers the others 201 without doing anything
@@ -113,6 +124,20 @@ type Renewer struct {
 	// the renewer stops renewing because the runner released it as kept
 	// (spool.OutcomeKept): the sandbox is the runner's from then on.
 	Kept func(spool.Intent)
+
+	// Rescue is the auto-stop (minutes) a sandbox gets when its renewals
+	// keep failing and its lease is about to run out (default
+	// DefaultRescue; the sidecar passes the backstop, --daytona-autostop):
+	// Daytona would otherwise stop it under the live runner. RescueLeft is
+	// how much of the lease is left when that is tried (default Lease x
+	// DefaultRescueShare).
+	Rescue     int
+	RescueLeft time.Duration
+	// Restore, if set, is called in a goroutine of its own with a rescued
+	// sandbox's intent once its renewals succeed again, to give it its
+	// lease back (the policy's Apply: renew, let it settle, set the short
+	// auto-stop).
+	Restore func(spool.Intent)
 }
 
 // entry is one sandbox being renewed.
@@ -121,15 +146,22 @@ type entry struct {
 	owner           string // the intent's tether-owner label: the census lists by it
 	next            time.Time
 	failingSince    time.Time
-	attempt         int
-	warned, busy    bool
-	// notFound counts the 404s in a row, of renewals or of censuses; gone:
-	// two of them, or a census that read the sandbox destroying or
+	// lastOK is when its last renewal succeeded (when it was added: its
+	// lease was applied with a renewal); the lease runs out a Lease later.
+	lastOK time.Time
+	// rescued: its auto-stop was lengthened (Rescue) while its renewals
+	// failed; rescueAt: no rescue is tried before then (one at a time,
+	// MinSpacing apart).
+	rescued      bool
+	rescueAt     time.Time
+	attempt      int
+	warned, busy bool
+	// missing counts the censuses in a row that read the sandbox as 404;
+	// gone: two of them, or a census that read the sandbox destroying or
 	// destroyed: it is not renewed again (the drain confirms it and closes
-	// the intent).
-	notFound int
-	// missing counts the censuses in a row that read the sandbox as 404.
-	// Apart from notFound: a renewal of a deleted sandbox succeeds.
+	// the intent). A renewal's 404 is no sign: Daytona answers a renewal of
+	// a deleted sandbox 201 for a day, and a 404 of a live one is its
+	// access guard's hiccup (resource-access.guard.ts:21-26).
 	missing int
 	gone    bool
 }
@@ -151,13 +183,15 @@ type loop struct {
 	log    *slog.Logger
 
 	period, riskAfter, retryBase, scanEvery, spacing, censusEvery time.Duration
-	conc                                                          int
+	rescueLeft                                                    time.Duration
+	conc, rescueMinutes                                           int
 	jitter                                                        float64
+	rescues                                                       chan rescued
 
 	entries  map[string]*entry
 	results  chan result
 	inFlight int
-	hold     time.Time // a 429 or a spent quota: no renewal goes out before then
+	hold     hold // a 429 or a spent quota: no call goes out before then
 	nextScan time.Time
 
 	censuses   chan []verdict
@@ -195,6 +229,15 @@ func (r *Renewer) newLoop(leaser provider.Leaser) *loop {
 	if l.censusEvery <= 0 {
 		l.censusEvery = r.Lease
 	}
+	l.rescueLeft = r.RescueLeft
+	if l.rescueLeft <= 0 {
+		l.rescueLeft = time.Duration(float64(r.Lease) * DefaultRescueShare)
+	}
+	l.rescueMinutes = r.Rescue
+	if l.rescueMinutes <= 0 {
+		l.rescueMinutes = DefaultRescue
+	}
+	l.rescues = make(chan rescued)
 	l.spacing = r.MinSpacing
 	if l.spacing <= 0 {
 		l.spacing = DefaultMinSpacing
@@ -239,13 +282,14 @@ func (r *Renewer) Run(ctx context.Context) error {
 			l.nextScan = now.Add(l.scanEvery)
 			l.scan(now)
 		}
-		if !l.censusBusy && !now.Before(l.nextCensus) && !now.Before(l.hold) {
+		if !l.censusBusy && !now.Before(l.nextCensus) && !now.Before(l.hold.until()) {
 			l.nextCensus = now.Add(l.censusEvery)
 			l.startCensus(ctx)
 		}
-		if !now.Before(l.hold) {
+		if !now.Before(l.hold.until()) {
 			l.dispatch(ctx, now)
 		}
+		l.rescueDue(ctx, now)
 		select {
 		case <-ctx.Done():
 			return nil
@@ -255,6 +299,8 @@ func (r *Renewer) Run(ctx context.Context) error {
 		case vs := <-l.censuses:
 			l.censusBusy = false
 			l.judge(vs)
+		case res := <-l.rescues:
+			l.rescueSettled(res, time.Now())
 		}
 	}
 }
@@ -292,7 +338,7 @@ func (l *loop) dispatch(ctx context.Context, now time.Time) {
 		l.inFlight++
 		e.busy = true
 		go func(e entry) {
-			res := l.r.renew(ctx, l.leaser, e)
+			res := l.renew(ctx, e)
 			select {
 			case l.results <- res:
 			case <-ctx.Done():
@@ -316,34 +362,28 @@ func (l *loop) settle(res result, now time.Time) {
 		l.r.released(res.gone)
 		l.log.Debug("lease no longer renewed: the intent is not observed any more", "intent", e.intent, "sandbox", e.sandbox)
 	case !res.until.IsZero():
-		l.hold = later(l.hold, res.until)
+		l.hold.extend(res.until)
 		e.next = res.until
-	case errors.Is(res.err, provider.ErrNotFound) && e.notFound > 0:
-		// Two 404s in a row: Daytona's access guard answers one for any
-		// error it meets, but not two.
-		e.gone = true
-		l.log.Warn("lease: the sandbox is gone while its intent is live; no more renewals (the drain confirms it)", "intent", e.intent, "sandbox", e.sandbox)
 	case res.err == nil:
-		e.notFound = 0
 		if e.warned {
 			l.log.Warn("lease renewed again", "intent", e.intent, "sandbox", e.sandbox, "failed_for", now.Sub(e.failingSince).Round(time.Millisecond))
 		}
 		e.failingSince, e.attempt, e.warned = time.Time{}, 0, false
+		e.lastOK, e.rescueAt = now, time.Time{}
+		if e.rescued {
+			e.rescued = false
+			l.restore(e)
+		}
 		e.next = now.Add(l.period - l.early())
 	default:
-		if errors.Is(res.err, provider.ErrNotFound) {
-			e.notFound++
-		} else {
-			e.notFound = 0
-		}
 		if e.failingSince.IsZero() {
 			e.failingSince = now
 		}
 		wait := l.retry(e)
 		if errors.As(res.err, &rl) && rl.RetryAfter > 0 {
-			// The throttler refuses the whole organization until then.
+			// The throttler refuses the whole organization until then
+			// (renew has held the other calls back already).
 			wait = rl.RetryAfter
-			l.hold = later(l.hold, now.Add(wait))
 		}
 		e.attempt++
 		e.next = now.Add(wait)
@@ -383,7 +423,7 @@ func (l *loop) scan(now time.Time) {
 		if e, ok := l.entries[in.ID]; ok && e.sandbox == in.SandboxID {
 			continue
 		}
-		l.entries[in.ID] = &entry{intent: in.ID, sandbox: in.SandboxID, owner: in.Labels[spool.LabelOwner], next: now.Add(l.period - l.early())}
+		l.entries[in.ID] = &entry{intent: in.ID, sandbox: in.SandboxID, owner: in.Labels[spool.LabelOwner], next: now.Add(l.period - l.early()), lastOK: now}
 	}
 	for id, e := range l.entries {
 		if !seen[id] && !e.busy {
@@ -399,18 +439,63 @@ func (l *loop) scan(now time.Time) {
 }
 
 // renew makes one renewal of e, unless its intent is no longer observed
-// with that sandbox or the provider said its quota is spent.
-func (r *Renewer) renew(ctx context.Context, p provider.Leaser, e entry) result {
+// with that sandbox, or a 429 or the provider said the quota is spent: the
+// hold is read right before the call, so a renewal dispatched before a 429
+// came back is held too. A 429 it meets holds every other call at once.
+func (l *loop) renew(ctx context.Context, e entry) result {
+	r := l.r
 	in, err := r.Journal.Get(e.intent)
 	if err != nil || in.State != spool.Observed || in.SandboxID != e.sandbox {
 		return result{intent: e.intent, drop: true, gone: in}
 	}
-	if t, ok := r.Provider.(provider.Throttled); ok {
-		if until := t.ExhaustedUntil(provider.CallRenew); time.Now().Before(until) {
-			return result{intent: e.intent, until: until}
-		}
+	if until := l.held(provider.CallRenew); !until.IsZero() {
+		return result{intent: e.intent, until: until}
 	}
-	return result{intent: e.intent, err: p.Renew(ctx, e.sandbox)}
+	err = l.leaser.Renew(ctx, e.sandbox)
+	l.holdFor(err)
+	return result{intent: e.intent, err: err}
+}
+
+// hold is when calls may go out again after a 429 (its Retry-After: the
+// throttler refuses the whole organization until then), shared by the
+// loop, its renewals and its census.
+type hold struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (h *hold) until() time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.t
+}
+
+func (h *hold) extend(t time.Time) {
+	h.mu.Lock()
+	h.t = later(h.t, t)
+	h.mu.Unlock()
+}
+
+// held is when calls of kind may go out again, zero if now: after a 429's
+// Retry-After, or a quota the provider said is spent.
+func (l *loop) held(kind string) time.Time {
+	now := time.Now()
+	until := l.hold.until()
+	if t, ok := l.r.Provider.(provider.Throttled); ok {
+		until = later(until, t.ExhaustedUntil(kind))
+	}
+	if now.Before(until) {
+		return until
+	}
+	return time.Time{}
+}
+
+// holdFor extends the hold to the Retry-After of a 429, if err is one.
+func (l *loop) holdFor(err error) {
+	var rl *provider.RateLimitError
+	if errors.As(err, &rl) && rl.RetryAfter > 0 {
+		l.hold.extend(time.Now().Add(rl.RetryAfter))
+	}
 }
 
 // released hands an intent the runner released as kept to Kept.
@@ -442,7 +527,7 @@ func (l *loop) startCensus(ctx context.Context) {
 	}
 	l.censusBusy = true
 	go func() {
-		vs := l.r.census(ctx, byOwner)
+		vs := l.census(ctx, byOwner)
 		select {
 		case l.censuses <- vs:
 		case <-ctx.Done():
@@ -454,16 +539,19 @@ func (l *loop) startCensus(ctx context.Context) {
 // from the list. An intent without an owner label (none is journaled
 // without one) has every sandbox read. A list that fails makes its
 // sandboxes wait for the next census: a renewal too many is cheaper than a
-// read per sandbox under a failing API.
-func (r *Renewer) census(ctx context.Context, byOwner map[string][]entry) []verdict {
+// read per sandbox under a failing API. A hold (a 429, a spent quota) ends
+// it at once: the rest waits for the next census, the renewals come first.
+func (l *loop) census(ctx context.Context, byOwner map[string][]entry) []verdict {
+	r := l.r
 	var vs []verdict
-	if t, ok := r.Provider.(provider.Throttled); ok && time.Now().Before(t.ExhaustedUntil(provider.CallRead)) {
-		return nil // the reads' quota is spent: renewals come first
-	}
 	for owner, entries := range byOwner {
+		if !l.held(provider.CallRead).IsZero() {
+			return vs
+		}
 		listed := map[string]bool{}
 		if owner != "" {
 			sbs, err := r.Provider.List(ctx, map[string]string{spool.LabelOwner: owner})
+			l.holdFor(err)
 			if err != nil {
 				r.log().Debug("lease census: cannot list the sandboxes; checking again in a lease", "owner", owner, "err", err)
 				continue
@@ -478,8 +566,12 @@ func (r *Renewer) census(ctx context.Context, byOwner map[string][]entry) []verd
 			if listed[e.sandbox] || ctx.Err() != nil {
 				continue
 			}
+			if !l.held(provider.CallRead).IsZero() {
+				return vs
+			}
 			v := verdict{intent: e.intent, sandbox: e.sandbox}
 			sb, err := r.Provider.Get(ctx, e.sandbox)
+			l.holdFor(err)
 			switch {
 			case errors.Is(err, provider.ErrNotFound):
 				v.notFound = true
@@ -513,4 +605,74 @@ func (l *loop) judge(vs []verdict) {
 			l.log.Warn("lease: the sandbox was deleted while its intent is live; no more renewals (the drain confirms it)", "intent", e.intent, "sandbox", e.sandbox)
 		}
 	}
+}
+
+// rescued is what one rescue came to.
+type rescued struct {
+	intent, sandbox string
+	err             error
+	skipped         bool // the intent is no longer observed with that sandbox
+}
+
+// rescueDue tries, for each sandbox whose renewals have failed until only
+// rescueLeft of its lease is left, the one call that helps most: its
+// auto-stop lengthened to the rescue's minutes, so Daytona does not stop
+// it under the live runner. It goes out whatever the hold says (it is the
+// last chance; Daytona may refuse it too), one at a time per sandbox,
+// MinSpacing apart, until it succeeds or the lease has run out.
+func (l *loop) rescueDue(ctx context.Context, now time.Time) {
+	for _, e := range l.entries {
+		end := e.lastOK.Add(l.r.Lease)
+		if e.gone || e.rescued || now.Before(end.Add(-l.rescueLeft)) || !now.Before(end) || now.Before(e.rescueAt) {
+			continue
+		}
+		e.rescueAt = now.Add(max(l.spacing, l.r.Lease)) // cleared when it comes back
+		l.log.Error("lease about to run out: renewals keep failing; lengthening the sandbox's auto-stop so Daytona does not stop it under the live runner (after a host loss it would now run that long)",
+			"intent", e.intent, "sandbox", e.sandbox, "last_renewed", now.Sub(e.lastOK).Round(time.Millisecond), "lease", l.r.Lease, "auto_stop_minutes", l.rescueMinutes)
+		go func(e entry) {
+			res := rescued{intent: e.intent, sandbox: e.sandbox}
+			if in, err := l.r.Journal.Get(e.intent); err != nil || in.State != spool.Observed || in.SandboxID != e.sandbox {
+				res.skipped = true
+			} else {
+				res.err = l.r.Provider.SetAutoStop(ctx, e.sandbox, l.rescueMinutes)
+			}
+			select {
+			case l.rescues <- res:
+			case <-ctx.Done():
+			}
+		}(*e)
+	}
+}
+
+// rescueSettled takes in what a rescue came to.
+func (l *loop) rescueSettled(res rescued, now time.Time) {
+	e, ok := l.entries[res.intent]
+	if !ok || e.sandbox != res.sandbox || res.skipped {
+		return
+	}
+	end := e.lastOK.Add(l.r.Lease)
+	switch {
+	case res.err == nil:
+		e.rescued = true
+		l.log.Error("lease rescued: the sandbox's auto-stop is lengthened until renewals succeed again; then its lease is set again",
+			"intent", e.intent, "sandbox", e.sandbox, "auto_stop_minutes", l.rescueMinutes)
+	default:
+		// Tried again MinSpacing later, while the lease lasts.
+		e.rescueAt = now.Add(l.spacing)
+		l.log.Error("lease rescue failed: Daytona stops the sandbox at its first check after the lease unless a renewal or the rescue gets through first (it is not deleted: its auto-delete is the lease, counted from its stop)",
+			"intent", e.intent, "sandbox", e.sandbox, "stops_after", end.Format(time.TimeOnly), "err", res.err)
+	}
+}
+
+// restore gives a rescued sandbox its lease back (Renewer.Restore).
+func (l *loop) restore(e *entry) {
+	l.log.Warn("lease renewals succeed again; setting the rescued sandbox's lease again", "intent", e.intent, "sandbox", e.sandbox)
+	if l.r.Restore == nil {
+		return
+	}
+	in, err := l.r.Journal.Get(e.intent)
+	if err != nil {
+		return
+	}
+	go l.r.Restore(in)
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tether-run/tether/internal/lease"
+	"github.com/tether-run/tether/provider"
 	"github.com/tether-run/tether/provider/daytona"
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
 	"github.com/tether-run/tether/spool"
@@ -103,7 +104,7 @@ type world struct {
 }
 
 // newWorld plants n started sandboxes with lease mode's settings (auto-stop
-// leaseMinutes, auto-delete 0) and an observed intent for each.
+// and auto-delete leaseMinutes) and an observed intent for each.
 func newWorld(t *testing.T, n int, opts ...daytonatest.Option) *world {
 	t.Helper()
 	return newWorldStop(t, n, leaseMinutes, opts...)
@@ -124,7 +125,7 @@ func newWorldStop(t *testing.T, n, autoStop int, opts ...daytonatest.Option) *wo
 		t.Fatal(err)
 	}
 	w := &world{sim: sim, prov: prov, journal: &journal{intents: map[string]spool.Intent{}}, observer: &observer{}, spent: spent}
-	stop, del := autoStop, 0
+	stop, del := autoStop, provider.LeaseAutoDelete(-1, leaseMinutes)
 	for i := 0; i < n; i++ {
 		sb, err := sim.AddSandbox(daytonatest.DefaultOrg, daytonatest.SeedSandbox{
 			Name: fmt.Sprintf("tether-i%d", i), AutoStopInterval: &stop, AutoDeleteInterval: &del,
@@ -180,13 +181,17 @@ func (w *world) assertAlive(t *testing.T) {
 	}
 }
 
-// assertReaped: every sandbox deleted by the simulator's own timer, at
-// most a lease and one check (10 s) after the renewals stopped at `stopped`.
+// assertReaped: every sandbox stopped by the simulator's own timer at most
+// a lease and one check (10 s) after the renewals stopped at `stopped`, and
+// deleted by its auto-delete at most another lease and check later.
 func (w *world) assertReaped(t *testing.T, stopped time.Time) {
 	t.Helper()
-	fired := map[string]daytonatest.TimerEvent{}
+	fired := map[string]map[string]daytonatest.TimerEvent{}
 	for _, e := range w.sim.TimerEvents() {
-		fired[e.ID] = e
+		if fired[e.ID] == nil {
+			fired[e.ID] = map[string]daytonatest.TimerEvent{}
+		}
+		fired[e.ID][e.Kind] = e
 	}
 	bound := leaseMinutes*time.Minute + 10*time.Second
 	for _, id := range w.ids {
@@ -194,13 +199,21 @@ func (w *world) assertReaped(t *testing.T, stopped time.Time) {
 		if sb.State != "destroyed" {
 			t.Errorf("sandbox %s: %s, want destroyed", id, sb.State)
 		}
-		e, ok := fired[id]
-		if !ok || e.Kind != daytonatest.TimerAutoStop {
-			t.Errorf("sandbox %s: no auto-stop fired (%+v)", id, e)
+		stop, ok := fired[id][daytonatest.TimerAutoStop]
+		if !ok {
+			t.Errorf("sandbox %s: no auto-stop fired (%+v)", id, fired[id])
 			continue
 		}
-		if late := e.At.Sub(stopped); late > bound {
-			t.Errorf("sandbox %s deleted %s after the renewals stopped, more than the bound %s", id, late, bound)
+		if late := stop.At.Sub(stopped); late > bound {
+			t.Errorf("sandbox %s stopped %s after the renewals stopped, more than the bound %s", id, late, bound)
+		}
+		del, ok := fired[id][daytonatest.TimerAutoDelete]
+		if !ok {
+			t.Errorf("sandbox %s: no auto-delete fired (%+v)", id, fired[id])
+			continue
+		}
+		if late := del.At.Sub(stop.At); late > bound {
+			t.Errorf("sandbox %s deleted %s after its stop, more than the bound %s", id, late, bound)
 		}
 	}
 }
@@ -216,7 +229,7 @@ func TestRenewedSandboxesLiveThenDieWithTether(t *testing.T) {
 		perHour := float64(calls) / float64(len(w.ids)) / (10 * leaseMinutes / 60.0)
 		t.Logf("%d renewals for %d sandboxes over %d minutes: %.0f per sandbox per hour", calls, len(w.ids), 10*leaseMinutes, perHour)
 
-		time.Sleep(leaseMinutes*time.Minute + 20*time.Second)
+		time.Sleep(2 * (leaseMinutes*time.Minute + 20*time.Second))
 		w.assertReaped(t, stopped)
 	})
 }
@@ -288,8 +301,8 @@ func TestReleasedIsNotRenewed(t *testing.T) {
 		if after := w.sim.CallsFor(w.ids[0])[daytonatest.RouteLastActivity]; after != before {
 			t.Errorf("released sandbox renewed %d more times after its release", after-before)
 		}
-		// Its lease ran out: the simulator deleted it (lease mode's
-		// settings stay on a released sandbox).
+		// Its lease ran out: the simulator stopped it, then deleted it
+		// (lease mode's settings stay on a released sandbox).
 		if sb, _ := w.sim.Sandbox(w.ids[0]); sb.State != "destroyed" {
 			t.Errorf("released sandbox: %s, want destroyed by its lease", sb.State)
 		}
@@ -397,6 +410,177 @@ func TestCensusThroughALaggingListKeepsRenewing(t *testing.T) {
 		for _, id := range w.ids {
 			if n := w.sim.CallsFor(id)[daytonatest.RouteGet]; n < 8 {
 				t.Errorf("sandbox %s read %d times in 10 leases; the census should read each unlisted one once a lease", id, n)
+			}
+		}
+	})
+}
+
+// A sandbox released between two journal scans is not renewed again: the
+// renewal reads its intent right before the call. The journal is scanned
+// once here (at the start), so no scan drops it.
+func TestReleasedBetweenScansIsNotRenewed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 2)
+		r := w.renewer()
+		r.Scan = 100 * leaseMinutes * time.Minute
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- r.Run(ctx) }()
+		time.Sleep(leaseMinutes * time.Minute)
+		synctest.Wait()
+		w.journal.set("i0", spool.Released)
+		before := w.sim.CallsFor(w.ids[0])[daytonatest.RouteLastActivity]
+		other := w.sim.CallsFor(w.ids[1])[daytonatest.RouteLastActivity]
+		if before == 0 {
+			t.Fatal("the sandbox was never renewed before its release")
+		}
+		time.Sleep(3 * leaseMinutes * time.Minute)
+		cancel()
+		<-done
+		if after := w.sim.CallsFor(w.ids[0])[daytonatest.RouteLastActivity]; after != before {
+			t.Errorf("sandbox released between two scans renewed %d more times", after-before)
+		}
+		if after := w.sim.CallsFor(w.ids[1])[daytonatest.RouteLastActivity]; after < other+4 {
+			t.Errorf("the other sandbox: %d renewals in 3 leases, want one a third of a lease", after-other)
+		}
+	})
+}
+
+// Spurious 404s on renewals (Daytona's access guard answers 404 for any
+// error it meets; it answers a deleted sandbox's renewal 201) do not stop
+// renewing a live sandbox: it lives on, renewed, and no timer fires.
+func TestSpurious404sKeepRenewing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 1)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- w.renewer().Run(ctx) }()
+		time.Sleep(leaseMinutes * time.Minute)
+		synctest.Wait()
+		w.sim.Inject(daytonatest.RouteLastActivity, 2, daytonatest.Scripted{Status: http.StatusNotFound})
+		before := w.sim.CallsFor(w.ids[0])[daytonatest.RouteLastActivity]
+		time.Sleep(5 * leaseMinutes * time.Minute)
+		cancel()
+		<-done
+		synctest.Wait()
+		// Two 404s in a row, then a renewal a third of a lease.
+		if after := w.sim.CallsFor(w.ids[0])[daytonatest.RouteLastActivity]; after < before+2+12 {
+			t.Errorf("%d renewal calls in 5 leases after two 404s: renewing stopped", after-before)
+		}
+		w.assertAlive(t)
+	})
+}
+
+// A 429's Retry-After holds every renewal of its throttler, not only the
+// refused one: no renewal arrives inside the window it announced, though
+// other sandboxes fall due meanwhile. One call in flight at a time, so that
+// none was already on its way when the 429 came; no census in the window.
+func TestRetryAfterHoldsEveryRenewal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const window = 30 * time.Second
+		w := newWorld(t, 10, daytonatest.WithFaults(daytonatest.Faults{RetryAfter: window}))
+		r := w.renewer()
+		r.Concurrency = 1
+		r.Census = 100 * leaseMinutes * time.Minute
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- r.Run(ctx) }()
+		time.Sleep(leaseMinutes * time.Minute)
+		synctest.Wait()
+		w.sim.Inject(daytonatest.RouteLastActivity, 1, daytonatest.Scripted{Status: http.StatusTooManyRequests})
+		for w.sim.Throttle().Refused[daytonatest.ThrottlerAuthenticated] == 0 {
+			time.Sleep(100 * time.Millisecond)
+			synctest.Wait()
+		}
+		// Ten sandboxes renewed every 40 s or so: several fall due in the
+		// window. None is renewed in it.
+		before := w.sim.Calls()[daytonatest.RouteLastActivity]
+		time.Sleep(window - time.Second)
+		synctest.Wait()
+		held := w.sim.Calls()[daytonatest.RouteLastActivity] - before
+		time.Sleep(3 * leaseMinutes * time.Minute)
+		cancel()
+		<-done
+		th := w.sim.Throttle()
+		if th.Refused[daytonatest.ThrottlerAuthenticated] != 1 {
+			t.Fatalf("refused: %v, want the one injected 429", th.Refused)
+		}
+		if in := th.InWindow[daytonatest.ThrottlerAuthenticated]; in != 0 {
+			t.Errorf("%d renewals sent inside the window the 429 announced", in)
+		}
+		if held != 0 {
+			t.Errorf("%d renewal calls inside the window", held)
+		}
+		w.assertAlive(t)
+	})
+}
+
+// Renewals refused for longer than the lease (a 429 storm on the renewals'
+// throttler): before the lease runs out the renewer lengthens each
+// sandbox's auto-stop (the rescue), so Daytona stops none under the live
+// runner; once renewals succeed again each gets its lease back (Restore).
+func TestRescueOutlastsARenewalStorm(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 3)
+		var mu sync.Mutex
+		restored := map[string]int{}
+		r := w.renewer()
+		r.Restore = func(in spool.Intent) { mu.Lock(); restored[in.ID]++; mu.Unlock() }
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- r.Run(ctx) }()
+		time.Sleep(leaseMinutes * time.Minute)
+		w.sim.SetFaults(daytonatest.Faults{Rate429: 1, RetryAfter: 5 * time.Second, Routes: []string{daytonatest.RouteLastActivity}})
+		time.Sleep(4 * leaseMinutes * time.Minute)
+		synctest.Wait()
+		w.assertAlive(t)
+		for _, id := range w.ids {
+			if sb, _ := w.sim.Sandbox(id); sb.AutoStopInterval != lease.DefaultRescue {
+				t.Errorf("sandbox %s: auto-stop %d, want the rescue's %d", id, sb.AutoStopInterval, lease.DefaultRescue)
+			}
+		}
+		w.sim.SetFaults(daytonatest.Faults{})
+		time.Sleep(leaseMinutes * time.Minute)
+		cancel()
+		<-done
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		if len(restored) != len(w.ids) {
+			t.Errorf("restored %v, want each of the %d intents", restored, len(w.ids))
+		}
+	})
+}
+
+// The bound that remains: when the rescue is refused too (the storm is on
+// every call of the throttler), Daytona stops the sandbox at its first
+// check after the lease, but does not delete it: its auto-delete counts
+// from the stop, and renewals that come back within another lease keep it.
+func TestRescueRefusedStopsButKeeps(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 1)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- w.renewer().Run(ctx) }()
+		time.Sleep(leaseMinutes * time.Minute)
+		w.sim.SetFaults(daytonatest.Faults{Rate429: 1, RetryAfter: 5 * time.Second, Routes: []string{daytonatest.RouteLastActivity, daytonatest.RouteAutoStop}})
+		// Longer than the lease, shorter than two: past two, the stopped
+		// sandbox's auto-delete (the lease, from its stop) fires.
+		time.Sleep(3 * leaseMinutes * time.Minute / 2)
+		w.sim.SetFaults(daytonatest.Faults{})
+		time.Sleep(3 * leaseMinutes * time.Minute)
+		cancel()
+		<-done
+		synctest.Wait()
+		sb, _ := w.sim.Sandbox(w.ids[0])
+		if sb.State != "stopped" || sb.DeleteRequested {
+			t.Errorf("sandbox after the storm: %s (delete requested %v), want stopped by its lease and kept", sb.State, sb.DeleteRequested)
+		}
+		for _, e := range w.sim.TimerEvents() {
+			if e.Kind != daytonatest.TimerAutoStop {
+				t.Errorf("timer %s fired: the renewals did not keep the stopped sandbox", e.Kind)
+			} else if late := e.At.Sub(e.LastActivity); late > leaseMinutes*time.Minute+10*time.Second {
+				t.Errorf("stopped %s after its last renewal, beyond the lease and a check", late)
 			}
 		}
 	})

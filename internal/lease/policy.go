@@ -25,39 +25,47 @@ type Reaper interface {
 
 // Policy is lease mode as tether run applies it beside the Renewer: a newly
 // observed sandbox gets the short auto-stop of its lease, and a sandbox the
-// runner releases as kept gets its lease ended, once, so that it outlives
-// tether as the runner asked.
+// runner releases as kept is handed back, durably: it keeps lease mode's
+// short intervals until Daytona confirms the hand-back, so the hand-back is
+// journaled work (spool.Intent.HandBackPending, from the release on), tried
+// with backoff until it is confirmed, across drains and restarts: from
+// Resume at start, Kept when the renewer sees the release, EndKept beside
+// the drain (and `tether drain`).
 type Policy struct {
 	Reaper Reaper
-	// Journal is read once the child is gone, for sandboxes released as
-	// kept that the renewer had no time to see.
+	// Journal is where pending hand-backs are found and marked done.
 	Journal interface {
 		All() ([]spool.Intent, error)
+		MarkHandedBack(id string) (spool.Intent, error)
 	}
 	// AutoStop is the auto-stop (minutes) a kept sandbox gets back
 	// (--daytona-auto-stop).
 	AutoStop int
-	// CallTimeout bounds each lease call made outside the drain; Settle is
-	// added to it for ApplyLease, which waits that long for a renewal to
-	// reach the provider's check.
+	// CallTimeout bounds ApplyLease and the backstop; Settle is added to
+	// it for ApplyLease, which waits that long for a renewal to reach the
+	// provider's check.
 	CallTimeout time.Duration
 	Settle      time.Duration
-	Logger      *slog.Logger
+	// RetryBase and RetryMax space the tries of a hand-back the reaper
+	// gave up on for now (a refused configuration; it retries transient
+	// failures itself): doubling from RetryBase up to RetryMax
+	// (defaults DefaultHandBackRetryBase, DefaultHandBackRetryMax).
+	RetryBase, RetryMax time.Duration
+	Logger              *slog.Logger
 
-	// kept: the intents whose lease End ended (or is ending), so a kept
-	// sandbox is handed back once; since is when Start was called.
-	mu    sync.Mutex
-	kept  map[string]bool
-	since time.Time
+	mu      sync.Mutex
+	started bool
+	life    context.Context // ends at Close: every hand-back runs under it
+	stop    context.CancelFunc
+	wg      sync.WaitGroup
+	active  map[string]chan struct{} // hand-backs under way, closed when each ends
 }
 
-// Start marks when lease mode began: End after the child is gone looks
-// only at sandboxes released from then on.
-func (p *Policy) Start() {
-	p.mu.Lock()
-	p.since = time.Now()
-	p.mu.Unlock()
-}
+// Defaults of the hand-back's own retries.
+const (
+	DefaultHandBackRetryBase = time.Second
+	DefaultHandBackRetryMax  = time.Minute
+)
 
 func (p *Policy) log() *slog.Logger {
 	if p.Logger == nil {
@@ -88,56 +96,166 @@ func (p *Policy) Apply(in spool.Intent) {
 	}
 }
 
-// Kept is the Renewer's Kept: it ends the lease of a sandbox the runner
-// released as kept, under CallTimeout.
-func (p *Policy) Kept(in spool.Intent) {
-	ctx, cancel := context.WithTimeout(context.Background(), p.CallTimeout)
-	defer cancel()
-	p.End(ctx, in)
-}
-
-// End hands a sandbox the runner released as kept back to it: the
-// backstop's auto-stop, auto-delete never (the reaper's EndLease). A
-// sandbox is handed back once, however often it is seen.
-func (p *Policy) End(ctx context.Context, in spool.Intent) {
-	p.mu.Lock()
-	if p.kept == nil {
-		p.kept = map[string]bool{}
-	}
-	if p.kept[in.ID] {
-		p.mu.Unlock()
-		return
-	}
-	p.kept[in.ID] = true
-	p.mu.Unlock()
-	if err := p.Reaper.EndLease(ctx, in, p.AutoStop); err != nil {
-		p.log().Error("lease not ended on a sandbox the runner keeps: Daytona will stop it (and delete it if auto-delete is 0) within the lease", "intent", in.ID, "sandbox", in.SandboxID, "err", err)
-	}
-}
-
-// EndKept, once the child is gone, ends (beside the drain, under ctx: the
-// drain's deadline) the leases of the sandboxes released as kept since
-// Start that the renewer had no time to see: a runner that releases and
-// exits at once. The returned channel is closed when it is done.
-func (p *Policy) EndKept(ctx context.Context) <-chan struct{} {
-	done := make(chan struct{})
+// Resume starts the hand-back of every sandbox the journal says is still
+// to be handed back (a run, or a drain, that ended before Daytona
+// confirmed it). It does not wait.
+func (p *Policy) Resume() {
 	all, err := p.Journal.All()
 	if err != nil {
-		p.log().Warn("lease: cannot read the journal for sandboxes released as kept", "err", err)
+		p.log().Warn("lease: cannot read the journal for sandboxes to hand back; tried again at the drain", "err", err)
+		return
+	}
+	n := 0
+	for _, in := range all {
+		if in.HandBackPending() {
+			p.handBack(in)
+			n++
+		}
+	}
+	if n > 0 {
+		p.log().Info("lease: handing back sandboxes released as kept that an earlier run did not finish", "sandboxes", n)
+	}
+}
+
+// Kept is the Renewer's Kept: it starts the hand-back of a sandbox the
+// runner released as kept. It does not wait. The renewer renewed it, so it
+// is under a lease even if its intent does not say so (declared by a
+// tether that did not journal leases yet).
+func (p *Policy) Kept(in spool.Intent) {
+	if in.State == spool.Released && in.Outcome == spool.OutcomeKept && in.SandboxID != "" && !in.HandedBack {
+		p.handBack(in)
+	}
+}
+
+// handBack starts the hand-back of in, unless one is under way already,
+// and returns the channel closed when it ends.
+func (p *Policy) handBack(in spool.Intent) <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.started {
+		p.started = true
+		p.life, p.stop = context.WithCancel(context.Background())
+		p.active = map[string]chan struct{}{}
+	}
+	if done, ok := p.active[in.ID]; ok {
+		return done
+	}
+	done := make(chan struct{})
+	p.active[in.ID] = done
+	if p.life.Err() != nil {
 		close(done)
 		return done
 	}
-	p.mu.Lock()
-	since := p.since
-	p.mu.Unlock()
-	var wg sync.WaitGroup
-	for _, in := range all {
-		if in.State != spool.Released || in.Outcome != spool.OutcomeKept || in.SandboxID == "" || in.UpdatedAt.Before(since) {
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		defer close(done)
+		p.handBackUntilConfirmed(p.life, in)
+	}()
+	return done
+}
+
+// handBackUntilConfirmed ends the lease of a sandbox released as kept
+// (the reaper's EndLease: the backstop's auto-stop, auto-delete never, the
+// keep label), tries again with backoff until Daytona confirms it or ctx
+// ends, and journals it done. What ctx cut short stays pending in the
+// journal for the next run or `tether drain`.
+func (p *Policy) handBackUntilConfirmed(ctx context.Context, in spool.Intent) {
+	log := p.log().With("intent", in.ID, "sandbox", in.SandboxID)
+	base, max := orDefault(p.RetryBase, DefaultHandBackRetryBase), orDefault(p.RetryMax, DefaultHandBackRetryMax)
+	wait := base
+	for attempt := 0; ; attempt++ {
+		err := p.Reaper.EndLease(ctx, in, p.AutoStop)
+		switch {
+		case err == nil:
+			log.Info("lease: sandbox handed back to its runner", "auto_stop_minutes", p.AutoStop)
+		case errors.Is(err, ErrNotOurs):
+			log.Warn("lease: a sandbox released as kept is gone or not ours; nothing to hand back", "err", err)
+		case ctx.Err() != nil:
+			log.Error("lease: a sandbox released as kept is not handed back yet: Daytona will stop it within the lease (and delete it within another) unless tether tries again in time: at its next start, or `tether drain`, with this journal", "err", err)
+			return
+		default:
+			if attempt == 0 {
+				log.Error("lease: the hand-back of a sandbox released as kept failed; trying again until Daytona confirms it", "err", err)
+			}
+			if !sleep(ctx, wait) {
+				continue // the next EndLease returns at once and says so
+			}
+			wait = min(2*wait, max)
 			continue
 		}
-		wg.Add(1)
-		go func() { defer wg.Done(); p.End(ctx, in) }()
+		if _, err := p.Journal.MarkHandedBack(in.ID); err != nil {
+			log.Warn("lease: the hand-back is done but not journaled; it is checked again at the next start", "err", err)
+		}
+		return
 	}
-	go func() { wg.Wait(); close(done) }()
-	return done
+}
+
+// EndKept, once the child is gone, waits under ctx (the drain's deadline)
+// for the hand-back of every sandbox released as kept that is not
+// confirmed yet, starting those not under way (a runner that released
+// and exited before the renewer saw it). The returned channel is closed
+// when they are all done or ctx ends; those left stay pending in the
+// journal.
+func (p *Policy) EndKept(ctx context.Context) <-chan struct{} {
+	all, err := p.Journal.All()
+	out := make(chan struct{})
+	if err != nil {
+		p.log().Warn("lease: cannot read the journal for sandboxes released as kept", "err", err)
+		close(out)
+		return out
+	}
+	var waits []<-chan struct{}
+	for _, in := range all {
+		if in.HandBackPending() {
+			waits = append(waits, p.handBack(in))
+		}
+	}
+	go func() {
+		defer close(out)
+		left := 0
+		for _, done := range waits {
+			select {
+			case <-done:
+			case <-ctx.Done():
+				left++
+			}
+		}
+		if left > 0 {
+			p.log().Error("lease: sandboxes released as kept are not handed back by the drain's deadline; they stay pending in the journal for the next start or `tether drain`", "sandboxes", left)
+		}
+	}()
+	return out
+}
+
+// Close stops every hand-back under way and waits for it; what is not
+// confirmed stays pending in the journal.
+func (p *Policy) Close() {
+	p.mu.Lock()
+	if !p.started {
+		p.started = true
+		p.life, p.stop = context.WithCancel(context.Background())
+		p.active = map[string]chan struct{}{}
+	}
+	p.stop()
+	p.mu.Unlock()
+	p.wg.Wait()
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }

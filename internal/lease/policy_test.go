@@ -76,17 +76,20 @@ func TestPolicyApply(t *testing.T) {
 	}
 }
 
-// Once the child is gone, EndKept hands back every sandbox released as kept
-// since Start, once each, with the configured auto-stop; nothing else.
+// EndKept hands back every sandbox released as kept under a lease whose
+// hand-back is not confirmed yet, once each (one the renewer saw first
+// included), with the configured auto-stop, and journals each done;
+// nothing else: not one released as deleted, not a live one, not one
+// declared outside lease mode, not one handed back already.
 func TestPolicyEndKept(t *testing.T) {
 	j, err := spool.Open(filepath.Join(t.TempDir(), "journal.db"), spool.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer j.Close()
-	declare := func(outcome string) spool.Intent {
+	declare := func(outcome string, lease int) spool.Intent {
 		t.Helper()
-		in, _, err := j.Create(context.Background(), spool.NewIntent{Provider: "daytona"})
+		in, _, err := j.Create(context.Background(), spool.NewIntent{Provider: "daytona", Lease: lease})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -102,13 +105,17 @@ func TestPolicyEndKept(t *testing.T) {
 	}
 	r := &policyReaper{}
 	p := &lease.Policy{Reaper: r, Journal: j, AutoStop: 15, CallTimeout: time.Second}
-	before := declare(spool.OutcomeKept) // released before lease mode began
-	p.Start()
-	kept := declare(spool.OutcomeKept)
-	seen := declare(spool.OutcomeKept)
-	declare(spool.OutcomeDeleted)
-	declare("")  // still live
-	p.Kept(seen) // the renewer saw this one first
+	defer p.Close()
+	unleased := declare(spool.OutcomeKept, 0)
+	done := declare(spool.OutcomeKept, 2)
+	if _, err := j.MarkHandedBack(done.ID); err != nil {
+		t.Fatal(err)
+	}
+	kept := declare(spool.OutcomeKept, 2)
+	seen := declare(spool.OutcomeKept, 2)
+	declare(spool.OutcomeDeleted, 2)
+	declare("", 2) // still live
+	p.Kept(seen)   // the renewer saw this one first
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -120,6 +127,11 @@ func TestPolicyEndKept(t *testing.T) {
 	want := []string{"end(15) " + kept.ID, "end(15) " + seen.ID}
 	slices.Sort(want)
 	if got := r.got(); !slices.Equal(got, want) {
-		t.Errorf("calls %v, want %v (not %s, released before Start)", got, want, before.ID)
+		t.Errorf("calls %v, want %v (not %s, declared outside lease mode, nor %s, handed back already)", got, want, unleased.ID, done.ID)
+	}
+	for _, id := range []string{kept.ID, seen.ID} {
+		if in, _ := j.Get(id); !in.HandedBack || in.HandBackPending() {
+			t.Errorf("intent %s: handed back %v, want journaled done", id, in.HandedBack)
+		}
 	}
 }

@@ -29,7 +29,7 @@ func TestLeaseMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := metrics.New(j)
+	m := metrics.New(j, "test")
 	l, ok := m.Provider(prov).(provider.Leaser)
 	if !ok {
 		t.Fatal("the counted provider cannot renew")

@@ -1,24 +1,40 @@
 // Package metrics is tether's Prometheus endpoint (tether run
-// --metrics-addr): the journal's intents by state and size, read at each
-// scrape; the provider calls tether made, by operation and outcome, with
-// their latency and the rate-limit waits the provider asked for; how long
-// the drain and the boot replay took; and the cleanup debt — intents a
-// drain or replay could not resolve, each possibly a running sandbox.
+// --metrics-addr): the journal's intents by state and its size; the
+// intents each intake declared; the provider calls tether made, by
+// operation and outcome, with their latency and the rate-limit waits the
+// provider asked for; how long the drain and the boot replay took; and the
+// cleanup debt — intents a drain or replay could not resolve, each possibly
+// a running sandbox.
 //
-// It observes; it never changes what tether does. Off by default.
+// A scrape reads memory only (the journal keeps its counts by state as
+// intents change), so it costs the same on ten intents as on ten million;
+// scrapes that arrive together share one rendering, at most
+// DefaultMaxScrapes are served at once and the endpoint holds at most
+// DefaultMaxConns connections, so a flood of scrapes costs the intakes
+// little CPU and tether little memory. Every series is there from the first
+// scrape: counters at 0 with every label value they can take.
+//
+// It observes; it never changes what tether does. Off by default. It is
+// written with github.com/VictoriaMetrics/metrics, whose package
+// initialisation costs little: the endpoint's library is linked into every
+// start, with --metrics-addr or not (docs/benchmarks.md).
 package metrics
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
+	vm "github.com/VictoriaMetrics/metrics"
 
 	"github.com/tether-run/tether/internal/reaper"
 	"github.com/tether-run/tether/provider"
@@ -29,78 +45,222 @@ import (
 const (
 	// DefaultShutdownTimeout: how long Close lets a scrape in flight finish.
 	DefaultShutdownTimeout = 2 * time.Second
+	// DefaultMaxScrapes bounds the scrapes served at once. A scrape reads
+	// memory only and takes well under a millisecond, so a few slots serve
+	// any real Prometheus; a flood of them must not take the CPU the intakes
+	// and the drain need.
+	DefaultMaxScrapes = 4
+	// DefaultScrapeWait is how long a scrape waits for a slot before it is
+	// answered 503 (with Retry-After: 1).
+	DefaultScrapeWait = time.Second
+	// DefaultMaxConns bounds the connections the endpoint holds open; more
+	// wait in the kernel's accept queue. Each costs a goroutine and its
+	// buffers, so a flood of connections must not grow tether's memory.
+	// Keep-alive is off: a scrape's connection is closed after it.
+	DefaultMaxConns = 64
 	// readHeaderTimeout keeps a client that connects and says nothing from
 	// holding a connection.
 	readHeaderTimeout = 10 * time.Second
 )
 
-// Journal is what the scrape reads of the journal.
+// Journal is what the scrape reads of the journal: counts it keeps in
+// memory, and its file's size.
 type Journal interface {
-	CountByState() (map[spool.State]int, error)
+	Counts() (map[spool.State]int, error)
 	Size() (int64, error)
 }
 
-// Metrics are tether's collectors, on a registry of their own.
-type Metrics struct {
-	reg *prometheus.Registry
+// The label values every series is created with at start.
+var (
+	// Ops are the provider calls measured (provider.go, lease.go).
+	Ops = []string{"get", "get_by_name", "list", "delete", "stop", "set_autostop", "list_page", "inspect", "renew", "set_autodelete"}
+	// Outcomes are what outcome names a call's result.
+	Outcomes = []string{"ok", "not_found", "conflict", "rate_limited", "unauthorized", "unavailable", "refused", "canceled", "error"}
+	// Intakes are the ways an intent is declared.
+	Intakes = []string{"proxy", "socket", "spool"}
+	// States are the journal's intent states.
+	States = []spool.State{spool.Pending, spool.Observed, spool.Releasing, spool.Gone, spool.Stopped, spool.Released, spool.NeverCreated, spool.Foreign}
+	// drainStates are what a drain or replay ends an intent in (live: left).
+	drainStates = []string{string(spool.Gone), string(spool.Stopped), string(spool.Released), string(spool.NeverCreated), string(spool.Foreign), "live"}
+)
 
-	calls       *prometheus.CounterVec
-	latency     *prometheus.HistogramVec
-	waits       prometheus.Counter
-	waitSeconds prometheus.Counter
-	drain       prometheus.Histogram
-	replay      prometheus.Histogram
-	unresolved  prometheus.Gauge
-	drainsLeft  *prometheus.CounterVec
-	lease       *leaseMetrics // lease.go
+// help is each family's HELP text. The library writes HELP lines without
+// text; Handler puts these in (docs/operations.md has the same table).
+var help = map[string]string{
+	"tether_build_info":                     "tether's version and the Go it was built with (always 1).",
+	"tether_intents":                        "Intents in the journal, by state (pending, observed and releasing are live).",
+	"tether_journal_size_bytes":             "Size of the journal file.",
+	"tether_intents_declared_total":         "Intents declared since start, by intake (proxy, socket, spool); idempotent retries not counted.",
+	"tether_provider_calls_total":           "Provider API calls tether made, by operation and outcome (ok, not_found, conflict, rate_limited, unauthorized, unavailable, refused, canceled, error).",
+	"tether_provider_call_duration_seconds": "Latency of provider API calls, by operation, failed ones included.",
+	"tether_rate_limit_waits_total":         "Provider answers of 429 (rate limited); each makes tether wait before it tries again.",
+	"tether_rate_limit_wait_seconds_total":  "Sum of the waits the provider asked for in its 429 answers (Retry-After).",
+	"tether_drain_duration_seconds":         "How long each drain took (after the child ended, or tether drain).",
+	"tether_replay_duration_seconds":        "How long each boot replay took (the intents an earlier run left live).",
+	"tether_unresolved_intents":             "Cleanup debt: intents the last drain or replay left live (at start, those an earlier run left); each may be a running sandbox.",
+	"tether_drain_intents_total":            "Intents the drains and replays resolved or left, by the state they ended in (live: left unresolved).",
+	"tether_lease_at_risk_total":            "Lease mode: times a sandbox's renewals kept failing for a quarter of the lease; the provider may stop it under the live runner.",
+	"tether_leased_sandboxes":               "Lease mode: sandboxes whose leases tether renews now.",
 }
 
-// New makes the collectors; j is read at each scrape.
-func New(j Journal) *Metrics {
-	m := &Metrics{reg: prometheus.NewRegistry()}
+// Metrics are tether's series, in a set of their own.
+type Metrics struct {
+	set *vm.Set
+	j   Journal
+	// journal is what the last scrape read of j; the gauges show it.
+	journal atomic.Pointer[journalView]
+	scrapes chan struct{} // a slot per scrape served at once
+	// rendering is the scrape being written now; scrapes that arrive
+	// meanwhile share it instead of writing their own.
+	mu        sync.Mutex
+	rendering *rendered
+
+	calls       map[[2]string]*vm.Counter // op, outcome
+	latency     map[string]*vm.PrometheusHistogram
+	declared    map[string]*vm.Counter
+	waits       *vm.Counter
+	waitSeconds *vm.FloatCounter
+	drain       *vm.PrometheusHistogram
+	replay      *vm.PrometheusHistogram
+	unresolved  *vm.Gauge
+	drainsLeft  map[string]*vm.Counter
+	atRisk      *vm.Counter
+	leased      *vm.Gauge
+}
+
+type rendered struct {
+	done chan struct{}
+	body []byte
+}
+
+type journalView struct {
+	counts map[spool.State]int
+	size   int64
+}
+
+// New makes every series, at 0; j is read at each scrape, version is
+// tether's (tether_build_info).
+func New(j Journal, version string) *Metrics {
+	vm.ExposeMetadata(true) // TYPE lines: Prometheus needs them to tell a counter from a gauge
+	s := vm.NewSet()
+	m := &Metrics{set: s, j: j, scrapes: make(chan struct{}, DefaultMaxScrapes)}
+	m.journal.Store(&journalView{counts: map[spool.State]int{}})
+
+	s.NewGauge(fmt.Sprintf(`tether_build_info{version=%s,goversion=%s}`, quote(version), quote(runtime.Version())), func() float64 { return 1 })
+	for _, st := range States {
+		s.NewGauge(`tether_intents{state=`+quote(string(st))+`}`, func() float64 { return float64(m.journal.Load().counts[st]) })
+	}
+	s.NewGauge("tether_journal_size_bytes", func() float64 { return float64(m.journal.Load().size) })
+	m.declared = map[string]*vm.Counter{}
+	for _, in := range Intakes {
+		m.declared[in] = s.NewCounter(`tether_intents_declared_total{intake=` + quote(in) + `}`)
+	}
+	m.calls = map[[2]string]*vm.Counter{}
+	m.latency = map[string]*vm.PrometheusHistogram{}
+	for _, op := range Ops {
+		for _, oc := range Outcomes {
+			m.calls[[2]string{op, oc}] = s.NewCounter(`tether_provider_calls_total{op=` + quote(op) + `,outcome=` + quote(oc) + `}`)
+		}
+		m.latency[op] = s.NewPrometheusHistogramExt(`tether_provider_call_duration_seconds{op=`+quote(op)+`}`,
+			[]float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10})
+	}
+	m.waits = s.NewCounter("tether_rate_limit_waits_total")
+	m.waitSeconds = s.NewFloatCounter("tether_rate_limit_wait_seconds_total")
 	durations := []float64{0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120}
-	m.calls = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "tether_provider_calls_total",
-		Help: "Provider (Daytona) API calls tether made, by operation and outcome (ok, not_found, conflict, rate_limited, unauthorized, unavailable, refused, canceled, error).",
-	}, []string{"op", "outcome"})
-	m.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "tether_provider_call_duration_seconds",
-		Help:    "Latency of provider API calls, by operation, failed ones included.",
-		Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10},
-	}, []string{"op"})
-	m.waits = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "tether_rate_limit_waits_total",
-		Help: "Provider answers of 429 (rate limited); each makes tether wait before it tries again.",
-	})
-	m.waitSeconds = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "tether_rate_limit_wait_seconds_total",
-		Help: "Sum of the waits the provider asked for in its 429 answers (Retry-After).",
-	})
-	m.drain = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name: "tether_drain_duration_seconds", Help: "How long each drain took (after the child ended, or tether drain).", Buckets: durations,
-	})
-	m.replay = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name: "tether_replay_duration_seconds", Help: "How long each boot replay took (the intents an earlier run left live).", Buckets: durations,
-	})
-	m.unresolved = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "tether_unresolved_intents",
-		Help: "Cleanup debt: intents the last drain or replay left live (at start, those an earlier run left); each may be a running sandbox.",
-	})
-	m.drainsLeft = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "tether_drain_intents_total",
-		Help: "Intents the drains and replays resolved or left, by the state they ended in (live: left unresolved).",
-	}, []string{"state"})
-	m.lease = newLeaseMetrics()
-	m.reg.MustRegister(m.lease.collectors()...)
-	m.reg.MustRegister(m.calls, m.latency, m.waits, m.waitSeconds, m.drain, m.replay, m.unresolved, m.drainsLeft,
-		&journalCollector{j: j},
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.drain = s.NewPrometheusHistogramExt("tether_drain_duration_seconds", durations)
+	m.replay = s.NewPrometheusHistogramExt("tether_replay_duration_seconds", durations)
+	m.unresolved = s.NewGauge("tether_unresolved_intents", nil)
+	m.drainsLeft = map[string]*vm.Counter{}
+	for _, st := range drainStates {
+		m.drainsLeft[st] = s.NewCounter(`tether_drain_intents_total{state=` + quote(st) + `}`)
+	}
+	m.atRisk = s.NewCounter("tether_lease_at_risk_total")
+	m.leased = s.NewGauge("tether_leased_sandboxes", nil)
 	return m
 }
 
-// Handler serves the metrics in the Prometheus text format.
+func quote(v string) string { return strconv.Quote(v) }
+
+// Handler serves the metrics in the Prometheus text format, at most
+// DefaultMaxScrapes at once; a scrape that finds no slot within
+// DefaultScrapeWait is answered 503.
 func (m *Metrics) Handler() http.Handler {
-	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case m.scrapes <- struct{}{}:
+		default:
+			t := time.NewTimer(DefaultScrapeWait)
+			select {
+			case m.scrapes <- struct{}{}:
+				t.Stop()
+			case <-t.C:
+				w.Header().Set("Retry-After", "1")
+				http.Error(w, "tether: too many scrapes at once", http.StatusServiceUnavailable)
+				return
+			case <-r.Context().Done():
+				t.Stop()
+				return
+			}
+		}
+		defer func() { <-m.scrapes }()
+		body := m.render()
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		_, _ = w.Write(body)
+	})
+}
+
+// render writes a scrape, or waits for the one being written: scrapes that
+// arrive together cost one (reading the Go runtime's statistics stops the
+// world for a moment, and the proxy's creates wait for it).
+func (m *Metrics) render() []byte {
+	m.mu.Lock()
+	if r := m.rendering; r != nil {
+		m.mu.Unlock()
+		<-r.done
+		return r.body
+	}
+	r := &rendered{done: make(chan struct{})}
+	m.rendering = r
+	m.mu.Unlock()
+	var buf bytes.Buffer
+	m.write(&buf)
+	r.body = buf.Bytes()
+	m.mu.Lock()
+	m.rendering = nil
+	m.mu.Unlock()
+	close(r.done)
+	return r.body
+}
+
+// write writes one scrape: the journal read once (from memory), tether's
+// series with their HELP text, then the Go runtime's and the process's.
+func (m *Metrics) write(buf *bytes.Buffer) {
+	v := &journalView{counts: map[spool.State]int{}}
+	if c, err := m.j.Counts(); err == nil {
+		v.counts = c
+	} else {
+		v.counts = m.journal.Load().counts // closed at exit: the last known
+	}
+	if n, err := m.j.Size(); err == nil {
+		v.size = n
+	} else {
+		v.size = m.journal.Load().size
+	}
+	m.journal.Store(v)
+
+	var own bytes.Buffer
+	m.set.WritePrometheus(&own)
+	for line := range bytes.Lines(own.Bytes()) {
+		if name, ok := bytes.CutPrefix(bytes.TrimSuffix(line, []byte("\n")), []byte("# HELP ")); ok {
+			if h, ok := help[string(name)]; ok {
+				fmt.Fprintf(buf, "# HELP %s %s\n", name, h)
+				continue
+			}
+		}
+		buf.Write(line)
+	}
+	vm.WriteGoMetrics(buf)
+	vm.WriteProcMetrics(buf)
 }
 
 // Server serves GET /metrics on l until Close.
@@ -118,10 +278,40 @@ func (m *Metrics) Listen(addr string, log *slog.Logger) (*Server, error) {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", m.Handler())
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: readHeaderTimeout}
+	srv.SetKeepAlivesEnabled(false)
 	if log != nil {
 		srv.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelDebug)
 	}
-	return &Server{srv: srv, l: l}, nil
+	return &Server{srv: srv, l: &limitListener{Listener: l, slots: make(chan struct{}, DefaultMaxConns)}}, nil
+}
+
+// limitListener holds at most cap(slots) connections open: Accept waits
+// for a slot, and a connection's Close frees it.
+type limitListener struct {
+	net.Listener
+	slots chan struct{}
+}
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	l.slots <- struct{}{}
+	c, err := l.Listener.Accept()
+	if err != nil {
+		<-l.slots
+		return nil, err
+	}
+	return &slotConn{Conn: c, free: func() { <-l.slots }}, nil
+}
+
+type slotConn struct {
+	net.Conn
+	once sync.Once
+	free func()
+}
+
+func (c *slotConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.free)
+	return err
 }
 
 // Addr is where the endpoint listens (with the port chosen for port 0).
@@ -148,13 +338,13 @@ func (s *Server) Close() error {
 
 // ObserveDrain records a drain's duration and outcome.
 func (m *Metrics) ObserveDrain(rep reaper.Report) {
-	m.drain.Observe(rep.Elapsed.Seconds())
+	m.drain.Update(rep.Elapsed.Seconds())
 	m.observeReport(rep)
 }
 
 // ObserveReplay records a boot replay's duration and outcome.
 func (m *Metrics) ObserveReplay(elapsed time.Duration, rep reaper.Report) {
-	m.replay.Observe(elapsed.Seconds())
+	m.replay.Update(elapsed.Seconds())
 	m.observeReport(rep)
 }
 
@@ -164,39 +354,17 @@ func (m *Metrics) observeReport(rep reaper.Report) {
 		string(spool.Gone): rep.Gone, string(spool.Stopped): rep.Stopped, string(spool.Released): rep.Released,
 		string(spool.NeverCreated): rep.NeverCreated, string(spool.Foreign): len(rep.Foreign), "live": rep.Live(),
 	} {
-		m.drainsLeft.WithLabelValues(state).Add(float64(n))
+		m.drainsLeft[state].Add(n)
 	}
 }
 
 // SetUnresolved sets the cleanup debt (e.g. at start: what an earlier run left).
 func (m *Metrics) SetUnresolved(n int) { m.unresolved.Set(float64(n)) }
 
-// journalCollector reads the journal at each scrape.
-type journalCollector struct{ j Journal }
-
-var (
-	descIntents = prometheus.NewDesc("tether_intents", "Intents in the journal, by state (pending, observed and releasing are live).", []string{"state"}, nil)
-	descSize    = prometheus.NewDesc("tether_journal_size_bytes", "Size of the journal file.", nil, nil)
-	allStates   = []spool.State{spool.Pending, spool.Observed, spool.Releasing, spool.Gone, spool.Stopped, spool.Released, spool.NeverCreated, spool.Foreign}
-)
-
-func (c *journalCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- descIntents
-	ch <- descSize
-}
-
-func (c *journalCollector) Collect(ch chan<- prometheus.Metric) {
-	if counts, err := c.j.CountByState(); err != nil {
-		ch <- prometheus.NewInvalidMetric(descIntents, err)
-	} else {
-		for _, s := range allStates {
-			ch <- prometheus.MustNewConstMetric(descIntents, prometheus.GaugeValue, float64(counts[s]), string(s))
-		}
-	}
-	if n, err := c.j.Size(); err != nil {
-		ch <- prometheus.NewInvalidMetric(descSize, err)
-	} else {
-		ch <- prometheus.MustNewConstMetric(descSize, prometheus.GaugeValue, float64(n))
+// Declared counts one intent declared through intake (one of Intakes).
+func (m *Metrics) Declared(intake string) {
+	if c, ok := m.declared[intake]; ok {
+		c.Inc()
 	}
 }
 
@@ -224,10 +392,10 @@ func outcome(err error) string {
 	return "error"
 }
 
-// observe records one call.
+// observe records one call of op (one of Ops).
 func (m *Metrics) observe(op string, start time.Time, err error) {
-	m.latency.WithLabelValues(op).Observe(time.Since(start).Seconds())
-	m.calls.WithLabelValues(op, outcome(err)).Inc()
+	m.latency[op].Update(time.Since(start).Seconds())
+	m.calls[[2]string{op, outcome(err)}].Inc()
 	var rl *provider.RateLimitError
 	if errors.As(err, &rl) {
 		m.waits.Inc()

@@ -110,7 +110,7 @@ func TestScrapeAfterADrainWithFaults(t *testing.T) {
 		}
 	}
 
-	m := metrics.New(j)
+	m := metrics.New(j, "test")
 	r := &reaper.Reaper{
 		Journal: j, Provider: m.Provider(prov), Concurrency: 8,
 		RetryBase: 10 * time.Millisecond, RetryMax: 100 * time.Millisecond,
@@ -176,7 +176,7 @@ func TestScrapeShowsCleanupDebt(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	m := metrics.New(j)
+	m := metrics.New(j, "test")
 	live, _ := j.Live()
 	m.SetUnresolved(len(live))
 	r := &reaper.Reaper{Journal: j}

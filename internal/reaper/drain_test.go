@@ -100,8 +100,8 @@ func TestDrainWithFaultsConverges(t *testing.T) {
 		w.assertDestroyed(id)
 	}
 	for _, id := range stopped {
-		if sb := w.sandbox(id); sb.State != "stopped" || sb.DeleteRequested {
-			t.Errorf("sandbox %s: %s, delete requested %v; want stopped", id, sb.State, sb.DeleteRequested)
+		if sb := w.sandbox(id); sb.State != "stopped" || sb.DeleteRequested || sb.Labels[provider.LabelKeep] != "true" || sb.Labels[spool.LabelOwner] == "" {
+			t.Errorf("sandbox %s: %s, delete requested %v, labels %v; want stopped, labelled %s=true beside its own", id, sb.State, sb.DeleteRequested, sb.Labels, provider.LabelKeep)
 		}
 	}
 	w.assertUntouched(foreignSandbox)

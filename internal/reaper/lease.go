@@ -28,9 +28,10 @@ type Lease struct {
 // ApplyLease puts an observed intent's sandbox under lease mode: it reads
 // the sandbox and verifies it is ours (as Backstop does, correcting a
 // wrong observed id), renews it, waits Settle, then sets the lease as its
-// auto-stop and, when the drain would delete it (on_drain delete),
-// auto-delete 0. A sandbox already being deleted is left alone. It retries
-// within ctx. From then on the renewer (internal/lease) keeps it alive.
+// auto-stop and, when the drain would delete it (on_drain delete), an
+// auto-delete of at most the lease (provider.LeaseAutoDelete: not 0 unless the
+// runner made it so, so that the runner's own stop does not delete it). A
+// sandbox already being deleted is left alone. It retries within ctx. From then on the renewer (internal/lease) keeps it alive.
 func (r *Reaper) ApplyLease(ctx context.Context, in spool.Intent, l Lease) error {
 	if l.Minutes < 1 {
 		return fmt.Errorf("lease %s: %d minutes: must be at least 1", in.Name, l.Minutes)
@@ -90,15 +91,16 @@ func (r *Reaper) leaseOnce(ctx context.Context, p provider.Provider, leaser prov
 			return err
 		}
 	}
-	if in.OnDrain == spool.DrainStop {
-		r.log().Info("lease applied", "intent", in.ID, "sandbox", sb.ID, "auto_stop_minutes", l.Minutes)
+	autoDelete := provider.LeaseAutoDelete(sb.AutoDeleteMinutes, l.Minutes)
+	if in.OnDrain == spool.DrainStop || autoDelete == sb.AutoDeleteMinutes {
+		r.log().Info("lease applied", "intent", in.ID, "sandbox", sb.ID, "auto_stop_minutes", l.Minutes, "auto_delete_minutes", sb.AutoDeleteMinutes)
 		return nil
 	}
 	err = r.call(ctx, prioDestroy, provider.CallSetter, "lease: set auto-delete of "+sb.ID, func(ctx context.Context) error {
-		return leaser.SetAutoDelete(ctx, sb.ID, 0)
+		return leaser.SetAutoDelete(ctx, sb.ID, autoDelete)
 	})
 	if err == nil {
-		r.log().Info("lease applied", "intent", in.ID, "sandbox", sb.ID, "auto_stop_minutes", l.Minutes, "auto_delete_minutes", 0)
+		r.log().Info("lease applied", "intent", in.ID, "sandbox", sb.ID, "auto_stop_minutes", l.Minutes, "auto_delete_minutes", autoDelete)
 	}
 	return err
 }
@@ -106,9 +108,12 @@ func (r *Reaper) leaseOnce(ctx context.Context, p provider.Provider, leaser prov
 // EndLease takes a sandbox out of lease mode when the runner released its
 // intent as kept: the sandbox is the runner's from then on, and lease
 // mode's settings would stop (and delete) it once nobody renews it. It
-// gets autoStop minutes (the backstop, --daytona-autostop) and auto-delete
-// -1 (never; Daytona's default). A foreign sandbox, or one whose delete
-// was accepted, is left alone. It retries within ctx.
+// gets autoStop minutes (the backstop, --daytona-autostop), auto-delete -1
+// (never; Daytona's default) and the label provider.LabelKeep=true, so no
+// sweep deletes it. A setting it has already is not sent again, so a
+// hand-back tried again after a partial one costs only the rest. A
+// foreign sandbox, or one whose delete was accepted, is left alone. It
+// retries within ctx; nil means Daytona confirmed every change.
 func (r *Reaper) EndLease(ctx context.Context, in spool.Intent, autoStop int) error {
 	if in.SandboxID == "" {
 		return nil
@@ -159,11 +164,17 @@ func (r *Reaper) endLeaseOnce(ctx context.Context, p provider.Provider, leaser p
 			return err
 		}
 	}
-	err = r.call(ctx, prioDestroy, provider.CallSetter, "end lease: set auto-delete of "+sb.ID, func(ctx context.Context) error {
-		return leaser.SetAutoDelete(ctx, sb.ID, -1)
-	})
-	if err == nil {
-		r.log().Info("lease ended: the runner keeps the sandbox", "intent", in.ID, "sandbox", sb.ID, "auto_stop_minutes", autoStop, "auto_delete", "never")
+	if sb.AutoDeleteMinutes >= 0 {
+		err = r.call(ctx, prioDestroy, provider.CallSetter, "end lease: set auto-delete of "+sb.ID, func(ctx context.Context) error {
+			return leaser.SetAutoDelete(ctx, sb.ID, -1)
+		})
+		if err != nil {
+			return err
+		}
 	}
-	return err
+	if err := r.markKeep(ctx, p, sb); err != nil {
+		return err
+	}
+	r.log().Info("lease ended: the runner keeps the sandbox", "intent", in.ID, "sandbox", sb.ID, "auto_stop_minutes", autoStop, "auto_delete", "never", "label", provider.LabelKeep+"=true")
+	return nil
 }

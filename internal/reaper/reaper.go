@@ -600,12 +600,17 @@ func (r *Reaper) act(ctx context.Context, p provider.Provider, in spool.Intent, 
 	r.remember(in, sb.ID)
 	switch {
 	case stop && sb.Stopped():
+		if err := r.markStopped(ctx, p, sb, true); err != nil {
+			return in, err
+		}
 		return r.finish(in, spool.Stopped)
 	case sb.State == provider.StateDestroying, stop && sb.State == stateStopping:
 		if in.State != spool.Releasing {
 			return r.transition(in, spool.Releasing, "")
 		}
 		return in, fmt.Errorf("%w: sandbox %s is %s", ErrInProgress, sb.ID, sb.State)
+	case stop:
+		r.markStopped(ctx, p, sb, false)
 	}
 	return r.destroy(ctx, p, in, sb.ID, pr)
 }

@@ -25,8 +25,9 @@ const (
 	stateBuildFailed = "build_failed"
 )
 
-// LabelKeep on a sandbox, with the value "true", keeps it from every sweep.
-const LabelKeep = "tether-keep"
+// LabelKeep on a sandbox keeps it from every sweep, with a value
+// provider.KeepValue accepts (true, 1, yes, in any case).
+const LabelKeep = provider.LabelKeep
 
 // Defaults of a sweep.
 const (
@@ -110,8 +111,8 @@ var ErrSweepIncomplete = errors.New("stale sandboxes left undeleted")
 
 // judge says whether sb is stale under rule at now, and why (or why not).
 func (rule SweepRule) judge(sb provider.Listed, now time.Time) (action, why string) {
-	if sb.Labels[LabelKeep] == "true" {
-		return SweepKeep, "labelled " + LabelKeep + "=true"
+	if v, ok := sb.Labels[LabelKeep]; ok && provider.KeepValue(v) {
+		return SweepKeep, "labelled " + LabelKeep + "=" + v
 	}
 	if sb.Gone() {
 		return SweepGone, "destroyed"

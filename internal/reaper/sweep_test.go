@@ -33,6 +33,7 @@ var sweepKinds = []sweepKind{
 	{"errored-deleted", false}, // its delete was accepted already: listed, never asked again
 	{"other-scope", false},
 	{"stale", true},
+	{"keep-no", true}, // labelled tether-keep, but not to keep
 }
 
 func TestSweep(t *testing.T) {
@@ -69,7 +70,10 @@ func TestSweep(t *testing.T) {
 		case "no-owner":
 			seed.Labels = map[string]string{"env": "ci", "team": "runner"}
 		case "keep":
-			seed.Labels[reaper.LabelKeep] = "true"
+			// As people write it.
+			seed.Labels[reaper.LabelKeep] = []string{"true", "True", "1", "yes", " YES "}[i/len(sweepKinds)%5]
+		case "keep-no":
+			seed.Labels[reaper.LabelKeep] = []string{"false", "no", "0", ""}[i/len(sweepKinds)%4]
 		case "errored", "errored-deleted":
 			seed.State, seed.ErrorReason = "error", "runner lost"
 		case "other-scope":

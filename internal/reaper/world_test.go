@@ -232,6 +232,11 @@ func (s *spy) ExhaustedUntil(kind string) time.Time {
 	return time.Time{}
 }
 
+// SetLabels passes the provider's label replacement through.
+func (s *spy) SetLabels(ctx context.Context, id string, labels map[string]string) error {
+	return s.Provider.(provider.Labeler).SetLabels(ctx, id, labels)
+}
+
 func (s *spy) setOnDelete(f func(id string)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -32,12 +32,13 @@ func drainDeadline(ctx context.Context, timeout time.Duration) (context.Context,
 const DrainNameWaitGrace = 10 * time.Second
 
 // Drain is `tether drain`: it resolves every live intent of j with prov
-// under the drain deadline, writing the report to w. It returns
-// reaper.ErrUnresolved (wrapped) when intents were left live. Before any
-// of that, when there is something to drain, the provider's check: a URL
-// nothing answers at or a setup error ends it at once
-// (reaper.ErrNothingDone), instead of every intent retrying it until the
-// deadline.
+// under the drain deadline, writing the report to w, and beside it hands
+// back the sandboxes released as kept under a lease that a run left
+// pending. It returns reaper.ErrUnresolved (wrapped) when intents were left
+// live. Before any of that, when there is something to drain, the
+// provider's check: a URL nothing answers at or a setup error ends it at
+// once (reaper.ErrNothingDone), instead of every intent retrying it until
+// the deadline.
 func Drain(ctx context.Context, cfg config.Config, j *spool.Journal, prov provider.Provider, log *slog.Logger, w io.Writer) (reaper.Report, error) {
 	if n, err := j.LiveCount(); err == nil && n > 0 && prov != nil {
 		cctx, cancel := context.WithTimeout(ctx, cfg.CheckTimeout)
@@ -51,5 +52,9 @@ func Drain(ctx context.Context, cfg config.Config, j *spool.Journal, prov provid
 	defer cancel()
 	r := NewReaper(cfg, j, prov, log)
 	r.NameWaitGrace = DrainNameWaitGrace
+	keep := newPolicy(cfg, r, j, log)
+	defer keep.Close()
+	kept := keep.EndKept(dctx)
+	defer func() { <-kept }()
 	return r.DrainLive(dctx, j, w)
 }

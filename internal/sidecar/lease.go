@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/tether-run/tether/internal/config"
@@ -14,29 +15,42 @@ import (
 	"github.com/tether-run/tether/supervisor"
 )
 
-// openLease turns lease mode on when it is asked for (--lease) and can
-// run: without a provider there is nothing to renew with, which is said
-// once, at start.
+// openLease makes the policy that hands kept sandboxes back (every run
+// with a provider resumes the hand-backs its journal still holds, lease
+// mode or not), and turns lease mode on when it is asked for (--lease) and
+// can run: without a provider there is nothing to renew with, which is
+// said once, at start.
 func (sc *Sidecar) openLease() {
+	if sc.reaper.Provider == nil {
+		if sc.cfg.Lease > 0 {
+			sc.log.Warn("lease mode needs Daytona credentials; it is off for this run", "setting", "--lease", "env", config.EnvLease)
+		}
+		return
+	}
+	sc.keep = newPolicy(sc.cfg, sc.reaper, sc.journal, sc.log)
 	if sc.cfg.Lease <= 0 {
 		return
 	}
-	if sc.reaper.Provider == nil {
-		sc.log.Warn("lease mode needs Daytona credentials; it is off for this run", "setting", "--lease", "env", config.EnvLease)
-		return
-	}
-	sc.lease = &lease.Policy{
-		Reaper: leaseReaper{
-			Reaper: sc.reaper,
-			lease:  reaper.Lease{Minutes: sc.cfg.Lease, Settle: sc.scaledMinute(reaper.DefaultLeaseSettle)},
-		},
-		Journal:     sc.journal,
-		AutoStop:    sc.cfg.DaytonaAutoStop,
-		CallTimeout: backstopTimeout,
-		Settle:      sc.scaledMinute(reaper.DefaultLeaseSettle),
-		Logger:      sc.log.With("component", "lease"),
-	}
+	sc.lease = sc.keep
+	sc.intake.Lease = sc.cfg.Lease
 	sc.log.Info("lease mode", "auto_stop_minutes", sc.cfg.Lease, "renew_every", time.Duration(float64(sc.cfg.LeaseDuration())*lease.DefaultPeriodShare).Round(time.Millisecond))
+}
+
+// newPolicy is lease mode's policy over reaper r (for `tether drain`, only
+// its hand-backs of kept sandboxes).
+func newPolicy(cfg config.Config, r *reaper.Reaper, j *spool.Journal, log *slog.Logger) *lease.Policy {
+	settle := time.Duration(float64(reaper.DefaultLeaseSettle) * float64(cfg.LeaseMinute) / float64(time.Minute))
+	return &lease.Policy{
+		Reaper: leaseReaper{
+			Reaper: r,
+			lease:  reaper.Lease{Minutes: cfg.Lease, Settle: settle},
+		},
+		Journal:     j,
+		AutoStop:    cfg.DaytonaAutoStop,
+		CallTimeout: backstopTimeout,
+		Settle:      settle,
+		Logger:      log.With("component", "lease"),
+	}
 }
 
 // scaledMinute turns a duration of Daytona's in real minutes into tether's
@@ -52,7 +66,15 @@ type leaseReaper struct {
 }
 
 func (r leaseReaper) ApplyLease(ctx context.Context, in spool.Intent) error {
-	err := r.Reaper.ApplyLease(ctx, in, r.lease)
+	return notOurs(r.Reaper.ApplyLease(ctx, in, r.lease))
+}
+
+func (r leaseReaper) EndLease(ctx context.Context, in spool.Intent, autoStop int) error {
+	return notOurs(r.Reaper.EndLease(ctx, in, autoStop))
+}
+
+// notOurs says lease.ErrNotOurs for a sandbox that is not ours or is gone.
+func notOurs(err error) error {
 	if errors.Is(err, reaper.ErrForeign) || errors.Is(err, provider.ErrNotFound) {
 		return fmt.Errorf("%w: %w", lease.ErrNotOurs, err)
 	}
@@ -68,11 +90,12 @@ func (sc *Sidecar) leaseActor() supervisor.Actor {
 		MinSpacing: sc.scaledMinute(lease.DefaultMinSpacing),
 		Logger:     sc.log.With("component", "lease"),
 		Kept:       sc.lease.Kept,
+		Rescue:     sc.cfg.DaytonaAutoStop,
+		Restore:    sc.lease.Apply,
 	}
 	if sc.metrics != nil {
 		r.Observer = sc.metrics
 	}
-	sc.lease.Start()
 	ctx, stop := context.WithCancel(context.Background())
 	return supervisor.Actor{Name: "lease", Execute: func() error {
 		if err := r.Run(ctx); err != nil {
@@ -83,14 +106,15 @@ func (sc *Sidecar) leaseActor() supervisor.Actor {
 	}, Interrupt: func(error) { stop() }}
 }
 
-// endKeptLeases ends, under ctx (the drain deadline), the leases of
-// sandboxes released as kept that the renewer had no time to see. The
-// returned channel is closed when it is done.
+// endKeptLeases waits, under ctx (the drain deadline), for the hand-back
+// of every sandbox released as kept not confirmed yet (those the renewer
+// had no time to see among them). The returned channel is closed when it
+// is done.
 func (sc *Sidecar) endKeptLeases(ctx context.Context) <-chan struct{} {
-	if sc.lease == nil {
+	if sc.keep == nil {
 		done := make(chan struct{})
 		close(done)
 		return done
 	}
-	return sc.lease.EndKept(ctx)
+	return sc.keep.EndKept(ctx)
 }

@@ -3,19 +3,24 @@ package sidecar
 import (
 	"context"
 	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
 
 	"github.com/tether-run/tether/internal/metrics"
 	"github.com/tether-run/tether/provider"
 )
 
 // startMetrics serves --metrics-addr (when set) from before the child
-// starts until tether exits, the drain included, and returns prov counted
-// and timed. With the setting empty it changes nothing.
+// starts until tether exits, the drain and --metrics-linger included, and
+// returns prov counted and timed. With the setting empty it changes
+// nothing.
 func (sc *Sidecar) startMetrics(prov provider.Provider) (provider.Provider, error) {
 	if sc.cfg.MetricsAddr == "" {
 		return prov, nil
 	}
-	sc.metrics = metrics.New(sc.journal)
+	sc.metrics = metrics.New(sc.journal, sc.version)
 	srv, err := sc.metrics.Listen(sc.cfg.MetricsAddr, sc.log.With("component", "metrics"))
 	if err != nil {
 		return prov, fmt.Errorf("--metrics-addr %s: %w", sc.cfg.MetricsAddr, err)
@@ -31,6 +36,38 @@ func (sc *Sidecar) startMetrics(prov provider.Provider) (provider.Provider, erro
 		return nil, nil
 	}
 	return sc.metrics.Provider(prov), nil
+}
+
+// declared counts the intents an intake declares (nil without metrics).
+// component is the intake's logger name (withLogger).
+func (sc *Sidecar) declared(component string) func() {
+	if sc.metrics == nil {
+		return nil
+	}
+	intake := map[string]string{"api": "socket", "spool": "spool", "proxy": "proxy"}[component]
+	return func() { sc.metrics.Declared(intake) }
+}
+
+// linger keeps the endpoint up for --metrics-linger once the drain is over,
+// so that a scrape can read the drain's series before tether exits (they
+// are written at its end). Run's context ending, or a TERM or INT, ends it
+// at once.
+func (sc *Sidecar) linger(ctx context.Context) {
+	if sc.metricsServer == nil || sc.cfg.MetricsLinger <= 0 {
+		return
+	}
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(stop)
+	t := time.NewTimer(sc.cfg.MetricsLinger)
+	defer t.Stop()
+	sc.log.Info("metrics: the drain is over; the endpoint stays up before tether exits",
+		"addr", sc.metricsServer.Addr(), "linger", sc.cfg.MetricsLinger)
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	case <-stop:
+	}
 }
 
 // stopMetrics closes the endpoint (after the drain).

@@ -70,8 +70,10 @@ type Sidecar struct {
 	// ends the spool intake's last scan.
 	settling []settling
 	cutFinal context.CancelFunc
-	// lease is lease mode's policy (lease.go); nil when it is off.
-	lease *lease.Policy
+	// lease is lease mode's policy (lease.go); nil when it is off. keep is
+	// the same policy for its hand-backs of kept sandboxes, which every
+	// run with a provider resumes; nil without one.
+	lease, keep *lease.Policy
 
 	// report is the drain's, once AfterChild has run.
 	mu     sync.Mutex
@@ -124,8 +126,12 @@ func Open(cfg config.Config, opts Options) (*Sidecar, error) {
 	return sc, nil
 }
 
-// Close closes the metrics endpoint and the journal.
+// Close stops the hand-backs still under way (they stay pending in the
+// journal), closes the metrics endpoint and the journal.
 func (sc *Sidecar) Close() error {
+	if sc.keep != nil {
+		sc.keep.Close()
+	}
 	sc.stopMetrics()
 	return sc.journal.Close()
 }
@@ -254,6 +260,9 @@ func (sc *Sidecar) Listen() error {
 		actors = append(actors, a)
 	}
 	sc.actors = actors
+	if sc.keep != nil {
+		sc.keep.Resume() // lease.go: hand-backs an earlier run left pending
+	}
 	return nil
 }
 
@@ -261,6 +270,7 @@ func (sc *Sidecar) Listen() error {
 func (sc *Sidecar) withLogger(component string) *intake.Intake {
 	in := *sc.intake
 	in.Logger = sc.log.With("component", component)
+	in.Declared = sc.declared(component) // metrics.go
 	return &in
 }
 
@@ -300,6 +310,7 @@ func (sc *Sidecar) AfterChild(ctx context.Context, st supervisor.Status) error {
 	if sc.metrics != nil && (err == nil || errors.Is(err, reaper.ErrUnresolved)) {
 		sc.metrics.ObserveDrain(rep)
 	}
+	sc.linger(ctx) // metrics.go
 	if errors.Is(err, reaper.ErrUnresolved) {
 		return nil // reported; --on-unresolved decides what it does to the exit code
 	}

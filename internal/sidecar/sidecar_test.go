@@ -21,6 +21,7 @@ import (
 	"github.com/tether-run/tether/internal/config"
 	"github.com/tether-run/tether/internal/reaper"
 	"github.com/tether-run/tether/internal/testutil"
+	"github.com/tether-run/tether/provider"
 	"github.com/tether-run/tether/provider/daytona"
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
 	"github.com/tether-run/tether/spool"
@@ -304,8 +305,10 @@ func TestRunDrainsWhatTheSocketDeclared(t *testing.T) {
 	w := newWorld(t)
 	w.cfg.DaytonaProxy = false // the runner calls Daytona itself
 	w.cfg.Labels = map[string]string{"team": "infra"}
+	w.cfg.MetricsAddr = "127.0.0.1:0"
 	sc := w.open()
 	st, id := w.runChild(sc, "socket")
+	w.declaredThrough(sc, "socket")
 	if st.Code != childExit {
 		t.Fatalf("child exit %d, want %d", st.Code, childExit)
 	}
@@ -325,8 +328,10 @@ func TestRunDrainsWhatTheSpoolDeclaredLast(t *testing.T) {
 	w := newWorld(t)
 	w.cfg.DaytonaProxy = false
 	w.cfg.Labels = map[string]string{"team": "infra"}
+	w.cfg.MetricsAddr = "127.0.0.1:0"
 	sc := w.open()
 	st, id := w.runChild(sc, "spool")
+	w.declaredThrough(sc, "spool")
 	if st.Code != 0 {
 		t.Fatalf("child exit %d, want 0", st.Code)
 	}
@@ -358,12 +363,12 @@ func TestRunHandsBackWhatTheRunnerKept(t *testing.T) {
 	if !ok || sb.DeleteRequested {
 		t.Fatalf("sandbox %s the runner kept: found %v, delete requested %v", id, ok, sb.DeleteRequested)
 	}
-	if sb.AutoStopInterval != w.cfg.DaytonaAutoStop || sb.AutoDeleteInterval != -1 {
-		t.Errorf("sandbox %s the runner kept: auto-stop %d, auto-delete %d; want %d and -1 (its lease ended)", id, sb.AutoStopInterval, sb.AutoDeleteInterval, w.cfg.DaytonaAutoStop)
+	if sb.AutoStopInterval != w.cfg.DaytonaAutoStop || sb.AutoDeleteInterval != -1 || sb.Labels[provider.LabelKeep] != "true" {
+		t.Errorf("sandbox %s the runner kept: auto-stop %d, auto-delete %d, labels %v; want %d, -1 and %s=true (handed back)", id, sb.AutoStopInterval, sb.AutoDeleteInterval, sb.Labels, w.cfg.DaytonaAutoStop, provider.LabelKeep)
 	}
 	all, err := sc.Journal().All()
-	if err != nil || len(all) != 1 || all[0].State != spool.Released || all[0].Outcome != spool.OutcomeKept {
-		t.Fatalf("journal: %+v, %v; want one intent released as kept", all, err)
+	if err != nil || len(all) != 1 || all[0].State != spool.Released || all[0].Outcome != spool.OutcomeKept || all[0].Lease != leaseTestMinutes || !all[0].HandedBack {
+		t.Fatalf("journal: %+v, %v; want one intent released as kept under the lease, its hand-back journaled", all, err)
 	}
 	if n := sc.Unresolved(); n != 0 {
 		t.Errorf("Unresolved = %d, want 0", n)

@@ -417,6 +417,17 @@ func (p *Provider) SetAutoStop(ctx context.Context, id string, minutes int) erro
 	})
 }
 
+var _ provider.Labeler = (*Provider)(nil)
+
+// SetLabels replaces every label of the sandbox (PUT /sandbox/{id}/labels,
+// a full replace: sandbox.service.ts:2837-2850 at v0.190.0).
+func (p *Provider) SetLabels(ctx context.Context, id string, labels map[string]string) error {
+	return p.call(ctx, "labels", id, func(ctx context.Context) (*http.Response, error) {
+		_, resp, err := p.api.SandboxAPI.ReplaceLabels(ctx, id).SandboxLabels(*apiclient.NewSandboxLabels(labels)).Execute()
+		return resp, err
+	})
+}
+
 // Create makes a sandbox with this name and labels, in the configured target.
 // autoStopMinutes nil leaves the server's default (15). It is what a runner
 // does; tether itself uses it only in tests and the demo.
@@ -744,24 +755,35 @@ const maxRetryAfter = time.Hour
 
 func fromSandbox(sb *apiclient.Sandbox) provider.Sandbox {
 	return provider.Sandbox{
-		ID:              sb.GetId(),
-		Name:            sb.GetName(),
-		State:           mapState(sb.GetState()),
-		Labels:          sb.GetLabels(),
-		AutoStopMinutes: int(sb.GetAutoStopInterval()),
-		CreatedAt:       parseTime(sb.GetCreatedAt()),
+		ID:                sb.GetId(),
+		Name:              sb.GetName(),
+		State:             mapState(sb.GetState()),
+		Labels:            sb.GetLabels(),
+		AutoStopMinutes:   int(sb.GetAutoStopInterval()),
+		AutoDeleteMinutes: autoDelete(sb.AutoDeleteInterval),
+		CreatedAt:         parseTime(sb.GetCreatedAt()),
 	}
 }
 
 func fromListItem(it *apiclient.SandboxListItem) provider.Sandbox {
 	return provider.Sandbox{
-		ID:              it.GetId(),
-		Name:            it.GetName(),
-		State:           mapState(it.GetState()),
-		Labels:          it.GetLabels(),
-		AutoStopMinutes: int(it.GetAutoStopInterval()),
-		CreatedAt:       parseTime(it.GetCreatedAt()),
+		ID:                it.GetId(),
+		Name:              it.GetName(),
+		State:             mapState(it.GetState()),
+		Labels:            it.GetLabels(),
+		AutoStopMinutes:   int(it.GetAutoStopInterval()),
+		AutoDeleteMinutes: autoDelete(it.AutoDeleteInterval),
+		CreatedAt:         parseTime(it.GetCreatedAt()),
 	}
+}
+
+// autoDelete is a sandbox's auto-delete interval; absent is Daytona's
+// default, never.
+func autoDelete(v *float32) int {
+	if v == nil || *v < 0 {
+		return -1
+	}
+	return int(*v)
 }
 
 // mapState maps Daytona's state onto the provider's words. Daytona's own

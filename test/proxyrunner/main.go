@@ -20,6 +20,9 @@
 //	url          url - <DAYTONA_API_URL> -
 //	snapshot:S                             create from snapshot S from now on
 //	key:KEY                                use KEY from now on, not DAYTONA_API_KEY
+//	stop:I, start:I, archive:I             that call on the I-th it created (from 0):
+//	             stopped|started|archived - <name> <id>
+//	sleep:D                                wait D
 //	exit                                   exit 0 after "ready"
 package main
 
@@ -142,6 +145,18 @@ func main() {
 			snapshot = arg
 		case "key":
 			api = newAPI(arg)
+		case "stop", "start", "archive":
+			i, err := strconv.Atoi(arg)
+			if err != nil || i < 0 || i >= len(held) {
+				fail("%s: no sandbox %q", verb, arg)
+			}
+			lifecycle(ctx, api, verb, held[i])
+		case "sleep":
+			d, err := time.ParseDuration(arg)
+			if err != nil {
+				fail("sleep: %v", err)
+			}
+			time.Sleep(d)
 		case "url":
 			fmt.Printf("url - %s -\n", os.Getenv("DAYTONA_API_URL"))
 		case "exit":
@@ -158,6 +173,24 @@ func main() {
 	for { // held until killed: no cleanup ever runs
 		time.Sleep(time.Hour)
 	}
+}
+
+// lifecycle makes one of the SDKs' Stop, Start or Archive calls.
+func lifecycle(ctx context.Context, api apiclient.SandboxAPI, verb string, sb sandbox) {
+	var err error
+	switch verb {
+	case "stop":
+		_, _, err = api.StopSandbox(ctx, sb.id).Execute()
+	case "start":
+		_, _, err = api.StartSandbox(ctx, sb.id).Execute()
+	case "archive":
+		_, _, err = api.ArchiveSandbox(ctx, sb.id).Execute()
+	}
+	if err != nil {
+		fail("%s %s: %v", verb, sb.id, err)
+	}
+	done := map[string]string{"stop": "stopped", "start": "started", "archive": "archived"}[verb]
+	fmt.Printf("%s - %s %s\n", done, sb.name, sb.id)
 }
 
 func fail(format string, a ...any) {

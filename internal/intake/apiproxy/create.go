@@ -87,8 +87,8 @@ func (p *Proxy) Create(w http.ResponseWriter, r *http.Request, c Create) {
 	// runner's hanging up does not cut the write short: a half-known
 	// outcome would leave a name the drain polls for nothing.
 	crashpoint.Hit(crashpoint.ProxyBeforeJournal)
-	in, _, err := p.Journal.Create(context.WithoutCancel(r.Context()), spool.NewIntent{
-		Labels: p.Labels, Provider: p.Provider, Account: c.Account, Name: c.Name, ParentIntent: c.ParentIntent,
+	in, _, err := p.Declare(context.WithoutCancel(r.Context()), spool.NewIntent{
+		Labels: p.Labels, Provider: p.Provider, Account: c.Account, Name: c.Name, ParentIntent: c.ParentIntent, Lease: p.Lease,
 	})
 	if err != nil {
 		code := http.StatusServiceUnavailable

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -164,8 +165,9 @@ func FuzzMergeLabelsBody(f *testing.F) {
 
 // FuzzSetterRule feeds arbitrary setter intervals (the path segment) to the
 // interval rule: an auto-stop that means "never" never reaches Daytona
-// while a backstop is set, lease mode always sends its own intervals, and
-// every other interval passes as the runner sent it.
+// while a backstop is set, lease mode always sends its own auto-stop and an
+// auto-delete of at most the lease, and every other interval passes as the
+// runner sent it.
 func FuzzSetterRule(f *testing.F) {
 	for _, seed := range []string{"0", "0.0", "-0", "15", "-1", "1e3", "abc", "", "null", " 0"} {
 		f.Add(seed, false)
@@ -184,7 +186,11 @@ func FuzzSetterRule(f *testing.F) {
 					t.Fatalf("lease: auto-stop %q sent as %q", sent, v)
 				}
 			case lease && field == fieldAutoDelete:
-				if strings.TrimSpace(string(v)) != "0" {
+				// At most the lease; 0 (ephemeral: the runner's own stop
+				// deletes it) only when the runner sent 0.
+				got, err := strconv.ParseFloat(strings.TrimSpace(string(v)), 64)
+				asked, aerr := strconv.ParseFloat(strings.TrimSpace(sent), 64)
+				if err != nil || got < 0 || got > 3 || got == 0 && (aerr != nil || asked != 0) {
 					t.Fatalf("lease: auto-delete %q sent as %q", sent, v)
 				}
 			case field == fieldAutoStop && intervalOff(json.RawMessage(sent)):

@@ -19,9 +19,10 @@ type intervals struct {
 	// for "off" too), Daytona's "never stop"; 0 leaves it as sent.
 	backstop int
 	// lease, in lease mode (tether run --lease), is the auto-stop every
-	// sandbox gets, with auto-delete 0, so that a sandbox whose renewals
-	// stop (tether gone with its host) is stopped and deleted by Daytona
-	// itself; 0: off.
+	// sandbox gets, with an auto-delete of at most as many minutes
+	// (leaseAutoDelete: not 0, so the runner's own stop deletes nothing),
+	// so that a sandbox whose renewals stop (tether gone with its host) is
+	// stopped and deleted by Daytona itself; 0: off.
 	lease int
 }
 
@@ -40,7 +41,7 @@ func (iv intervals) apply(field string, sent json.RawMessage) (json.RawMessage, 
 	case field == fieldAutoStop && iv.lease > 0:
 		want = strconv.Itoa(iv.lease)
 	case field == fieldAutoDelete && iv.lease > 0:
-		want = "0"
+		return leaseAutoDelete(sent, iv.lease)
 	case field == fieldAutoStop && iv.backstop > 0 && sent != nil && intervalOff(sent):
 		want = strconv.Itoa(iv.backstop)
 	default:

@@ -3,41 +3,60 @@ package daytonaproxy
 import (
 	"bytes"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 
 	apiclient "github.com/daytonaio/daytona/libs/api-client-go"
 )
 
-// In lease mode every create gets the short auto-stop and auto-delete 0,
-// whatever the runner asked for (and the replacement is logged).
+// In lease mode every create gets the short auto-stop, whatever the runner
+// asked for, and an auto-delete of at most the lease: never (Daytona's
+// default) and longer ones become the lease, an ephemeral one (0) and a
+// shorter one stay. Replacements are logged.
 func TestLeaseModeSetsTheIntervalsOfEveryCreate(t *testing.T) {
 	w := newWorld(t, nil)
 	w.p.LeaseMinutes = 2
 	for _, tc := range []struct {
-		name string
-		req  func() *apiclient.CreateSandbox
+		name       string
+		req        func() *apiclient.CreateSandbox
+		autoDelete int
 	}{
-		{"absent", apiclient.NewCreateSandbox},
+		{"absent", apiclient.NewCreateSandbox, 2},
 		{"runner's own", func() *apiclient.CreateSandbox {
 			r := apiclient.NewCreateSandbox()
 			r.SetAutoStopInterval(30)
 			r.SetAutoDeleteInterval(-1)
 			return r
-		}},
+		}, 2},
 		{"off", func() *apiclient.CreateSandbox {
 			r := apiclient.NewCreateSandbox()
 			r.SetAutoStopInterval(0)
 			return r
-		}},
+		}, 2},
+		{"longer", func() *apiclient.CreateSandbox {
+			r := apiclient.NewCreateSandbox()
+			r.SetAutoDeleteInterval(60)
+			return r
+		}, 2},
+		{"ephemeral", func() *apiclient.CreateSandbox {
+			r := apiclient.NewCreateSandbox()
+			r.SetAutoDeleteInterval(0)
+			return r
+		}, 0},
+		{"shorter", func() *apiclient.CreateSandbox {
+			r := apiclient.NewCreateSandbox()
+			r.SetAutoDeleteInterval(1)
+			return r
+		}, 1},
 	} {
 		sb, _, err := w.runner().SandboxAPI.CreateSandbox(ctx(t)).CreateSandbox(*tc.req()).Execute()
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
 		rec, _ := w.sim.Sandbox(sb.GetId())
-		if rec.AutoStopInterval != 2 || rec.AutoDeleteInterval != 0 {
-			t.Errorf("%s: auto-stop %d auto-delete %d, want the lease 2 and 0", tc.name, rec.AutoStopInterval, rec.AutoDeleteInterval)
+		if rec.AutoStopInterval != 2 || rec.AutoDeleteInterval != tc.autoDelete {
+			t.Errorf("%s: auto-stop %d auto-delete %d, want the lease 2 and %d", tc.name, rec.AutoStopInterval, rec.AutoDeleteInterval, tc.autoDelete)
 		}
 	}
 	if !strings.Contains(w.logs.String(), "lease mode replaces the runner's intervals") {
@@ -54,7 +73,7 @@ func TestLeaseRuleKeepsEveryOtherField(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"autoDeleteInterval":0,"autoStopInterval":3,"labels":{"tether-owner":"o"},"name":"a<b","x":{"y":[1,2]}}`
+	want := `{"autoDeleteInterval":3,"autoStopInterval":3,"labels":{"tether-owner":"o"},"name":"a<b","x":{"y":[1,2]}}`
 	if string(out) != want {
 		t.Errorf("body %s, want %s", out, want)
 	}
@@ -64,8 +83,9 @@ func TestLeaseRuleKeepsEveryOtherField(t *testing.T) {
 }
 
 // FuzzLeaseRule: for every body the proxy accepts, lease mode never fails,
-// sets exactly its two intervals and keeps every other field as the
-// rewrite without any interval rule sends it.
+// sets the lease's auto-stop and an auto-delete from 0 (only if the runner
+// asked for 0) to the lease, and keeps every other field as the rewrite
+// without any interval rule sends it.
 func FuzzLeaseRule(f *testing.F) {
 	for _, seed := range []string{
 		`{}`, `{"autoStopInterval":5,"autoDeleteInterval":-1,"name":"x"}`,
@@ -91,8 +111,12 @@ func FuzzLeaseRule(f *testing.F) {
 		if json.Unmarshal(plain, &before) != nil || json.Unmarshal(out, &after) != nil {
 			t.Fatal("a body does not decode")
 		}
-		if string(after[fieldAutoStop]) != "2" || string(after[fieldAutoDelete]) != "0" {
+		del, err := strconv.ParseFloat(string(bytes.TrimSpace(after[fieldAutoDelete])), 64)
+		if string(after[fieldAutoStop]) != "2" || err != nil || del < 0 || del > 2 {
 			t.Fatalf("intervals %s %s", after[fieldAutoStop], after[fieldAutoDelete])
+		}
+		if asked, err := strconv.ParseFloat(string(bytes.TrimSpace(before[fieldAutoDelete])), 64); del == 0 && (err != nil || asked != 0) {
+			t.Fatalf("made ephemeral: the runner sent auto-delete %s", before[fieldAutoDelete])
 		}
 		for k, v := range before {
 			if k != fieldAutoStop && k != fieldAutoDelete && !bytes.Equal(bytes.TrimSpace(after[k]), bytes.TrimSpace(v)) {

@@ -82,7 +82,7 @@ type Proxy struct {
 	// create; 0 leaves it as the runner sent it.
 	AutoStopMinutes int
 	// LeaseMinutes, in lease mode (tether run --lease), is the auto-stop
-	// every create gets, with auto-delete 0 (lease.go); 0: off.
+	// every create gets, with an auto-delete of at most as many (lease.go); 0: off.
 	LeaseMinutes int
 	// Vouch, if set, is told of each sandbox a create or fork answer
 	// showed (the reaper's Vouch): Daytona's own read of the sandbox, so

@@ -28,7 +28,7 @@ const fieldLabelsBody = "labels"
 func (p *Proxy) replaceLabels(w http.ResponseWriter, r *http.Request, rt route) bool {
 	in, ok := p.core.Ours(p.accountOf(r.Header), rt.idOrName)
 	if !ok {
-		return true
+		return p.keepLabel(w, r, rt) // keep.go
 	}
 	body, ok := p.core.ReadCreate(w, r)
 	if !ok {

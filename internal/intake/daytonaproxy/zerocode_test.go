@@ -259,7 +259,7 @@ func TestSettersFollowTheCreatesRule(t *testing.T) {
 }
 
 // In lease mode a setter cannot take the lease off: auto-stop stays the
-// lease, auto-delete stays 0.
+// lease, auto-delete at most the lease.
 func TestSettersKeepTheLease(t *testing.T) {
 	w := newWorld(t, nil)
 	w.p.LeaseMinutes = 2
@@ -271,8 +271,8 @@ func TestSettersKeepTheLease(t *testing.T) {
 	if _, _, err := c.SandboxAPI.SetAutoDeleteInterval(ctx(t), id, -1).Execute(); err != nil {
 		t.Fatal(err)
 	}
-	if rec, _ := w.sim.Sandbox(id); rec.AutoStopInterval != 2 || rec.AutoDeleteInterval != 0 {
-		t.Fatalf("intervals %d/%d, want the lease's 2/0", rec.AutoStopInterval, rec.AutoDeleteInterval)
+	if rec, _ := w.sim.Sandbox(id); rec.AutoStopInterval != 2 || rec.AutoDeleteInterval != 2 {
+		t.Fatalf("intervals %d/%d, want the lease's 2/2", rec.AutoStopInterval, rec.AutoDeleteInterval)
 	}
 	if !strings.Contains(w.logs.String(), "lease mode replaces the runner's intervals") {
 		t.Errorf("not logged:\n%s", w.logs)

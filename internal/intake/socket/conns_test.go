@@ -127,10 +127,13 @@ func TestAllConnectionsBusy(t *testing.T) {
 			// the one a newer connection closes (the cap closes the one
 			// that has waited longest): the other delete's, or the idle
 			// keep-alive of the creates. A client then sends again.
-			for attempt := 0; ; attempt++ {
+			// Bounded by time, not by a count of tries: on a loaded
+			// machine fifty quick tries can all be closed by the cap.
+			deadline := time.Now().Add(testutil.WaitBound / 2)
+			for {
 				req, _ := http.NewRequest("DELETE", "http://tether/v1/intents/"+id, nil)
 				resp, err := unixHTTP(f.sock).Do(req)
-				if err != nil && attempt < 50 {
+				if err != nil && time.Now().Before(deadline) {
 					time.Sleep(10 * time.Millisecond)
 					continue
 				}

@@ -426,7 +426,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	crashpoint.Hit(crashpoint.APIBeforeJournal)
-	in, created, err := s.Journal.Create(r.Context(), s.NewIntent(req.Labels, req.OnDrain, req.Key, ""))
+	in, created, err := s.Declare(r.Context(), s.NewIntent(req.Labels, req.OnDrain, req.Key, ""))
 	if err != nil {
 		s.journalError(w, err)
 		return

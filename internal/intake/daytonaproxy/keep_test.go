@@ -1,0 +1,54 @@
+package daytonaproxy
+
+import (
+	"testing"
+
+	apiclient "github.com/daytonaio/daytona/libs/api-client-go"
+
+	"github.com/tether-run/tether/provider"
+	"github.com/tether-run/tether/spool"
+)
+
+// A label replacement of a sandbox tether keeps (released as kept under a
+// lease, or stopped on purpose) keeps tether-keep=true; one of a sandbox
+// released as deleted, or as kept outside lease mode, is the runner's own.
+func TestLabelReplacementKeepsTheKeepLabel(t *testing.T) {
+	w := newWorld(t, nil)
+	w.p.Intake.Lease = 2
+	w.p.LeaseMinutes = 2
+	c := w.runner()
+	replace := func(id string) map[string]string {
+		t.Helper()
+		if _, _, err := c.SandboxAPI.ReplaceLabels(ctx(t), id).SandboxLabels(*apiclient.NewSandboxLabels(map[string]string{"team": "z"})).Execute(); err != nil {
+			t.Fatal(err)
+		}
+		rec, _ := w.sim.Sandbox(id)
+		return rec.Labels
+	}
+	release := func(id, outcome string) {
+		t.Helper()
+		if _, err := w.j.Release(w.intentOf(id).ID, outcome); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kept := w.create("", -1)
+	release(kept, spool.OutcomeKept)
+	if got := replace(kept); got[provider.LabelKeep] != "true" || got["team"] != "z" {
+		t.Errorf("a sandbox released as kept under a lease, relabelled: %v, want the runner's and %s=true", got, provider.LabelKeep)
+	}
+	stopped := w.create("", -1)
+	in := w.intentOf(stopped)
+	for _, st := range []spool.State{spool.Releasing, spool.Stopped} {
+		if _, err := w.j.Transition(in.ID, st, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := replace(stopped); got[provider.LabelKeep] != "true" {
+		t.Errorf("a sandbox the drain stopped, relabelled: %v, want %s=true", got, provider.LabelKeep)
+	}
+	deleted := w.create("", -1)
+	release(deleted, spool.OutcomeDeleted)
+	if got := replace(deleted); len(got) != 1 || got["team"] != "z" {
+		t.Errorf("a sandbox released as deleted, relabelled: %v, want the runner's alone", got)
+	}
+}

@@ -1,0 +1,103 @@
+package sidecar
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tether-run/tether/internal/config"
+	"github.com/tether-run/tether/internal/testutil"
+	"github.com/tether-run/tether/supervisor"
+)
+
+// scrapeText is one GET /metrics, "" when the endpoint does not answer.
+func scrapeText(addr string) string {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+// TestMetricsLingerAfterTheDrain: with --metrics-linger, the endpoint is
+// still up once the drain is over, and its scrape shows the drain (one
+// drain, the sandbox gone) and the intent the proxy declared; Run returns
+// when the linger ends (here: its context, as a TERM would).
+func TestMetricsLingerAfterTheDrain(t *testing.T) {
+	w := newWorld(t)
+	w.cfg.MetricsAddr = "127.0.0.1:0"
+	w.cfg.MetricsLinger = config.MaxMetricsLinger
+	sc := w.open()
+	addr := sc.metricsServer.Addr()
+	if first := scrapeText(addr); !strings.Contains(first, "tether_drain_duration_seconds_count 0\n") {
+		t.Fatalf("before the child, the drain series is not at 0:\n%s", first)
+	}
+	w.t.Setenv(envChild, "proxy")
+	w.t.Setenv(envOut, filepath.Join(w.dir, "child.out"))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	type result struct {
+		st  supervisor.Status
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		st, err := sc.Run(ctx, []string{os.Args[0], "-test.run=^$"}, nil)
+		done <- result{st, err}
+	}()
+	var text string
+	testutil.WaitFor(t, "a scrape showing the drain", func() bool {
+		text = scrapeText(addr)
+		return strings.Contains(text, "tether_drain_duration_seconds_count 1\n")
+	})
+	for _, want := range []string{
+		`tether_drain_intents_total{state="gone"} 1`,
+		`tether_intents{state="gone"} 1`,
+		`tether_intents{state="pending"} 0`,
+		`tether_intents_declared_total{intake="proxy"} 1`,
+		`tether_intents_declared_total{intake="socket"} 0`,
+		`tether_unresolved_intents 0`,
+	} {
+		if !strings.Contains(text, want+"\n") {
+			t.Errorf("the scrape after the drain lacks %s", want)
+		}
+	}
+	select {
+	case r := <-done:
+		t.Fatalf("Run returned during the linger: %+v %v", r.st, r.err)
+	default:
+	}
+	cancel()
+	select {
+	case r := <-done:
+		if r.err != nil || r.st.Code != 0 {
+			t.Fatalf("Run: %+v %v", r.st, r.err)
+		}
+	case <-time.After(testutil.WaitBound):
+		t.Fatal("Run did not return when the linger was cut")
+	}
+}
+
+// declaredThrough checks, after a run whose runner declared one intent
+// through intake, that the metrics counted it there and nowhere else (the
+// endpoint stays up until Close).
+func (w *world) declaredThrough(sc *Sidecar, intake string) {
+	w.t.Helper()
+	text := scrapeText(sc.metricsServer.Addr())
+	for _, in := range []string{"proxy", "socket", "spool"} {
+		want := `tether_intents_declared_total{intake="` + in + `"} 0`
+		if in == intake {
+			want = `tether_intents_declared_total{intake="` + in + `"} 1`
+		}
+		if !strings.Contains(text, want+"\n") {
+			w.t.Errorf("the scrape after the run lacks %s", want)
+		}
+	}
+}

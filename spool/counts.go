@@ -1,0 +1,329 @@
+package spool
+
+// The intents by state, kept in memory: a metrics scrape must cost the same
+// on a journal of ten intents as on one of ten million, so it reads no
+// record. Every write or delete of a record goes through putRecord or
+// deleteRecord, which note what it does to the counts; the counts move by
+// that once the transaction commits (bbolt runs a transaction's OnCommit
+// handlers after a successful commit only, so a batch rolled back to rerun
+// without a failed change moves nothing). Whatever removes records —
+// quarantine, pruning — calls deleteRecord, and the counts follow.
+//
+// So that opening a journal of a million intents does not decode a million
+// records, every commit of the commit loop also stores the counts in the
+// meta bucket, with the id of the transaction that wrote them (they share
+// the root page bbolt rewrites at every commit anyway). Open takes them as
+// they are when no transaction came after that one; a journal written by
+// anything else since (an older tether, a salvage, a compaction, bbolt's own
+// tools) is counted again by one scan.
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"sync"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+var keyCounts = []byte("counts") // meta: storedCounts
+
+// storedCounts is the meta bucket's copy of the counts.
+type storedCounts struct {
+	Tx int           `json:"tx"` // the transaction that wrote them
+	N  map[State]int `json:"n"`
+}
+
+// tally is a journal's intents by state, and what the write transaction
+// under way (tx) changes of them.
+type tally struct {
+	mu      sync.Mutex
+	n       map[State]int
+	tx      *bolt.Tx
+	pending map[State]int
+}
+
+// tallies finds a journal's tally from inside one of its transactions
+// (putRecord and deleteRecord get only the transaction). A database with no
+// tally (opened read-only, being set up by Open, a salvage's new file)
+// records nothing: its counts are taken by a scan when it is opened, or when
+// they are asked for.
+var tallies sync.Map // *bolt.DB → *tally
+
+// Counts returns the journal's intents by state, from memory: no record is
+// read. A record whose state cannot be read (a read that meets it will
+// quarantine it) is not counted. On a journal opened read-only, it scans.
+func (j *Journal) Counts() (map[State]int, error) {
+	if t, ok := tallies.Load(j.db); ok {
+		t := t.(*tally)
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		return maps.Clone(t.n), nil
+	}
+	var n map[State]int
+	err := j.view(func(tx *bolt.Tx) (err error) {
+		n, err = scanCounts(tx)
+		return err
+	})
+	return n, err
+}
+
+// startCounting takes the counts the last commit stored, or scans for them
+// when something else wrote the journal since (or scan is set), and keeps
+// them from now on. Open calls it after the migration and the compaction
+// it may make, and before the commit loop starts, so no change can fall
+// between the two.
+func (j *Journal) startCounting(scan bool) error {
+	var n map[State]int
+	if err := j.db.View(func(tx *bolt.Tx) (err error) {
+		var s storedCounts
+		if v := tx.Bucket(bucketMeta).Get(keyCounts); !scan && v != nil && json.Unmarshal(v, &s) == nil && s.Tx == tx.ID() && s.N != nil {
+			n = s.N
+			return nil
+		}
+		n, err = scanCounts(tx)
+		return err
+	}); err != nil {
+		return fmt.Errorf("journal %s: count intents: %w", j.path, err)
+	}
+	tallies.Store(j.db, &tally{n: n})
+	return nil
+}
+
+// stopCounting forgets the tally (Close).
+func (j *Journal) stopCounting() { tallies.Delete(j.db) }
+
+// storeCounts writes the counts as they will be once tx commits into the
+// meta bucket, with tx's id. The commit loop calls it last in every
+// transaction.
+func storeCounts(tx *bolt.Tx) error {
+	v, ok := tallies.Load(tx.DB())
+	if !ok {
+		return nil
+	}
+	t := v.(*tally)
+	t.mu.Lock()
+	n := maps.Clone(t.n)
+	if t.tx == tx {
+		for s, k := range t.pending {
+			n[s] += k
+		}
+	}
+	t.mu.Unlock()
+	raw, err := json.Marshal(storedCounts{Tx: tx.ID(), N: n})
+	if err != nil {
+		return err
+	}
+	return tx.Bucket(bucketMeta).Put(keyCounts, raw)
+}
+
+func scanCounts(tx *bolt.Tx) (map[State]int, error) {
+	n := map[State]int{}
+	err := tx.Bucket(bucketIntents).ForEach(func(_, v []byte) error {
+		if s, ok := countedState(v); ok {
+			n[s]++
+		}
+		return nil
+	})
+	return n, err
+}
+
+// countedState is the state a record is counted under; ok is false for a
+// record whose state cannot be read. The scan and every change use it, so a
+// record is taken off the count it was put on, readable or not (a record
+// whose bytes flip after it was counted can leave its count one too high
+// until the next scan). It runs in
+// the commit loop for every write, so it finds the top-level "state" member
+// without decoding the record (topLevelString); a record it cannot walk is
+// decoded instead.
+func countedState(v []byte) (State, bool) {
+	v, _, err := openRecord(v) // record.go: a record that fails its checksum is not counted
+	if v == nil || err != nil {
+		return "", false
+	}
+	s, ok := topLevelString(v, "state")
+	if !ok {
+		var r struct {
+			State State `json:"state"`
+		}
+		if json.Unmarshal(v, &r) != nil {
+			return "", false
+		}
+		s = string(r.State)
+	}
+	if !knownState(State(s)) {
+		return "", false
+	}
+	return State(s), true
+}
+
+// topLevelString returns the value of member key of the JSON object v when
+// it is a string without escapes (the last one, as encoding/json takes);
+// ok is false when v is not an object it can walk, or key is not such a
+// member.
+func topLevelString(v []byte, key string) (string, bool) {
+	i := skipSpace(v, 0)
+	if i >= len(v) || v[i] != '{' {
+		return "", false
+	}
+	i++
+	found, val := false, ""
+	for {
+		i = skipSpace(v, i)
+		if i < len(v) && v[i] == '}' {
+			return val, found
+		}
+		k, end, plain := scanString(v, i)
+		if end < 0 {
+			return "", false
+		}
+		i = skipSpace(v, end)
+		if i >= len(v) || v[i] != ':' {
+			return "", false
+		}
+		i = skipSpace(v, i+1)
+		if plain && string(k) == key {
+			s, end, plainVal := scanString(v, i)
+			if end < 0 || !plainVal {
+				return "", false
+			}
+			found, val, i = true, string(s), end
+		} else if i = skipValue(v, i); i < 0 {
+			return "", false
+		}
+		i = skipSpace(v, i)
+		switch {
+		case i < len(v) && v[i] == ',':
+			i++
+		case i < len(v) && v[i] == '}':
+			return val, found
+		default:
+			return "", false
+		}
+	}
+}
+
+func skipSpace(v []byte, i int) int {
+	for i < len(v) && (v[i] == ' ' || v[i] == '\t' || v[i] == '\n' || v[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// scanString reads the string starting at v[i]: its bytes, the index after
+// it (-1 when there is none), and whether it had no escape.
+func scanString(v []byte, i int) ([]byte, int, bool) {
+	if i >= len(v) || v[i] != '"' {
+		return nil, -1, false
+	}
+	plain := true
+	for j := i + 1; j < len(v); j++ {
+		switch v[j] {
+		case '\\':
+			plain = false
+			j++
+		case '"':
+			return v[i+1 : j], j + 1, plain
+		}
+	}
+	return nil, -1, false
+}
+
+// skipValue returns the index after the value starting at v[i], or -1.
+func skipValue(v []byte, i int) int {
+	if i >= len(v) {
+		return -1
+	}
+	switch v[i] {
+	case '"':
+		_, end, _ := scanString(v, i)
+		return end
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(v); j++ {
+			switch v[j] {
+			case '"':
+				_, end, _ := scanString(v, j)
+				if end < 0 {
+					return -1
+				}
+				j = end - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return j + 1
+				}
+			}
+		}
+		return -1
+	}
+	j := i
+	for j < len(v) && v[j] != ',' && v[j] != '}' && v[j] != ']' && v[j] != ' ' && v[j] != '\n' && v[j] != '\t' && v[j] != '\r' {
+		j++
+	}
+	if j == i {
+		return -1
+	}
+	return j
+}
+
+// putRecord writes record v of intent id, and counts the change.
+func putRecord(tx *bolt.Tx, id, v []byte) error {
+	b := tx.Bucket(bucketIntents)
+	from, to := b.Get(id), v
+	count(tx, from, to)
+	if err := b.Put(id, v); err != nil {
+		return fmt.Errorf("write %s/%s: %w", bucketIntents, truncate(string(id)), err)
+	}
+	return nil
+}
+
+// deleteRecord deletes the record of intent id, and counts it gone.
+func deleteRecord(tx *bolt.Tx, id []byte) error {
+	b := tx.Bucket(bucketIntents)
+	count(tx, b.Get(id), nil)
+	if err := b.Delete(id); err != nil {
+		return fmt.Errorf("delete %s/%s: %w", bucketIntents, truncate(string(id)), err)
+	}
+	return nil
+}
+
+// count notes what replacing record old by record v (nil: deleting it)
+// does to the counts, as part of tx. A failed write after it rolls the
+// whole transaction back, and the note with it.
+func count(tx *bolt.Tx, old, v []byte) {
+	from, okFrom := countedState(old)
+	to, okTo := countedState(v)
+	if okFrom == okTo && from == to {
+		return
+	}
+	got, ok := tallies.Load(tx.DB())
+	if !ok {
+		return
+	}
+	t := got.(*tally)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.tx != tx {
+		// The first change of a new transaction: what an earlier one
+		// noted was applied at its commit, or dropped with its rollback.
+		t.tx, t.pending = tx, map[State]int{}
+		tx.OnCommit(func() {
+			t.mu.Lock()
+			defer t.mu.Unlock()
+			for s, k := range t.pending {
+				if t.n[s] += k; t.n[s] == 0 {
+					delete(t.n, s)
+				}
+			}
+			t.tx, t.pending = nil, nil
+		})
+	}
+	if okFrom {
+		t.pending[from]--
+	}
+	if okTo {
+		t.pending[to]++
+	}
+}

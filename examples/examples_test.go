@@ -7,8 +7,7 @@
 package examples_test
 
 import (
-	"bufio"
-	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -24,28 +23,40 @@ import (
 	"github.com/tether-run/tether/spool"
 )
 
-// waitBound bounds every wait; far above what a step takes when idle.
-const waitBound = 60 * time.Second
+// waitBound bounds every wait for one event.
+const waitBound = testutil.WaitBound
 
 var tetherDir string // holds the tether binary; first on the runners' PATH
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		fmt.Println("SKIP: the examples' end-to-end tests do not run with -short")
+		os.Exit(0)
+	}
+	os.Exit(testMain(m))
+}
+
+func testMain(m *testing.M) int {
+	defer testutil.Cleanup()
+	bin, err := testutil.BuildBinary(testutil.TetherPkg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	// The runners call `tether` by that name, from PATH.
 	dir, err := os.MkdirTemp("", "tether-examples-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+		return 1
 	}
-	cmd := exec.Command("go", "build", "-o", filepath.Join(dir, "tether"), "github.com/tether-run/tether/cmd/tether")
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build tether:", err)
-		os.RemoveAll(dir)
-		os.Exit(1)
+	defer os.RemoveAll(dir)
+	if err := os.Symlink(bin, filepath.Join(dir, "tether")); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
 	}
 	tetherDir = dir
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	return m.Run()
 }
 
 // runners are the examples, as the command that starts each.
@@ -60,13 +71,16 @@ var runners = []struct {
 }
 
 func TestExamples(t *testing.T) {
+	t.Parallel()
 	const sandboxes = 3
 	for _, r := range runners {
 		t.Run(r.name, func(t *testing.T) {
+			t.Parallel()
 			if _, err := exec.LookPath(r.tool); err != nil {
 				t.Skipf("SKIP: %s is not installed: the %s example did not run", r.tool, r.name)
 			}
 			t.Run("job done: the runner cleans up", func(t *testing.T) {
+				t.Parallel()
 				w := newWorld(t)
 				p := w.start(append(r.cmd, "--sandboxes", fmt.Sprint(sandboxes), "--label", "done")...)
 				if code := p.wait(); code != 0 {
@@ -85,6 +99,7 @@ func TestExamples(t *testing.T) {
 				}
 			})
 			t.Run("stopped mid-job: tether cleans up", func(t *testing.T) {
+				t.Parallel()
 				w := newWorld(t)
 				p := w.start(append(r.cmd, "--sandboxes", fmt.Sprint(sandboxes), "--label", "killed", "--hold")...)
 				if got := p.ready(); got != sandboxes {
@@ -115,8 +130,7 @@ type world struct {
 }
 
 func newWorld(t *testing.T, opts ...daytonatest.Option) *world {
-	sim := daytonatest.NewServer(append([]daytonatest.Option{daytonatest.WithCreateDelay(10 * time.Millisecond), daytonatest.WithDestroyDelay(50 * time.Millisecond)}, opts...)...)
-	t.Cleanup(sim.Close)
+	sim, _ := testutil.Daytona(t, append([]daytonatest.Option{daytonatest.WithCreateDelay(10 * time.Millisecond), daytonatest.WithDestroyDelay(50 * time.Millisecond)}, opts...)...)
 	// A short path: Unix socket paths are limited to about 100 bytes.
 	dir, err := os.MkdirTemp("", "tx")
 	if err != nil {
@@ -182,20 +196,20 @@ func (w *world) intents() []spool.Intent {
 	return all
 }
 
+// proc is one `tether run` of an example runner.
 type proc struct {
+	*testutil.Proc
 	t      *testing.T
 	cmd    *exec.Cmd
-	lines  chan string
 	stderr *testutil.Buffer
-	done   chan struct{}
-	err    error
 }
 
 // start runs `tether run -- runner...` in this directory.
 func (w *world) start(runner ...string) *proc {
 	t := w.t
 	t.Helper()
-	args := []string{"run", "--journal", w.journal, "--socket", filepath.Join(w.dir, "t.sock"), "--spool", filepath.Join(w.dir, "spool"), "--drain-timeout", "30s", "--"}
+	args := []string{"run", "--journal", w.journal, "--socket", filepath.Join(w.dir, "t.sock"), "--spool", filepath.Join(w.dir, "spool"),
+		"--drain-timeout", testutil.DrainTimeout.String(), "--"}
 	cmd := exec.Command(filepath.Join(tetherDir, "tether"), append(args, runner...)...)
 	var env []string
 	for _, kv := range os.Environ() {
@@ -203,79 +217,47 @@ func (w *world) start(runner ...string) *proc {
 			env = append(env, kv)
 		}
 	}
-	cmd.Env = append(env, "PATH="+tetherDir+":"+os.Getenv("PATH"), "DAYTONA_API_URL="+w.sim.URL, "DAYTONA_API_KEY="+daytonatest.DefaultKey)
+	cmd.Env = append(append(env, "PATH="+tetherDir+":"+os.Getenv("PATH")), testutil.DaytonaEnv(w.sim)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &proc{t: t, cmd: cmd, lines: make(chan string, 1024), stderr: &testutil.Buffer{}, done: make(chan struct{})}
-	cmd.Stderr = p.stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			p.lines <- sc.Text()
+	p := testutil.Start(t, cmd)
+	return &proc{Proc: p, t: t, cmd: cmd, stderr: p.Stderr}
+}
+
+// untilReady returns the runner's lines up to "ready".
+func (p *proc) untilReady() []string {
+	p.t.Helper()
+	var out []string
+	deadline := time.Now().Add(waitBound)
+	for {
+		if time.Now().After(deadline) {
+			p.t.Fatalf("the runner was not ready within %s; it said %q", waitBound, out)
 		}
-		close(p.lines)
-		p.err = cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-p.done
+		l, ok := p.NextLine()
+		if !ok {
+			p.Wait()
+			p.t.Fatalf("tether exited before the runner was ready (%v); stderr:\n%s", p.Err(), p.stderr)
 		}
-	})
-	return p
+		if l == "ready" {
+			return out
+		}
+		out = append(out, l)
+	}
 }
 
 // ready reads lines until "ready" and returns how many sandboxes were created.
 func (p *proc) ready() int {
 	p.t.Helper()
 	n := 0
-	timeout := time.After(waitBound)
-	for {
-		select {
-		case l, ok := <-p.lines:
-			if !ok {
-				<-p.done
-				p.t.Fatalf("tether exited before ready (%v); stderr:\n%s", p.err, p.stderr)
-			}
-			if l == "ready" {
-				return n
-			}
-			if strings.HasPrefix(l, "created ") {
-				n++
-			}
-		case <-timeout:
-			p.t.Fatalf("not ready within %s; stderr:\n%s", waitBound, p.stderr)
+	for _, l := range p.untilReady() {
+		if strings.HasPrefix(l, "created ") {
+			n++
 		}
 	}
+	return n
 }
 
 // wait returns tether's exit code.
 func (p *proc) wait() int {
 	p.t.Helper()
-	go func() {
-		for range p.lines {
-		}
-	}()
-	select {
-	case <-p.done:
-	case <-time.After(waitBound):
-		p.t.Fatalf("tether did not exit within %s; stderr:\n%s", waitBound, p.stderr)
-	}
-	var ee *exec.ExitError
-	if errors.As(p.err, &ee) {
-		return ee.ExitCode()
-	}
-	if p.err != nil {
-		p.t.Fatal(p.err)
-	}
-	return 0
+	return p.Wait()
 }

@@ -39,9 +39,11 @@ var zeroCodeRunners = []struct {
 // the drain meets the runner's deletes still under way: a drain that sent
 // them a second DELETE would fail the count.
 func TestZeroCodeExamples(t *testing.T) {
+	t.Parallel()
 	const unnamed, deleted = 3, 2
 	for _, r := range zeroCodeRunners {
 		t.Run(r.name, func(t *testing.T) {
+			t.Parallel()
 			if _, err := exec.LookPath(r.tool); err != nil {
 				t.Skipf("SKIP: %s is not installed: the %s zero-code example did not run", r.tool, r.name)
 			}
@@ -49,6 +51,7 @@ func TestZeroCodeExamples(t *testing.T) {
 			// OOM killer); stopped: SIGTERM to tether (docker stop), forwarded.
 			for _, how := range []string{"exits", "killed", "stopped"} {
 				t.Run(how, func(t *testing.T) {
+					t.Parallel()
 					w := newWorld(t, daytonatest.WithDestroyLag(destroyLag))
 					name := "zerocode-" + r.name + "-" + how
 					args := append(r.cmd, "--sandboxes", fmt.Sprint(unnamed), "--name", name, "--delete", fmt.Sprint(deleted))
@@ -176,28 +179,16 @@ func (s sandboxes) named(name string) string {
 func (p *proc) zeroCodeReady() (created, deleted sandboxes) {
 	p.t.Helper()
 	created, deleted = sandboxes{}, sandboxes{}
-	timeout := time.After(waitBound)
-	for {
-		select {
-		case l, ok := <-p.lines:
-			if !ok {
-				<-p.done
-				p.t.Fatalf("tether exited before the runner was ready (%v); stderr:\n%s", p.err, p.stderr)
-			}
-			if l == "ready" {
-				return created, deleted
-			}
-			f := strings.Fields(l)
-			switch {
-			case len(f) == 3 && f[0] == "created":
-				created[f[1]] = f[2]
-			case len(f) == 3 && f[0] == "deleted":
-				deleted[f[1]] = f[2]
-			}
-		case <-timeout:
-			p.t.Fatalf("the runner was not ready within %s; stderr:\n%s", waitBound, p.stderr)
+	for _, l := range p.untilReady() {
+		f := strings.Fields(l)
+		switch {
+		case len(f) == 3 && f[0] == "created":
+			created[f[1]] = f[2]
+		case len(f) == 3 && f[0] == "deleted":
+			deleted[f[1]] = f[2]
 		}
 	}
+	return created, deleted
 }
 
 // childOf is the pid of the one child of pid (tether's runner), read from

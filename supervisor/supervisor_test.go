@@ -24,7 +24,7 @@ import (
 const helperEnv = "SUPERVISOR_TEST_HELPER"
 
 // waitLimit bounds every wait; each ends as soon as its condition holds.
-const waitLimit = 20 * time.Second
+const waitLimit = testutil.WaitBound
 
 func TestMain(m *testing.M) {
 	if os.Getenv(helperEnv) != "" {

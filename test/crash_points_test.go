@@ -5,11 +5,9 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -40,34 +38,11 @@ const (
 // runner); by default each case runs one of them, alternating.
 const envCrashAll = "TETHER_CRASH_ALL"
 
-var crashBin struct {
-	once           sync.Once
-	tether, runner string
-	err            error
-}
-
-// crashBinaries builds tether and test/crashrunner with -tags crashpoints,
-// once, beside the release build of TestMain.
+// crashBinaries is tether and test/crashrunner built with -tags
+// crashpoints, once per go test run.
 func crashBinaries(t *testing.T) (tether, runner string) {
 	t.Helper()
-	crashBin.once.Do(func() {
-		dir := filepath.Dir(bin.tether)
-		crashBin.tether = filepath.Join(dir, "tether-crashpoints")
-		crashBin.runner = filepath.Join(dir, "crashrunner")
-		for out, pkg := range map[string]string{
-			crashBin.tether: "github.com/tether-run/tether/cmd/tether",
-			crashBin.runner: "github.com/tether-run/tether/test/crashrunner",
-		} {
-			if b, err := exec.Command("go", "build", "-tags", "crashpoints", "-o", out, pkg).CombinedOutput(); err != nil {
-				crashBin.err = fmt.Errorf("build %s with crash points: %v\n%s", pkg, err, b)
-				return
-			}
-		}
-	})
-	if crashBin.err != nil {
-		t.Fatal(crashBin.err)
-	}
-	return crashBin.tether, crashBin.runner
+	return testutil.Build(t, testutil.TetherPkg, "crashpoints"), testutil.Build(t, testutil.Module+"/test/crashrunner", "crashpoints")
 }
 
 // Where a case's crash happens.
@@ -250,25 +225,17 @@ func (w *world) plantOtherAccount() {
 // output (tether and its runner died), within waitBound.
 func (p *proc) collect() (out runnerOut, ready bool) {
 	p.t.Helper()
-	timeout := time.NewTimer(waitBound)
-	defer timeout.Stop()
+	deadline := time.Now().Add(waitBound)
 	for {
-		select {
-		case line, ok := <-p.lines:
-			if !ok {
-				return out, false
-			}
-			f := strings.Fields(line)
-			switch {
-			case len(f) == 1 && f[0] == "ready":
-				return out, true
-			case len(f) == 2 && f[0] == "pid":
-				fmt.Sscan(f[1], &out.pid)
-			case len(f) >= 4:
-				out.lines = append(out.lines, runnerLine{how: f[0], intent: f[1], name: f[2], sandbox: f[3]})
-			}
-		case <-timeout.C:
+		if time.Now().After(deadline) {
 			p.t.Fatalf("the runner neither finished nor died within %s; stderr:\n%s", waitBound, p.stderr)
+		}
+		line, ok := p.NextLine()
+		if !ok {
+			return out, false
+		}
+		if out.add(line) {
+			return out, true
 		}
 	}
 }

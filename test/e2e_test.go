@@ -10,15 +10,15 @@
 package e2e_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,22 +30,33 @@ import (
 
 	"github.com/oklog/ulid/v2"
 
+	"github.com/tether-run/tether/examples/go/samplerunner"
 	"github.com/tether-run/tether/intentapi"
 	"github.com/tether-run/tether/intentapi/client"
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
 	"github.com/tether-run/tether/spool"
 )
 
-// Bounds of every wait. They are far above what the steps take on an idle
-// machine, so that only a real hang fails a test on a loaded one.
+// Bounds of every wait: the one set of internal/testutil. They are far
+// above what the steps take on an idle machine, so that only a real hang
+// fails a test on a loaded one.
 const (
 	// waitBound bounds a poll of a condition and a runner's "ready".
-	waitBound = 30 * time.Second
+	waitBound = testutil.WaitBound
 	// exitBound bounds the wait for a tether process to exit.
-	exitBound = 60 * time.Second
+	exitBound = testutil.ExitBound
+)
+
+// Drain deadlines given to tether.
+var (
 	// drainTimeout is given to every tether whose drain must converge; the
 	// report then proves it did, before this deadline.
-	drainTimeout = "30s"
+	drainTimeout = testutil.DrainTimeout.String()
+	// unresolvedDrain is given to a tether whose drain runs to its deadline
+	// (an intent it cannot resolve) and must have finished everything else
+	// before it: long enough for that on a loaded machine, where a few
+	// seconds were not.
+	unresolvedDrain = (10 * time.Second).String()
 )
 
 // Simulated timings: short, but long enough that deletion is visibly
@@ -61,28 +72,40 @@ const otherOrg = "org-other"
 var bin struct{ tether, runner string }
 
 func TestMain(m *testing.M) {
+	if os.Getenv(helperEnv) != "" {
+		os.Exit(runHelper(os.Args[1:]))
+	}
 	os.Exit(testMain(m))
 }
 
 func testMain(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "tether-e2e-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+	flag.Parse()
+	if testing.Short() {
+		fmt.Println("SKIP: the end-to-end tests of test/ do not run with -short")
+		return 0
 	}
-	defer os.RemoveAll(dir)
-	bin.tether = filepath.Join(dir, "tether")
-	bin.runner = filepath.Join(dir, "runner")
-	for out, pkg := range map[string]string{
-		bin.tether: "github.com/tether-run/tether/cmd/tether",
-		bin.runner: "github.com/tether-run/tether/examples/go",
+	// Helpers are this test binary; with -race each would sleep a second
+	// before exiting, which slows every test down (not a correctness issue).
+	os.Setenv("GORACE", strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
+	// Most of these tests wait on timers and other processes (leases,
+	// graces, drains), not on this process's CPU: run more of them at once
+	// than GOMAXPROCS, unless -parallel was given.
+	parallelSet := false
+	flag.Visit(func(f *flag.Flag) { parallelSet = parallelSet || f.Name == "test.parallel" })
+	if !parallelSet {
+		flag.Set("test.parallel", strconv.Itoa(max(4, 2*runtime.GOMAXPROCS(0))))
+	}
+	defer testutil.Cleanup()
+	for out, pkg := range map[*string]string{
+		&bin.tether: testutil.TetherPkg,
+		&bin.runner: testutil.Module + "/examples/go",
 	} {
-		cmd := exec.Command("go", "build", "-o", out, pkg)
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Run(); err != nil {
-			fmt.Fprintf(os.Stderr, "build %s: %v\n", pkg, err)
+		path, err := testutil.BuildBinary(pkg)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
+		*out = path
 	}
 	return m.Run()
 }
@@ -255,15 +278,14 @@ func sameLabels(a, b map[string]string) bool {
 
 // --- tether processes ---
 
-// proc is one tether process: its stdout lines (the runner's, passed
-// through), its whole stderr (tether's logs and report), its exit.
+// proc is one tether process (see testutil.Proc): its stdout lines (the
+// runner's, passed through), its whole stderr (tether's logs and report),
+// its exit.
 type proc struct {
+	*testutil.Proc
 	t      *testing.T
 	cmd    *exec.Cmd
-	lines  chan string
 	stderr *testutil.Buffer
-	done   chan struct{}
-	err    error // of Wait, once done is closed
 }
 
 // tetherArgs are the flags every `tether run` and `tether drain` of w gets.
@@ -299,53 +321,15 @@ func (w *world) startBin(path string, env []string, args ...string) *proc {
 	}
 	cmd.Env = append(append([]string(nil), w.env...), env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	// stderr goes through a pipe Wait copies from: a straggler holding it
-	// delays Wait by pipeDelay at most.
-	cmd.WaitDelay = pipeDelay
-	stdout, stdoutW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout = stdoutW
-	p := &proc{t: t, cmd: cmd, lines: make(chan string, 4096), stderr: &testutil.Buffer{}, done: make(chan struct{})}
-	cmd.Stderr = p.stderr
-	err = cmd.Start()
-	stdoutW.Close() // the children hold their own copies
-	if err != nil {
-		stdout.Close()
-		t.Fatalf("start tether: %v", err)
-	}
-	go func() {
-		defer stdout.Close()
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			p.lines <- sc.Text()
-		}
-		close(p.lines)
-	}()
-	go func() {
-		p.err = cmd.Wait()
-		close(p.done)
-	}()
+	// Registered before the process helper's own cleanup, so it runs after
+	// tether is dead.
 	t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			select {
-			case <-p.done:
-			case <-time.After(exitBound):
-				t.Errorf("tether %d did not die of SIGKILL within %s", cmd.Process.Pid, exitBound)
-			}
-		}
 		if n := killMarked(w.dir); n > 0 {
 			t.Logf("killed %d processes of this test still running after tether", n)
 		}
-		if t.Failed() {
-			t.Logf("tether %v stderr:\n%s", args[0], p.stderr.String())
-		}
 	})
-	return p
+	p := testutil.Start(t, cmd)
+	return &proc{Proc: p, t: t, cmd: cmd, stderr: p.Stderr}
 }
 
 // worldMark is the environment variable that marks a world's processes.
@@ -401,70 +385,66 @@ func (o runnerOut) of(how ...string) []runnerLine {
 func (p *proc) ready() runnerOut {
 	p.t.Helper()
 	var out runnerOut
-	timeout := time.NewTimer(waitBound)
-	defer timeout.Stop()
+	deadline := time.Now().Add(waitBound)
 	for {
-		select {
-		case line, ok := <-p.lines:
-			if !ok {
-				<-p.done
-				p.t.Fatalf("tether exited (%v) before the runner was ready; stderr:\n%s", p.err, p.stderr)
-			}
-			f := strings.Fields(line)
-			switch {
-			case len(f) == 1 && f[0] == "ready":
-				return out
-			case len(f) == 2 && f[0] == "pid":
-				out.pid, _ = strconv.Atoi(f[1])
-			case len(f) >= 4:
-				out.lines = append(out.lines, runnerLine{how: f[0], intent: f[1], name: f[2], sandbox: f[3]})
-			}
-		case <-timeout.C:
-			p.t.Fatalf("the runner was not ready within %s; stderr:\n%s", waitBound, p.stderr)
+		if time.Now().After(deadline) {
+			p.t.Fatalf("the runner was not ready within %s; it said %+v", waitBound, out)
+		}
+		line, ok := p.NextLine()
+		if !ok {
+			p.Wait()
+			p.t.Fatalf("tether exited (%v) before the runner was ready; stderr:\n%s", p.Err(), p.stderr)
+		}
+		if out.add(line) {
+			return out
 		}
 	}
+}
+
+// add records one line of the runner's; it reports whether it is "ready".
+func (o *runnerOut) add(line string) (ready bool) {
+	l, ok := samplerunner.ParseLine(line)
+	switch {
+	case !ok:
+	case l.How == "ready":
+		return true
+	case l.How == "pid":
+		o.pid = l.PID
+	default:
+		o.lines = append(o.lines, runnerLine{how: l.How, intent: l.Intent, name: l.Name, sandbox: l.Sandbox})
+	}
+	return false
+}
+
+// line is the next line of the runner's output, failing the test if there
+// is none within waitBound.
+func (p *proc) line() string {
+	p.t.Helper()
+	l, ok := p.NextLine()
+	if !ok {
+		p.Wait()
+		p.t.Fatalf("tether's output ended (%v); stderr:\n%s", p.Err(), p.stderr)
+	}
+	return l
 }
 
 // wait waits for tether to exit and returns its exit code, 128+N when
 // signal N killed it.
 func (p *proc) wait() int {
 	p.t.Helper()
-	go func() {
-		for range p.lines { // keep the pipe flowing
-		}
-	}()
-	select {
-	case <-p.done:
-	case <-time.After(exitBound):
-		p.t.Fatalf("tether did not exit within %s; stderr:\n%s", exitBound, p.stderr)
-	}
-	// The process state, not Wait's error: a process tether started may
-	// still hold its stderr (exec.ErrWaitDelay) after tether exited.
-	st := p.cmd.ProcessState
-	if st == nil {
-		p.t.Fatalf("tether: %v", p.err)
-	}
-	if errors.Is(p.err, exec.ErrWaitDelay) {
-		p.t.Logf("tether exited; a process it started still held its stderr")
-	}
-	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return 128 + int(ws.Signal())
-	}
-	return st.ExitCode()
+	return p.Wait()
 }
 
 // signal sends sig to tether alone, as docker stop does to PID 1.
 func (p *proc) signal(sig syscall.Signal) {
 	p.t.Helper()
-	if err := p.cmd.Process.Signal(sig); err != nil {
-		p.t.Fatalf("signal tether: %v", err)
-	}
+	p.Signal(sig)
 }
 
 // stop signals tether and returns its exit code.
 func (p *proc) stop(sig syscall.Signal) int {
-	p.signal(sig)
-	return p.wait()
+	p.t.Helper()
+	return p.Stop(sig)
 }
 
 // intentOf asks the running tether for one intent.

@@ -113,8 +113,8 @@ func TestOnUnresolved(t *testing.T) {
 			t.Parallel()
 			w := newWorld(t)
 			// The drain cannot end the never-created intent before its
-			// horizon, so it runs to this short deadline.
-			p := w.run([]string{"--drain-timeout", "2s", "--on-unresolved", tc.mode},
+			// horizon, so it runs to its deadline.
+			p := w.run([]string{"--drain-timeout", unresolvedDrain, "--on-unresolved", tc.mode},
 				"--sandboxes", "2", "--declared", "1", "--exit", "0")
 			out := p.ready()
 			if code := p.wait(); code != tc.want {

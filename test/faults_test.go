@@ -86,7 +86,7 @@ func TestFaultsReportExactly(t *testing.T) {
 		Destroying: 100 * time.Millisecond,
 		Routes:     tetherRoutes,
 	}))
-	p := w.run([]string{"--drain-timeout", "3s", "--on-unresolved", "exit-code"},
+	p := w.run([]string{"--drain-timeout", unresolvedDrain, "--on-unresolved", "exit-code"},
 		"--sandboxes", "8", "--unobserved", "1", "--declared", "2")
 	out := p.ready()
 	created, unobserved, declared := out.of("created"), out.of("unobserved"), out.of("declared")

@@ -28,7 +28,7 @@ func TestMistypedObservedID(t *testing.T) {
 			t.Parallel()
 			w := newWorld(t)
 			p := w.start(append(w.tetherArgs("run"), "--drain-timeout", drainTimeout, "--", "sh", "-c", "echo ready; exec sleep 600")...)
-			if l := <-p.lines; l != "ready" {
+			if l := p.line(); l != "ready" {
 				t.Fatalf("child said %q; stderr:\n%s", l, p.stderr)
 			}
 			in := w.intentNew("step=build")

@@ -68,12 +68,12 @@ func TestBrokenProviderSetupIsSaidAtStart(t *testing.T) {
 					return
 				}
 				p := w.start(append(w.tetherArgs("run"), "--drain-timeout", drainTimeout, "--", "sh", "-c", "echo ready; exec sleep 600")...)
-				if l := <-p.lines; l != "ready" {
+				if l := p.line(); l != "ready" {
 					t.Fatalf("child said %q; stderr:\n%s", l, p.stderr)
 				}
 				testutil.Eventually(t, "the broken setup said on stderr", func() (bool, string) {
 					select {
-					case <-p.done:
+					case <-p.Done():
 						return false, "tether exited"
 					default:
 					}
@@ -117,7 +117,7 @@ func TestBrokenProviderSetupIsSaidAtStart(t *testing.T) {
 		t.Parallel()
 		w := newWorld(t)
 		p := w.start(append(w.tetherArgs("run"), "--require-provider", "--", "sh", "-c", "echo ready; exec sleep 600")...)
-		if l := <-p.lines; l != "ready" {
+		if l := p.line(); l != "ready" {
 			t.Fatalf("child said %q; stderr:\n%s", l, p.stderr)
 		}
 		if code := p.stop(syscall.SIGTERM); code != 128+int(syscall.SIGTERM) {

@@ -2,11 +2,7 @@ package e2e_test
 
 import (
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -21,31 +17,10 @@ import (
 // DAYTONA_API_URL and DAYTONA_API_KEY, and the official api-client-go.
 // tether's Daytona API proxy is all that covers its sandboxes.
 
-var proxyRunner struct {
-	once sync.Once
-	path string
-	err  error
-}
-
-// zeroCodeRunner builds test/proxyrunner once.
+// zeroCodeRunner is test/proxyrunner, built once per go test run.
 func zeroCodeRunner(t *testing.T) string {
 	t.Helper()
-	proxyRunner.once.Do(func() {
-		dir, err := os.MkdirTemp("", "tether-e2e-proxyrunner-")
-		if err != nil {
-			proxyRunner.err = err
-			return
-		}
-		proxyRunner.path = filepath.Join(dir, "proxyrunner")
-		out, err := exec.Command("go", "build", "-o", proxyRunner.path, "github.com/tether-run/tether/test/proxyrunner").CombinedOutput()
-		if err != nil {
-			proxyRunner.err = fmt.Errorf("build proxyrunner: %v\n%s", err, out)
-		}
-	})
-	if proxyRunner.err != nil {
-		t.Fatal(proxyRunner.err)
-	}
-	return proxyRunner.path
+	return testutil.Build(t, testutil.Module+"/test/proxyrunner")
 }
 
 // runZeroCode starts `tether run [flags] -- proxyrunner actions...`.
@@ -114,18 +89,28 @@ func TestProxyZeroCodeRunnerKilled(t *testing.T) {
 	}
 }
 
+// A runner that hangs up on its create: it gives up hangupAfter after it
+// sent it, while Daytona takes createLatency to answer. The hang-up must
+// come after tether journaled and forwarded the create (else tether, seeing
+// it, rightly sends nothing), and before the answer: on a loaded machine the
+// first takes far more than the 100 ms these tests once allowed.
+const (
+	hangupAfter   = 2 * time.Second
+	createLatency = 3 * hangupAfter
+)
+
 // TestProxyCreatesThatFailOrLoseTheirAnswer: a create that allocates and
 // then fails (500), one answered 400 although the sandbox exists, and one
 // whose runner hangs up before the answer: all end deleted.
 func TestProxyCreatesThatFailOrLoseTheirAnswer(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, daytonatest.WithFaults(daytonatest.Faults{
-		Latency: time.Second,
+		Latency: createLatency,
 		Routes:  []string{daytonatest.RouteCreate},
 	}))
 	w.sim.Inject(daytonatest.RouteCreate, 1, daytonatest.Scripted{Status: 500, After: true})
 	w.sim.Inject(daytonatest.RouteCreate, 1, daytonatest.Scripted{Status: 400, After: true})
-	p := w.runZeroCode([]string{"--drain-timeout", drainTimeout}, "fail", "fail", "hangup:100ms")
+	p := w.runZeroCode([]string{"--drain-timeout", drainTimeout}, "fail", "fail", "hangup:"+hangupAfter.String())
 	out := p.ready()
 	failed := out.of("failed")
 	if len(failed) != 2 || failed[0].name != "500" || failed[1].name != "400" || len(out.of("hungup")) != 1 {
@@ -261,10 +246,10 @@ func TestProxyRunnerOnAnotherAccount(t *testing.T) {
 func TestProxyRunnerKilledMidCreate(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, daytonatest.WithFaults(daytonatest.Faults{
-		Latency: 2 * time.Second,
+		Latency: createLatency,
 		Routes:  []string{daytonatest.RouteCreate},
 	}))
-	p := w.runZeroCode([]string{"--drain-timeout", drainTimeout}, "hangup:100ms")
+	p := w.runZeroCode([]string{"--drain-timeout", drainTimeout}, "hangup:"+hangupAfter.String())
 	out := p.ready()
 	if len(out.of("hungup")) != 1 {
 		t.Fatalf("runner: %+v", out.lines)

@@ -81,7 +81,7 @@ func TestSpoolRunnerWithScopeLabels(t *testing.T) {
 	printed := filepath.Join(w.dir, "intent.json")
 	script := `unset TETHER_SOCKET; ` + bin.tether + ` intent new --key job-7 --label step=build > ` + printed + ` && echo ready && exec sleep 600`
 	p := w.start(append(w.tetherArgs("run"), "--drain-timeout", drainTimeout, "--label", "team=x", "--", "sh", "-c", script)...)
-	if l := <-p.lines; l != "ready" {
+	if l := p.line(); l != "ready" {
 		t.Fatalf("runner said %q; stderr:\n%s", l, p.stderr)
 	}
 	raw, err := os.ReadFile(printed)

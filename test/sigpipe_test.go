@@ -1,7 +1,6 @@
 package e2e_test
 
 import (
-	"bufio"
 	"fmt"
 	"net"
 	"os"
@@ -132,20 +131,15 @@ func (w *world) startPiped(args ...string) (*proc, *os.File) {
 	cmd := exec.Command(bin.tether, args...)
 	cmd.Env = w.env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
 	r, wr, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd.Stderr = wr
-	p := &proc{t: t, cmd: cmd, lines: make(chan string, 4096), stderr: &testutil.Buffer{}, done: make(chan struct{})}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start tether: %v", err)
-	}
+	t.Cleanup(func() { r.Close() }) // after tether is dead: see testutil.Start
+	tp := testutil.Start(t, cmd)
 	wr.Close()
+	p := &proc{Proc: tp, t: t, cmd: cmd, stderr: tp.Stderr}
 	go func() {
 		// Copied until the test closes r (then Read fails and this ends).
 		buf := make([]byte, 4096)
@@ -157,44 +151,14 @@ func (w *world) startPiped(args ...string) (*proc, *os.File) {
 			}
 		}
 	}()
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			p.lines <- sc.Text()
-		}
-		close(p.lines)
-		p.err = cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-p.done
-		}
-		r.Close()
-		if t.Failed() {
-			t.Logf("tether stderr (until its reader went away):\n%s", p.stderr.String())
-		}
-	})
 	return p, r
 }
 
 // wantLine waits for the child's next stdout line to be want.
 func (p *proc) wantLine(want string) {
 	p.t.Helper()
-	select {
-	case line, ok := <-p.lines:
-		if !ok {
-			<-p.done
-			p.t.Fatalf("the child ended (tether: %v) instead of saying %q; stderr:\n%s", p.err, want, p.stderr)
-		}
-		if line != want {
-			p.t.Fatalf("the child said %q, want %q", line, want)
-		}
-	case <-time.After(waitBound):
-		p.t.Fatalf("the child did not say %q within %s", want, waitBound)
+	if line := p.line(); line != want {
+		p.t.Fatalf("the child said %q, want %q", line, want)
 	}
 }
 

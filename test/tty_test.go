@@ -3,15 +3,10 @@
 package e2e_test
 
 import (
-	"bufio"
-	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"syscall"
 	"testing"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/tether-run/tether/internal/testutil"
 )
@@ -23,11 +18,11 @@ import (
 // once, as a second SIGTERM does, and the drain deletes the sandboxes.
 //
 // tether is the leader of the terminal's session here, as in
-// `docker run -it`; cmd/tether's pty tests also run it as a shell's job.
+// `docker run -it`; run_tty_test.go also runs it as a shell's job.
 func TestCtrlCInATerminal(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
-	master, tty := openPTY(t)
+	master, tty := testutil.OpenPTY(t)
 	script := `"$0" "$@" || exit 1
 exec 2>/dev/null
 trap 'echo int' INT
@@ -67,29 +62,6 @@ while :; do sleep 0.1; done`
 	w.assertDestroyed(ids(created, sandboxOf)...)
 }
 
-// openPTY returns a new pseudo-terminal's master and its terminal side.
-func openPTY(t *testing.T) (master, tty *os.File) {
-	t.Helper()
-	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
-	if err != nil {
-		t.Skipf("no pseudo-terminals: %v", err)
-	}
-	if err := unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0); err != nil {
-		t.Fatal(err)
-	}
-	n, err := unix.IoctlGetInt(int(m.Fd()), unix.TIOCGPTN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close(); s.Close() })
-	go io.Copy(io.Discard, m) // what the terminal echoes
-	return m, s
-}
-
 // startOnTTY is start with tether's stdin on tty, as the leader of the
 // session tty is the controlling terminal of; stdout is read as start does.
 func (w *world) startOnTTY(tty *os.File, args ...string) *proc {
@@ -98,35 +70,8 @@ func (w *world) startOnTTY(tty *os.File, args ...string) *proc {
 	cmd := exec.Command(bin.tether, args...)
 	cmd.Env = w.env
 	cmd.Stdin = tty
+	// Its session's group, tether and the runner, is killed at cleanup.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &proc{t: t, cmd: cmd, lines: make(chan string, 4096), stderr: &testutil.Buffer{}, done: make(chan struct{})}
-	cmd.Stderr = p.stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start tether: %v", err)
-	}
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			p.lines <- sc.Text()
-		}
-		close(p.lines)
-		p.err = cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // its session's group: tether and the runner
-			<-p.done
-		}
-		if t.Failed() {
-			t.Logf("tether stderr:\n%s", p.stderr.String())
-		}
-	})
-	return p
+	tp := testutil.Start(t, cmd)
+	return &proc{Proc: tp, t: t, cmd: cmd, stderr: tp.Stderr}
 }

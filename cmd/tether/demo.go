@@ -566,22 +566,22 @@ func (d *demo) awaitReady(ctx context.Context, p *demoTether, run int) error {
 				<-p.done
 				return fmt.Errorf("demo: tether exited before its runner was ready: %v", p.err)
 			}
-			f := strings.Fields(line)
-			if len(f) == 1 && f[0] == "ready" {
+			l, _ := samplerunner.ParseLine(line)
+			if l.How == "ready" {
 				return nil
 			}
-			if len(f) >= 4 && (f[0] == "created" || f[0] == "unobserved" || f[0] == "lost") {
-				r := demoRow{intent: f[1], name: f[2], run: run, how: f[0]}
-				if f[0] != "lost" {
-					r.sandbox = f[3]
+			if l.How == "created" || l.How == "unobserved" || l.How == "lost" {
+				r := demoRow{intent: l.Intent, name: l.Name, run: run, how: l.How}
+				if l.How != "lost" {
+					r.sandbox = l.Sandbox
 				}
 				d.rows = append(d.rows, r)
 				what := "created " + r.sandbox
-				switch f[0] {
+				switch l.How {
 				case "unobserved":
 					what = "created " + r.sandbox + ", but tether never hears the id"
 				case "lost":
-					what = "create failed: " + strings.Join(f[4:], " ")
+					what = "create failed: " + l.Rest
 				}
 				d.say("  runner: %s %s", r.name, what)
 			}

@@ -5,23 +5,18 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
-	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/tether-run/tether/intentapi"
-	"github.com/tether-run/tether/intentapi/client"
 	"github.com/tether-run/tether/internal/intake"
 	"github.com/tether-run/tether/internal/intake/socket"
 	"github.com/tether-run/tether/internal/intake/spooldir"
+	"github.com/tether-run/tether/internal/testutil"
 	"github.com/tether-run/tether/spool"
 )
 
@@ -215,7 +210,7 @@ func TestIntentCommandSpool(t *testing.T) {
 	done := make(chan error, 1)
 	reader := &spooldir.Reader{Intake: &intake.Intake{Journal: j, Labels: map[string]string{"scope": "s"}}, Dir: dir}
 	go func() { done <- reader.Run(ctx) }()
-	deadline := time.Now().Add(waitLimit)
+	deadline := time.Now().Add(testutil.WaitBound)
 	for {
 		got, err1 := j.Get(in.ID)
 		run, err2 := j.Get("my-run")
@@ -228,7 +223,7 @@ func TestIntentCommandSpool(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	cancel()
-	if err := <-done; err != nil {
+	if err := testutil.Receive(t, "done", done); err != nil {
 		t.Fatal(err)
 	}
 	if rej, _ := os.ReadDir(filepath.Join(dir, spooldir.RejectedDir)); len(rej) != 0 {
@@ -239,135 +234,5 @@ func TestIntentCommandSpool(t *testing.T) {
 	got, _ := j.Get(in.ID)
 	if got.Name != in.Name || !reflect.DeepEqual(got.Labels, in.Labels) {
 		t.Fatalf("printed %s %v, journaled %s %v", in.Name, in.Labels, got.Name, got.Labels)
-	}
-}
-
-// TestCrashRealBinary: a storm of creates against the real `tether run`,
-// SIGKILL of tether mid-storm, then the journal reopened: every intent whose
-// 201 reached a client is there, and a new tether run starts on it.
-func TestCrashRealBinary(t *testing.T) {
-	dir, err := os.MkdirTemp("", "tcrash")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	journal, sock := filepath.Join(dir, "journal.db"), filepath.Join(dir, "t.sock")
-	pidFile := filepath.Join(dir, "child.pid")
-	cmd := exec.Command(tetherBin, "run", "--journal", journal, "--socket", sock, "--spool", filepath.Join(dir, "spool"),
-		"--", "sh", "-c", "echo $$ > "+pidFile+"; exec sleep 600")
-	cmd.Env = append(os.Environ(), "DAYTONA_API_KEY=", "DAYTONA_API_URL=")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	cl := client.New(sock)
-	deadline := time.Now().Add(waitLimit)
-	for {
-		if _, err := cl.Health(t.Context()); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			cmd.Wait()
-			t.Fatal("tether run never served its socket")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-
-	var mu sync.Mutex
-	acked := map[string]string{}
-	var wg sync.WaitGroup
-	for g := 0; g < 32; g++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; ; i++ {
-				key := fmt.Sprintf("g%d-%d", g, i)
-				in, err := cl.CreateIntent(context.Background(), intentapi.CreateRequest{Key: key})
-				if err != nil {
-					return // tether was killed
-				}
-				mu.Lock()
-				acked[key] = in.ID
-				mu.Unlock()
-			}
-		}()
-	}
-	for {
-		mu.Lock()
-		n := len(acked)
-		mu.Unlock()
-		if n >= 400 {
-			break
-		}
-		if time.Now().After(deadline.Add(waitLimit)) {
-			t.Fatalf("only %d acks", n)
-		}
-		time.Sleep(time.Millisecond)
-	}
-	cmd.Process.Signal(syscall.SIGKILL)
-	cmd.Wait()
-	wg.Wait()
-	if b, err := os.ReadFile(pidFile); err == nil {
-		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
-			syscall.Kill(pid, syscall.SIGKILL) // the orphaned child
-		}
-	}
-
-	j, err := spool.Open(journal, spool.Options{})
-	if err != nil {
-		t.Fatalf("reopen after SIGKILL: %v", err)
-	}
-	if _, err := j.All(); err != nil {
-		t.Fatalf("a record is unreadable: %v", err)
-	}
-	for key, id := range acked {
-		if in, err := j.Get(id); err != nil || in.Key != key {
-			t.Fatalf("acknowledged intent %s (%s) lost: %v", id, key, err)
-		}
-	}
-	j.Close()
-	t.Logf("%d acknowledged intents all present after SIGKILL", len(acked))
-
-	// A new tether starts on the same journal and serves them.
-	out, err := exec.Command(tetherBin, "run", "--journal", journal, "--socket", sock, "--spool", filepath.Join(dir, "spool"),
-		"--drain-timeout", "1s", "--", tetherBin, "intent", "ls").Output()
-	if got := strings.Count(string(out), "\n"); got < len(acked) {
-		t.Fatalf("restarted tether lists %d intents, %d acknowledged (%v)", got, len(acked), err)
-	}
-}
-
-// TestJournalHeldByAnotherTether: a second tether run on a journal a live
-// tether holds exits 125 at once, naming the journal.
-func TestJournalHeldByAnotherTether(t *testing.T) {
-	dir, err := os.MkdirTemp("", "tlock")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	journal := filepath.Join(dir, "journal.db")
-	holder := exec.Command(tetherBin, "run", "--journal", journal, "--socket", filepath.Join(dir, "a.sock"),
-		"--spool", filepath.Join(dir, "a"), "--", "sleep", "600")
-	if err := holder.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { holder.Process.Signal(syscall.SIGTERM); holder.Wait() }()
-	deadline := time.Now().Add(waitLimit)
-	for {
-		if _, err := client.New(filepath.Join(dir, "a.sock")).Health(t.Context()); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("first tether never came up")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	second := exec.Command(tetherBin, "run", "--journal", journal, "--socket", filepath.Join(dir, "b.sock"),
-		"--spool", filepath.Join(dir, "b"), "--", "true")
-	var stderr bytes.Buffer
-	second.Stderr = &stderr
-	err = second.Run()
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != ExitCodeUsage || !strings.Contains(stderr.String(), journal) {
-		t.Fatalf("second tether: %v, stderr %q; want exit %d naming %s", err, stderr.String(), ExitCodeUsage, journal)
 	}
 }

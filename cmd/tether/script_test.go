@@ -42,7 +42,7 @@ func runTetherScript(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	cmd := exec.Command(tetherBin, args[1:]...)
 	cmd.Dir = ts.Getenv("WORK")
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + ts.Getenv("HOME"), "TMPDIR=" + ts.Getenv("TMPDIR")}
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + ts.Getenv("HOME"), "TMPDIR=" + ts.Getenv("TMPDIR"), "GORACE=" + os.Getenv("GORACE")}
 	for _, k := range []string{"TETHER_JOURNAL", "TETHER_LABELS", "TETHER_GRACE", "DAYTONA_API_KEY", "DAYTONA_API_URL"} {
 		if v := ts.Getenv(k); v != "" {
 			cmd.Env = append(cmd.Env, k+"="+v)

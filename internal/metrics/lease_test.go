@@ -1,12 +1,12 @@
 package metrics_test
 
 import (
+	"github.com/tether-run/tether/internal/testutil"
 	"path/filepath"
 	"testing"
 
 	"github.com/tether-run/tether/internal/metrics"
 	"github.com/tether-run/tether/provider"
-	"github.com/tether-run/tether/provider/daytona"
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
 	"github.com/tether-run/tether/spool"
 )
@@ -19,13 +19,8 @@ func TestLeaseMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer j.Close()
-	sim := daytonatest.NewServer()
-	defer sim.Close()
+	sim, prov := testutil.Daytona(t)
 	sb, err := sim.AddSandbox(daytonatest.DefaultOrg, daytonatest.SeedSandbox{Name: "x"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	prov, err := daytona.New(daytona.Config{APIKey: daytonatest.DefaultKey, APIURL: sim.URL})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package metrics_test
 import (
 	"context"
 	"fmt"
+	"github.com/tether-run/tether/internal/testutil"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -82,14 +83,10 @@ func refused(s daytonatest.ThrottleStats) int {
 // what the simulated Daytona itself counted.
 func TestScrapeAfterADrainWithFaults(t *testing.T) {
 	const n = 24
-	srv := daytonatest.NewServer()
-	defer srv.Close()
+	srv, _ := testutil.Daytona(t)
 	const key = "metrics-key"
 	srv.AddKey(key, daytonatest.DefaultOrg)
-	prov, err := daytona.New(daytona.Config{APIKey: key, APIURL: srv.URL})
-	if err != nil {
-		t.Fatal(err)
-	}
+	prov := testutil.DaytonaProvider(t, srv, func(c *daytona.Config) { c.APIKey = key })
 	journal := filepath.Join(t.TempDir(), "journal.db")
 	j, err := spool.Open(journal, spool.Options{})
 	if err != nil {

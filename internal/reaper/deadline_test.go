@@ -20,6 +20,7 @@ import (
 // one that does not sleeps for at least 42 minutes (the hour less the
 // jitter).
 func TestDrainReturnsAtItsDeadlineWhileIntentsWaitToRetry(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	w.r.RetryBase, w.r.RetryMax = time.Hour, time.Hour
 	var intents []spool.Intent

@@ -36,6 +36,7 @@ func (w *world) live() []string {
 // 429s, 5xx and slow deletes ends with each in the state it must reach, and
 // reports exactly the one it must leave live.
 func TestDrainWithFaultsConverges(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	w.r.Concurrency = 16
 	w.r.NeverCreatedHorizon = time.Nanosecond // absent names close at once here
@@ -132,6 +133,7 @@ func TestDrainWithFaultsConverges(t *testing.T) {
 // busy until its deadline; it then reports those, by name and id, and
 // nothing else; and it says what it is doing meanwhile.
 func TestDrainReportsExactlyWhatIsLeft(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	w.r.ProgressInterval = 50 * time.Millisecond
 	var intents []spool.Intent
@@ -180,6 +182,7 @@ func TestDrainReportsExactlyWhatIsLeft(t *testing.T) {
 // TestDrainOneHangStillResolvesOthers: one request that never answers holds
 // its own intent only; every other intent is resolved.
 func TestDrainOneHangStillResolvesOthers(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	w.r.Concurrency = 4
 	w.r.CallTimeout = time.Hour // the hang is cut only by the drain's deadline
@@ -221,6 +224,7 @@ func (p panicky) Get(ctx context.Context, id string) (provider.Sandbox, error) {
 }
 
 func TestDrainIsolatesAPanic(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	var intents []spool.Intent
 	for range 5 {
@@ -242,6 +246,7 @@ func TestDrainIsolatesAPanic(t *testing.T) {
 }
 
 func TestDrainAfterTheDeadlineTriesNothing(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	in := w.intent(scope, spool.DrainDelete)
 	in = w.observe(in, w.create(in).ID)

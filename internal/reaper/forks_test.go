@@ -10,6 +10,7 @@ import (
 // The drain hands out forks before the sandboxes they were forked from,
 // deepest first, and everything else in the order given.
 func TestForksFirst(t *testing.T) {
+	t.Parallel()
 	intents := []spool.Intent{
 		{ID: "a"},                     // 0: a parent
 		{ID: "b"},                     // 1: unrelated

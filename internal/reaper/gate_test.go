@@ -3,6 +3,7 @@ package reaper
 import (
 	"context"
 	"errors"
+	"github.com/tether-run/tether/internal/testutil"
 	"testing"
 	"time"
 )
@@ -11,6 +12,7 @@ import (
 // waiter, first come first served among equals; a waiter that gives up
 // takes no slot with it.
 func TestGate(t *testing.T) {
+	t.Parallel()
 	g := newGate(1, 1, DefaultThrottledShare)
 	ctx := context.Background()
 	if err := g.acquire(ctx, prioRead); err != nil {
@@ -55,7 +57,7 @@ func TestGate(t *testing.T) {
 	go func() { gaveUp <- g.acquire(cctx, prioDestroy) }()
 	waitQueued(4)
 	cancel()
-	if err := <-gaveUp; !errors.Is(err, context.Canceled) {
+	if err := testutil.Receive(t, "gaveUp", gaveUp); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled waiter: %v", err)
 	}
 	waitQueued(3)
@@ -64,7 +66,7 @@ func TestGate(t *testing.T) {
 	waitQueued(4)
 	g.release(false)
 	for _, want := range []string{"destroy", "read-1", "read-2", "confirm"} {
-		if got := <-order; got != want {
+		if got := testutil.Receive(t, "order", order); got != want {
 			t.Fatalf("got %s, want %s", got, want)
 		}
 	}
@@ -88,6 +90,7 @@ func TestGate(t *testing.T) {
 // throttled share of 429s halves the bound, down to the floor; a round
 // without any adds one back, up to the ceiling; a few 429s change nothing.
 func TestGateAIMD(t *testing.T) {
+	t.Parallel()
 	g := newGate(16, 4, 0.25)
 	ctx := context.Background()
 	round := func(throttled int) int {

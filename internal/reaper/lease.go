@@ -57,16 +57,9 @@ func (r *Reaper) ApplyLease(ctx context.Context, in spool.Intent, l Lease) error
 }
 
 func (r *Reaper) leaseOnce(ctx context.Context, p provider.Provider, leaser provider.Leaser, in spool.Intent, l Lease) error {
-	var sb provider.Sandbox
-	err := r.call(ctx, prioRead, provider.CallRead, "lease: read sandbox "+in.SandboxID, func(ctx context.Context) (err error) {
-		sb, err = p.Get(ctx, in.SandboxID)
-		return err
-	})
+	sb, err := r.readOurs(ctx, p, in, "lease")
 	if err != nil {
 		return err
-	}
-	if why := mismatch(in, sb); why != "" {
-		return fmt.Errorf("lease: sandbox %s: %w: %s", sb.ID, ErrForeign, why)
 	}
 	if renamedForDeletion(in, sb) {
 		return nil // its delete was accepted: nothing to keep alive
@@ -142,16 +135,9 @@ func (r *Reaper) EndLease(ctx context.Context, in spool.Intent, autoStop int) er
 }
 
 func (r *Reaper) endLeaseOnce(ctx context.Context, p provider.Provider, leaser provider.Leaser, in spool.Intent, autoStop int) error {
-	var sb provider.Sandbox
-	err := r.call(ctx, prioRead, provider.CallRead, "end lease: read sandbox "+in.SandboxID, func(ctx context.Context) (err error) {
-		sb, err = p.Get(ctx, in.SandboxID)
-		return err
-	})
+	sb, err := r.readOurs(ctx, p, in, "end lease")
 	if err != nil {
 		return err
-	}
-	if why := mismatch(in, sb); why != "" {
-		return fmt.Errorf("end lease: sandbox %s: %w: %s", sb.ID, ErrForeign, why)
 	}
 	if renamedForDeletion(in, sb) {
 		return nil

@@ -16,6 +16,7 @@ import (
 // own stop must not delete it), leaving an ephemeral one ephemeral; it
 // never touches a foreign sandbox.
 func TestApplyLease(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	w.r.Provider = w.prov // the spy does not renew
 	ctx, cancel := context.WithTimeout(context.Background(), generous)
@@ -73,6 +74,7 @@ func TestApplyLease(t *testing.T) {
 // EndLease hands a kept sandbox back: the backstop's auto-stop, auto-delete
 // never.
 func TestEndLease(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	w.r.Provider = w.prov
 	ctx, cancel := context.WithTimeout(context.Background(), generous)
@@ -96,6 +98,7 @@ func TestEndLease(t *testing.T) {
 // as kept under a lease (EndLease), one the drain stopped (on_drain stop);
 // a plain one beside them is swept.
 func TestSweepLeavesWhatTetherKeeps(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	w.r.Provider = w.prov
 	ctx, cancel := context.WithTimeout(context.Background(), generous)

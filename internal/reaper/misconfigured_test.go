@@ -21,6 +21,7 @@ import (
 // gives up on the intent at once, saying why, instead of retrying it as an
 // outage until the deadline.
 func TestConfigurationErrorIsNotRetried(t *testing.T) {
+	t.Parallel()
 	tlsSrv := httptest.NewUnstartedServer(http.NotFoundHandler())
 	tlsSrv.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshakes
 	tlsSrv.StartTLS()

@@ -15,6 +15,7 @@ import (
 // destroyed in the simulator's record — never the intent "gone" while it
 // runs — and a sandbox that is not ours is never touched.
 func TestWrongObservedID(t *testing.T) {
+	t.Parallel()
 	t.Run("a mistyped id that answers 404", func(t *testing.T) {
 		w := newWorld(t)
 		in := w.intent(scope, spool.DrainDelete)

@@ -14,6 +14,7 @@ import (
 // passed, and says why; the intent stays live. Without NameWaitGrace the
 // same drain runs to its deadline (TestDrainReportsExactlyWhatIsLeft).
 func TestDrainStopsEarlyWhenOnlyNameWaitsAreLeft(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	w.r.ProgressInterval = 20 * time.Millisecond
 	w.r.NameWaitGrace = 300 * time.Millisecond

@@ -61,6 +61,7 @@ func (w *world) assertGone(in spool.Intent, out spool.Intent, err error, sandbox
 // DESTROYED_<our name>_<ms> of our id is our delete accepted; tether
 // confirms until 404 and never deletes again.
 func TestRenamedWhileTheStateLags(t *testing.T) {
+	t.Parallel()
 	for _, state := range []string{"archived", "archiving", "paused", "stopped", "started"} {
 		t.Run(state, func(t *testing.T) {
 			w := newWorld(t, daytonatest.WithDestroyLag(300*time.Millisecond))
@@ -92,6 +93,7 @@ func TestRenamedWhileTheStateLags(t *testing.T) {
 // lags: the intent is not foreign, no second DELETE (409) is sent, it is
 // confirmed gone.
 func TestDeletedByTheRunnerWhileTheStateLags(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, daytonatest.WithDestroyLag(300*time.Millisecond))
 	in, sb := w.observed("archived", spool.DrainDelete, false)
 	if err := w.prov.Delete(context.Background(), sb.ID); err != nil {
@@ -110,6 +112,7 @@ func TestDeletedByTheRunnerWhileTheStateLags(t *testing.T) {
 // 2. 404 is not always gone: one spurious 404 of an observed id is read
 // again; the sandbox is found, deleted and confirmed.
 func TestSpurious404IsReadAgain(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	in, sb := w.observed("started", spool.DrainDelete, false)
 	w.srv.Inject(daytonatest.RouteGet, 1, daytonatest.Scripted{Status: 404})
@@ -143,6 +146,7 @@ func TestSpurious404IsReadAgain(t *testing.T) {
 // 3. Rate limits: an answer that says the lifecycle quota is spent holds the
 // next delete back until the reset, so it is not refused.
 func TestSpentQuotaIsWaitedOut(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, daytonatest.WithRateLimit(daytonatest.ThrottlerSandboxLifecycle, 1, time.Second))
 	in, sb := w.observed("started", spool.DrainDelete, true)
 	other := w.intent(scope, spool.DrainDelete)
@@ -173,6 +177,7 @@ func TestSpentQuotaIsWaitedOut(t *testing.T) {
 // runners share), the ones the quota let through are confirmed gone, and
 // the rest are reported live with the reason, their sandboxes untouched.
 func TestDrainIntoASpentQuota(t *testing.T) {
+	t.Parallel()
 	const quota = 4
 	w := newWorld(t, daytonatest.WithRateLimit(daytonatest.ThrottlerSandboxLifecycle, quota, time.Minute))
 	w.r.Concurrency = 16
@@ -214,6 +219,7 @@ func TestDrainIntoASpentQuota(t *testing.T) {
 // 4. A transient 403 is retried; a key without the delete permission is a
 // configuration error, reported with the permission's name, once.
 func TestForbiddenDeletes(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	in, sb := w.observed("started", spool.DrainDelete, true)
 	w.srv.Inject(daytonatest.RouteDelete, 1, daytonatest.Scripted{Status: 403})
@@ -242,6 +248,7 @@ func TestForbiddenDeletes(t *testing.T) {
 // 5. on_drain=stop: a sandbox already stopped or archived is done (the 400
 // is not retried); an errored one is reported at once.
 func TestStopOfStoppedAndErrored(t *testing.T) {
+	t.Parallel()
 	for _, state := range []string{"stopped", "archived"} {
 		w := newWorld(t)
 		in, sb := w.observed(state, spool.DrainStop, true)
@@ -273,6 +280,7 @@ func TestStopOfStoppedAndErrored(t *testing.T) {
 // 6. A second DELETE of a sandbox being deleted answers 409: tether reads,
 // sees the rename, and confirms instead of retrying the delete.
 func TestSecondDeleteConflict(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, daytonatest.WithDestroyLag(200*time.Millisecond))
 	in, sb := w.observed("started", spool.DrainDelete, true)
 	var once sync.Once
@@ -297,6 +305,7 @@ func TestSecondDeleteConflict(t *testing.T) {
 // until the forks are gone (here one the journal does not know, deleted
 // by hand), and the parent then ends gone.
 func TestDeleteErroredAndForked(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	in, sb := w.observed("error", spool.DrainDelete, false)
 	out, err := w.resolve(in, generous)
@@ -328,6 +337,7 @@ func TestDeleteErroredAndForked(t *testing.T) {
 // 8. A create answered 400 "Sandbox failed to start" left a sandbox in
 // state error: the failed-create path finds it by name and deletes it.
 func TestFailedStartIsFoundAndDeleted(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	in := w.intent(scope, spool.DrainDelete)
 	w.srv.Inject(daytonatest.RouteCreate, 1, daytonatest.Scripted{FailStart: true})
@@ -354,6 +364,7 @@ func TestFailedStartIsFoundAndDeleted(t *testing.T) {
 // verified spends one read and one delete per sandbox, counted by the
 // simulator.
 func TestHealthyPathCosts(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	var intents []spool.Intent
 	var ids []string

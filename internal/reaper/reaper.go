@@ -818,17 +818,28 @@ func (r *Reaper) retryObserved(ctx context.Context, p provider.Provider, in spoo
 	}
 }
 
-func (r *Reaper) backstopOnce(ctx context.Context, p provider.Provider, in spool.Intent) error {
+// readOurs reads the sandbox in journaled and checks that it is the one the
+// intent created (mismatch): one that is not is ErrForeign, and must not be
+// touched. step names the caller in the call's log and in errors.
+func (r *Reaper) readOurs(ctx context.Context, p provider.Provider, in spool.Intent, step string) (provider.Sandbox, error) {
 	var sb provider.Sandbox
-	err := r.call(ctx, prioRead, provider.CallRead, "backstop: read sandbox "+in.SandboxID, func(ctx context.Context) (err error) {
+	err := r.call(ctx, prioRead, provider.CallRead, step+": read sandbox "+in.SandboxID, func(ctx context.Context) (err error) {
 		sb, err = p.Get(ctx, in.SandboxID)
 		return err
 	})
 	if err != nil {
-		return err
+		return provider.Sandbox{}, err
 	}
 	if why := mismatch(in, sb); why != "" {
-		return fmt.Errorf("backstop: sandbox %s: %w: %s", sb.ID, ErrForeign, why)
+		return provider.Sandbox{}, fmt.Errorf("%s: sandbox %s: %w: %s", step, sb.ID, ErrForeign, why)
+	}
+	return sb, nil
+}
+
+func (r *Reaper) backstopOnce(ctx context.Context, p provider.Provider, in spool.Intent) error {
+	sb, err := r.readOurs(ctx, p, in, "backstop")
+	if err != nil {
+		return err
 	}
 	if !renamedForDeletion(in, sb) {
 		// This read proved the id ours: a later drain deletes it without

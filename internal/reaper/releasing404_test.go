@@ -17,6 +17,7 @@ import (
 // gone. Found by the soak (docs/reliability.md): a releasing intent used to
 // skip the name check a pending or observed one gets.
 func TestTwoTransient404sOnAReleasingIntent(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	in := w.intent(scope, spool.DrainDelete)
 	sb := w.create(in)

@@ -19,7 +19,7 @@ import (
 
 // generous is the deadline of a Resolve expected to finish: it ends as soon
 // as the intent is terminal, so its size only matters on failure.
-const generous = 20 * time.Second
+const generous = testutil.DrainTimeout
 
 var scope = map[string]string{"team": "alpha", "run": "r1"}
 
@@ -27,6 +27,7 @@ var scope = map[string]string{"team": "alpha", "run": "r1"}
 // through the real provider, with the real journal: one case per failure
 // mode of issue 4.
 func TestResolve(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name string
 		opts []daytonatest.Option
@@ -88,7 +89,7 @@ func TestResolve(t *testing.T) {
 			}()
 			testutil.WaitFor(t, "a lookup that finds nothing", func() bool { return w.srv.Calls()[daytonatest.RouteGet] >= 2 })
 			sb := w.create(in)
-			res := <-done
+			res := testutil.Receive(t, "done", done)
 			if res.err != nil || res.in.State != spool.Gone || res.in.SandboxID != sb.ID {
 				t.Fatalf("Resolve = %s (%q), %v; want gone with %s", res.in.State, res.in.SandboxID, res.err, sb.ID)
 			}
@@ -408,6 +409,7 @@ func TestResolve(t *testing.T) {
 // that lacks or differs in any one ownership or scope label is never
 // deleted, and the intent closes as foreign with the reason.
 func TestOwnershipLabels(t *testing.T) {
+	t.Parallel()
 	for _, label := range []string{spool.LabelOwner, spool.LabelIntent, "team", "run"} {
 		for _, how := range []string{"differs", "missing"} {
 			for _, observed := range []bool{false, true} {
@@ -451,6 +453,7 @@ func TestOwnershipLabels(t *testing.T) {
 // (another journal) share scope labels; resolving some of them never
 // touches a sandbox that is not theirs.
 func TestSameScopeNeverTouchesAnother(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	var mine, others []spool.Intent
 	var mineIDs, otherIDs []string
@@ -506,6 +509,7 @@ func TestSameScopeNeverTouchesAnother(t *testing.T) {
 // TestBackstop: the auto-stop backstop is set on our sandbox when it is
 // disabled, left alone when it is set, and never set on a foreign one.
 func TestBackstop(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	ctx, cancel := context.WithTimeout(context.Background(), generous)
 	defer cancel()

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 // TestReportIsBounded: thousands of intents left live give the counts, at
 // most ReportLines lines naming them, and how many more there are.
 func TestReportIsBounded(t *testing.T) {
+	t.Parallel()
 	var rep reaper.Report
 	for i := range 5000 {
 		rep.Unresolved = append(rep.Unresolved, reaper.Item{Name: fmt.Sprintf("tether-%d", i), ID: fmt.Sprint(i), State: spool.Pending, LastError: "why"})
@@ -51,6 +53,7 @@ func TestReportIsBounded(t *testing.T) {
 // TestDrainLogsEachIntentLeftLiveOnce: an intent a drain cannot resolve is
 // logged once per drain (not once per attempt and again in the summary).
 func TestDrainLogsEachIntentLeftLiveOnce(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	const n = 200
 	var intents []spool.Intent
@@ -96,16 +99,32 @@ func countRecords(logs, msg, id string) int {
 // the drain reads or writes a single intent; the drain reports their number
 // and why, in two lines, and every intent stays exactly as it was.
 func TestNoProviderDoesNoWork(t *testing.T) {
+	t.Parallel()
 	j, err := spool.Open(filepath.Join(t.TempDir(), "journal.db"), spool.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { j.Close() })
 	const n = 3000
-	for i := range n {
-		if _, _, err := j.Create(context.Background(), spool.NewIntent{Labels: map[string]string{"i": fmt.Sprint(i)}, Provider: "daytona"}); err != nil {
-			t.Fatal(err)
-		}
+	// Created by 30 writers at once, so the journal's group commit shares
+	// the fsyncs: this is the set-up, not what is measured.
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for w := range 30 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < n; i += 30 {
+				if _, _, err := j.Create(context.Background(), spool.NewIntent{Labels: map[string]string{"i": fmt.Sprint(i)}, Provider: "daytona"}); err != nil {
+					errs <- err
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
 	}
 	before, err := j.Live()
 	if err != nil {

@@ -84,6 +84,7 @@ func sweepWorld(t *testing.T, n int) (*daytonatest.Server, *between, *reaper.Rea
 var staleRule = reaper.SweepRule{OlderThan: time.Hour, IdleFor: time.Hour}
 
 func TestSweepKeepsWhatChangedBetweenListAndDelete(t *testing.T) {
+	t.Parallel()
 	srv, b, r, sbs := sweepWorld(t, 3)
 	active, keep, stale := sbs[0].ID, sbs[1].ID, sbs[2].ID
 	b.beforeRead = func(id string) {
@@ -124,6 +125,7 @@ func TestSweepKeepsWhatChangedBetweenListAndDelete(t *testing.T) {
 }
 
 func TestSweepReportsDeletedOnlyWhenGone(t *testing.T) {
+	t.Parallel()
 	srv, b, r, sbs := sweepWorld(t, 2)
 	destroying, errored := sbs[0].ID, sbs[1].ID
 	b.afterDelete = func(id string) {
@@ -158,6 +160,7 @@ func TestSweepReportsDeletedOnlyWhenGone(t *testing.T) {
 }
 
 func TestSweepFailsFastWhenNothingAnswers(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -37,6 +37,7 @@ var sweepKinds = []sweepKind{
 }
 
 func TestSweep(t *testing.T) {
+	t.Parallel()
 	const (
 		ownerA, ownerB = "01aaaaaaaaaaaaaaaaaaaaaaaa", "01bbbbbbbbbbbbbbbbbbbbbbbb"
 		old            = 260 // planted 2 days ago, one minute apart: over two list pages
@@ -44,21 +45,22 @@ func TestSweep(t *testing.T) {
 	)
 	var offset atomic.Int64 // the simulated clock's distance from the wall clock
 	clock := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
-	srv := daytonatest.NewServer(daytonatest.WithClock(clock))
-	t.Cleanup(srv.Close)
+	srv, _ := testutil.Daytona(t, daytonatest.WithClock(clock))
 	srv.AddKey(apiKey, daytonatest.DefaultOrg)
 	srv.AddKey("other-team", "org-2")
 	logs := &testutil.Buffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	prov, err := daytona.New(daytona.Config{APIKey: apiKey, APIURL: srv.URL, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
+	prov := testutil.DaytonaProvider(t, srv, func(c *daytona.Config) { c.APIKey, c.Logger = apiKey, log })
 
 	want := map[string]bool{} // sandbox id → the sweep must delete it
 	var touch []string
+	// Each sandbox has its own intent label, as tether's do: the sweep's
+	// per-sandbox lists (by the sandbox's labels) then find one sandbox
+	// each, as against Daytona, not all of them.
+	n := 0
 	scope := func(owner string) map[string]string {
-		return map[string]string{spool.LabelOwner: owner, spool.LabelIntent: "x", "env": "ci"}
+		n++
+		return map[string]string{spool.LabelOwner: owner, spool.LabelIntent: fmt.Sprintf("x%d", n), "env": "ci"}
 	}
 	for i := 0; i < old; i++ {
 		offset.Store(int64(-48*time.Hour + time.Duration(i)*time.Minute))
@@ -230,15 +232,12 @@ func errored(sb daytonatest.Sandbox) bool {
 }
 
 func TestSweepWithoutOwnerTakesEveryOwnerButNeverTheUnowned(t *testing.T) {
+	t.Parallel()
 	var offset atomic.Int64
 	clock := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
-	srv := daytonatest.NewServer(daytonatest.WithClock(clock))
-	t.Cleanup(srv.Close)
+	srv, _ := testutil.Daytona(t, daytonatest.WithClock(clock))
 	srv.AddKey(apiKey, daytonatest.DefaultOrg)
-	prov, err := daytona.New(daytona.Config{APIKey: apiKey, APIURL: srv.URL})
-	if err != nil {
-		t.Fatal(err)
-	}
+	prov := testutil.DaytonaProvider(t, srv, func(c *daytona.Config) { c.APIKey = apiKey })
 	offset.Store(int64(-72 * time.Hour))
 	a, _ := srv.AddSandbox(daytonatest.DefaultOrg, daytonatest.SeedSandbox{Labels: map[string]string{spool.LabelOwner: "01a"}})
 	b, _ := srv.AddSandbox(daytonatest.DefaultOrg, daytonatest.SeedSandbox{Labels: map[string]string{spool.LabelOwner: "01b"}})

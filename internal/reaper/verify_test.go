@@ -12,6 +12,7 @@ import (
 )
 
 func TestMismatch(t *testing.T) {
+	t.Parallel()
 	in := spool.Intent{
 		ID: "01j00000000000000000000000", Name: "tether-01j00000000000000000000000", SandboxID: "sb-1",
 		Labels: map[string]string{spool.LabelOwner: "own", spool.LabelIntent: "01j00000000000000000000000", "team": "a"},
@@ -79,6 +80,7 @@ func copyMap(m map[string]string) map[string]string {
 }
 
 func TestBackoff(t *testing.T) {
+	t.Parallel()
 	r := &Reaper{Jitter: -1}
 	base, max := 100*time.Millisecond, time.Second
 	for attempt, want := range []time.Duration{100, 200, 400, 800, 1000, 1000} {
@@ -102,6 +104,7 @@ func TestBackoff(t *testing.T) {
 }
 
 func TestSleepEndsAtOnceWhenTheDeadlineIsNearer(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 	defer cancel()
 	if sleep(ctx, 2*time.Hour) {
@@ -113,6 +116,7 @@ func TestSleepEndsAtOnceWhenTheDeadlineIsNearer(t *testing.T) {
 }
 
 func TestReportWrite(t *testing.T) {
+	t.Parallel()
 	var rep Report
 	rep.add(spool.Intent{Name: "tether-a", ID: "a", State: spool.Gone}, nil)
 	rep.add(spool.Intent{Name: "tether-b", ID: "b", State: spool.Stopped}, nil)

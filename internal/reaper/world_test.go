@@ -37,15 +37,11 @@ type world struct {
 
 func newWorld(t *testing.T, opts ...daytonatest.Option) *world {
 	t.Helper()
-	srv := daytonatest.NewServer(opts...)
-	t.Cleanup(srv.Close)
+	srv, _ := testutil.Daytona(t, opts...)
 	srv.AddKey(apiKey, daytonatest.DefaultOrg)
 	logs := &testutil.Buffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	prov, err := daytona.New(daytona.Config{APIKey: apiKey, APIURL: srv.URL, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
+	prov := testutil.DaytonaProvider(t, srv, func(c *daytona.Config) { c.APIKey, c.Logger = apiKey, log })
 	j, err := spool.Open(filepath.Join(t.TempDir(), "journal.db"), spool.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -296,7 +292,7 @@ func (w *world) resolveUntil(in spool.Intent, what string, cond func() bool) (sp
 		}
 	})
 	cancel()
-	res := <-done
+	res := testutil.Receive(w.t, "done", done)
 	if res.err != nil && strings.Contains(res.err.Error(), apiKey) {
 		w.t.Errorf("the API key appears in an error: %v", res.err)
 	}

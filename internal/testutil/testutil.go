@@ -1,6 +1,9 @@
-// Package testutil holds the helpers tether's tests share: bounded waits and
-// a buffer safe to write from one goroutine while a test reads it.
-// Only tests import it.
+// Package testutil holds what tether's tests share: one set of wait bounds,
+// bounded polls, a buffer one goroutine writes while the test reads it, the
+// tether binary (and other commands of the module) built once per `go test`
+// run, one process helper for the binaries the tests run, a pseudo-terminal,
+// and the Daytona simulator with the real provider on it. Only tests import
+// it.
 package testutil
 
 import (
@@ -10,10 +13,23 @@ import (
 	"time"
 )
 
-// WaitBound is how long WaitFor polls before failing: generous, so a loaded
-// 2-core machine never fails a test that would pass on an idle one, and
-// bounded, so a test that would hang fails instead.
-const WaitBound = 60 * time.Second
+// The bounds of every wait in the tests. Each is a ceiling, never a delay: a
+// wait ends as soon as its condition holds. They are far above what a step
+// takes on an idle machine, so that a loaded 2-core machine never fails a
+// test that passes on an idle one, and bounded, so that a test whose code
+// broke fails instead of hanging until go test's own timeout.
+const (
+	// WaitBound bounds the wait for one event: a condition polled, a line
+	// of a process, an answer of a server, a runner's "ready".
+	WaitBound = 60 * time.Second
+	// ExitBound bounds the wait for a process to exit, which may include a
+	// whole drain under DrainTimeout.
+	ExitBound = 2 * WaitBound
+	// DrainTimeout is the drain deadline given to a tether whose drain must
+	// converge when the deadline itself is not what a test is about; the
+	// drain's report then proves it converged before it.
+	DrainTimeout = 30 * time.Second
+)
 
 // WaitFor polls cond every few milliseconds until it holds, failing the test
 // after WaitBound.
@@ -42,6 +58,21 @@ func Eventually(t testing.TB, what string, cond func() (ok bool, why string)) {
 			t.Fatalf("%s: not within %s: %s", what, WaitBound, why)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Receive waits for one value of ch, failing the test after WaitBound.
+func Receive[T any](t testing.TB, what string, ch <-chan T) T {
+	t.Helper()
+	timer := time.NewTimer(WaitBound)
+	defer timer.Stop()
+	select {
+	case v := <-ch:
+		return v
+	case <-timer.C:
+		t.Fatalf("timed out after %s waiting for %s", WaitBound, what)
+		var zero T
+		return zero
 	}
 }
 

@@ -346,42 +346,18 @@ func (p *Provider) List(ctx context.Context, labels map[string]string) ([]provid
 }
 
 func (p *Provider) list(ctx context.Context, labels map[string]string, namePrefix string) ([]provider.Sandbox, error) {
-	var filter string
-	if len(labels) > 0 {
-		b, err := json.Marshal(labels)
-		if err != nil {
-			return nil, fmt.Errorf("daytona list: labels: %w", err)
-		}
-		filter = string(b)
-	}
+	q := listQuery{labels: labels, namePrefix: namePrefix}
 	var out []provider.Sandbox
 	cursor := ""
 	for range maxListPages {
-		var page *apiclient.ListSandboxesResponse
-		err := p.call(ctx, "list", filter, func(ctx context.Context) (*http.Response, error) {
-			req := p.api.SandboxAPI.ListSandboxes(ctx).Limit(listPageLimit)
-			if filter != "" {
-				req = req.Labels(filter)
-			}
-			if namePrefix != "" {
-				req = req.Name(namePrefix)
-			}
-			if cursor != "" {
-				req = req.Cursor(cursor)
-			}
-			var resp *http.Response
-			var err error
-			page, resp, err = req.Execute()
-			return resp, err
-		})
+		items, next, err := p.listPage(ctx, q, cursor)
 		if err != nil {
 			return nil, err
 		}
-		for i := range page.Items {
-			out = append(out, fromListItem(&page.Items[i]))
+		for i := range items {
+			out = append(out, fromListItem(&items[i]))
 		}
-		next := page.GetNextCursor()
-		if next == "" || next == cursor {
+		if next == "" {
 			return out, nil
 		}
 		cursor = next

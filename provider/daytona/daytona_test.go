@@ -23,7 +23,7 @@ import (
 )
 
 // pollTimeout bounds every wait for a simulated state change.
-const pollTimeout = 20 * time.Second
+const pollTimeout = testutil.WaitBound
 
 func newSim(t *testing.T, opts ...daytonatest.Option) *daytonatest.Server {
 	t.Helper()

@@ -27,11 +27,8 @@ import (
 	"github.com/tether-run/tether/spool"
 )
 
-// Bounds of every wait: far above what a step takes on an idle machine, so
-// only a real hang fails a test on a loaded one.
-const (
-	waitBound = 60 * time.Second
-)
+// waitBound bounds every wait for one event: testutil's.
+const waitBound = testutil.WaitBound
 
 // Simulated timings: short, but deletion is visibly asynchronous.
 const (

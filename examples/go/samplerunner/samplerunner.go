@@ -26,6 +26,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -270,4 +271,32 @@ func waitIdle(ctx context.Context, tether *client.Client) error {
 			return ctx.Err()
 		}
 	}
+}
+
+// Line is one line the runner prints (see the package doc), read back by
+// ParseLine: an event about one intent (How is created, unobserved, lost,
+// released or declared), its pid, or ready.
+type Line struct {
+	How     string // the first word: an event, "pid" or "ready"
+	Intent  string
+	Name    string
+	Sandbox string // "-" when it has none
+	Rest    string // what follows: why a create was lost
+	PID     int    // of a "pid" line
+}
+
+// ParseLine reads one line of the runner's output; ok is false for a line
+// it never prints.
+func ParseLine(s string) (l Line, ok bool) {
+	f := strings.Fields(s)
+	switch {
+	case len(f) == 1 && f[0] == "ready":
+		return Line{How: "ready"}, true
+	case len(f) == 2 && f[0] == "pid":
+		pid, err := strconv.Atoi(f[1])
+		return Line{How: "pid", PID: pid}, err == nil
+	case len(f) >= 4:
+		return Line{How: f[0], Intent: f[1], Name: f[2], Sandbox: f[3], Rest: strings.Join(f[4:], " ")}, true
+	}
+	return Line{}, false
 }

@@ -139,7 +139,7 @@ func newWorld(t *testing.T) *world {
 	go func() { done <- execute() }()
 	t.Cleanup(func() {
 		interrupt(nil)
-		if err := <-done; err != nil {
+		if err := testutil.Receive(t, "done", done); err != nil {
 			t.Errorf("Serve: %v", err)
 		}
 		up.Close()
@@ -242,7 +242,7 @@ func TestCreateSurvivesTheRunnerHangingUp(t *testing.T) {
 		}
 	})
 	cancel()
-	if err := <-errc; !errors.Is(err, context.Canceled) {
+	if err := testutil.Receive(t, "errc", errc); !errors.Is(err, context.Canceled) {
 		t.Fatalf("runner: %v, want its own cancellation", err)
 	}
 	close(release)

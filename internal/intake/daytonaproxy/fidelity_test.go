@@ -161,6 +161,7 @@ type answer struct {
 // runner receives the very answer Daytona wrote; for calls that change
 // nothing, the two answers the runner got are identical.
 func TestPassThroughFidelity(t *testing.T) {
+	t.Parallel()
 	tp := newTap()
 	w := newWorld(t, tp.wrap)
 	sb, err := w.sim.AddSandbox(daytonatest.DefaultOrg, daytonatest.SeedSandbox{Name: "fid", Labels: map[string]string{"fid": "1", "team": "x"}})
@@ -316,6 +317,7 @@ func mustAll(t *testing.T, w *world) []any {
 // TestWebsocketUpgradePassesThrough: an upgrade reaches Daytona and the
 // connection then carries bytes both ways.
 func TestWebsocketUpgradePassesThrough(t *testing.T) {
+	t.Parallel()
 	tp := newTap()
 	w := newWorld(t, tp.wrap)
 	u, _ := url.Parse(w.url)
@@ -351,6 +353,7 @@ func TestWebsocketUpgradePassesThrough(t *testing.T) {
 // sent (only the name, the labels and a disabled auto-stop changed), and
 // the runner gets Daytona's status, headers and body byte for byte.
 func TestCreateForwardsTheRunnersRequestAndDaytonasAnswer(t *testing.T) {
+	t.Parallel()
 	tp := newTap()
 	w := newWorld(t, tp.wrap)
 	body := `{"snapshot":"daytonaio/sandbox:0.4","env":{"A":"1"},"cpu":2,"futureField":{"x":[1,2]},"labels":{"team":"a"},"autoStopInterval":0}`

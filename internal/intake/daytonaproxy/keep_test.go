@@ -13,6 +13,7 @@ import (
 // lease, or stopped on purpose) keeps tether-keep=true; one of a sandbox
 // released as deleted, or as kept outside lease mode, is the runner's own.
 func TestLabelReplacementKeepsTheKeepLabel(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, nil)
 	w.p.Intake.Lease = 2
 	w.p.LeaseMinutes = 2

@@ -15,6 +15,7 @@ import (
 // default) and longer ones become the lease, an ephemeral one (0) and a
 // shorter one stay. Replacements are logged.
 func TestLeaseModeSetsTheIntervalsOfEveryCreate(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, nil)
 	w.p.LeaseMinutes = 2
 	for _, tc := range []struct {
@@ -65,6 +66,7 @@ func TestLeaseModeSetsTheIntervalsOfEveryCreate(t *testing.T) {
 }
 
 func TestLeaseRuleKeepsEveryOtherField(t *testing.T) {
+	t.Parallel()
 	cb, err := parseCreate([]byte(`{"name":"a<b","autoStopInterval":5,"x":{"y":[1,2]}}`))
 	if err != nil {
 		t.Fatal(err)

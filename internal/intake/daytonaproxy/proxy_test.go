@@ -31,7 +31,7 @@ import (
 // Bounds of the waits in these tests: far above what the steps take, so
 // only a real hang fails a test on a loaded machine.
 const (
-	waitBound = 30 * time.Second
+	waitBound = testutil.WaitBound
 	// backstop is the auto-stop the proxy sets on a create that has it off.
 	backstop = 17
 	// secretKey is a runner key that must never reach a log or the journal.
@@ -101,7 +101,7 @@ func newWorld(t *testing.T, wrap func(http.Handler) http.Handler, opts ...dayton
 	go func() { done <- w.p.Serve(l) }()
 	t.Cleanup(func() {
 		w.p.Close()
-		if err := <-done; err != nil {
+		if err := testutil.Receive(t, "done", done); err != nil {
 			t.Errorf("serve: %v", err)
 		}
 		// Whatever a test did: no credential in the logs or the journal.
@@ -195,6 +195,7 @@ func ctx(t *testing.T) context.Context {
 }
 
 func TestCreateWithoutNameIsNamedLabelledBackstoppedAndJournaled(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, nil)
 	req := apiclient.NewCreateSandbox()
 	req.SetLabels(map[string]string{"team": "a"})
@@ -237,6 +238,7 @@ func TestCreateWithoutNameIsNamedLabelledBackstoppedAndJournaled(t *testing.T) {
 }
 
 func TestRunnersOwnNameAndLabelsAreKeptBesideTethers(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, nil)
 	req := apiclient.NewCreateSandbox()
 	req.SetName("agent-box-7")
@@ -269,6 +271,7 @@ func TestRunnersOwnNameAndLabelsAreKeptBesideTethers(t *testing.T) {
 }
 
 func TestAbsentAutoStopIsLeftToTheServerDefault(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, nil)
 	sb, _, err := w.runner().SandboxAPI.CreateSandbox(ctx(t)).CreateSandbox(*apiclient.NewCreateSandbox()).Execute()
 	if err != nil {
@@ -282,6 +285,7 @@ func TestAbsentAutoStopIsLeftToTheServerDefault(t *testing.T) {
 // A create whose runner hangs up (its SDK timed out) is not cancelled:
 // the proxy reads the answer to its end and journals the id.
 func TestRunnerHangsUpBeforeTheAnswer(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, nil, daytonatest.WithFaults(daytonatest.Faults{Latency: 2 * time.Second, Routes: []string{daytonatest.RouteCreate}}))
 	short, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
@@ -305,6 +309,7 @@ func TestRunnerHangsUpBeforeTheAnswer(t *testing.T) {
 // Creates Daytona answered with an error although the sandbox exists: the
 // intent stays pending under its name, and the drain finds and deletes it.
 func TestFailedCreatesThatLandedEndDeleted(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		status int
@@ -341,6 +346,7 @@ func TestFailedCreatesThatLandedEndDeleted(t *testing.T) {
 // Refusals Daytona gives before it does anything close the intent at once
 // as never-created, so the drain does not poll for a name that cannot come.
 func TestRefusedBeforeAnythingIsNeverCreated(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, nil)
 	_, resp, err := client(w.url, "no-such-key").SandboxAPI.CreateSandbox(ctx(t)).CreateSandbox(*apiclient.NewCreateSandbox()).Execute()
 	if err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized {
@@ -355,6 +361,7 @@ func TestRefusedBeforeAnythingIsNeverCreated(t *testing.T) {
 }
 
 func TestDeleteByTheRunnerMarksReleasingAndIsNotDeletedTwice(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, nil)
 	c := w.runner()
 	var ids []string
@@ -407,6 +414,7 @@ func TestDeleteByTheRunnerMarksReleasingAndIsNotDeletedTwice(t *testing.T) {
 // A runner with another account's key: its intents carry that account,
 // the drain never deletes them (nor anything else), and it is reported.
 func TestAnotherAccountIsReportedAndNeverDeleted(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, nil)
 	sb, _, err := client(w.url, otherKey).SandboxAPI.CreateSandbox(ctx(t)).CreateSandbox(*apiclient.NewCreateSandbox()).Execute()
 	if err != nil {
@@ -435,6 +443,7 @@ func TestAnotherAccountIsReportedAndNeverDeleted(t *testing.T) {
 // through untouched, and nothing more is journaled: the runner answers for
 // it over the socket, as it did without the proxy.
 func TestDeclaredCreatePassesUntouched(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, nil)
 	in, _, err := w.j.Create(ctx(t), spool.NewIntent{Labels: map[string]string{"run": "1"}, Provider: "daytona"})
 	if err != nil {
@@ -458,6 +467,7 @@ func TestDeclaredCreatePassesUntouched(t *testing.T) {
 }
 
 func TestBadCreateBodiesAreRefusedBeforeAnything(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, nil)
 	for _, body := range []string{`[]`, `null`, `{"name":5}`, `{"labels":{"a":1}}`, `{`, "{\"name\":\"a\x01b\"}"} {
 		resp, err := http.Post(w.url+"/sandbox", "application/json", strings.NewReader(body))
@@ -481,6 +491,7 @@ func TestBadCreateBodiesAreRefusedBeforeAnything(t *testing.T) {
 // connection fails (no HTTP answer an SDK would not retry), and a create
 // whose dial failed is closed at once: nothing was sent.
 func TestUpstreamDownIsAConnectionError(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, nil)
 	w.sim.Close()
 	_, resp, err := w.runner().SandboxAPI.CreateSandbox(ctx(t)).CreateSandbox(*apiclient.NewCreateSandbox()).Execute()
@@ -521,6 +532,7 @@ func sameLabels(a, b map[string]string) bool {
 // Close (the actor's interrupt) returns at once even while a create waits
 // for Daytona, and Serve then returns; the intent stays for the drain.
 func TestCloseDoesNotWaitForCreatesInFlight(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, nil)
 	w.sim.Inject(daytonatest.RouteCreate, 1, daytonatest.Scripted{Hang: true})
 	errc := make(chan error, 1)
@@ -532,7 +544,7 @@ func TestCloseDoesNotWaitForCreatesInFlight(t *testing.T) {
 		return w.sim.Calls()[daytonatest.RouteCreate] == 1, "not yet"
 	})
 	w.p.Close()
-	if err := <-errc; err == nil {
+	if err := testutil.Receive(t, "errc", errc); err == nil {
 		t.Fatal("the runner's create should fail when the proxy closes under it")
 	}
 	if in := w.only(); in.State != spool.Pending {
@@ -544,6 +556,7 @@ func TestCloseDoesNotWaitForCreatesInFlight(t *testing.T) {
 // proxy already knows the id, so the intent is releasing, not left to a
 // lookup by a name Daytona has just renamed away.
 func TestDeleteRightAfterCreate(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, nil)
 	c := w.runner()
 	sb, _, err := c.SandboxAPI.CreateSandbox(ctx(t)).CreateSandbox(*apiclient.NewCreateSandbox()).Execute()
@@ -566,6 +579,7 @@ func TestDeleteRightAfterCreate(t *testing.T) {
 }
 
 func TestChildURLMirrorsTheUpstreamPath(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ upstream, path string }{
 		{"https://app.daytona.io/api", "/api"},
 		{"https://app.daytona.io/api/", "/api"},

@@ -77,6 +77,7 @@ func ours(sb daytonatest.Sandbox, in spool.Intent) bool {
 // Daytona's answer, and the drain still finds the sandbox ours. A sandbox
 // that is not tether's is replaced as the runner asked.
 func TestLabelReplacementKeepsTethersLabels(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, nil)
 	id := w.create("", -1)
 	in := w.intentOf(id)
@@ -131,6 +132,7 @@ func TestLabelReplacementKeepsTethersLabels(t *testing.T) {
 // remembered), and the drain deletes it before its parent, which Daytona
 // refuses to delete while it lives.
 func TestForkIsJournaledAndDrainedBeforeItsParent(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, nil)
 	parentID := w.create("", 0)
 	parent := w.intentOf(parentID)
@@ -192,6 +194,7 @@ func TestForkIsJournaledAndDrainedBeforeItsParent(t *testing.T) {
 // A fork carrying its parent's labels (tether died before it relabeled
 // it) is still proved ours by its name, and deleted.
 func TestForkWithItsParentsLabelsIsOurs(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, nil)
 	parentID := w.create("", -1)
 	parent := w.intentOf(parentID)
@@ -216,6 +219,7 @@ func TestForkWithItsParentsLabelsIsOurs(t *testing.T) {
 // auto-stop of 0 becomes the backstop, anything else passes; a sandbox that
 // is not tether's is set as the runner asked.
 func TestSettersFollowTheCreatesRule(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, nil)
 	id := w.create("", 5)
 	c := w.runner()
@@ -261,6 +265,7 @@ func TestSettersFollowTheCreatesRule(t *testing.T) {
 // In lease mode a setter cannot take the lease off: auto-stop stays the
 // lease, auto-delete at most the lease.
 func TestSettersKeepTheLease(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, nil)
 	w.p.LeaseMinutes = 2
 	id := w.create("", -1)
@@ -283,6 +288,7 @@ func TestSettersKeepTheLease(t *testing.T) {
 // intent at once, with the reason, and a DELETE by that name moves the
 // intent that owns the sandbox, not the refused one.
 func TestDuplicateNameIsNeverCreatedAtOnce(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, nil)
 	id := w.create("dup", -1)
 	first := w.intentOf(id)
@@ -317,6 +323,7 @@ func TestDuplicateNameIsNeverCreatedAtOnce(t *testing.T) {
 // one that copies the labels of an earlier sandbox, or makes up an owner,
 // is journaled, labelled as its own intent, and backstopped.
 func TestSpoofedOwnerLabelsAreJournaled(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, nil)
 	first := w.intentOf(w.create("", -1))
 	for i, labels := range []map[string]string{
@@ -346,6 +353,7 @@ func TestSpoofedOwnerLabelsAreJournaled(t *testing.T) {
 // Paths are matched as Daytona's router matches them: any case, trailing
 // and repeated slashes; none of these creates passes unjournaled.
 func TestRoutesMatchedAsTheServerDoes(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, nil)
 	base := strings.TrimSuffix(w.url, "/api")
 	for i, path := range []string{"/api/sandbox/", "/API/Sandbox", "//api//sandbox", "/api/./sandbox", "/api/x/../sandbox"} {
@@ -391,6 +399,7 @@ func TestRoutesMatchedAsTheServerDoes(t *testing.T) {
 // create answer proved it ours, as the backstop's read does for a sandbox
 // declared over the socket. Labels the runner changed since do not matter.
 func TestProxiedSandboxDrainCostsOneReadOneDelete(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, nil)
 	ids := []string{w.create("", -1), w.create("named-one", 0)}
 	if _, _, err := w.runner().SandboxAPI.ReplaceLabels(ctx(t), ids[1]).SandboxLabels(*apiclient.NewSandboxLabels(map[string]string{"x": "y"})).Execute(); err != nil {
@@ -417,6 +426,7 @@ func TestProxiedSandboxDrainCostsOneReadOneDelete(t *testing.T) {
 // acting there too): its sandboxes are journaled under tether's account and
 // drained.
 func TestJWTInTethersOrganizationIsDrained(t *testing.T) {
+	t.Parallel()
 	const jwt = "eyJ.runner-jwt.sig"
 	w := newWorld(t, nil)
 	w.sim.AddJWT(jwt, daytonatest.DefaultOrg)
@@ -447,6 +457,7 @@ func TestJWTInTethersOrganizationIsDrained(t *testing.T) {
 // the runner meets a connection error, the intent stays pending, and the
 // drain finds the sandbox by its name.
 func TestCreateExecutedBeforeTheConnectionReset(t *testing.T) {
+	t.Parallel()
 	reset := func(sim http.Handler) http.Handler {
 		return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 			if r.Method != http.MethodPost || r.URL.Path != "/api/sandbox" {
@@ -485,6 +496,7 @@ func TestCreateExecutedBeforeTheConnectionReset(t *testing.T) {
 // --daytona-autostop), judged by what the simulator stored; an absent one
 // is the server's default.
 func TestNullAutoStopIsTheBackstop(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, nil)
 	for _, tc := range []struct {
 		body string
@@ -516,6 +528,7 @@ func TestNullAutoStopIsTheBackstop(t *testing.T) {
 // An upstream configured without Daytona's "/api" prefix: a create that
 // carries the prefix itself is still a create, journaled.
 func TestCreateUnderTheAPIPrefixOfAnUpstreamWithout(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, nil)
 	root := strings.TrimSuffix(w.upstream, "/api")
 	p := &Proxy{Intake: w.p.Intake, Upstream: root, AutoStopMinutes: backstop}
@@ -546,6 +559,7 @@ func TestCreateUnderTheAPIPrefixOfAnUpstreamWithout(t *testing.T) {
 // its name tether's: its label replacement and setters pass as sent, so
 // tether's labels are never put on somebody else's sandbox.
 func TestPendingNameAloneIsNotOurs(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, nil)
 	if _, _, err := w.j.Create(ctx(t), spool.NewIntent{Name: "shared-name", Labels: w.p.Labels, Provider: "daytona", Account: w.p.Account}); err != nil {
 		t.Fatal(err)

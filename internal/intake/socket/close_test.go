@@ -3,6 +3,7 @@ package socket
 import (
 	"context"
 	"github.com/tether-run/tether/intentapi"
+	"github.com/tether-run/tether/internal/testutil"
 	"net"
 	"testing"
 	"time"
@@ -60,7 +61,7 @@ func TestCloseWaitsForRunningRequests(t *testing.T) {
 		_, err := f.client.Delete(context.Background(), in.ID)
 		answered <- err
 	}()
-	<-entered
+	testutil.Receive(t, "entered", entered)
 	closed := make(chan error, 1)
 	go func() { closed <- f.srv.Close() }()
 	select {
@@ -73,13 +74,13 @@ func TestCloseWaitsForRunningRequests(t *testing.T) {
 		// this window to be caught, a right one passes whatever the delay.
 	}
 	close(release)
-	if err := <-answered; err != nil {
+	if err := testutil.Receive(t, "answered", answered); err != nil {
 		t.Fatalf("the request that was running at Close: %v", err)
 	}
-	if err := <-closed; err != nil {
+	if err := testutil.Receive(t, "closed", closed); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
-	<-f.srv.Done()
+	testutil.Receive(t, "f.srv.Done()", f.srv.Done())
 }
 
 // TestActorInterruptDoesNotWait: the actor's interrupt only starts Close
@@ -104,7 +105,7 @@ func TestActorInterruptDoesNotWait(t *testing.T) {
 		_, err := f.client.Delete(context.Background(), in.ID)
 		answered <- err
 	}()
-	<-entered
+	testutil.Receive(t, "entered", entered)
 	// The interrupt must return while the request above is still held
 	// (the shutdown timeout is an hour).
 	_, interrupt := s.Actor(nil)
@@ -115,8 +116,8 @@ func TestActorInterruptDoesNotWait(t *testing.T) {
 	default:
 	}
 	close(release)
-	if err := <-answered; err != nil {
+	if err := testutil.Receive(t, "answered", answered); err != nil {
 		t.Fatalf("the request that was running: %v", err)
 	}
-	<-s.Done()
+	testutil.Receive(t, "s.Done()", s.Done())
 }

@@ -20,7 +20,7 @@ import (
 
 // waitBound bounds every wait for something the server does on its own
 // (a timeout firing): far above the timeouts set, so only a hang fails.
-const waitBound = 30 * time.Second
+const waitBound = testutil.WaitBound
 
 // abuse opens n connections to sock: the even ones send a whole request,
 // read the answer and then idle (keep-alive); the odd ones send the headers
@@ -170,7 +170,7 @@ func TestAllConnectionsBusy(t *testing.T) {
 	}
 	close(release)
 	for range 2 {
-		if code := <-answers; code != http.StatusBadGateway {
+		if code := testutil.Receive(t, "answers", answers); code != http.StatusBadGateway {
 			t.Fatalf("a delete in flight was cut off: %d", code)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"github.com/tether-run/tether/intentapi"
 	"github.com/tether-run/tether/intentapi/client"
+	"github.com/tether-run/tether/internal/testutil"
 	"io"
 	"net"
 	"net/http"
@@ -125,7 +126,7 @@ func start(t *testing.T, s *Server) *fixture {
 	go func() { done <- exec() }()
 	t.Cleanup(func() {
 		interrupt(nil)
-		if err := <-done; err != nil {
+		if err := testutil.Receive(t, "done", done); err != nil {
 			t.Errorf("Serve: %v", err)
 		}
 	})

@@ -9,6 +9,7 @@ import (
 // each refusal names the field. (The ids are ULIDs, valid as client ids and
 // as intent ids alike.)
 func TestDecodeStrict(t *testing.T) {
+	t.Parallel()
 	for name, c := range map[string]struct{ content, says string }{
 		"upper-case field":   {`{"OP":"intent","id":"01arz3ndektsv4rrffq69g5fav"}`, `unknown field "OP"`},
 		"field in two cases": {`{"op":"intent","id":"01arz3ndektsv4rrffq69g5fav","ID":"01arz3ndektsv4rrffq69g5fav"}`, `unknown field "ID"`},

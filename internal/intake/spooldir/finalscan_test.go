@@ -14,6 +14,7 @@ import (
 // drain's deadline passed), the last scan takes nothing more and Run
 // returns; the files stay in the spool for the next start, none is lost.
 func TestIntakeFinalScanCutShort(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "spool")
 	os.MkdirAll(dir, 0o700)
 	j := openTemp(t)

@@ -39,6 +39,7 @@ func rejectedReason(t *testing.T, dir, slot string) string {
 // planted as symbolic links to files elsewhere stay links; the files they
 // point at are unchanged; the reason goes under the next free name.
 func TestRejectNeverWritesThroughSymlinks(t *testing.T) {
+	t.Parallel()
 	outside := t.TempDir()
 	victim := filepath.Join(outside, "victim")
 	victimJSON := filepath.Join(outside, "victim.json")
@@ -73,6 +74,7 @@ func TestRejectNeverWritesThroughSymlinks(t *testing.T) {
 // makes the intake refuse to start, naming it; nothing is written where it
 // points.
 func TestRejectedDirSymlinkRefused(t *testing.T) {
+	t.Parallel()
 	for name, plant := range map[string]func(dir, target string){
 		"symlink": func(dir, target string) { os.Symlink(target, filepath.Join(dir, RejectedDir)) },
 		"file":    func(dir, _ string) { os.WriteFile(filepath.Join(dir, RejectedDir), nil, 0o600) },
@@ -101,6 +103,7 @@ func TestRejectedDirSymlinkRefused(t *testing.T) {
 // TestRejectKeepsEarlierRejects: a second rejected file of the same name
 // gets its own slot; the first and its reason are kept.
 func TestRejectKeepsEarlierRejects(t *testing.T) {
+	t.Parallel()
 	f := startIntake(t, &Reader{}, nil)
 	contents := []string{`{"op":"intent","id":"FIRST"}`, `{"op":"intent","id":"SECOND"}`, `{"op":"bogus","id":"third"}`}
 	slots := []string{"dup", "dup.1", "dup.2"}
@@ -128,6 +131,7 @@ func TestRejectKeepsEarlierRejects(t *testing.T) {
 // TestIrregularSpoolEntries: a FIFO, a directory and a hard link named
 // NAME.json are rejected with a reason in words, and the intake goes on.
 func TestIrregularSpoolEntries(t *testing.T) {
+	t.Parallel()
 	outside := filepath.Join(t.TempDir(), "someone-elses.json")
 	os.WriteFile(outside, []byte(`{"op":"intent","id":"linked"}`), 0o600)
 	f := startIntake(t, &Reader{}, func(dir string) {
@@ -161,6 +165,7 @@ func TestIrregularSpoolEntries(t *testing.T) {
 // refused unless sticky; one owned by a uid that may not use tether is
 // refused unless that uid is allowed.
 func TestSpoolDirectoryFollowsTheSocketsRules(t *testing.T) {
+	t.Parallel()
 	open := func(t *testing.T, mode os.FileMode, owner int, allow []int) error {
 		dir := filepath.Join(t.TempDir(), "spool")
 		os.Mkdir(dir, 0o700)
@@ -203,6 +208,7 @@ func TestSpoolDirectoryFollowsTheSocketsRules(t *testing.T) {
 // would refuse is rejected, naming the uid; the same file from an allowed
 // uid is journaled.
 func TestFilesOfOtherUsersRefused(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to own files as another uid (chown); run the suite as root, as .ci/run does")
 	}

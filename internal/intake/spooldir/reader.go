@@ -298,12 +298,22 @@ func (in *Reader) take(ctx context.Context, names []string) (handled int, err er
 		}
 		if err == nil {
 			p.change, err = in.prepare(p.op)
+			if err != nil && !refused(err) {
+				// The journal failed, not the file: it and the files after
+				// it (which may refer to it) wait, in order, for a retry.
+				in.log.Error("spool: journal failed, file left for a retry", "file", name, "err", err)
+				break
+			}
 		}
 		crashpoint.Hit(crashpoint.SpoolBeforeJournal)
 		if err != nil {
 			p.err = err
 		} else if err := in.Journal.Submit(p.change); err != nil {
-			return handled, fmt.Errorf("spool %s: %w", in.Dir, err)
+			if errors.Is(err, spool.ErrClosed) {
+				return handled, fmt.Errorf("spool %s: %w", in.Dir, err)
+			}
+			in.log.Error("spool: journal failed, file left for a retry", "file", name, "err", err)
+			break
 		}
 		items = append(items, p)
 	}

@@ -73,7 +73,7 @@ func startIntake(t *testing.T, in *Reader, before func(dir string)) *intakeFixtu
 	go func() { done <- in.Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
-		if err := <-done; err != nil {
+		if err := testutil.Receive(t, "the intake to stop", done); err != nil {
 			t.Errorf("Run: %v", err)
 		}
 	})
@@ -81,6 +81,7 @@ func startIntake(t *testing.T, in *Reader, before func(dir string)) *intakeFixtu
 }
 
 func TestIntakeTakesFilesPresentBeforeStart(t *testing.T) {
+	t.Parallel()
 	f := startIntake(t, &Reader{Intake: &intake.Intake{Labels: map[string]string{"scope": "s"}, Provider: "daytona"}}, func(dir string) {
 		spoolWrite(t, dir, "001", `{"op":"intent","id":"run-a","labels":{"team":"x"},"on_drain":"stop"}`)
 		spoolWrite(t, dir, "002", `{"op":"observe","id":"run-a","sandbox_id":"sb-a"}`)
@@ -108,6 +109,7 @@ func TestIntakeTakesFilesPresentBeforeStart(t *testing.T) {
 // TestIntakeLexicalOrder: files are taken by name, not by arrival; an op on
 // an intent whose file sorts later is rejected, in the reverse order it works.
 func TestIntakeLexicalOrder(t *testing.T) {
+	t.Parallel()
 	f := startIntake(t, &Reader{}, func(dir string) {
 		spoolWrite(t, dir, "b-intent", `{"op":"intent","id":"late"}`)
 		spoolWrite(t, dir, "a-observe", `{"op":"observe","id":"late","sandbox_id":"sb"}`)
@@ -127,6 +129,7 @@ func TestIntakeLexicalOrder(t *testing.T) {
 }
 
 func TestIntakeRejects(t *testing.T) {
+	t.Parallel()
 	cases := map[string]struct{ content, says string }{
 		"malformed":   {`{"op":"intent",`, "malformed JSON"},
 		"not-object":  {`"intent"`, "JSON object"},
@@ -165,6 +168,7 @@ func TestIntakeRejects(t *testing.T) {
 }
 
 func TestIntakeIgnoresHalfWrittenFiles(t *testing.T) {
+	t.Parallel()
 	var dir string
 	f := startIntake(t, &Reader{}, func(d string) {
 		dir = d
@@ -190,6 +194,7 @@ func TestIntakeIgnoresHalfWrittenFiles(t *testing.T) {
 }
 
 func TestIntakeBurst(t *testing.T) {
+	t.Parallel()
 	const n = 5000
 	f := startIntake(t, &Reader{}, nil)
 	for i := 0; i < n; i++ {
@@ -206,6 +211,7 @@ func TestIntakeBurst(t *testing.T) {
 }
 
 func TestIntakeIdempotentAndClientChosenID(t *testing.T) {
+	t.Parallel()
 	id := "01arz3ndektsv4rrffq69g5fav"
 	f := startIntake(t, &Reader{}, func(dir string) {
 		spoolWrite(t, dir, "1", `{"op":"intent","id":"`+id+`"}`)
@@ -224,6 +230,7 @@ func TestIntakeIdempotentAndClientChosenID(t *testing.T) {
 }
 
 func TestIntakeDeleteAndObserved(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	var deleted []string
 	observed := make(chan Intent, 1)
@@ -261,6 +268,7 @@ func TestIntakeDeleteAndObserved(t *testing.T) {
 }
 
 func TestIntakeStopsWhenJournalCloses(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "spool")
 	j := openTemp(t)
 	in := &Reader{Intake: &intake.Intake{Journal: j}, Dir: dir}
@@ -286,6 +294,7 @@ func TestIntakeStopsWhenJournalCloses(t *testing.T) {
 // last scan, before Run returns (and so before the drain): here ctx is over
 // before the intake even starts, so only that last scan can take it.
 func TestIntakeFinalScanTakesLateFiles(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "spool")
 	os.MkdirAll(dir, 0o700)
 	j := openTemp(t)
@@ -307,6 +316,7 @@ func TestIntakeFinalScanTakesLateFiles(t *testing.T) {
 // Files renamed in before the watcher starts (it starts after WatchDelay)
 // are not missed, with no periodic rescan to fall back on.
 func TestIntakeDelayedWatcherMissesNothing(t *testing.T) {
+	t.Parallel()
 	f := startIntake(t, &Reader{WatchDelay: 50 * time.Millisecond, RescanInterval: time.Hour}, nil)
 	for i := 0; i < 3; i++ {
 		spoolWrite(t, f.dir, fmt.Sprintf("%03d", i), fmt.Sprintf(`{"op":"intent","id":"early-%d","labels":{}}`, i))

@@ -21,7 +21,7 @@ import (
 
 // pollTimeout bounds every wait for a simulated state change; polls end as
 // soon as the condition holds.
-const pollTimeout = 20 * time.Second
+const pollTimeout = testutil.WaitBound
 
 // client is the real generated Daytona client pointed at s, with every call
 // checked against the official spec.

@@ -1,12 +1,9 @@
-package main
+package e2e_test
 
 import (
-	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -16,37 +13,13 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// openPTY returns a new pseudo-terminal's master and its terminal side.
-func openPTY(t *testing.T) (master, tty *os.File) {
-	t.Helper()
-	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
-	if err != nil {
-		t.Skipf("no pseudo-terminals: %v", err)
-	}
-	if err := unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0); err != nil {
-		t.Fatal(err)
-	}
-	n, err := unix.IoctlGetInt(int(m.Fd()), unix.TIOCGPTN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close(); s.Close() })
-	// Drain what the terminal echoes, so it never blocks a writer.
-	go io.Copy(io.Discard, m)
-	return m, s
-}
-
 // startTetherOnTTY runs tether as a shell would run a foreground job (see
 // jobShell) in a session whose controlling terminal is tty. cmd is the
 // shell; tether's pid is the events file's "tether pid N".
 func startTetherOnTTY(t *testing.T, tty *os.File, args []string, env ...string) (*exec.Cmd, string, chan struct{}) {
 	t.Helper()
 	events := filepath.Join(t.TempDir(), "events")
-	cmd := exec.Command(os.Args[0], append([]string{"jobshell", tetherBin, "run"}, args...)...)
+	cmd := exec.Command(os.Args[0], append([]string{"jobshell", bin.tether, "run"}, args...)...)
 	cmd.Env = append(os.Environ(), helperEnv+"=1", "HELPER_EVENTS="+events)
 	cmd.Env = append(cmd.Env, isolatedEnv(t)...)
 	cmd.Env = append(cmd.Env, env...)
@@ -59,14 +32,12 @@ func startTetherOnTTY(t *testing.T, tty *os.File, args []string, env ...string) 
 	go func() { cmd.Wait(); close(done) }()
 	t.Cleanup(func() {
 		cmd.Process.Kill()
-		<-done
-		for _, l := range readLines(events) {
-			if _, rest, ok := strings.Cut(l, " pid "); ok {
-				var pid int
-				fmt.Sscan(rest, &pid)
-				syscall.Kill(pid, syscall.SIGKILL)
-			}
+		select {
+		case <-done:
+		case <-time.After(testutil.ExitBound):
+			t.Errorf("the job shell did not die of SIGKILL within %s", testutil.ExitBound)
 		}
+		killEventPIDs(events)
 	})
 	return cmd, events, done
 }
@@ -75,8 +46,8 @@ func waitDone(t *testing.T, cmd *exec.Cmd, done chan struct{}) int {
 	t.Helper()
 	select {
 	case <-done:
-	case <-time.After(waitLimit):
-		t.Fatalf("tether still running after %s", waitLimit)
+	case <-time.After(testutil.ExitBound):
+		t.Fatalf("tether still running after %s", testutil.ExitBound)
 	}
 	return cmd.ProcessState.ExitCode()
 }
@@ -86,7 +57,7 @@ func waitDone(t *testing.T, cmd *exec.Cmd, done chan struct{}) int {
 // read the terminal), and tether must not forward a second one.
 func TestRunTTYCtrlCReachesChildOnce(t *testing.T) {
 	t.Parallel()
-	master, tty := openPTY(t)
+	master, tty := testutil.OpenPTY(t)
 	cmd, events, done := startTetherOnTTY(t, tty, append([]string{"--grace", "1h", "--"}, helperCommand("record")...), "HELPER_GRANDCHILD=1")
 	waitEvent(t, events, "child ready")
 	if _, err := master.Write([]byte{0x03}); err != nil { // Ctrl-C
@@ -113,7 +84,7 @@ func TestRunTTYCtrlCReachesChildOnce(t *testing.T) {
 // so reading it does not stop the child with SIGTTIN.
 func TestRunTTYChildReadsTerminal(t *testing.T) {
 	t.Parallel()
-	master, tty := openPTY(t)
+	master, tty := testutil.OpenPTY(t)
 	cmd, events, done := startTetherOnTTY(t, tty, append([]string{"--"}, helperCommand("readline")...))
 	waitEvent(t, events, "child ready")
 	if _, err := master.Write([]byte("hello from the terminal\n")); err != nil {
@@ -132,7 +103,7 @@ func TestRunTTYChildReadsTerminal(t *testing.T) {
 // group, the child's and tether's. SIGCONT (the shell's fg) wakes both.
 func TestRunTTYCtrlZStopsTheJob(t *testing.T) {
 	t.Parallel()
-	master, tty := openPTY(t)
+	master, tty := testutil.OpenPTY(t)
 	cmd, events, done := startTetherOnTTY(t, tty, append([]string{"--"}, helperCommand("readline")...))
 	waitEvent(t, events, "child ready")
 	child := eventPID(t, events, "child")
@@ -183,7 +154,7 @@ func countLines(lines []string, want string) int {
 // grace: the runner is killed when it passes, as after a SIGTERM.
 func TestRunTTYCtrlCStartsTheGrace(t *testing.T) {
 	t.Parallel()
-	master, tty := openPTY(t)
+	master, tty := testutil.OpenPTY(t)
 	cmd, events, done := startTetherOnTTY(t, tty, append([]string{"--grace", "300ms", "--"}, helperCommand("record")...),
 		"HELPER_IGNORE_TERM=1", "HELPER_GRANDCHILD=1")
 	waitEvent(t, events, "child ready")
@@ -206,7 +177,7 @@ func TestRunTTYCtrlCStartsTheGrace(t *testing.T) {
 // exactly once.
 func TestRunTTYSecondCtrlCKills(t *testing.T) {
 	t.Parallel()
-	master, tty := openPTY(t)
+	master, tty := testutil.OpenPTY(t)
 	cmd, events, done := startTetherOnTTY(t, tty, append([]string{"--grace", "1h", "--"}, helperCommand("record")...),
 		"HELPER_IGNORE_TERM=1", "HELPER_GRANDCHILD=1")
 	waitEvent(t, events, "child ready")

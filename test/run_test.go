@@ -1,4 +1,4 @@
-package main
+package e2e_test
 
 import (
 	"fmt"
@@ -193,7 +193,7 @@ func TestRunIgnoredTermKilledAfterGrace(t *testing.T) {
 
 func TestRunSecondTermKillsAtOnce(t *testing.T) {
 	t.Parallel()
-	// The grace is an hour: only the second SIGTERM can end this within waitLimit.
+	// The grace is an hour: only the second SIGTERM can end this within the wait bound.
 	p := startTether(t, append([]string{"--grace", "1h", "--"}, helperCommand("record")...), "HELPER_IGNORE_TERM=1")
 	waitEvent(t, p.events, "child ready")
 	p.signal(t, syscall.SIGTERM)
@@ -238,14 +238,16 @@ func TestRunStdioArgsAndEnvPassThrough(t *testing.T) {
 	t.Parallel()
 	input := "line one\nline two with ünïcödé\n\x00binary\n"
 	args := []string{"a b", "", "--flag", "$HOME", "'quoted'"}
-	cmd := exec.Command(tetherBin, append([]string{"run", "--"}, helperCommand(append([]string{"cat"}, args...)...)...)...)
+	cmd := exec.Command(bin.tether, append([]string{"run", "--"}, helperCommand(append([]string{"cat"}, args...)...)...)...)
 	cmd.Env = append(os.Environ(), helperEnv+"=1", "HELPER_ECHO_ENV=x=y z")
 	cmd.Env = append(cmd.Env, isolatedEnv(t)...)
 	cmd.Stdin = strings.NewReader(input)
-	var stdout, stderr strings.Builder
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("%v; stderr:\n%s", err, stderr.String())
+	var stdout testutil.Buffer // byte for byte: not read as lines
+	cmd.Stdout = &stdout
+	p := testutil.Start(t, cmd)
+	stderr := p.Stderr
+	if code := p.Wait(); code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", code, stderr.String())
 	}
 	want := input + fmt.Sprintf("args=%q\n", args) + fmt.Sprintf("env=%q\n", "x=y z")
 	if stdout.String() != want {
@@ -262,8 +264,8 @@ func TestRunLogsAreJSONOnStderr(t *testing.T) {
 	if got != 127 {
 		t.Fatalf("exit code %d, want 127", got)
 	}
-	if p.stdout.String() != "" {
-		t.Fatalf("tether wrote to stdout: %q", p.stdout.String())
+	if p.Stdout() != "" {
+		t.Fatalf("tether wrote to stdout: %q", p.Stdout())
 	}
 	if !strings.HasPrefix(p.stderr.String(), "{") || !strings.Contains(p.stderr.String(), `"level":"ERROR"`) {
 		t.Fatalf("stderr is not JSON logs:\n%s", p.stderr.String())
@@ -293,7 +295,7 @@ func TestRunReapsOrphansAsPID1(t *testing.T) {
 	}
 	const orphans = 5
 	events := filepath.Join(t.TempDir(), "events")
-	cmd := exec.Command(unshare, append([]string{"--pid", "--fork", "--mount-proc", tetherBin, "run", "--"}, helperCommand("orphans", strconv.Itoa(orphans))...)...)
+	cmd := exec.Command(unshare, append([]string{"--pid", "--fork", "--mount-proc", bin.tether, "run", "--"}, helperCommand("orphans", strconv.Itoa(orphans))...)...)
 	cmd.Env = append(os.Environ(), helperEnv+"=1", "HELPER_EVENTS="+events)
 	cmd.Env = append(cmd.Env, isolatedEnv(t)...)
 	var stderr strings.Builder

@@ -1,4 +1,4 @@
-package main
+package e2e_test
 
 import (
 	"os"
@@ -7,6 +7,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/tether-run/tether/internal/testutil"
 )
 
 // statusCommand writes the /proc/<pid>/status of the process it becomes (sh
@@ -70,7 +72,7 @@ func TestRunChildStartsWithDefaultSignals(t *testing.T) {
 	})
 	t.Run("terminal", func(t *testing.T) {
 		t.Parallel()
-		_, tty := openPTY(t)
+		_, tty := testutil.OpenPTY(t)
 		path := filepath.Join(t.TempDir(), "status")
 		cmd, _, done := startTetherOnTTY(t, tty, append(append([]string{"--"}, statusCommand...), path))
 		if got := waitDone(t, cmd, done); got != 0 {

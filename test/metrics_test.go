@@ -1,7 +1,6 @@
-package main
+package e2e_test
 
 import (
-	"bufio"
 	"io"
 	"net/http"
 	"os"
@@ -24,7 +23,8 @@ import (
 // its series (name plus labels, as printed).
 func scrapeText(t *testing.T, addr string) map[string]float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + addr + "/metrics")
+	hc := &http.Client{Timeout: testutil.WaitBound}
+	resp, err := hc.Get("http://" + addr + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,18 +69,12 @@ next:
 // matches what the simulated Daytona counted.
 func TestRunMetricsAfterAReplayWithFaults(t *testing.T) {
 	const n = 12
+	t.Parallel()
 	srv := daytonatest.NewServer()
-	defer srv.Close()
+	t.Cleanup(srv.Close)
 	srv.AddKey("metrics-key", daytonatest.DefaultOrg)
-	prov, err := daytona.New(daytona.Config{APIKey: "metrics-key", APIURL: srv.URL})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir, err := os.MkdirTemp("", "tmet")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
+	prov := testutil.DaytonaProvider(t, srv, func(c *daytona.Config) { c.APIKey = "metrics-key" })
+	dir := shortDir(t, "tmet")
 	journal := filepath.Join(dir, "journal.db")
 	j, err := spool.Open(journal, spool.Options{})
 	if err != nil {
@@ -103,36 +97,23 @@ func TestRunMetricsAfterAReplayWithFaults(t *testing.T) {
 	before := srv.Calls()
 	srv.SetFaults(daytonatest.Faults{Seed: 11, Rate429: 0.15, Rate5xx: 0.15, RetryAfter: time.Second})
 
-	cmd := exec.Command(tetherBin, "run", "--journal", journal, "--socket", filepath.Join(dir, "t.sock"),
+	cmd := exec.Command(bin.tether, "run", "--journal", journal, "--socket", filepath.Join(dir, "t.sock"),
 		"--spool", filepath.Join(dir, "spool"), "--daytona-proxy=false", "--daytona-autostop", "15",
 		"--metrics-addr", "127.0.0.1:0", "--", "sleep", "600")
 	cmd.Env = append(os.Environ(), "DAYTONA_API_URL="+srv.URL, "DAYTONA_API_KEY=metrics-key", "TETHER_LOG_FORMAT=text")
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() }()
+	p := testutil.Start(t, cmd)
+	t.Cleanup(func() { p.Stop(syscall.SIGTERM) })
 	addrRE := regexp.MustCompile(`msg="serving metrics" addr=(\S+)`)
 	addr := ""
-	logs := &testutil.Buffer{}
-	sc := bufio.NewScanner(stderr)
-	for addr == "" && sc.Scan() {
-		logs.Write([]byte(sc.Text() + "\n"))
-		if m := addrRE.FindStringSubmatch(sc.Text()); m != nil {
+	testutil.WaitFor(t, "tether to say where it serves metrics", func() bool {
+		if m := addrRE.FindStringSubmatch(p.Stderr.String()); m != nil {
 			addr = m[1]
 		}
-	}
+		return addr != "" || p.Exited()
+	})
 	if addr == "" {
-		t.Fatalf("tether never said where it serves metrics:\n%s", logs.String())
+		t.Fatalf("tether exited without serving metrics:\n%s", p.Stderr)
 	}
-	go func() {
-		for sc.Scan() {
-			logs.Write([]byte(sc.Text() + "\n"))
-		}
-	}()
 
 	var m map[string]float64
 	testutil.WaitFor(t, "the replay to end", func() bool {

@@ -1,0 +1,136 @@
+package spooldir
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tether-run/tether/internal/intake"
+	"github.com/tether-run/tether/internal/testutil"
+	"github.com/tether-run/tether/spool"
+)
+
+// failingJournal is the real journal behind the intake's narrow interface,
+// whose writes fail while failing is set, as a journal on a full disk does:
+// the step named by at (queueing a change, or preparing one) returns ENOSPC.
+type failingJournal struct {
+	intake.Journal
+	at       string // "submit" or "prepare"
+	failing  atomic.Bool
+	attempts atomic.Int64 // writes refused while failing
+}
+
+var errDiskFull = fmt.Errorf("journal write: %w", syscall.ENOSPC)
+
+func (f *failingJournal) fail(step string) error {
+	if f.at == step && f.failing.Load() {
+		f.attempts.Add(1)
+		return errDiskFull
+	}
+	return nil
+}
+
+func (f *failingJournal) Submit(c *spool.Change) error {
+	if err := f.fail("submit"); err != nil {
+		return err
+	}
+	return f.Journal.Submit(c)
+}
+
+func (f *failingJournal) PrepareCreate(n spool.NewIntent) (*spool.Change, error) {
+	if err := f.fail("prepare"); err != nil {
+		return nil, err
+	}
+	return f.Journal.PrepareCreate(n)
+}
+
+func (f *failingJournal) PrepareObserve(id, sandboxID string) (*spool.Change, error) {
+	if err := f.fail("prepare"); err != nil {
+		return nil, err
+	}
+	return f.Journal.PrepareObserve(id, sandboxID)
+}
+
+// TestJournalFailureKeepsTheFile: a spool file whose change the journal
+// could not write stays in the directory (not rejected: nothing is wrong
+// with it), the intake keeps running and retrying, and once the journal
+// works again the file is taken, and the files after it in order.
+func TestJournalFailureKeepsTheFile(t *testing.T) {
+	t.Parallel()
+	for _, at := range []string{"submit", "prepare"} {
+		t.Run(at, func(t *testing.T) {
+			t.Parallel()
+			dir := filepath.Join(t.TempDir(), "spool")
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			j, err := spool.Open(filepath.Join(t.TempDir(), "journal.db"), spool.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { j.Close() })
+			fj := &failingJournal{Journal: j, at: at}
+			fj.failing.Store(true)
+			// An intent, then its observation: the second refers to the
+			// first, so it must not be taken (and rejected as unknown)
+			// while the first is kept back.
+			const id = "01jfail0000000000000000000"
+			spoolWrite(t, dir, "a", fmt.Sprintf(`{"op":"intent","id":%q}`, id))
+			spoolWrite(t, dir, "b", fmt.Sprintf(`{"op":"observe","id":%q,"sandbox_id":"sb-1"}`, id))
+
+			r := &Reader{Intake: &intake.Intake{Journal: fj}, Dir: dir, RescanInterval: 10 * time.Millisecond}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- r.Run(ctx) }()
+			t.Cleanup(func() {
+				cancel()
+				if err := testutil.Receive(t, "the intake to stop", done); err != nil {
+					t.Errorf("Run: %v", err)
+				}
+			})
+
+			// Several rescans meet the failing journal.
+			testutil.WaitFor(t, "three refused writes", func() bool {
+				select {
+				case err := <-done:
+					done <- nil // for the cleanup
+					t.Fatalf("the intake stopped on a failing journal: %v", err)
+				default:
+				}
+				if rej, _ := os.ReadDir(filepath.Join(dir, RejectedDir)); len(rej) != 0 {
+					t.Fatalf("files rejected for the journal's failure: %v", rej)
+				}
+				return fj.attempts.Load() >= 3
+			})
+			for _, name := range []string{"a.json", "b.json"} {
+				if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+					t.Errorf("%s left the spool directory while the journal failed: %v", name, err)
+				}
+			}
+			if rej, _ := os.ReadDir(filepath.Join(dir, RejectedDir)); len(rej) != 0 {
+				t.Fatalf("files rejected for the journal's failure: %v", rej)
+			}
+			if _, err := j.Get(id); !errors.Is(err, spool.ErrNotFound) {
+				t.Fatalf("intent %s in the journal while its writes failed: %v", id, err)
+			}
+
+			fj.failing.Store(false)
+			testutil.Eventually(t, "the files taken once the journal works", func() (bool, string) {
+				in, err := j.Get(id)
+				if err != nil || in.SandboxID != "sb-1" || !spoolEmpty(dir) {
+					return false, fmt.Sprintf("intent %+v (%v), spool empty %v", in, err, spoolEmpty(dir))
+				}
+				return true, ""
+			})
+			if rej, _ := os.ReadDir(filepath.Join(dir, RejectedDir)); len(rej) != 0 {
+				t.Fatalf("files rejected: %v", rej)
+			}
+		})
+	}
+}

@@ -29,6 +29,9 @@ type CreateRequest struct {
 	Labels  map[string]string `json:"labels,omitempty"`
 	OnDrain spool.OnDrain     `json:"on_drain,omitempty"`
 	Key     string            `json:"key,omitempty"`
+	// Provider is the cloud the sandbox is created in ("daytona", the
+	// default, or "e2b"); tether must have credentials for it.
+	Provider string `json:"provider,omitempty"`
 }
 
 // ObserveRequest is the body of POST /v1/intents/{id}/observe.

@@ -41,3 +41,36 @@ type Account interface {
 	// when there is none.
 	Inspect(ctx context.Context, id string) (Listed, error)
 }
+
+// AccountBound is implemented by a Provider whose "not found" cannot tell
+// a gone sandbox from one of another account (E2B answers 404 for another
+// team's sandbox in the same words). The reaper acts on an intent of such
+// a provider only when the intent carries the account it was declared
+// under, and that account is the provider's: only then is a 404 "gone".
+type AccountBound interface {
+	// NotFoundIsPerAccount reports whether that is so (a wrapper answers
+	// for what it wraps).
+	NotFoundIsPerAccount() bool
+}
+
+// NeedsAccount reports whether p is AccountBound and says so.
+func NeedsAccount(p Provider) bool {
+	b, ok := p.(AccountBound)
+	return ok && b.NotFoundIsPerAccount()
+}
+
+// SyncDeleter is implemented by a Provider whose accepted delete is done
+// by the time it answers (E2B kills before it answers 204): the reaper
+// reads the sandbox to confirm it gone at once, not after its
+// ConfirmDelay (Daytona's asynchronous destroy).
+type SyncDeleter interface {
+	// DeletesSynchronously reports whether that is so (a wrapper answers
+	// for what it wraps).
+	DeletesSynchronously() bool
+}
+
+// DeletesSynchronously reports whether p is a SyncDeleter and says so.
+func DeletesSynchronously(p Provider) bool {
+	d, ok := p.(SyncDeleter)
+	return ok && d.DeletesSynchronously()
+}

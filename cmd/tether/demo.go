@@ -63,7 +63,10 @@ func (*DemoCommand) Run(ctx context.Context, args []string) error {
 	if len(args) > 0 && args[0] == "daytona" {
 		return demoDaytona(ctx, args[1:]) // demo_daytona.go
 	}
-	fs := newFlags("demo", "Usage: tether demo [flags]\n       tether demo runner [flags]   (the sample runner the demo starts)\n       tether demo daytona [flags]  (the simulated Daytona API alone, to try tether against)\n\nRuns the whole story against a simulated Daytona on loopback: a sample runner\nunder tether run, stopped as docker stop does, then tether kill -9ed and\nrestarted on the same journal; exits 0 only if every sandbox ended confirmed gone.\n")
+	if len(args) > 0 && args[0] == "e2b" {
+		return demoE2B(ctx, args[1:]) // demo_e2b.go
+	}
+	fs := newFlags("demo", "Usage: tether demo [flags]\n       tether demo runner [flags]   (the sample runner the demo starts)\n       tether demo daytona [flags]  (the simulated Daytona API alone, to try tether against)\n       tether demo e2b [flags]      (the simulated E2B API alone, likewise)\n\nRuns the whole story against a simulated Daytona on loopback: a sample runner\nunder tether run, stopped as docker stop does, then tether kill -9ed and\nrestarted on the same journal; exits 0 only if every sandbox ended confirmed gone.\n")
 	sandboxes := fs.Int("sandboxes", 4, "sandboxes the runner creates in each of the two runs")
 	faults := fs.String("faults", "", "simulated faults, e.g. latency=50ms,429=0.1,5xx=0.05,create-lost=0.2,destroying=1s,seed=1")
 	verbose := fs.Bool("verbose", false, "show every log line of tether (without it, the story: what each step did, in a sentence)")

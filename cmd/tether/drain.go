@@ -63,8 +63,8 @@ func (*DrainCommand) Run(ctx context.Context, args []string) error {
 	log := newLogger(cfg, os.Stderr)
 	// Credentials first: a salvage followed by a drain that cannot run
 	// would leave the new file behind for nothing.
-	prov, err := sidecar.OpenProvider(log)
-	if err != nil {
+	ps := sidecar.OpenProviders(log)
+	if err := ps.Err(); err != nil {
 		return &ExitError{Code: ExitCodeUsage, Err: fmt.Errorf("drain: %w", err)}
 	}
 	if *salvageTo != "" {
@@ -78,7 +78,7 @@ func (*DrainCommand) Run(ctx context.Context, args []string) error {
 		return &ExitError{Code: ExitCodeUsage, Err: fmt.Errorf("drain: %w", err)}
 	}
 	defer j.Close()
-	_, err = sidecar.Drain(ctx, cfg, j, prov, log, os.Stderr)
+	_, err = sidecar.DrainProviders(ctx, cfg, j, ps, log, os.Stderr)
 	// What ended before the retention goes now (the journal's own pruning
 	// may not finish in a short drain); the next open compacts the file if
 	// that left it mostly free.

@@ -39,7 +39,7 @@ func (*IntentCommand) Synopsis() string {
 }
 
 const intentUsage = `Usage:
-  tether intent new [--label k=v]... [--on-drain delete|stop] [--key K]
+  tether intent new [--label k=v]... [--on-drain delete|stop] [--key K] [--provider daytona|e2b]
   tether intent observe ID SANDBOX_ID
   tether intent release ID [--outcome deleted|kept]
   tether intent delete ID
@@ -61,11 +61,12 @@ error is printed), 125 usage or tether unreachable.
 
 // intentArgs is what one `tether intent` call carries.
 type intentArgs struct {
-	pos     []string
-	labels  map[string]string
-	onDrain string
-	key     string
-	outcome string
+	pos      []string
+	labels   map[string]string
+	onDrain  string
+	key      string
+	outcome  string
+	provider string
 }
 
 // intentSub is one subcommand of `tether intent`: its arguments and flags,
@@ -85,6 +86,7 @@ var intentSubs = map[string]intentSub{
 			fs.Var(config.LabelFlag(a.labels), "label", "label k=v for the sandbox; repeatable")
 			fs.StringVar(&a.onDrain, "on-drain", string(spool.DrainDelete), "what the drain does with the sandbox: delete or stop")
 			fs.StringVar(&a.key, "key", "", "idempotency key: the same key again returns the same live intent")
+			fs.StringVar(&a.provider, "provider", "", "the cloud of the sandbox: daytona (the default) or e2b")
 		},
 		validate: func(a *intentArgs) error {
 			err := errors.Join(spool.ValidateLabels(a.labels), spool.ValidateOnDrain(spool.OnDrain(a.onDrain)))
@@ -94,7 +96,7 @@ var intentSubs = map[string]intentSub{
 			return err
 		},
 		socket: func(ctx context.Context, cl *client.Client, a *intentArgs) error {
-			return printed(cl.CreateIntent(ctx, intentapi.CreateRequest{Labels: a.labels, OnDrain: spool.OnDrain(a.onDrain), Key: a.key}))
+			return printed(cl.CreateIntent(ctx, intentapi.CreateRequest{Labels: a.labels, OnDrain: spool.OnDrain(a.onDrain), Key: a.key, Provider: a.provider}))
 		},
 		spool: spoolNew,
 	},
@@ -242,11 +244,11 @@ func spoolNew(dir string, a *intentArgs) error {
 	if err := spool.ValidateIntentID(id); err != nil {
 		return &ExitError{Code: ExitCodeUsage, Err: fmt.Errorf("intent new: --key: without a socket the key is the intent id, and so the sandbox name: %w", err)}
 	}
-	f := spooldir.FileOp{Op: spooldir.OpIntent, ID: id, Labels: a.labels, OnDrain: spool.OnDrain(a.onDrain)}
+	f := spooldir.FileOp{Op: spooldir.OpIntent, ID: id, Labels: a.labels, OnDrain: spool.OnDrain(a.onDrain), Provider: a.provider}
 	if err := writeSpool(dir, f); err != nil {
 		return err
 	}
-	n := spool.NewIntent{ID: id, Labels: spool.MergeLabels(scope, a.labels), OnDrain: f.OnDrain}
+	n := spool.NewIntent{ID: id, Labels: spool.MergeLabels(scope, a.labels), OnDrain: f.OnDrain, Provider: f.Provider}
 	printJSON(intentapi.View(spool.Plan(owner, n, time.Now().UTC())))
 	return nil
 }

@@ -282,9 +282,9 @@ func (rep statusReport) write(w io.Writer, now time.Time) {
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "STATE\tNAME\tSANDBOX\tAGE\tATTEMPTS\tLAST ERROR")
+	fmt.Fprintln(tw, "STATE\tNAME\tSANDBOX\tAGE\tATTEMPTS\tPROVIDER\tLAST ERROR")
 	for _, in := range append(append([]intentapi.Intent{}, rep.Live...), rep.Recent...) {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", in.State, in.Name, orDash(in.SandboxID), age(now.Sub(in.CreatedAt)), in.Attempts, orDash(oneLine(in.LastError, statusErrorWidth)))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", in.State, in.Name, orDash(in.SandboxID), age(now.Sub(in.CreatedAt)), in.Attempts, orDash(in.Provider), orDash(oneLine(in.LastError, statusErrorWidth)))
 	}
 	tw.Flush()
 }

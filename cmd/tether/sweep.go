@@ -13,7 +13,27 @@ import (
 	"github.com/tether-run/tether/internal/config"
 	"github.com/tether-run/tether/internal/reaper"
 	"github.com/tether-run/tether/internal/sidecar"
+	"github.com/tether-run/tether/provider"
+	"github.com/tether-run/tether/provider/daytona"
+	"github.com/tether-run/tether/provider/e2b"
 )
+
+// sweepProvider is the provider --provider names, or why there is none.
+func sweepProvider(ps sidecar.Providers, name string) (provider.Provider, error) {
+	if p := ps.Named(name); p != nil {
+		return p, nil
+	}
+	switch name {
+	case daytona.ProviderName:
+		return nil, ps.DaytonaErr
+	case e2b.ProviderName:
+		if ps.E2BErr != nil {
+			return nil, ps.E2BErr
+		}
+		return nil, errors.New("no E2B credentials: set " + e2b.EnvAPIKey)
+	}
+	return nil, fmt.Errorf("--provider %q: want daytona or e2b", name)
+}
 
 // SweepCommand is `tether sweep`: the fleet-level backstop for sandboxes
 // whose journal is gone with its container and volume.
@@ -25,8 +45,8 @@ func (*SweepCommand) Synopsis() string {
 
 var sweepUsage = `Usage: tether sweep [--yes] [--owner ID] [--label k=v]... [--older-than D] [--idle-for D] [flags]
 
-Lists every sandbox of the Daytona account (credentials from the
-environment, as for tether run) that carries a tether-owner label, and
+Lists every sandbox of the Daytona account, or with --provider e2b the E2B
+team (credentials from the environment, as for tether run), that carries a tether-owner label, and
 marks as stale those created more than --older-than ago AND idle (Daytona's
 last activity) for more than --idle-for. A sandbox labelled tether-keep
 (true, 1 or yes, in any case) is never stale: tether labels so what it
@@ -50,11 +70,12 @@ func (*SweepCommand) Run(ctx context.Context, args []string) error {
 	envErr := cfg.Bind(fs, config.Sweep, config.Log)
 	yes := fs.Bool("yes", false, "delete the stale sandboxes (without it: a dry run that changes nothing)")
 	asJSON := fs.Bool("json", false, "print the report as one JSON object instead of the table")
+	provName := fs.String("provider", daytona.ProviderName, "the cloud whose account is swept: daytona or e2b")
 	if err := parseConfig(fs, args, 0, &cfg, envErr); err != nil {
 		return helped(err)
 	}
 	log := newLogger(cfg, os.Stderr)
-	prov, err := sidecar.OpenProvider(log)
+	prov, err := sweepProvider(sidecar.OpenProviders(log), *provName)
 	if err != nil {
 		return &ExitError{Code: ExitCodeUsage, Err: fmt.Errorf("sweep: %w", err)}
 	}

@@ -58,6 +58,9 @@ type Config struct {
 
 	// Lease mode (lease.go).
 	LeaseSettings
+
+	// E2B (e2b.go).
+	E2BSettings
 }
 
 // Defaults. Grace + DrainTimeout (3 s + 5 s) leaves 2 s of margin inside the
@@ -104,6 +107,7 @@ func Default() Config {
 		DaytonaProxyAddr:    DefaultDaytonaProxyAddr,
 		Operator:            defaultOperator(),
 		LeaseSettings:       LeaseSettings{LeaseMinute: DefaultLeaseMinute},
+		E2BSettings:         defaultE2B(),
 	}
 }
 
@@ -251,6 +255,7 @@ func (c *Config) Bind(fs *flag.FlagSet, groups ...Group) error {
 	}
 	c.bindOperator(b, want)
 	c.bindLease(b, want)
+	c.bindE2B(b, want)
 	return errors.Join(b.errs...)
 }
 
@@ -370,6 +375,7 @@ func (c *Config) Validate() error {
 	}
 	errs = append(errs, c.validateOperator()...)
 	errs = append(errs, c.validateLease()...)
+	errs = append(errs, c.validateE2B()...)
 	return errors.Join(errs...)
 }
 

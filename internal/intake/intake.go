@@ -58,6 +58,9 @@ type Intake struct {
 	Labels map[string]string
 	// Provider and Account are journaled with each intent.
 	Provider, Account string
+	// Others are the other providers tether has credentials for, by name,
+	// each with its account: a declaration may name one (NewIntentOf).
+	Others map[string]string
 	// Lease is journaled with each intent too: the lease in minutes in
 	// lease mode, 0 outside it (spool.Intent.Lease).
 	Lease int

@@ -99,3 +99,7 @@ func (w *measured) Inspect(ctx context.Context, id string) (provider.Listed, err
 	w.m.observe("inspect", start, err)
 	return sb, err
 }
+
+func (w *measured) NotFoundIsPerAccount() bool { return provider.NeedsAccount(w.p) }
+
+func (w *measured) DeletesSynchronously() bool { return provider.DeletesSynchronously(w.p) }

@@ -28,7 +28,7 @@ func (r *Reaper) markKeep(ctx context.Context, p provider.Provider, sb provider.
 		labels = map[string]string{}
 	}
 	labels[provider.LabelKeep] = "true"
-	return r.call(ctx, prioDestroy, provider.CallSetter, "label "+sb.ID+" "+provider.LabelKeep, func(ctx context.Context) error {
+	return r.call(ctx, p, prioDestroy, provider.CallSetter, "label "+sb.ID+" "+provider.LabelKeep, func(ctx context.Context) error {
 		return l.SetLabels(ctx, sb.ID, labels)
 	})
 }

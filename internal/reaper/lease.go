@@ -43,8 +43,8 @@ func (r *Reaper) ApplyLease(ctx context.Context, in spool.Intent, l Lease) error
 	if err != nil {
 		return fmt.Errorf("lease %s: %w", in.Name, err)
 	}
-	if in.Account != "" && in.Account != p.Account() {
-		return fmt.Errorf("lease %s: %w", in.Name, ErrWrongAccount)
+	if err := checkAccount(p, in); err != nil {
+		return fmt.Errorf("lease %s: %w", in.Name, err)
 	}
 	leaser, ok := p.(provider.Leaser)
 	if !ok {
@@ -68,7 +68,7 @@ func (r *Reaper) leaseOnce(ctx context.Context, p provider.Provider, leaser prov
 	if sb.AutoStopMinutes != l.Minutes {
 		// The interval is about to get short: make the last activity recent
 		// first, and let the provider see it.
-		err = r.call(ctx, prioRead, provider.CallRenew, "lease: renew "+sb.ID, func(ctx context.Context) error {
+		err = r.call(ctx, p, prioRead, provider.CallRenew, "lease: renew "+sb.ID, func(ctx context.Context) error {
 			return leaser.Renew(ctx, sb.ID)
 		})
 		if err != nil {
@@ -77,7 +77,7 @@ func (r *Reaper) leaseOnce(ctx context.Context, p provider.Provider, leaser prov
 		if !sleep(ctx, l.Settle) {
 			return fmt.Errorf("lease: sandbox %s: no time left to let its renewal settle (%s): %w", sb.ID, l.Settle, context.DeadlineExceeded)
 		}
-		err = r.call(ctx, prioDestroy, provider.CallSetter, "lease: set auto-stop of "+sb.ID, func(ctx context.Context) error {
+		err = r.call(ctx, p, prioDestroy, provider.CallSetter, "lease: set auto-stop of "+sb.ID, func(ctx context.Context) error {
 			return p.SetAutoStop(ctx, sb.ID, l.Minutes)
 		})
 		if err != nil {
@@ -89,7 +89,7 @@ func (r *Reaper) leaseOnce(ctx context.Context, p provider.Provider, leaser prov
 		r.log().Info("lease applied", "intent", in.ID, "sandbox", sb.ID, "auto_stop_minutes", l.Minutes, "auto_delete_minutes", sb.AutoDeleteMinutes)
 		return nil
 	}
-	err = r.call(ctx, prioDestroy, provider.CallSetter, "lease: set auto-delete of "+sb.ID, func(ctx context.Context) error {
+	err = r.call(ctx, p, prioDestroy, provider.CallSetter, "lease: set auto-delete of "+sb.ID, func(ctx context.Context) error {
 		return leaser.SetAutoDelete(ctx, sb.ID, autoDelete)
 	})
 	if err == nil {
@@ -115,8 +115,8 @@ func (r *Reaper) EndLease(ctx context.Context, in spool.Intent, autoStop int) er
 	if err != nil {
 		return fmt.Errorf("end lease %s: %w", in.Name, err)
 	}
-	if in.Account != "" && in.Account != p.Account() {
-		return fmt.Errorf("end lease %s: %w", in.Name, ErrWrongAccount)
+	if err := checkAccount(p, in); err != nil {
+		return fmt.Errorf("end lease %s: %w", in.Name, err)
 	}
 	leaser, ok := p.(provider.Leaser)
 	if !ok {
@@ -143,7 +143,7 @@ func (r *Reaper) endLeaseOnce(ctx context.Context, p provider.Provider, leaser p
 		return nil
 	}
 	if sb.AutoStopMinutes != autoStop {
-		err = r.call(ctx, prioDestroy, provider.CallSetter, "end lease: set auto-stop of "+sb.ID, func(ctx context.Context) error {
+		err = r.call(ctx, p, prioDestroy, provider.CallSetter, "end lease: set auto-stop of "+sb.ID, func(ctx context.Context) error {
 			return p.SetAutoStop(ctx, sb.ID, autoStop)
 		})
 		if err != nil {
@@ -151,7 +151,7 @@ func (r *Reaper) endLeaseOnce(ctx context.Context, p provider.Provider, leaser p
 		}
 	}
 	if sb.AutoDeleteMinutes >= 0 {
-		err = r.call(ctx, prioDestroy, provider.CallSetter, "end lease: set auto-delete of "+sb.ID, func(ctx context.Context) error {
+		err = r.call(ctx, p, prioDestroy, provider.CallSetter, "end lease: set auto-delete of "+sb.ID, func(ctx context.Context) error {
 			return leaser.SetAutoDelete(ctx, sb.ID, -1)
 		})
 		if err != nil {

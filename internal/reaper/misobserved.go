@@ -76,7 +76,7 @@ func (r *Reaper) observedNotOurs(ctx context.Context, p provider.Provider, in sp
 // already destroyed is not: its absence is what a 404 claims.
 func (r *Reaper) underName(ctx context.Context, p provider.Provider, in spool.Intent) (provider.Sandbox, bool, error) {
 	var sb provider.Sandbox
-	err := r.call(ctx, prioRead, provider.CallRead, "look up name "+in.Name+" (observed id "+in.SandboxID+" not ours or absent)", func(ctx context.Context) (err error) {
+	err := r.call(ctx, p, prioRead, provider.CallRead, "look up name "+in.Name+" (observed id "+in.SandboxID+" not ours or absent)", func(ctx context.Context) (err error) {
 		sb, err = p.GetByName(ctx, in.Name)
 		return err
 	})

@@ -144,8 +144,12 @@ var (
 type Reaper struct {
 	Journal Journal
 	// Provider serves every intent whose Provider field is empty or equal
-	// to its Name. Intents of other providers stay live (ErrNoProvider).
+	// to its Name, and Others each intent whose Provider field is theirs
+	// (a runner that uses two clouds). Intents of other providers stay
+	// live (ErrNoProvider). The call gate is shared: one concurrency bound
+	// for the drain, whichever cloud each call goes to.
 	Provider provider.Provider
+	Others   []provider.Provider
 	Logger   *slog.Logger
 
 	// AutoStopMinutes is the Daytona auto-stop interval Backstop sets on a
@@ -294,10 +298,35 @@ func (r *Reaper) providerFor(in spool.Intent) (provider.Provider, error) {
 	if r.Provider == nil {
 		return nil, fmt.Errorf("%w %q: reaper has none", ErrNoProvider, in.Provider)
 	}
-	if in.Provider != "" && in.Provider != r.Provider.Name() {
-		return nil, fmt.Errorf("%w %q (reaper has %q)", ErrNoProvider, in.Provider, r.Provider.Name())
+	if in.Provider == "" || in.Provider == r.Provider.Name() {
+		return r.Provider, nil
 	}
-	return r.Provider, nil
+	names := []string{r.Provider.Name()}
+	for _, p := range r.Others {
+		if in.Provider == p.Name() {
+			return p, nil
+		}
+		names = append(names, p.Name())
+	}
+	return nil, fmt.Errorf("%w %q (reaper has %s)", ErrNoProvider, in.Provider, strings.Join(names, ", "))
+}
+
+// checkAccount says why p may not act on in: an intent declared under
+// other credentials (ErrWrongAccount), or one without an account for a
+// provider whose 404 cannot tell a gone sandbox from another account's.
+func checkAccount(p provider.Provider, in spool.Intent) error {
+	if in.Account == "" {
+		if provider.NeedsAccount(p) {
+			return fmt.Errorf("%w: declared without an account, and %s answers 404 for another account's sandbox too", ErrWrongAccount, p.Name())
+		}
+		return nil
+	}
+	if in.Account != p.Account() {
+		// Not foreign: the sandbox may well be ours, reachable with the
+		// credentials it was created under.
+		return fmt.Errorf("%w: declared under %s, current credentials are %s", ErrWrongAccount, in.Account, p.Account())
+	}
+	return nil
 }
 
 // call runs one provider call of a kind (provider.Call*) under
@@ -306,7 +335,7 @@ func (r *Reaper) providerFor(in spool.Intent) (provider.Provider, error) {
 // it is retried. When the provider knows the quota this kind of call counts
 // against is spent (its last answer said so), the call waits for the
 // quota's reset first rather than be refused.
-func (r *Reaper) call(ctx context.Context, prio int, kind, what string, f func(context.Context) error) error {
+func (r *Reaper) call(ctx context.Context, p provider.Provider, prio int, kind, what string, f func(context.Context) error) error {
 	g := r.callGate()
 	for {
 		if err := g.acquire(ctx, prio); err != nil {
@@ -314,7 +343,7 @@ func (r *Reaper) call(ctx context.Context, prio int, kind, what string, f func(c
 		}
 		// Checked with the slot in hand, right before sending: the answers
 		// of the calls that held the slots meanwhile may have spent it.
-		t, ok := r.Provider.(provider.Throttled)
+		t, ok := p.(provider.Throttled)
 		if !ok {
 			break
 		}
@@ -383,10 +412,9 @@ func (r *Reaper) Resolve(ctx context.Context, in spool.Intent) (spool.Intent, er
 	log := r.log().With("intent", in.ID, "name", in.Name)
 
 	p, err := r.providerFor(in)
-	if err == nil && in.Account != "" && in.Account != p.Account() {
-		// Not foreign: the sandbox may well be ours, reachable with the
-		// credentials it was created under. Leave it live and say so.
-		err = fmt.Errorf("%w: declared under %s, current credentials are %s", ErrWrongAccount, in.Account, p.Account())
+	if err == nil {
+		// Leave it live and say so.
+		err = checkAccount(p, in)
 	}
 	if err != nil {
 		// Debug: a drain logs each intent it leaves live once, at its end.
@@ -512,7 +540,7 @@ func (r *Reaper) step(ctx context.Context, p provider.Provider, in spool.Intent,
 		prio = prioConfirm
 	}
 	var sb provider.Sandbox
-	err := r.call(ctx, prio, provider.CallRead, "read sandbox "+in.SandboxID, func(ctx context.Context) (err error) {
+	err := r.call(ctx, p, prio, provider.CallRead, "read sandbox "+in.SandboxID, func(ctx context.Context) (err error) {
 		sb, err = p.Get(ctx, in.SandboxID)
 		return err
 	})
@@ -543,7 +571,7 @@ func (r *Reaper) notFound(ctx context.Context, p provider.Provider, in spool.Int
 // lookup finds a never-observed intent's sandbox by its exact creation name.
 func (r *Reaper) lookup(ctx context.Context, p provider.Provider, in spool.Intent, pr *progress) (spool.Intent, error) {
 	var sb provider.Sandbox
-	err := r.call(ctx, prioRead, provider.CallRead, "look up name "+in.Name, func(ctx context.Context) (err error) {
+	err := r.call(ctx, p, prioRead, provider.CallRead, "look up name "+in.Name, func(ctx context.Context) (err error) {
 		sb, err = p.GetByName(ctx, in.Name)
 		return err
 	})
@@ -634,7 +662,7 @@ func (r *Reaper) destroy(ctx context.Context, p provider.Provider, in spool.Inte
 	}
 	crashpoint.Hit(crashpoint.ReaperBeforeDelete)
 	pr.deleteSent = true
-	err := r.call(ctx, prioDestroy, kind, what, func(ctx context.Context) error { return do(ctx, id) })
+	err := r.call(ctx, p, prioDestroy, kind, what, func(ctx context.Context) error { return do(ctx, id) })
 	crashpoint.Hit(crashpoint.ReaperAfterDelete)
 	switch {
 	case err == nil && stop:
@@ -646,6 +674,9 @@ func (r *Reaper) destroy(ctx context.Context, p provider.Provider, in spool.Inte
 		forkSettled(ctx, in.ID)
 		pr.accepted = true
 		pr.wait = orDefault(r.ConfirmDelay, DefaultConfirmDelay)
+		if provider.DeletesSynchronously(p) {
+			pr.wait = time.Nanosecond // confirm at once
+		}
 		return in, fmt.Errorf("%w: delete of sandbox %s accepted", ErrInProgress, id)
 	case stop && errors.Is(err, provider.ErrNotStoppable):
 		// Already stopped or archived: what the stop was for.
@@ -785,8 +816,8 @@ func (r *Reaper) Backstop(ctx context.Context, in spool.Intent) error {
 	if err != nil {
 		return fmt.Errorf("backstop %s: %w", in.Name, err)
 	}
-	if in.Account != "" && in.Account != p.Account() {
-		return fmt.Errorf("backstop %s: %w", in.Name, ErrWrongAccount)
+	if err := checkAccount(p, in); err != nil {
+		return fmt.Errorf("backstop %s: %w", in.Name, err)
 	}
 	return r.retryObserved(ctx, p, in, func(in spool.Intent) error { return r.backstopOnce(ctx, p, in) })
 }
@@ -823,7 +854,7 @@ func (r *Reaper) retryObserved(ctx context.Context, p provider.Provider, in spoo
 // touched. step names the caller in the call's log and in errors.
 func (r *Reaper) readOurs(ctx context.Context, p provider.Provider, in spool.Intent, step string) (provider.Sandbox, error) {
 	var sb provider.Sandbox
-	err := r.call(ctx, prioRead, provider.CallRead, step+": read sandbox "+in.SandboxID, func(ctx context.Context) (err error) {
+	err := r.call(ctx, p, prioRead, provider.CallRead, step+": read sandbox "+in.SandboxID, func(ctx context.Context) (err error) {
 		sb, err = p.Get(ctx, in.SandboxID)
 		return err
 	})
@@ -849,7 +880,7 @@ func (r *Reaper) backstopOnce(ctx context.Context, p provider.Provider, in spool
 	if sb.AutoStopMinutes != 0 {
 		return nil
 	}
-	err = r.call(ctx, prioDestroy, provider.CallSetter, "backstop: set auto-stop of "+sb.ID, func(ctx context.Context) error {
+	err = r.call(ctx, p, prioDestroy, provider.CallSetter, "backstop: set auto-stop of "+sb.ID, func(ctx context.Context) error {
 		return p.SetAutoStop(ctx, sb.ID, r.AutoStopMinutes)
 	})
 	if err == nil {

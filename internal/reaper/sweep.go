@@ -430,7 +430,7 @@ func (r *Reaper) retry(ctx context.Context, kind, what string, f func(context.Co
 				}
 			}
 		}
-		err := r.call(ctx, prio, kind, what, f)
+		err := r.call(ctx, r.Provider, prio, kind, what, f)
 		if errors.As(err, new(noRetry)) {
 			return err
 		}

@@ -21,7 +21,7 @@ import (
 // can run: without a provider there is nothing to renew with, which is
 // said once, at start.
 func (sc *Sidecar) openLease() {
-	if sc.reaper.Provider == nil {
+	if sc.providers.Daytona == nil {
 		if sc.cfg.Lease > 0 {
 			sc.log.Warn("lease mode needs Daytona credentials; it is off for this run", "setting", "--lease", "env", config.EnvLease)
 		}

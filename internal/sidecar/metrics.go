@@ -14,16 +14,16 @@ import (
 
 // startMetrics serves --metrics-addr (when set) from before the child
 // starts until tether exits, the drain and --metrics-linger included, and
-// returns prov counted and timed. With the setting empty it changes
-// nothing.
-func (sc *Sidecar) startMetrics(prov provider.Provider) (provider.Provider, error) {
+// returns provs counted and timed (each of them). With the setting empty
+// it changes nothing.
+func (sc *Sidecar) startMetrics(provs []provider.Provider) ([]provider.Provider, error) {
 	if sc.cfg.MetricsAddr == "" {
-		return prov, nil
+		return provs, nil
 	}
 	sc.metrics = metrics.New(sc.journal, sc.version)
 	srv, err := sc.metrics.Listen(sc.cfg.MetricsAddr, sc.log.With("component", "metrics"))
 	if err != nil {
-		return prov, fmt.Errorf("--metrics-addr %s: %w", sc.cfg.MetricsAddr, err)
+		return provs, fmt.Errorf("--metrics-addr %s: %w", sc.cfg.MetricsAddr, err)
 	}
 	sc.metricsServer = srv
 	go func() {
@@ -32,10 +32,11 @@ func (sc *Sidecar) startMetrics(prov provider.Provider) (provider.Provider, erro
 		}
 	}()
 	sc.log.Info("serving metrics", "addr", srv.Addr(), "path", "/metrics")
-	if prov == nil {
-		return nil, nil
+	measured := make([]provider.Provider, len(provs))
+	for i, p := range provs {
+		measured[i] = sc.metrics.Provider(p)
 	}
-	return sc.metrics.Provider(prov), nil
+	return measured, nil
 }
 
 // declared counts the intents an intake declares (nil without metrics).
@@ -44,7 +45,7 @@ func (sc *Sidecar) declared(component string) func() {
 	if sc.metrics == nil {
 		return nil
 	}
-	intake := map[string]string{"api": "socket", "spool": "spool", "proxy": "proxy"}[component]
+	intake := map[string]string{"api": "socket", "spool": "spool", "proxy": "proxy", "e2b-proxy": "proxy"}[component]
 	return func() { sc.metrics.Declared(intake) }
 }
 

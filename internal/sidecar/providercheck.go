@@ -18,58 +18,69 @@ import (
 // report any failure.
 const providerCheckDelay = 250 * time.Millisecond
 
-// checkProvider makes a broken provider setup known at start instead of at
-// the drain, when every sandbox would already have leaked. What the
+// checkProviders makes a broken provider setup known at start instead of
+// at the drain, when every sandbox would already have leaked. What the
 // environment shows (no credentials, a malformed URL) is said once, at warn
-// level, naming the variable to set. Then the provider's check (CA
+// level, naming the variable to set. Then each provider's check (CA
 // certificates, then one cheap authenticated read: credentials, DNS, TLS)
-// runs in the background, so the child never waits for the provider —
-// unless --require-provider, which makes a missing provider or a failed
-// check an error (tether run exits 125 before the child starts).
-func (sc *Sidecar) checkProvider(setupErr error) error {
-	if setupErr != nil {
-		if errors.Is(setupErr, daytona.ErrBadAPIURL) {
-			// Not a setup to go on with: the proxy would forward to it too.
-			return setupErr
+// runs in the background, so the child never waits for a provider —
+// unless --require-provider, which makes a missing provider (Daytona, when
+// there is no E2B one), a broken E2B setup the environment names, or a
+// failed check an error (tether run exits 125 before the child starts).
+func (sc *Sidecar) checkProviders() error {
+	ps := sc.providers
+	if errors.Is(ps.DaytonaErr, daytona.ErrBadAPIURL) {
+		// Not a setup to go on with: the proxy would forward to it too.
+		return ps.DaytonaErr
+	}
+	if err := ps.Err(); err != nil && sc.cfg.RequireProvider {
+		return fmt.Errorf("provider setup (--require-provider): %w", err)
+	}
+	switch {
+	case ps.DaytonaErr != nil && ps.E2B == nil:
+		sc.log.Warn("no Daytona provider: intents are journaled, but no sandbox can be deleted until this is fixed", "problem", ps.DaytonaErr.Error())
+	case ps.DaytonaErr != nil:
+		sc.log.Info("no Daytona provider: Daytona intents are journaled, but none of their sandboxes can be deleted; E2B's can", "problem", ps.DaytonaErr.Error())
+	}
+	if ps.E2BErr != nil {
+		sc.log.Warn("no E2B provider: E2B intents are refused, and the E2B proxy is off, until this is fixed", "problem", ps.E2BErr.Error())
+	}
+	for _, p := range ps.List() {
+		c, ok := p.(provider.Checker)
+		if !ok {
+			continue
 		}
+		name := p.Name()
 		if sc.cfg.RequireProvider {
-			return fmt.Errorf("provider setup (--require-provider): %w", setupErr)
+			ctx, cancel := context.WithTimeout(context.Background(), sc.cfg.CheckTimeout)
+			err := c.Check(ctx)
+			cancel()
+			if err != nil {
+				return fmt.Errorf("%s provider check (--require-provider): %w", name, err)
+			}
+			continue
 		}
-		sc.log.Warn("no Daytona provider: intents are journaled, but no sandbox can be deleted until this is fixed", "problem", setupErr.Error())
-		return nil
+		go func() {
+			time.Sleep(providerCheckDelay)
+			ctx, cancel := context.WithTimeout(context.Background(), sc.cfg.CheckTimeout)
+			defer cancel()
+			sc.reportCheck(name, c.Check(ctx))
+		}()
 	}
-	c, ok := sc.reaper.Provider.(provider.Checker)
-	if !ok {
-		return nil
-	}
-	if sc.cfg.RequireProvider {
-		ctx, cancel := context.WithTimeout(context.Background(), sc.cfg.CheckTimeout)
-		defer cancel()
-		if err := c.Check(ctx); err != nil {
-			return fmt.Errorf("provider check (--require-provider): %w", err)
-		}
-		return nil
-	}
-	go func() {
-		time.Sleep(providerCheckDelay)
-		ctx, cancel := context.WithTimeout(context.Background(), sc.cfg.CheckTimeout)
-		defer cancel()
-		sc.reportCheck(c.Check(ctx))
-	}()
 	return nil
 }
 
-// reportCheck says how the start-up check went: a configuration error
-// (credentials, certificates) at error level, since no drain can succeed
-// until an operator acts; any other failure (DNS, an outage, a wrong URL)
-// at warn level.
-func (sc *Sidecar) reportCheck(err error) {
+// reportCheck says how the start-up check of provider name went: a
+// configuration error (credentials, certificates) at error level, since no
+// drain can succeed until an operator acts; any other failure (DNS, an
+// outage, a wrong URL) at warn level.
+func (sc *Sidecar) reportCheck(name string, err error) {
 	switch {
 	case err == nil:
-		sc.log.Debug("daytona: provider check passed")
+		sc.log.Debug(name + ": provider check passed")
 	case provider.ConfigError(err):
-		sc.log.Error("daytona: provider check failed: no sandbox can be deleted until the setup is fixed", "err", err.Error())
+		sc.log.Error(name+": provider check failed: no sandbox can be deleted until the setup is fixed", "err", err.Error())
 	default:
-		sc.log.Warn("daytona: provider check failed: the drain will retry, but check the setup", "err", err.Error())
+		sc.log.Warn(name+": provider check failed: the drain will retry, but check the setup", "err", err.Error())
 	}
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/tether-run/tether/internal/metrics"
 	"github.com/tether-run/tether/internal/reaper"
 	"github.com/tether-run/tether/provider/daytona"
+	"github.com/tether-run/tether/provider/e2b"
 	"github.com/tether-run/tether/spool"
 	"github.com/tether-run/tether/supervisor"
 )
@@ -57,6 +58,12 @@ type Sidecar struct {
 	journal *spool.Journal
 	reaper  *reaper.Reaper
 	intake  *intake.Intake
+	// providers are the clouds tether has credentials for (providers.go).
+	providers Providers
+	// e2b renews the E2B sandboxes whose timeout tether cut (e2b.go), and
+	// e2bProxyURL is the child's E2B_API_URL; nil and "" without E2B.
+	e2b         *e2bKeeper
+	e2bProxyURL string
 	// proxyURL is the Daytona API proxy's URL, the child's DAYTONA_API_URL
 	// ("" with the proxy off). It carries the run's secret; proxyShown is
 	// the same without it, for logs.
@@ -104,30 +111,33 @@ func Open(cfg config.Config, opts Options) (*Sidecar, error) {
 		return nil, withSetting(err, "--journal", config.EnvJournal)
 	}
 	sc := &Sidecar{cfg: cfg, log: log, out: out, version: opts.Version, journal: j}
-	prov, env, setupErr := openProvider(log, slog.LevelInfo)
-	sc.daytonaEnv = env
-	account := ""
-	if prov != nil {
-		account = prov.Account()
-	}
-	if prov, err = sc.startMetrics(prov); err != nil {
+	sc.providers, sc.daytonaEnv = openProviders(log, slog.LevelInfo)
+	list := sc.providers.List()
+	if list, err = sc.startMetrics(list); err != nil {
 		j.Close()
 		return nil, err
 	}
-	sc.reaper = NewReaper(cfg, j, prov, log)
+	sc.reaper = newReaperOf(cfg, j, list, log)
 	sc.intake = &intake.Intake{
 		Journal:  j,
 		Labels:   cfg.Labels,
 		Provider: daytona.ProviderName,
-		Account:  account,
+		Others:   map[string]string{},
 		Delete:   sc.deleteNow,
 		Observed: sc.observed,
 	}
-	if err := sc.checkProvider(setupErr); err != nil {
+	if sc.providers.Daytona != nil {
+		sc.intake.Account = sc.providers.Daytona.Account()
+	}
+	if sc.providers.E2B != nil {
+		sc.intake.Others[e2b.ProviderName] = sc.providers.E2B.Account()
+	}
+	if err := sc.checkProviders(); err != nil {
 		sc.Close()
 		return nil, err
 	}
 	sc.openLease() // lease.go
+	sc.openE2B()   // e2b.go
 	return sc, nil
 }
 
@@ -162,12 +172,16 @@ func (sc *Sidecar) observed(in spool.Intent) {
 	if sc.reaper.Provider == nil {
 		return
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), backstopTimeout)
+	defer cancel()
+	if in.Provider == e2b.ProviderName && sc.e2b != nil {
+		sc.e2b.capObserved(ctx, in) // e2b.go
+		return
+	}
 	if sc.lease != nil {
 		sc.lease.Apply(in)
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), backstopTimeout)
-	defer cancel()
 	if err := sc.reaper.Backstop(ctx, in); err != nil {
 		sc.log.Warn("auto-stop backstop not applied", "intent", in.ID, "name", in.Name, "sandbox", in.SandboxID, "err", err)
 	}
@@ -189,6 +203,9 @@ func (sc *Sidecar) ChildEnv() []string {
 	}
 	if sc.proxyURL != "" {
 		env = append(env, daytona.EnvAPIURL+"="+sc.proxyURL)
+	}
+	if sc.e2bProxyURL != "" {
+		env = append(env, e2b.EnvAPIURL+"="+sc.e2bProxyURL)
 	}
 	return env
 }
@@ -264,7 +281,18 @@ func (sc *Sidecar) Listen() error {
 		}
 		actors = append(actors, a)
 	}
-	sc.actors = actors
+	more, err := sc.e2bActors() // e2b.go
+	if err != nil {
+		if sc.cfg.DaytonaProxy {
+			actors[len(actors)-1].Interrupt(err) // the Daytona proxy's listener
+		}
+		l.Close()
+		stopReader()
+		sc.cutFinal()
+		stopReplay()
+		return err
+	}
+	sc.actors = append(actors, more...)
 	if sc.keep != nil {
 		sc.keep.Resume() // lease.go: hand-backs an earlier run left pending
 	}

@@ -34,6 +34,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -42,6 +43,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/tether-run/tether/provider"
@@ -581,6 +583,17 @@ func (p *Provider) noAnswer(ctx, cctx context.Context, err error) error {
 	msg := "no answer: " + p.redact(err.Error())
 	if why := tlsProblem(err); why != "" {
 		return &redactedError{msg: msg + " (" + why + ")", kind: provider.ErrMisconfigured}
+	}
+	// No connection at all: still retryable in a drain under way, but a
+	// command that has done nothing yet fails fast (provider.ErrUnreachable).
+	var dns *net.DNSError
+	switch {
+	case errors.As(err, &dns) && dns.IsNotFound:
+		return provider.Unreachable(&redactedError{msg: msg + " (the host of " + EnvAPIURL + " does not resolve)", kind: provider.ErrUnavailable})
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return provider.Unreachable(&redactedError{msg: msg + " (nothing listens at " + EnvAPIURL + "'s host and port)", kind: provider.ErrUnavailable})
+	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
+		return provider.Unreachable(&redactedError{msg: msg, kind: provider.ErrUnavailable})
 	}
 	return &redactedError{msg: msg, kind: provider.ErrUnavailable}
 }

@@ -425,8 +425,13 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		badRequest(w, err)
 		return
 	}
+	n, err := s.NewIntentOf(req.Provider, req.Labels, req.OnDrain, req.Key, "")
+	if err != nil {
+		badRequest(w, err)
+		return
+	}
 	crashpoint.Hit(crashpoint.APIBeforeJournal)
-	in, created, err := s.Declare(r.Context(), s.NewIntent(req.Labels, req.OnDrain, req.Key, ""))
+	in, created, err := s.Declare(r.Context(), n)
 	if err != nil {
 		s.journalError(w, err)
 		return

@@ -28,6 +28,7 @@ type FileOp struct {
 	ID        string            `json:"id"`
 	Labels    map[string]string `json:"labels,omitempty"`
 	OnDrain   spool.OnDrain     `json:"on_drain,omitempty"`
+	Provider  string            `json:"provider,omitempty"`
 	SandboxID string            `json:"sandbox_id,omitempty"`
 	Outcome   string            `json:"outcome,omitempty"`
 }
@@ -66,13 +67,13 @@ func Decode(data []byte) (FileOp, error) {
 			spool.ValidateLabels(f.Labels), spool.ValidateOnDrain(f.OnDrain))
 	case OpObserve:
 		err = errors.Join(forbid("labels", f.Labels != nil), forbid("on_drain", f.OnDrain != ""), forbid("outcome", f.Outcome != ""),
-			spool.ValidateSandboxID(f.SandboxID))
+			forbid("provider", f.Provider != ""), spool.ValidateSandboxID(f.SandboxID))
 	case OpRelease:
 		err = errors.Join(forbid("labels", f.Labels != nil), forbid("on_drain", f.OnDrain != ""), forbid("sandbox_id", f.SandboxID != ""),
-			spool.ValidateOutcome(f.Outcome))
+			forbid("provider", f.Provider != ""), spool.ValidateOutcome(f.Outcome))
 	case OpDelete:
 		err = errors.Join(forbid("labels", f.Labels != nil), forbid("on_drain", f.OnDrain != ""), forbid("sandbox_id", f.SandboxID != ""),
-			forbid("outcome", f.Outcome != ""))
+			forbid("outcome", f.Outcome != ""), forbid("provider", f.Provider != ""))
 	case "":
 		err = errors.New("op: missing, want intent, observe, release or delete")
 	default:

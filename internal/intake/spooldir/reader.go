@@ -357,7 +357,11 @@ func (in *Reader) prepare(f FileOp) (*spool.Change, error) {
 	case OpIntent:
 		// The writer chose the intent id, so it knew the sandbox name
 		// (spool.NamePrefix + id) before tether took the file.
-		return in.Journal.PrepareCreate(in.NewIntent(f.Labels, f.OnDrain, "", f.ID))
+		n, err := in.NewIntentOf(f.Provider, f.Labels, f.OnDrain, "", f.ID)
+		if err != nil {
+			return nil, err
+		}
+		return in.Journal.PrepareCreate(n)
 	case OpObserve:
 		return in.Journal.PrepareObserve(f.ID, f.SandboxID)
 	case OpRelease:

@@ -1,0 +1,109 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/tether-run/tether/provider/e2b/e2btest"
+)
+
+// `tether demo e2b` serves the simulated E2B API of tether's tests on its
+// own, until SIGINT or SIGTERM, so that tether run, an E2B runner and curl
+// can be tried against E2B without an account. GET /_sim/sandboxes is the
+// simulator's record of every sandbox's fate.
+
+// localE2BAddr: loopback only, beside tether demo daytona's port.
+const localE2BAddr = "127.0.0.1:3987"
+
+const demoE2BUsage = `Usage: tether demo e2b [flags]
+
+Serves a simulated E2B API (the one tether's tests use) on --addr until
+SIGINT or SIGTERM, and prints the two variables to export so that tether
+run and an E2B runner use it. Sandboxes end by their timeout (killed, or
+paused with autoPause) as on the real server; a kill answers 204, then 404.
+Every sandbox and its fate, killed ones included: GET /_sim/sandboxes.
+
+--faults takes comma-separated key=value pairs:
+  seed=1              generator seed, so that a run can be repeated
+  latency=50ms        added to every call
+  5xx=0.05            share of calls answered 500
+  429=0.1             share of calls answered 429 (with Retry-After)
+  create-lost=0.1     share of creates whose answer is lost
+  kill-fail=0.1       share of kills that fail on the node (500, then 404)
+  routes=get+kill     limit the faults to these routes
+
+Example:
+  tether demo e2b &
+  export E2B_API_URL=http://127.0.0.1:3987 E2B_API_KEY=` + e2btest.DefaultKey + `
+  tether run -- node my-e2b-runner.js
+  curl -s http://127.0.0.1:3987/_sim/sandboxes
+`
+
+// demoE2B runs `tether demo e2b ARGS`.
+func demoE2B(ctx context.Context, args []string) error {
+	fs := newFlags("demo e2b", demoE2BUsage)
+	addr := fs.String("addr", localE2BAddr, "address to listen on (port 0: any free port, printed)")
+	faults := fs.String("faults", "", "simulated faults, e.g. latency=50ms,429=0.1,5xx=0.05 (the list is above)")
+	if err := parseFlags(fs, args, 0); err != nil {
+		return helped(err)
+	}
+	var f e2btest.Faults
+	if *faults != "" {
+		var err error
+		if f, err = e2btest.ParseFaults(*faults); err != nil {
+			return usageError(fs, fmt.Errorf("--faults: %w", err))
+		}
+	}
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return usageError(fs, fmt.Errorf("--addr %s: %w", *addr, err))
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	sim := e2btest.NewUnstartedServer(e2btest.WithFaults(f))
+	mux := http.NewServeMux()
+	mux.Handle("/", sim.Handler())
+	mux.HandleFunc("GET "+simSandboxesPath, func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(sim.Sandboxes())
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+
+	host := ln.Addr().String()
+	if a, ok := ln.Addr().(*net.TCPAddr); ok && a.IP.IsUnspecified() {
+		host = net.JoinHostPort("127.0.0.1", fmt.Sprint(a.Port))
+	}
+	fmt.Fprintf(stdout, "A simulated E2B API is listening on http://%s (Ctrl-C stops it).\n", host)
+	if *faults != "" {
+		fmt.Fprintf(stdout, "Simulated faults: %s\n", f)
+	}
+	fmt.Fprintf(stdout, "Use it from another shell:\n\n")
+	fmt.Fprintf(stdout, "export E2B_API_URL=http://%s\n", host)
+	fmt.Fprintf(stdout, "export E2B_API_KEY=%s\n\n", e2btest.DefaultKey)
+	fmt.Fprintf(stdout, "Every sandbox and its fate: curl http://%s%s\n", host, simSandboxesPath)
+
+	select {
+	case err := <-served:
+		sim.Close()
+		return fmt.Errorf("demo e2b: serve: %w", err)
+	case <-ctx.Done():
+	}
+	sim.Close()
+	sctx, cancel := context.WithTimeout(context.Background(), localDaytonaShutdown)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		_ = srv.Close()
+	}
+	fmt.Fprintln(stdout, "stopped; the simulated sandboxes are gone with it")
+	return nil
+}

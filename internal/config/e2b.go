@@ -1,0 +1,64 @@
+package config
+
+import (
+	"fmt"
+	"time"
+)
+
+// E2BSettings are E2B's: its API proxy (zero-code mode) and the cap on a
+// sandbox's timeout, E2B's own end of a sandbox that nobody kills.
+type E2BSettings struct {
+	// E2BProxy serves the E2B API proxy and points the child's
+	// E2B_API_URL at it (when tether has E2B credentials).
+	E2BProxy     bool
+	E2BProxyAddr string // loopback host:port; port 0 picks a free one
+	// E2BMaxTimeout caps every E2B sandbox's timeout: a longer one is cut
+	// to it at create (the proxy) or when it is observed, and renewed to
+	// it while the child runs, so a sandbox of a lost host ends within it.
+	E2BMaxTimeout time.Duration
+}
+
+// Env names of the E2B settings.
+const (
+	EnvE2BProxy      = "TETHER_E2B_PROXY"
+	EnvE2BProxyAddr  = "TETHER_E2B_PROXY_ADDR"
+	EnvE2BMaxTimeout = "TETHER_E2B_MAX_TIMEOUT"
+)
+
+// Defaults of the E2B settings. An hour is E2B's own limit of a
+// sandbox's life on its base tier, and four renewal periods of slack
+// (renewed every quarter of it) for a tether under load.
+const (
+	DefaultE2BProxyAddr  = "127.0.0.1:0"
+	DefaultE2BMaxTimeout = time.Hour
+	// MinE2BMaxTimeout: E2B refuses a refresh shorter than 15 s
+	// (infra packages/api/internal/handlers/sandbox_refresh.go).
+	MinE2BMaxTimeout = 15 * time.Second
+)
+
+func defaultE2B() E2BSettings {
+	return E2BSettings{E2BProxy: true, E2BProxyAddr: DefaultE2BProxyAddr, E2BMaxTimeout: DefaultE2BMaxTimeout}
+}
+
+func (c *Config) bindE2B(b *binder, want Group) {
+	if want&Intake != 0 {
+		b.bool(&c.E2BProxy, "e2b-proxy", EnvE2BProxy, "with E2B credentials, serve an E2B API proxy on loopback and point the child's E2B_API_URL at it, so unchanged runners are covered (false turns it off)")
+		b.string(&c.E2BProxyAddr, "e2b-proxy-addr", EnvE2BProxyAddr, "loopback host:port of the E2B API proxy; port 0 picks a free one")
+	}
+	if want&Supervise != 0 {
+		b.duration(&c.E2BMaxTimeout, "e2b-max-timeout", EnvE2BMaxTimeout, "longest timeout an E2B sandbox keeps: a longer one is cut to this and renewed while the child runs, so a lost host's sandboxes end within it (>= 15s)")
+	}
+}
+
+func (c *Config) validateE2B() []error {
+	var errs []error
+	if c.E2BMaxTimeout < MinE2BMaxTimeout {
+		errs = append(errs, fmt.Errorf("--e2b-max-timeout %s: must be at least %s (E2B refuses shorter renewals)", c.E2BMaxTimeout, MinE2BMaxTimeout))
+	}
+	if c.E2BProxy {
+		if err := checkLoopback(c.E2BProxyAddr); err != nil {
+			errs = append(errs, fmt.Errorf("--e2b-proxy-addr %q: %v", c.E2BProxyAddr, err))
+		}
+	}
+	return errs
+}

@@ -1,0 +1,408 @@
+package e2bproxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/tether-run/tether/internal/intake"
+	"github.com/tether-run/tether/internal/testutil"
+	"github.com/tether-run/tether/provider/e2b"
+	"github.com/tether-run/tether/provider/e2b/e2btest"
+	"github.com/tether-run/tether/spool"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// The proxy is judged against the simulated E2B API (e2btest), with a
+// recorder in front of it that reads the journal the moment each call
+// arrives, so "journaled before forwarded" is seen from the upstream's
+// side.
+
+// arrival is one call as the upstream saw it, and what the journal held
+// for the intent its metadata names at that moment.
+type arrival struct {
+	method, path string
+	body         map[string]any
+	journaled    spool.Intent
+	journalErr   error
+}
+
+type world struct {
+	t      *testing.T
+	j      *spool.Journal
+	sim    *e2btest.Server
+	p      *Proxy
+	url    string // the child's E2B_API_URL
+	logs   *testutil.Buffer
+	mu     sync.Mutex
+	seen   []arrival
+	capped map[string]time.Time
+}
+
+const maxTimeout = 10 * time.Minute
+
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	w := &world{t: t, logs: &testutil.Buffer{}, capped: map[string]time.Time{}}
+	j, err := spool.Open(filepath.Join(t.TempDir(), "journal.db"), spool.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { j.Close() })
+	w.j = j
+	w.sim = e2btest.NewUnstartedServer()
+	sim := w.sim.Handler()
+	up := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		a := arrival{method: r.Method, path: r.URL.Path}
+		json.Unmarshal(b, &a.body)
+		if md, ok := a.body["metadata"].(map[string]any); ok {
+			id, _ := md[spool.LabelIntent].(string)
+			a.journaled, a.journalErr = j.Get(id)
+		}
+		w.mu.Lock()
+		w.seen = append(w.seen, a)
+		w.mu.Unlock()
+		r.Body = io.NopCloser(bytes.NewReader(b))
+		sim.ServeHTTP(rw, r)
+	}))
+	t.Cleanup(up.Close)
+	w.p = &Proxy{
+		Intake: &intake.Intake{
+			Journal: j, Provider: e2b.ProviderName, Labels: map[string]string{"team": "a"},
+			Account: e2b.Fingerprint(up.URL, e2btest.DefaultKey),
+			Logger:  slog.New(slog.NewTextHandler(w.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		},
+		Upstream:   up.URL,
+		MaxTimeout: maxTimeout,
+		Capped: func(id string, end time.Time) {
+			w.mu.Lock()
+			w.capped[id] = end
+			w.mu.Unlock()
+		},
+	}
+	l, err := w.p.Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.url = w.p.URL(l)
+	done := make(chan struct{})
+	exec, stop := w.p.Actor(l)
+	go func() { defer close(done); exec() }()
+	t.Cleanup(func() {
+		stop(nil)
+		<-done
+		if strings.Contains(w.logs.String(), e2btest.DefaultKey) {
+			t.Error("the API key is in the proxy's logs")
+		}
+	})
+	return w
+}
+
+// call sends one request as an SDK does, and decodes a JSON answer.
+func (w *world) call(method, path string, body any, out any) int {
+	w.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, w.url+path, rd)
+	req.Header.Set("X-API-Key", e2btest.DefaultKey)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	w.t.Logf("%s %s: %d %s", method, path, resp.StatusCode, b)
+	if out != nil {
+		json.Unmarshal(b, out)
+	}
+	return resp.StatusCode
+}
+
+func (w *world) arrivals() []arrival {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]arrival(nil), w.seen...)
+}
+
+// eventually waits (bounded) for cond.
+func (w *world) eventually(what string, cond func() bool) {
+	w.t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			w.t.Fatalf("not within 10s: %s", what)
+		}
+	}
+}
+
+type created struct {
+	SandboxID string `json:"sandboxID"`
+}
+
+// TestCreateJournaledBeforeForwarded: the create reaches E2B only once its
+// intent is durable (pending, provider e2b, the runner's account), with
+// tether's metadata beside the runner's and the timeout capped; the
+// answer's id is journaled; the sandbox in the simulator carries it all.
+func TestCreateJournaledBeforeForwarded(t *testing.T) {
+	w := newWorld(t)
+	var sb created
+	asked := time.Now().Add(50 * time.Minute)
+	if code := w.call("POST", "/sandboxes", map[string]any{"templateID": "base", "timeout": 3000, "metadata": map[string]string{"runner": "x", "team": "b"}}, &sb); code != http.StatusCreated {
+		t.Fatalf("create: %d", code)
+	}
+	a := w.arrivals()
+	if len(a) != 1 || a[0].journalErr != nil || a[0].journaled.State != spool.Pending {
+		t.Fatalf("at arrival: %+v", a)
+	}
+	in := a[0].journaled
+	if in.Provider != e2b.ProviderName || in.Account != w.p.Account {
+		t.Errorf("intent provider %q account %q, want e2b under the runner's key", in.Provider, in.Account)
+	}
+	md := a[0].body["metadata"].(map[string]any)
+	want := map[string]string{"runner": "x", "team": "a", spool.LabelOwner: w.j.Owner(), spool.LabelIntent: in.ID, e2b.MetadataName: in.Name}
+	for k, v := range want {
+		if md[k] != v {
+			t.Errorf("forwarded metadata %s=%v, want %q (all: %v)", k, md[k], v, md)
+		}
+	}
+	if a[0].body["timeout"] != float64(maxTimeout/time.Second) || a[0].body["templateID"] != "base" {
+		t.Errorf("forwarded body %v: want the runner's fields, timeout capped to %s", a[0].body, maxTimeout)
+	}
+	w.eventually("the sandbox id journaled", func() bool {
+		got, _ := w.j.Get(in.ID)
+		return got.SandboxID == sb.SandboxID && got.State == spool.Observed
+	})
+	rec, _ := w.sim.Sandbox(sb.SandboxID)
+	if life := rec.EndAt.Sub(rec.StartedAt); life != maxTimeout || rec.Metadata[e2b.MetadataName] != in.Name {
+		t.Errorf("simulator's record: lives %s, metadata %v", life, rec.Metadata)
+	}
+	w.mu.Lock()
+	end := w.capped[in.ID]
+	w.mu.Unlock()
+	if d := end.Sub(asked); d < -time.Second || d > 5*time.Second {
+		t.Errorf("Capped told end %s, want the runner's %s", end, asked)
+	}
+}
+
+// TestKillMarksIntent: a kill E2B accepted moves the intent to releasing
+// before the runner hears of it; a second kill (404) changes nothing.
+func TestKillMarksIntent(t *testing.T) {
+	w := newWorld(t)
+	var sb created
+	w.call("POST", "/sandboxes", map[string]any{"templateID": "base", "timeout": 60}, &sb)
+	in := w.arrivals()[0].journaled
+	if code := w.call("DELETE", "/sandboxes/"+sb.SandboxID, nil, nil); code != http.StatusNoContent {
+		t.Fatalf("kill: %d", code)
+	}
+	if got, _ := w.j.Get(in.ID); got.State != spool.Releasing {
+		t.Fatalf("intent %s after the kill, want releasing", got.State)
+	}
+	if rec, _ := w.sim.Sandbox(sb.SandboxID); rec.State != e2btest.StateKilled {
+		t.Fatalf("simulator: %s", rec.State)
+	}
+	if code := w.call("DELETE", "/sandboxes/"+sb.SandboxID, nil, nil); code != http.StatusNotFound {
+		t.Fatalf("second kill: %d", code)
+	}
+}
+
+// TestDeclaredCreatePasses: a create whose metadata already carries an
+// owner (declared over the socket) is not journaled again; only its
+// timeout is capped.
+func TestDeclaredCreatePasses(t *testing.T) {
+	w := newWorld(t)
+	md := map[string]string{spool.LabelOwner: w.j.Owner(), spool.LabelIntent: "x1", e2b.MetadataName: "tether-x1"}
+	if code := w.call("POST", "/sandboxes", map[string]any{"templateID": "base", "timeout": 3000, "metadata": md}, nil); code != http.StatusCreated {
+		t.Fatalf("create: %d", code)
+	}
+	if n, _ := w.j.LiveCount(); n != 0 {
+		t.Fatalf("%d intents journaled for a declared create", n)
+	}
+	a := w.arrivals()[0]
+	if got := a.body["metadata"].(map[string]any); len(got) != 3 || got[spool.LabelIntent] != "x1" || a.body["timeout"] != float64(600) {
+		t.Fatalf("forwarded %v", a.body)
+	}
+}
+
+// TestTimeoutCallsCapped: the calls that set a running sandbox's timeout
+// are cut to the cap, and the end asked for is told for the renewals; a
+// shorter one passes as sent.
+func TestTimeoutCallsCapped(t *testing.T) {
+	w := newWorld(t)
+	var sb created
+	w.call("POST", "/sandboxes", map[string]any{"templateID": "base", "timeout": 60}, &sb)
+	in := w.arrivals()[0].journaled
+	w.eventually("observed", func() bool { got, _ := w.j.Get(in.ID); return got.SandboxID != "" })
+	for _, tc := range []struct {
+		path    string
+		timeout int
+		status  int
+		want    float64
+	}{
+		{"/timeout", 120, http.StatusNoContent, 120},
+		{"/timeout", 3000, http.StatusNoContent, 600},
+		{"/connect", 3000, http.StatusOK, 600},
+	} {
+		if code := w.call("POST", "/sandboxes/"+sb.SandboxID+tc.path, map[string]any{"timeout": tc.timeout}, nil); code != tc.status {
+			t.Fatalf("%s: %d", tc.path, code)
+		}
+		a := w.arrivals()
+		if got := a[len(a)-1].body["timeout"]; got != tc.want {
+			t.Errorf("%s %d forwarded as %v, want %v", tc.path, tc.timeout, got, tc.want)
+		}
+	}
+	w.mu.Lock()
+	_, told := w.capped[in.ID]
+	w.mu.Unlock()
+	if !told {
+		t.Error("a capped timeout call was not told")
+	}
+	if rec, _ := w.sim.Sandbox(sb.SandboxID); time.Until(rec.EndAt) > maxTimeout {
+		t.Errorf("the sandbox ends in %s, past the cap", time.Until(rec.EndAt))
+	}
+}
+
+// TestRefusedCreateClosesIntent: E2B's refusals before any reservation
+// (the team's concurrency 429) close the intent never-created; a 500
+// leaves it for the drain.
+func TestRefusedCreateClosesIntent(t *testing.T) {
+	w := newWorld(t)
+	w.sim.FailNext(e2btest.RouteCreate, http.StatusTooManyRequests, 1)
+	w.sim.FailNext(e2btest.RouteCreate, http.StatusInternalServerError, 1)
+	if code := w.call("POST", "/sandboxes", map[string]any{}, nil); code != http.StatusTooManyRequests {
+		t.Fatalf("create: %d", code)
+	}
+	if code := w.call("POST", "/sandboxes", map[string]any{}, nil); code != http.StatusInternalServerError {
+		t.Fatalf("create: %d", code)
+	}
+	a := w.arrivals()
+	first, _ := w.j.Get(a[0].journaled.ID)
+	second, _ := w.j.Get(a[1].journaled.ID)
+	if first.State != spool.NeverCreated || second.State != spool.Pending {
+		t.Fatalf("after 429: %s, after 500: %s", first.State, second.State)
+	}
+}
+
+// TestBadCreateBody: a body tether could not label is refused before
+// anything is journaled or forwarded.
+func TestBadCreateBody(t *testing.T) {
+	w := newWorld(t)
+	for _, body := range []any{[]int{1}, map[string]any{"metadata": map[string]int{"a": 1}}, map[string]any{"timeout": "long"}} {
+		if code := w.call("POST", "/sandboxes", body, nil); code != http.StatusBadRequest {
+			t.Errorf("%v: %d, want 400", body, code)
+		}
+	}
+	if n, _ := w.j.LiveCount(); n != 0 || len(w.arrivals()) != 0 {
+		t.Fatalf("%d journaled, %d forwarded", n, len(w.arrivals()))
+	}
+}
+
+// TestPassThrough: every other call passes as it is, answer included.
+func TestPassThrough(t *testing.T) {
+	w := newWorld(t)
+	var sb created
+	w.call("POST", "/sandboxes", map[string]any{"templateID": "base", "timeout": 60}, &sb)
+	var list []map[string]any
+	if code := w.call("GET", "/v2/sandboxes?state=running", nil, &list); code != http.StatusOK || len(list) != 1 || list[0]["sandboxID"] != sb.SandboxID {
+		t.Fatalf("list: %d %v", code, list)
+	}
+	if code := w.call("POST", "/sandboxes/"+sb.SandboxID+"/pause", nil, nil); code != http.StatusNoContent {
+		t.Fatalf("pause: %d", code)
+	}
+}
+
+// TestRefreshCapped: a refresh's duration is cut to the cap too.
+func TestRefreshCapped(t *testing.T) {
+	w := newWorld(t)
+	var sb created
+	w.call("POST", "/sandboxes", map[string]any{"templateID": "base", "timeout": 60}, &sb)
+	if code := w.call("POST", "/sandboxes/"+sb.SandboxID+"/refreshes", map[string]any{"duration": 3600}, nil); code != http.StatusNoContent {
+		t.Fatalf("refresh: %d", code)
+	}
+	a := w.arrivals()
+	if got := a[len(a)-1].body["duration"]; got != float64(maxTimeout/time.Second) {
+		t.Errorf("refresh of 3600 s forwarded as %v", got)
+	}
+}
+
+// TestForkJournaled: a fork of a sandbox of ours is journaled before it is
+// forwarded, as an intent with the parent's name and intent, its timeout
+// capped; the fork's id from the answer's list is journaled; the reaper's
+// rule takes the fork (carrying the parent's metadata) as that intent's.
+// A fork of a sandbox tether does not know passes untouched.
+func TestForkJournaled(t *testing.T) {
+	w := newWorld(t)
+	var sb created
+	w.call("POST", "/sandboxes", map[string]any{"templateID": "base", "timeout": 60}, &sb)
+	parent := w.arrivals()[0].journaled
+	w.eventually("observed", func() bool { got, _ := w.j.Get(parent.ID); return got.SandboxID != "" })
+	var results []struct {
+		Sandbox created `json:"sandbox"`
+	}
+	if code := w.call("POST", "/sandboxes/"+sb.SandboxID+"/fork", map[string]any{"timeout": 3000, "count": 1}, &results); code != http.StatusCreated || len(results) != 1 {
+		t.Fatalf("fork: %d %+v", code, results)
+	}
+	forkID := results[0].Sandbox.SandboxID
+	var fork spool.Intent
+	w.eventually("the fork journaled with its id", func() bool {
+		live, _ := w.j.Live()
+		for _, in := range live {
+			if in.ParentIntent == parent.ID {
+				fork = in
+			}
+		}
+		return fork.SandboxID == forkID
+	})
+	if fork.Name != parent.Name || fork.Provider != "e2b" || fork.Account != parent.Account {
+		t.Errorf("fork intent %+v, want the parent's name, provider and account", fork)
+	}
+	if a := w.arrivals(); a[len(a)-1].body["timeout"] != float64(600) {
+		t.Errorf("fork forwarded %v, want its timeout capped", a[len(a)-1].body)
+	}
+	rec, _ := w.sim.Sandbox(forkID)
+	if rec.ForkOf != sb.SandboxID || rec.Metadata[spool.LabelIntent] != parent.ID || time.Until(rec.EndAt) > maxTimeout {
+		t.Errorf("simulator's fork: %+v", rec)
+	}
+
+	other := w.sim.AddSandbox(e2btest.DefaultTeam, e2btest.SeedSandbox{Metadata: map[string]string{"app": "x"}})
+	before, _ := w.j.LiveCount()
+	if code := w.call("POST", "/sandboxes/"+other.ID+"/fork", map[string]any{"timeout": 60, "count": 1}, nil); code != http.StatusCreated {
+		t.Fatalf("fork of another sandbox: %d", code)
+	}
+	if after, _ := w.j.LiveCount(); after != before {
+		t.Errorf("a fork of a sandbox tether does not know was journaled (%d → %d)", before, after)
+	}
+}
+
+// TestForkRefusedCloses: a fork E2B refuses before starting it (a paused
+// parent: 409) closes its intent at once.
+func TestForkRefusedCloses(t *testing.T) {
+	w := newWorld(t)
+	var sb created
+	w.call("POST", "/sandboxes", map[string]any{"templateID": "base", "timeout": 60}, &sb)
+	parent := w.arrivals()[0].journaled
+	w.eventually("observed", func() bool { got, _ := w.j.Get(parent.ID); return got.SandboxID != "" })
+	if code := w.call("POST", "/sandboxes/"+sb.SandboxID+"/pause", nil, nil); code != http.StatusNoContent {
+		t.Fatalf("pause: %d", code)
+	}
+	if code := w.call("POST", "/sandboxes/"+sb.SandboxID+"/fork", map[string]any{"timeout": 60, "count": 1}, nil); code != http.StatusConflict {
+		t.Fatalf("fork of a paused sandbox: %d", code)
+	}
+	if n, _ := w.j.LiveCount(); n != 1 {
+		t.Fatalf("%d live intents after a refused fork, want the parent's alone", n)
+	}
+}

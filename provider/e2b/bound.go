@@ -1,0 +1,20 @@
+package e2b
+
+import "github.com/tether-run/tether/provider"
+
+var _ provider.AccountBound = (*Provider)(nil)
+
+// NotFoundIsPerAccount: every sandbox route is scoped by the key's team,
+// and another team's sandbox answers 404 in the same words as a gone one
+// (infra packages/api/internal/handlers/sandbox_get.go:126-131,
+// utils/messages.go:9-11), so only an intent declared under this very
+// account may take a 404 as gone.
+func (p *Provider) NotFoundIsPerAccount() bool { return true }
+
+var _ provider.SyncDeleter = (*Provider)(nil)
+
+// DeletesSynchronously: DELETE /sandboxes/{id} removes the sandbox from
+// the store and kills it before it answers 204; a GET right after answers
+// 404 (infra packages/api/internal/handlers/sandbox_kill.go:64-103,
+// orchestrator/delete_instance.go:26-60, 104-120).
+func (p *Provider) DeletesSynchronously() bool { return true }

@@ -1,0 +1,144 @@
+// Command e2brunner is a runner that knows nothing of tether: it calls the
+// E2B API as the official SDKs do (POST {E2B_API_URL}/sandboxes with
+// X-API-Key, js-sdk src/sandbox/sandboxApi.ts; there is no official Go
+// SDK), configured only from E2B_API_URL and E2B_API_KEY, and, for a
+// runner that uses both clouds, Daytona through the official
+// api-client-go from DAYTONA_API_URL and DAYTONA_API_KEY. Under `tether
+// run` both URLs are tether's proxies.
+//
+// It runs the actions given as arguments in order, prints one line per
+// event (four fields, as the end-to-end tests read them), then "ready",
+// and then holds until it is killed (or exits 0 with the action "exit"):
+//
+//	pid <pid>                              always, first
+//	e2b:N        created - e2b <id>        N E2B sandboxes, metadata runner=zero-code
+//	timeout:S                              E2B creates from now on ask for S seconds (default 300)
+//	kill:K       killed - e2b <id>         kills the first K E2B sandboxes it created
+//	fork:K       forked - e2b <id>         forks each of the first K (count 1, the current timeout)
+//	daytona:N    created - daytona <id>    N Daytona sandboxes
+//	url          url - <E2B_API_URL> -
+//	exit                                   exit 0 after "ready"
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	apiclient "github.com/daytonaio/daytona/libs/api-client-go"
+)
+
+const callTimeout = 60 * time.Second
+
+func main() {
+	fmt.Printf("pid %d\n", os.Getpid())
+	cfg := apiclient.NewConfiguration()
+	cfg.Servers = apiclient.ServerConfigurations{{URL: os.Getenv("DAYTONA_API_URL")}}
+	cfg.AddDefaultHeader("Authorization", "Bearer "+os.Getenv("DAYTONA_API_KEY"))
+	daytona := apiclient.NewAPIClient(cfg).SandboxAPI
+
+	var held []string
+	timeout := 300
+	exit := false
+	for _, action := range os.Args[1:] {
+		verb, arg, _ := strings.Cut(action, ":")
+		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+		n, _ := strconv.Atoi(arg)
+		switch verb {
+		case "e2b":
+			for range n {
+				var sb struct {
+					SandboxID string `json:"sandboxID"`
+				}
+				body := map[string]any{"templateID": "base", "timeout": timeout, "metadata": map[string]string{"runner": "zero-code"}}
+				if code := call(ctx, http.MethodPost, "/sandboxes", body, &sb); code != http.StatusCreated {
+					fail("create: %d", code)
+				}
+				held = append(held, sb.SandboxID)
+				fmt.Printf("created - e2b %s\n", sb.SandboxID)
+			}
+		case "timeout":
+			timeout = n
+		case "fork":
+			for _, id := range held[:n] {
+				var results []struct {
+					Sandbox struct {
+						SandboxID string `json:"sandboxID"`
+					} `json:"sandbox"`
+				}
+				if code := call(ctx, http.MethodPost, "/sandboxes/"+id+"/fork", map[string]any{"timeout": timeout, "count": 1}, &results); code != http.StatusCreated || len(results) != 1 {
+					fail("fork %s: %d", id, code)
+				}
+				fmt.Printf("forked - e2b %s\n", results[0].Sandbox.SandboxID)
+			}
+		case "kill":
+			for _, id := range held[:n] {
+				if code := call(ctx, http.MethodDelete, "/sandboxes/"+id, nil, nil); code != http.StatusNoContent {
+					fail("kill %s: %d", id, code)
+				}
+				fmt.Printf("killed - e2b %s\n", id)
+			}
+		case "daytona":
+			for range n {
+				sb, _, err := daytona.CreateSandbox(ctx).CreateSandbox(*apiclient.NewCreateSandbox()).Execute()
+				if err != nil {
+					fail("daytona create: %v", err)
+				}
+				fmt.Printf("created - daytona %s\n", sb.GetId())
+			}
+		case "url":
+			fmt.Printf("url - %s -\n", os.Getenv("E2B_API_URL"))
+		case "exit":
+			exit = true
+		default:
+			fail("unknown action %q", action)
+		}
+		cancel()
+	}
+	fmt.Println("ready")
+	if exit {
+		return
+	}
+	for { // held until killed: no cleanup ever runs
+		time.Sleep(time.Hour)
+	}
+}
+
+// call makes one E2B API call and returns its status.
+func call(ctx context.Context, method, path string, in, out any) int {
+	var body io.Reader
+	if in != nil {
+		b, _ := json.Marshal(in)
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(os.Getenv("E2B_API_URL"), "/")+path, body)
+	if err != nil {
+		fail("%v", err)
+	}
+	req.Header.Set("X-API-Key", os.Getenv("E2B_API_KEY"))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		fail("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if out != nil && resp.StatusCode < 300 {
+		if err := json.Unmarshal(b, out); err != nil {
+			fail("%s %s: %v", method, path, err)
+		}
+	}
+	return resp.StatusCode
+}
+
+func fail(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "e2brunner: "+format+"\n", args...)
+	os.Exit(1)
+}

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 )
 
 // fill journals n intents with keys and labels of about pad bytes, 64 at
@@ -183,4 +185,57 @@ func TestCompactAtOpen(t *testing.T) {
 		t.Fatalf("second Open of a compacted journal: %v", err)
 	}
 	t.Logf("compacted %d → %d bytes", before.Size(), after.Size())
+}
+
+// pruneOne reads the record again inside its write transaction and removes
+// it only if its intent, read there, ended before the cutoff: the ids the
+// read before it listed are not trusted, and a live intent is never
+// removed, whatever id it is handed.
+func TestPruneOneReadsTheRecordAgain(t *testing.T) {
+	j, err := Open(filepath.Join(t.TempDir(), "journal.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	live, _, err := j.Create(t.Context(), NewIntent{Key: "live"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ended, _, err := j.Create(t.Context(), NewIntent{Key: "ended"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.Release(ended.ID, OutcomeDeleted); err != nil {
+		t.Fatal(err)
+	}
+	future, past := time.Now().Add(time.Hour), time.Now().Add(-time.Hour)
+	for _, c := range []struct {
+		id     string
+		cutoff time.Time
+		want   bool
+	}{
+		{live.ID, future, false},
+		{ended.ID, past, false},
+		{ended.ID, future, true},
+	} {
+		var got bool
+		if _, err := j.Apply(t.Context(), &Change{run: func(tx *bolt.Tx) (err error) {
+			got, err = pruneOne(tx, c.id, c.cutoff)
+			return err
+		}}); err != nil {
+			t.Fatal(err)
+		}
+		if got != c.want {
+			t.Errorf("pruneOne(%s, %s) = %v, want %v", c.id, c.cutoff.Format(time.TimeOnly), got, c.want)
+		}
+	}
+	if in, err := j.Get(live.ID); err != nil || !in.Live() {
+		t.Fatalf("the live intent after pruneOne: %+v %v", in, err)
+	}
+	if in, err := j.GetByKey("live"); err != nil || in.ID != live.ID {
+		t.Fatalf("the live intent's key after pruneOne: %+v %v", in, err)
+	}
+	if _, err := j.Get(ended.ID); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("the ended intent after pruneOne: %v", err)
+	}
 }

@@ -173,7 +173,7 @@ others, or not a regular file is refused (exit 125) with its path and the fix.
 		{daytona.EnvAPIKey, "run, drain, sweep, doctor", "Daytona API key; never logged"},
 		{daytona.EnvJWTToken, "run, drain, sweep, doctor", "Daytona JWT, used when there is no API key (needs " + daytona.EnvOrganizationID + ")"},
 		{daytona.EnvOrganizationID, "run, drain, sweep, doctor", "the organization a JWT acts in"},
-		{daytona.EnvAPIURL, "run, drain, sweep, doctor", "Daytona API URL, default `" + daytona.DefaultAPIURL + "` (" + daytona.EnvServerURL + ", deprecated by Daytona, is read when it is unset); tether run points its child's at the Daytona API proxy unless `--daytona-proxy=false`"},
+		{daytona.EnvAPIURL, "run, drain, sweep, doctor", "Daytona API URL, default `" + daytona.DefaultAPIURL + "` (" + daytona.EnvServerURL + ", deprecated by Daytona, is read when it is unset); tether run points its child's at the Daytona API proxy unless `--daytona-proxy=false`, as `http://127.0.0.1:PORT/<secret>/api` with a secret drawn for each run (a request without it is refused)"},
 		{daytona.EnvTarget, "run, drain, sweep", "region new sandboxes are created in (the proxy and the sample runner)"},
 		{config.EnvOwner, "intent (without a socket)", "the journal's owner id; tether run gives it to its child"},
 		{config.EnvSocket + ", " + config.EnvSpool + ", " + config.EnvLabels, "intent, status", "tether run gives them to its child: where to declare intents, and the scope labels (`k=v,k=v`)"},
@@ -181,6 +181,24 @@ others, or not a regular file is refused (exit 125) with its path and the fix.
 	} {
 		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", strings.ReplaceAll(row[0], ", ", "`, `"), row[1], row[2])
 	}
+	b.WriteString(`
+## .env files
+
+The ` + "`DAYTONA_*`" + ` variables are read as Daytona's TypeScript and Python SDKs read them: from the
+environment (where a variable set empty still wins), else from ` + "`.env.local`" + `, else from ` + "`.env`" + `
+in the working directory, which the child inherits. So the proxy forwards to the API URL of the
+runner's ` + "`.env`" + ` and tether uses the credentials there, as the runner's SDK would. A file not owned
+by root or tether's user, writable by group or others, or not a regular file is ignored with a
+warning naming it. ` + "`tether run`" + ` says at start where each setting came from (` + "`env`, `.env.local`, `.env`" + `
+or ` + "`default`" + `), never a value. The Go SDK reads only the environment.
+
+## The start-up line
+
+` + "`tether run`" + ` names in one info line the journal, socket and spool directory it uses (the fallbacks
+above included) and the proxy's URL, its secret shown as ` + "`<secret>`" + `. It warns when the journal's
+directory is in memory (tmpfs) or, in a container, on the container's own root overlay rather than
+a volume (read from ` + "`/proc/self/mountinfo`" + `): a journal there does not outlive the container.
+`)
 	return b.String()
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/tether-run/tether/internal/config"
 	"github.com/tether-run/tether/internal/doctor"
+	"github.com/tether-run/tether/internal/sidecar"
 )
 
 // Exit codes of `tether doctor`, for a CI job.
@@ -85,7 +86,11 @@ func (*DoctorCommand) Run(ctx context.Context, args []string) error {
 	if *verbose {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	o := doctor.Options{Journal: cfg.Journal, JournalFrom: from, Live: *live, CallTimeout: *callTimeout, Logger: log}
+	// Daytona's settings as tether run reads them (.env files included);
+	// a file it ignores is said on stderr.
+	env := sidecar.DaytonaSettings(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), slog.LevelDebug)
+	o := doctor.Options{Journal: cfg.Journal, JournalFrom: from, Live: *live, CallTimeout: *callTimeout, Logger: log,
+		Getenv: env.Get, Origin: env.Origin}
 	if !*asJSON {
 		o.Report = func(s doctor.Step) { writeStep(stdout, s) }
 	}

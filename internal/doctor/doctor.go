@@ -89,9 +89,14 @@ const (
 	LabelDoctorValue = "tether-doctor"
 )
 
-// Options say what to check. The Daytona settings come from the
-// environment, as for every tether command.
+// Options say what to check. The Daytona settings are read as every
+// tether command reads them (Getenv).
 type Options struct {
+	// Getenv reads one Daytona setting (os.Getenv if nil; tether doctor
+	// passes the reading of the environment and the .env files that tether
+	// run uses), and Origin says where it came from ("env", ".env.local",
+	// ".env"; nil: the environment).
+	Getenv, Origin func(string) string
 	// Journal is the journal path tether would use; JournalFrom says where
 	// that came from ("--journal", "TETHER_JOURNAL", "default").
 	Journal, JournalFrom string
@@ -124,6 +129,25 @@ type run struct {
 	rec    *recorder
 	prov   *daytona.Provider
 	apiOK  bool
+}
+
+func (r *run) getenv(name string) string {
+	if r.o.Getenv == nil {
+		return os.Getenv(name)
+	}
+	return r.o.Getenv(name)
+}
+
+// from says where a setting that is set came from: "" for the
+// environment, else " in <file>".
+func (r *run) from(name string) string {
+	if r.o.Origin == nil {
+		return ""
+	}
+	if o := r.o.Origin(name); o != "env" && o != "default" && o != "" {
+		return " in " + o
+	}
+	return ""
 }
 
 func (r *run) report(s Step) {
@@ -183,22 +207,22 @@ func Run(ctx context.Context, o Options) Result {
 
 // credentials says which credentials tether would use, from where.
 func (r *run) credentials() bool {
-	cfg, err := daytona.ConfigFromEnv()
+	cfg, err := daytona.ConfigFrom(r.getenv)
 	if err != nil {
 		r.report(Step{Name: "credentials", Verdict: Fail, Detail: err.Error()})
 		return false
 	}
 	r.cfg = cfg
 	if cfg.APIKey != "" {
-		detail := fmt.Sprintf("%s (%s)", daytona.EnvAPIKey, maskKey(cfg.APIKey))
+		detail := fmt.Sprintf("%s%s (%s)", daytona.EnvAPIKey, r.from(daytona.EnvAPIKey), maskKey(cfg.APIKey))
 		if cfg.JWTToken != "" {
 			detail += "; " + daytona.EnvJWTToken + " is set too and not used (the key wins, as in Daytona's SDKs)"
 		}
 		r.report(Step{Name: "credentials", Verdict: Pass, Detail: detail})
 		return true
 	}
-	r.report(Step{Name: "credentials", Verdict: Pass, Detail: fmt.Sprintf("%s (%s) in organization %s (%s); a JWT expires: a long-running tether needs an API key",
-		daytona.EnvJWTToken, maskKey(cfg.JWTToken), cfg.OrganizationID, daytona.EnvOrganizationID)})
+	r.report(Step{Name: "credentials", Verdict: Pass, Detail: fmt.Sprintf("%s%s (%s) in organization %s (%s%s); a JWT expires: a long-running tether needs an API key",
+		daytona.EnvJWTToken, r.from(daytona.EnvJWTToken), maskKey(cfg.JWTToken), cfg.OrganizationID, daytona.EnvOrganizationID, r.from(daytona.EnvOrganizationID))})
 	return true
 }
 
@@ -214,12 +238,12 @@ func maskKey(k string) string {
 // apiURL says which API URL tether would call, from where.
 func (r *run) apiURL() bool {
 	for _, v := range []string{daytona.EnvAPIURL, daytona.EnvServerURL} {
-		if os.Getenv(v) != "" {
+		if r.getenv(v) != "" {
 			r.urlVar = v
 			break
 		}
 	}
-	s := daytona.SetupFromEnv(r.o.Logger)
+	s := daytona.SetupFrom(r.getenv, r.o.Logger)
 	for _, p := range s.Problems {
 		if errors.Is(p, daytona.ErrBadAPIURL) {
 			r.report(Step{Name: "api url", Verdict: Fail, Detail: p.Error()})
@@ -228,12 +252,12 @@ func (r *run) apiURL() bool {
 	}
 	from := "the default"
 	if r.urlVar != "" {
-		from = r.urlVar
+		from = r.urlVar + r.from(r.urlVar)
 	}
 	v, detail := Pass, fmt.Sprintf("%s (%s)", r.cfg.APIURL, from)
 	if r.cfg.APIURL == "" {
 		// No credentials: ConfigFromEnv said why; the URL still counts.
-		_, raw := urlFromEnv()
+		_, raw := r.urlFromEnv()
 		detail = fmt.Sprintf("%s (%s)", raw, from)
 	}
 	if r.urlVar == daytona.EnvServerURL {
@@ -246,9 +270,9 @@ func (r *run) apiURL() bool {
 	return true
 }
 
-func urlFromEnv() (string, string) {
+func (r *run) urlFromEnv() (string, string) {
 	for _, v := range []string{daytona.EnvAPIURL, daytona.EnvServerURL} {
-		if s := os.Getenv(v); s != "" {
+		if s := r.getenv(v); s != "" {
 			return v, s
 		}
 	}

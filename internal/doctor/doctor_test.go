@@ -2,12 +2,14 @@ package doctor_test
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/tether-run/tether/internal/doctor"
+	"github.com/tether-run/tether/internal/dotenv"
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
 )
 
@@ -170,5 +172,35 @@ func TestDoctorJWT(t *testing.T) {
 	}
 	if sbs := srv.Sandboxes(); len(sbs) != 1 || sbs[0].State != "destroyed" {
 		t.Fatalf("the round trip's sandbox: %+v", sbs)
+	}
+}
+
+// TestDoctorReadsDotEnv: the settings come from the .env files tether run
+// reads, and the steps say so.
+func TestDoctorReadsDotEnv(t *testing.T) {
+	srv := sim(t)
+	srv.AddKey(key, daytonatest.DefaultOrg)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, ".env"), []byte("DAYTONA_API_URL="+srv.URL+"\nDAYTONA_API_KEY="+key+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{"DAYTONA_API_URL", "DAYTONA_API_KEY", "DAYTONA_SERVER_URL", "DAYTONA_JWT_TOKEN"} {
+		os.Unsetenv(v) // sim's t.Setenv restores them
+	}
+	env, problems := dotenv.Load(dir, "DAYTONA_")
+	if len(problems) != 0 {
+		t.Fatal(problems)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	res := doctor.Run(ctx, doctor.Options{Journal: filepath.Join(t.TempDir(), "j.db"), Getenv: env.Get, Origin: env.Origin})
+	if s := step(t, res, "credentials"); s.Verdict != doctor.Pass || !strings.Contains(s.Detail, "DAYTONA_API_KEY in .env") {
+		t.Errorf("credentials: %+v", s)
+	}
+	if s := step(t, res, "api url"); !strings.Contains(s.Detail, srv.URL) || !strings.Contains(s.Detail, "DAYTONA_API_URL in .env") {
+		t.Errorf("api url: %+v", s)
+	}
+	if res.Failed() {
+		t.Errorf("doctor failed with the settings of .env: %+v", res.Steps)
 	}
 }

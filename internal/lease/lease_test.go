@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -581,6 +582,85 @@ func TestRescueRefusedStopsButKeeps(t *testing.T) {
 			} else if late := e.At.Sub(e.LastActivity); late > leaseMinutes*time.Minute+10*time.Second {
 				t.Errorf("stopped %s after its last renewal, beyond the lease and a check", late)
 			}
+		}
+	})
+}
+
+// flaky404 answers every other read of one sandbox 404, as Daytona's access
+// guard answers one it could not check for a database or cache hiccup
+// (common/guards/resource-access.guard.ts:21-26); everything else is
+// served by the simulator.
+type flaky404 struct {
+	inner handlerTransport
+	id    string
+	reads *atomic.Int64
+}
+
+func (t flaky404) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method == http.MethodGet && strings.HasSuffix(req.URL.Path, "/sandbox/"+t.id) && t.reads.Add(1)%2 == 1 {
+		rec := httptest.NewRecorder()
+		rec.Header().Set("Content-Type", "application/json")
+		rec.WriteHeader(http.StatusNotFound)
+		fmt.Fprintf(rec, `{"statusCode":404,"message":"Sandbox with ID or name %s not found","error":"Not Found"}`, t.id)
+		return rec.Result(), nil
+	}
+	return t.inner.RoundTrip(req)
+}
+
+// One 404 is not "gone": a census that reads a sandbox 404, then alive,
+// then 404 again (never twice in a row) keeps renewing it. The list lags,
+// so every census reads it.
+func TestCensusTakesOnlyTwo404sInARowForGone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 2, daytonatest.WithListLag(24*time.Hour))
+		reads := &atomic.Int64{}
+		prov, err := daytona.New(daytona.Config{
+			APIKey: daytonatest.DefaultKey, APIURL: "http://daytona.invalid/api",
+			HTTPClient: &http.Client{Transport: flaky404{inner: handlerTransport{w.sim.Handler(), w.spent}, id: w.ids[0], reads: reads}},
+			Logger:     slog.New(slog.DiscardHandler),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.prov = prov
+		w.run(t, 10*leaseMinutes*time.Minute)
+		w.assertAlive(t)
+		if n := reads.Load(); n < 6 {
+			t.Fatalf("the flaky sandbox was read %d times in 10 leases; the test needs a census a lease", n)
+		}
+	})
+}
+
+// A sandbox deleted behind tether's back that stays `destroying` (a slow
+// destroy) is gone for the census too: the list shows it, but not as one
+// to renew, and renewals stop.
+func TestDestroyingSandboxIsNotRenewed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 2, daytonatest.WithDestroyDelay(24*time.Hour))
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- w.renewer().Run(ctx) }()
+		time.Sleep(leaseMinutes * time.Minute)
+		synctest.Wait()
+		req, _ := http.NewRequest(http.MethodDelete, "http://daytona.invalid/api/sandbox/"+w.ids[0], nil)
+		req.Header.Set("Authorization", "Bearer "+daytonatest.DefaultKey)
+		if resp, err := (handlerTransport{h: w.sim.Handler()}).RoundTrip(req); err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("delete: %v %v", resp, err)
+		}
+		time.Sleep(2*leaseMinutes*time.Minute + time.Second)
+		synctest.Wait()
+		if sb, _ := w.sim.Sandbox(w.ids[0]); sb.State != "destroying" {
+			t.Fatalf("the deleted sandbox is %s; the test needs it destroying", sb.State)
+		}
+		before := w.sim.CallsFor(w.ids[0])[daytonatest.RouteLastActivity]
+		time.Sleep(5 * leaseMinutes * time.Minute)
+		cancel()
+		<-done
+		if after := w.sim.CallsFor(w.ids[0])[daytonatest.RouteLastActivity]; after != before {
+			t.Errorf("a destroying sandbox was renewed %d more times", after-before)
+		}
+		if sb, _ := w.sim.Sandbox(w.ids[1]); sb.State != "started" {
+			t.Errorf("the other sandbox: %s, want started", sb.State)
 		}
 	})
 }

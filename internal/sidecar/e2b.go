@@ -159,7 +159,7 @@ func (sc *Sidecar) e2bProxyActor() (supervisor.Actor, error) {
 		return supervisor.Actor{}, err
 	}
 	sc.e2bProxyURL = p.URL(l)
-	sc.log.Debug("e2b proxy: serving; the child's E2B_API_URL points at it", "url", sc.e2bProxyURL)
+	sc.log.Debug("e2b proxy: serving; the child's E2B_API_URL points at it", "url", p.ShownURL(l)) // the secret is the child's alone
 	execute, interrupt := p.Actor(l)
 	return supervisor.Actor{Name: "e2b-proxy", Execute: execute, Interrupt: interrupt}, nil
 }

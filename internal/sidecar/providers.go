@@ -9,6 +9,7 @@ import (
 	"os"
 
 	"github.com/tether-run/tether/internal/config"
+	"github.com/tether-run/tether/internal/dotenv"
 	"github.com/tether-run/tether/internal/reaper"
 	"github.com/tether-run/tether/provider"
 	"github.com/tether-run/tether/provider/daytona"
@@ -29,15 +30,24 @@ type Providers struct {
 	DaytonaErr, E2BErr error
 }
 
-// OpenProviders reads every provider's setup from the environment.
+// OpenProviders reads every provider's setup from the environment (and,
+// for Daytona, its SDKs' .env files: DaytonaSettings).
 func OpenProviders(log *slog.Logger) Providers {
+	ps, _ := openProviders(log, slog.LevelDebug)
+	return ps
+}
+
+// openProviders is OpenProviders with Daytona's settings, which also choose
+// the proxy's upstream; where each came from is said at level.
+func openProviders(log *slog.Logger, level slog.Level) (Providers, dotenv.Settings) {
 	var ps Providers
-	ps.Daytona, ps.DaytonaErr = OpenProvider(log)
+	var env dotenv.Settings
+	ps.Daytona, env, ps.DaytonaErr = openProvider(log, level)
 	if wantE2B() {
 		s := e2b.SetupFromEnv(log.With("component", "e2b"))
 		ps.E2B, ps.E2BErr = s.Provider, s.Err()
 	}
-	return ps
+	return ps, env
 }
 
 // wantE2B reports whether the environment names an E2B setup.

@@ -1,18 +1,17 @@
 package sidecar
 
 import (
-	"os"
-
 	"github.com/tether-run/tether/internal/intake/daytonaproxy"
 	"github.com/tether-run/tether/provider/daytona"
 	"github.com/tether-run/tether/supervisor"
 )
 
 // upstreamAPIURL is the Daytona API the runner would have called without
-// tether: the one its SDK would read from the environment.
-func upstreamAPIURL() string {
+// tether: the one its SDK would read from the environment or its .env
+// files (sc.daytonaEnv).
+func (sc *Sidecar) upstreamAPIURL() string {
 	for _, env := range []string{daytona.EnvAPIURL, daytona.EnvServerURL} {
-		if v := os.Getenv(env); v != "" {
+		if v := sc.daytonaEnv.Get(env); v != "" {
 			return v
 		}
 	}
@@ -24,7 +23,7 @@ func upstreamAPIURL() string {
 func (sc *Sidecar) proxyActor() (supervisor.Actor, error) {
 	p := &daytonaproxy.Proxy{
 		Intake:          sc.withLogger("proxy"),
-		Upstream:        upstreamAPIURL(),
+		Upstream:        sc.upstreamAPIURL(),
 		AutoStopMinutes: sc.cfg.DaytonaAutoStop,
 		Vouch:           sc.reaper.Vouch,
 	}
@@ -35,8 +34,10 @@ func (sc *Sidecar) proxyActor() (supervisor.Actor, error) {
 	if err != nil {
 		return supervisor.Actor{}, err
 	}
-	sc.proxyURL = p.URL(l)
-	sc.log.Debug("daytona proxy: serving; the child's DAYTONA_API_URL points at it", "url", sc.proxyURL)
+	// The URL carries the run's secret: the child's environment is the
+	// one place it goes. Logs show it without.
+	sc.proxyURL, sc.proxyShown = p.URL(l), p.ShownURL(l)
+	sc.log.Debug("daytona proxy: serving; the child's DAYTONA_API_URL points at it", "url", sc.proxyShown)
 	execute, interrupt := p.Actor(l)
 	return supervisor.Actor{Name: "proxy", Execute: execute, Interrupt: interrupt}, nil
 }

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/tether-run/tether/internal/config"
+	"github.com/tether-run/tether/internal/dotenv"
 	"github.com/tether-run/tether/internal/intake"
 	"github.com/tether-run/tether/internal/intake/socket"
 	"github.com/tether-run/tether/internal/intake/spooldir"
@@ -64,8 +65,11 @@ type Sidecar struct {
 	e2b         *e2bKeeper
 	e2bProxyURL string
 	// proxyURL is the Daytona API proxy's URL, the child's DAYTONA_API_URL
-	// ("" with the proxy off).
-	proxyURL string
+	// ("" with the proxy off). It carries the run's secret; proxyShown is
+	// the same without it, for logs.
+	proxyURL, proxyShown string
+	// daytonaEnv is Daytona's settings as the SDKs read them (open.go).
+	daytonaEnv dotenv.Settings
 	// actors are Listen's, handed to the supervisor by Run.
 	actors []supervisor.Actor
 
@@ -107,7 +111,7 @@ func Open(cfg config.Config, opts Options) (*Sidecar, error) {
 		return nil, withSetting(err, "--journal", config.EnvJournal)
 	}
 	sc := &Sidecar{cfg: cfg, log: log, out: out, version: opts.Version, journal: j}
-	sc.providers = OpenProviders(log)
+	sc.providers, sc.daytonaEnv = openProviders(log, slog.LevelInfo)
 	list := sc.providers.List()
 	if list, err = sc.startMetrics(list); err != nil {
 		j.Close()
@@ -292,6 +296,7 @@ func (sc *Sidecar) Listen() error {
 	if sc.keep != nil {
 		sc.keep.Resume() // lease.go: hand-backs an earlier run left pending
 	}
+	sc.sayWhere() // where.go
 	return nil
 }
 

@@ -105,16 +105,21 @@ type Config struct {
 // precedence: DAYTONA_API_KEY over DAYTONA_JWT_TOKEN (which then needs
 // DAYTONA_ORGANIZATION_ID); DAYTONA_API_URL, else the deprecated
 // DAYTONA_SERVER_URL, else DefaultAPIURL; DAYTONA_TARGET.
-func ConfigFromEnv() (Config, error) {
+func ConfigFromEnv() (Config, error) { return ConfigFrom(os.Getenv) }
+
+// ConfigFrom is ConfigFromEnv with each variable read by getenv (e.g. from
+// the environment and the .env files the TypeScript and Python SDKs read);
+// an empty value is unset.
+func ConfigFrom(getenv func(string) string) (Config, error) {
 	cfg := Config{
-		APIKey:         os.Getenv(EnvAPIKey),
-		JWTToken:       os.Getenv(EnvJWTToken),
-		OrganizationID: os.Getenv(EnvOrganizationID),
-		APIURL:         os.Getenv(EnvAPIURL),
-		Target:         os.Getenv(EnvTarget),
+		APIKey:         getenv(EnvAPIKey),
+		JWTToken:       getenv(EnvJWTToken),
+		OrganizationID: getenv(EnvOrganizationID),
+		APIURL:         getenv(EnvAPIURL),
+		Target:         getenv(EnvTarget),
 	}
 	if cfg.APIURL == "" {
-		cfg.APIURL = os.Getenv(EnvServerURL)
+		cfg.APIURL = getenv(EnvServerURL)
 	}
 	if cfg.APIURL == "" {
 		cfg.APIURL = DefaultAPIURL
@@ -197,6 +202,9 @@ type Provider struct {
 	target  string
 	timeout time.Duration
 	log     *slog.Logger
+	// urlFrom names where the API URL was set, for messages ("" when
+	// unknown: then the environment is read again).
+	urlFrom string
 
 	authRetries int
 	authWait    time.Duration

@@ -38,14 +38,18 @@ type Setup struct {
 
 // SetupFromEnv reads the environment as ConfigFromEnv does and reports
 // every problem it can see without a call.
-func SetupFromEnv(log *slog.Logger) Setup {
+func SetupFromEnv(log *slog.Logger) Setup { return SetupFrom(os.Getenv, log) }
+
+// SetupFrom is SetupFromEnv with each variable read by getenv, as
+// ConfigFrom reads them.
+func SetupFrom(getenv func(string) string, log *slog.Logger) Setup {
 	var s Setup
-	urlVar, rawURL := apiURLFromEnv()
+	urlVar, rawURL := apiURLFrom(getenv)
 	urlErr := checkAPIURL(urlVar, rawURL)
 	if urlErr != nil {
 		s.Problems = append(s.Problems, urlErr)
 	}
-	cfg, err := ConfigFromEnv()
+	cfg, err := ConfigFrom(getenv)
 	if err != nil {
 		s.Problems = append(s.Problems, err)
 		return s
@@ -59,15 +63,19 @@ func SetupFromEnv(log *slog.Logger) Setup {
 		s.Problems = append(s.Problems, fmt.Errorf("%s: %w", urlVar, err))
 		return s
 	}
+	p.urlFrom = urlVar
 	s.Provider = p
 	return s
 }
 
 // apiURLFromEnv is the API URL ConfigFromEnv would use and the variable it
 // came from (empty when it is the default).
-func apiURLFromEnv() (variable, value string) {
+func apiURLFromEnv() (variable, value string) { return apiURLFrom(os.Getenv) }
+
+// apiURLFrom is apiURLFromEnv with the variables read by getenv.
+func apiURLFrom(getenv func(string) string) (variable, value string) {
 	for _, v := range []string{EnvAPIURL, EnvServerURL} {
-		if s := os.Getenv(v); s != "" {
+		if s := getenv(v); s != "" {
 			return v, s
 		}
 	}
@@ -126,7 +134,10 @@ func (p *Provider) trustProblem() error {
 	if err != nil {
 		why = "the system's CA certificates cannot be read: " + err.Error()
 	}
-	variable, _ := apiURLFromEnv()
+	variable := p.urlFrom
+	if variable == "" {
+		variable, _ = apiURLFromEnv()
+	}
 	if variable == "" {
 		variable = "the default " + EnvAPIURL
 	}

@@ -610,3 +610,40 @@ func TestThrottledFromHeaders(t *testing.T) {
 		t.Errorf("a refused delete: %s", f.State)
 	}
 }
+
+// swapPath sends a request for one path to another: a server or a proxy in
+// front of it answering about another sandbox than the one asked for.
+type swapPath struct {
+	from, to string
+	rt       http.RoundTripper
+}
+
+func (s swapPath) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL.Path == s.from {
+		r := req.Clone(req.Context())
+		r.URL.Path, r.URL.RawPath = s.to, ""
+		return s.rt.RoundTrip(r)
+	}
+	return s.rt.RoundTrip(req)
+}
+
+// An answer to GET /sandboxes/{id} about another sandbox is not that
+// sandbox: Get and Inspect answer ErrNotFound, never the other sandbox's
+// metadata, which the reaper would take as the asked one's labels.
+func TestAnswerAboutAnotherSandboxIsNotFound(t *testing.T) {
+	e := newEnv(t)
+	asked := e.create("asked", map[string]string{"tether-owner": "o1", "tether-intent": "i1"})
+	other := e.create("other", map[string]string{"tether-owner": "o1", "tether-intent": "i2"})
+	p := e.provider(e2btest.DefaultKey, 5*time.Second, swapPath{from: "/sandboxes/" + asked.ID, to: "/sandboxes/" + other.ID, rt: e.tr})
+	if sb, err := p.Get(ctx, asked.ID); !errors.Is(err, provider.ErrNotFound) {
+		t.Errorf("Get %s answered about %s: %+v, %v; want ErrNotFound", asked.ID, other.ID, sb, err)
+	}
+	if sb, err := p.Inspect(ctx, asked.ID); !errors.Is(err, provider.ErrNotFound) {
+		t.Errorf("Inspect %s answered about %s: %+v, %v; want ErrNotFound", asked.ID, other.ID, sb, err)
+	}
+	for _, id := range []string{asked.ID, other.ID} {
+		if f := e.fate(id); f.State != e2btest.StateRunning {
+			t.Errorf("sandbox %s: %s, want running", id, f.State)
+		}
+	}
+}

@@ -18,6 +18,18 @@
 // the runner's connection is reset, no HTTP answer is made up. The account
 // of a runner's credentials other than tether's is reported.
 //
+// The proxy serves its own runner only. Any local user can reach a
+// loopback port, so the child's URL carries a secret drawn for this run as
+// its first path segment (http://127.0.0.1:PORT/<secret>/api). Daytona's
+// SDKs append their paths to whatever base URL they are given (at v0.190.0:
+// api-client-go api_sandbox.go:859 with sdk-go client.go:229-231; the
+// TypeScript client's common.ts:124; the Python client's
+// api_client.py:236). A request without it is refused
+// before anything of it is read beyond its request line and headers (see
+// admit): no body, no journal write, no call upstream, and at most one log
+// line a minute. The secret is stripped from the path before anything
+// else sees the request, and never logged.
+//
 // What is the provider's stays in its package, behind API and Create: which
 // paths are a create and a delete, the create body (taken apart and
 // rewritten: name, labels, the provider's lifetime rules), the answer's
@@ -28,6 +40,9 @@ package apiproxy
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -62,11 +77,21 @@ const (
 	// intents (two entries per create); past it the index starts over, and
 	// a delete of an older sandbox finds its intent in the journal instead.
 	maxKnown = 100_000
-	// maxWarned bounds the accounts CheckAccount reports, one line each.
+	// maxWarned bounds the accounts reported by CheckAccount, one line
+	// each; past it, one line says that further accounts go unreported.
 	maxWarned = 64
 	// readHeaderTimeout keeps a client that connects and says nothing from
 	// holding a connection forever.
 	readHeaderTimeout = 10 * time.Second
+	// secretBytes is the size of the run's secret: 128 random bits, drawn
+	// from the kernel's generator, too many to guess through a port.
+	secretBytes = 16
+	// refusalLogEvery bounds the log lines about refused requests: the
+	// first is said at once, later ones are counted and said at most once
+	// per this period, so that a flood costs no log space.
+	refusalLogEvery = time.Minute
+	// SecretShown stands for the secret wherever the URL is shown.
+	SecretShown = "<secret>"
 )
 
 // API is what a provider's proxy tells the shared half about its API.
@@ -120,10 +145,19 @@ type Proxy struct {
 	ctx      context.Context // ends when the proxy closes
 	cancel   context.CancelFunc
 
-	mu     sync.Mutex
-	known  map[string]string // account + "\x00" + sandbox id or name → intent id
-	made   map[string]string // intent id → the sandbox id its create answered
-	warned map[string]bool   // accounts already reported
+	// secret is the first path segment of every request the runner may
+	// make (hex, so that it needs no escaping in a URL).
+	secret string
+	// handler is Handler behind admit: what the listener serves.
+	handler http.Handler
+
+	mu         sync.Mutex
+	known      map[string]string // account + "\x00" + sandbox id or name → intent id
+	made       map[string]string // intent id → the sandbox id its create answered
+	warned     map[string]bool   // accounts already reported, at most maxWarned
+	warnedFull bool              // said that further accounts go unreported
+	refused    int               // requests refused since the last line about them
+	refusedLog time.Time         // when that line was said
 }
 
 // New checks c and fills in its defaults.
@@ -164,6 +198,12 @@ func New(c Config) (*Proxy, error) {
 		p.Transport = t
 	}
 	p.known, p.made, p.warned = map[string]string{}, map[string]string{}, map[string]bool{}
+	secret := make([]byte, secretBytes)
+	if _, err := rand.Read(secret); err != nil {
+		return nil, fmt.Errorf("%s: drawing the run's secret: %w", p.prefix, err)
+	}
+	p.secret = hex.EncodeToString(secret)
+	p.handler = http.HandlerFunc(p.admit)
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.pass = &httputil.ReverseProxy{
 		Rewrite:        p.rewriteURL,
@@ -174,7 +214,7 @@ func New(c Config) (*Proxy, error) {
 		ErrorLog:       slog.NewLogLogger(p.log.Handler(), slog.LevelDebug),
 	}
 	p.srv = &http.Server{
-		Handler:           p.Handler,
+		Handler:           p.handler,
 		ReadHeaderTimeout: readHeaderTimeout,
 		BaseContext:       func(net.Listener) context.Context { return p.ctx },
 		ErrorLog:          slog.NewLogLogger(p.log.Handler(), slog.LevelDebug),
@@ -195,10 +235,89 @@ func (p *Proxy) Listen(addr string) (net.Listener, error) {
 	return l, nil
 }
 
-// URL is the API URL the child gets for listener l: the proxy's address
-// with the upstream's path (e.g. http://127.0.0.1:41234/api).
+// URL is the API URL the child gets for listener l: the proxy's address,
+// the run's secret and the upstream's path (e.g.
+// http://127.0.0.1:41234/<secret>/api). It is a credential: only the child
+// may learn it.
 func (p *Proxy) URL(l net.Listener) string {
-	return "http://" + l.Addr().String() + p.base
+	return "http://" + l.Addr().String() + "/" + p.secret + p.base
+}
+
+// ShownURL is URL without the secret (SecretShown in its place), for logs
+// and messages.
+func (p *Proxy) ShownURL(l net.Listener) string {
+	return "http://" + l.Addr().String() + "/" + SecretShown + p.base
+}
+
+// ServeHTTP answers one request as the listener does: refused without the
+// run's secret, else Handler's.
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) { p.handler.ServeHTTP(w, r) }
+
+// admit is every request's way in. A request whose path does not start
+// with the run's secret is refused with 403 before its body is read: the
+// answer asks to close the connection, so that not even the server drains
+// the body to reuse it, and a client waiting on "Expect: 100-continue"
+// never hears "continue". Anything else goes on to Handler with the secret
+// stripped from its path, so that no log line, journal record or upstream
+// call ever sees it.
+func (p *Proxy) admit(w http.ResponseWriter, r *http.Request) {
+	rest, ok := p.unlock(r.URL.Path)
+	if !ok {
+		p.refuse(w)
+		return
+	}
+	r2 := new(http.Request)
+	*r2 = *r
+	r2.URL = new(url.URL)
+	*r2.URL = *r.URL
+	r2.URL.Path = rest
+	r2.URL.RawPath = ""
+	if r.URL.RawPath != "" {
+		// An escaped path keeps its escapes past the secret (hex: the
+		// secret itself never needs one, and a request that escapes it
+		// anyway still unlocks by its decoded path).
+		if _, raw, found := strings.Cut(strings.TrimPrefix(r.URL.RawPath, "/"), "/"); found {
+			r2.URL.RawPath = "/" + raw
+		}
+	}
+	r2.RequestURI = r2.URL.RequestURI()
+	p.Handler.ServeHTTP(w, r2)
+}
+
+// unlock returns path without its first segment when that segment is the
+// run's secret (compared in constant time: the time of a refusal tells
+// nothing about how close a guess was).
+func (p *Proxy) unlock(path string) (rest string, ok bool) {
+	if !strings.HasPrefix(path, "/") {
+		return "", false
+	}
+	seg, rest, _ := strings.Cut(path[1:], "/")
+	if subtle.ConstantTimeCompare([]byte(seg), []byte(p.secret)) != 1 {
+		return "", false
+	}
+	return "/" + rest, true
+}
+
+// refuse answers a request without the run's secret and counts it.
+func (p *Proxy) refuse(w http.ResponseWriter) {
+	w.Header().Set("Connection", "close")
+	p.API.WriteError(w, http.StatusForbidden, "tether proxy: this URL lacks the run's secret; use DAYTONA_API_URL exactly as tether gave it to its child")
+	p.mu.Lock()
+	p.refused++
+	now := time.Now()
+	if !p.refusedLog.IsZero() && now.Sub(p.refusedLog) < refusalLogEvery {
+		p.mu.Unlock()
+		return
+	}
+	n := p.refused
+	p.refused, p.refusedLog = 0, now
+	p.mu.Unlock()
+	p.logRefused(n)
+}
+
+// logRefused says that n requests were refused.
+func (p *Proxy) logRefused(n int) {
+	p.log.Warn(p.prefix+": refused requests without this run's secret in their URL (another process on this host, or a client given an old URL); nothing of them was read, journaled or forwarded; said at most once a minute", "refused", n)
 }
 
 // Serve answers requests on l until Close. It returns nil after Close.
@@ -216,6 +335,13 @@ func (p *Proxy) Serve(l net.Listener) error {
 // drain that follows finds their sandboxes by name. It does not wait.
 func (p *Proxy) Close() error {
 	p.cancel()
+	p.mu.Lock()
+	n := p.refused
+	p.refused = 0
+	p.mu.Unlock()
+	if n > 0 {
+		p.logRefused(n)
+	}
 	return p.srv.Close()
 }
 
@@ -278,15 +404,20 @@ func (p *Proxy) CheckAccount(account string) {
 	// Past maxWarned accounts the rest go unreported here (the drain
 	// reports their intents): a flood of bogus keys must not grow the map
 	// or the log without bound.
-	seen := p.warned[account] || len(p.warned) >= maxWarned
-	if !seen {
+	seen := p.warned[account]
+	full := !seen && len(p.warned) >= maxWarned
+	if !seen && !full {
 		p.warned[account] = true
 	}
+	first := full && !p.warnedFull
+	p.warnedFull = p.warnedFull || full
 	p.mu.Unlock()
-	if seen {
-		return
-	}
 	switch {
+	case seen || (full && !first):
+		return
+	case full:
+		p.log.Warn(fmt.Sprintf("%s: creates under more than %d accounts other than tether's; further ones are not reported one by one", p.prefix, maxWarned))
+		return
 	case account == "":
 		p.log.Warn(p.prefix + ": a create without credentials; " + p.Name + " will refuse it")
 	case p.Account == "":

@@ -126,12 +126,21 @@ func (p *Proxy) Listen(addr string) (net.Listener, error) {
 }
 
 // URL is the API URL the child gets as DAYTONA_API_URL for listener l: the
-// proxy's address with the upstream's path (e.g. http://127.0.0.1:41234/api).
+// proxy's address, the run's secret and the upstream's path (e.g.
+// http://127.0.0.1:41234/<secret>/api; apiproxy.Proxy.URL).
 func (p *Proxy) URL(l net.Listener) string {
 	if p.init() != nil {
 		return ""
 	}
 	return p.core.URL(l)
+}
+
+// ShownURL is URL without the secret, for logs and messages.
+func (p *Proxy) ShownURL(l net.Listener) string {
+	if p.init() != nil {
+		return ""
+	}
+	return p.core.ShownURL(l)
 }
 
 // Serve answers requests on l until Close. It returns nil after Close.
@@ -158,13 +167,14 @@ func (p *Proxy) Actor(l net.Listener) (execute func() error, interrupt func(erro
 		func(error) { p.Close() }
 }
 
-// ServeHTTP answers one request as the proxy does.
+// ServeHTTP answers one request as the proxy does (refused without the
+// run's secret, apiproxy.Proxy.ServeHTTP).
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err := p.init(); err != nil {
 		writeError(w, http.StatusBadGateway, err.Error())
 		return
 	}
-	p.route(w, r)
+	p.core.ServeHTTP(w, r)
 }
 
 // route routes, as Daytona's router would (classify), a create and a

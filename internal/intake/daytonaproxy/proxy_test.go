@@ -591,8 +591,14 @@ func TestChildURLMirrorsTheUpstreamPath(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%q: %v", tc.upstream, err)
 		}
-		if got, want := p.URL(l), "http://"+l.Addr().String()+tc.path; got != want {
-			t.Errorf("%q: child URL %s, want %s", tc.upstream, got, want)
+		// The run's secret comes first (apiproxy), then the upstream's path.
+		got := p.URL(l)
+		secret, path, _ := strings.Cut(strings.TrimPrefix(got, "http://"+l.Addr().String()+"/"), "/")
+		if len(secret) != 32 || !strings.HasPrefix(got, "http://"+l.Addr().String()+"/") || strings.TrimSuffix("/"+path, "/") != tc.path {
+			t.Errorf("%q: child URL %s, want http://%s/<secret>%s", tc.upstream, got, l.Addr(), tc.path)
+		}
+		if shown := p.ShownURL(l); strings.Contains(shown, secret) || shown != "http://"+l.Addr().String()+"/<secret>"+tc.path {
+			t.Errorf("%q: shown URL %s", tc.upstream, shown)
 		}
 		l.Close()
 	}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -576,5 +577,61 @@ func TestPendingNameAloneIsNotOurs(t *testing.T) {
 	}
 	if rec, _ := w.sim.Sandbox(other.ID); !sameLabels(rec.Labels, map[string]string{"a": "1"}) || rec.AutoStopInterval != 0 {
 		t.Errorf("a sandbox never proved tether's got labels %v, auto-stop %d", rec.Labels, rec.AutoStopInterval)
+	}
+}
+
+// A create that carries tether's owner label passes untouched only when it
+// names a live intent with that intent's name and every one of its labels.
+// One that names a released intent, or a live one but without one of its
+// labels, is journaled as a new intent of its own, labelled as it and
+// backstopped: passed untouched, it would be a sandbox no live intent
+// answers for.
+func TestDeclaredCreateMustNameALiveIntentWithEveryLabel(t *testing.T) {
+	w := newWorld(t, nil)
+	released, _, err := w.j.Create(ctx(t), spool.NewIntent{Labels: map[string]string{"run": "1"}, Provider: "daytona"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.j.Release(released.ID, spool.OutcomeDeleted); err != nil {
+		t.Fatal(err)
+	}
+	live, _, err := w.j.Create(ctx(t), spool.NewIntent{Labels: map[string]string{"run": "2"}, Provider: "daytona"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	partial := maps.Clone(live.Labels)
+	delete(partial, "run")
+	for i, c := range []struct {
+		name   string
+		labels map[string]string
+	}{
+		{released.Name, released.Labels},
+		{live.Name, partial},
+	} {
+		req := apiclient.NewCreateSandbox()
+		req.SetName(c.name)
+		req.SetLabels(c.labels)
+		req.SetAutoStopInterval(0)
+		sb, _, err := w.runner().SandboxAPI.CreateSandbox(ctx(t)).CreateSandbox(*req).Execute()
+		if err != nil {
+			t.Fatalf("%d: %v", i, err)
+		}
+		// Journaled before it was forwarded: one more intent at once.
+		if all, _ := w.j.All(); len(all) != 3+i {
+			t.Fatalf("%d: %d intents after the create, want %d: it passed unjournaled", i, len(all), 3+i)
+		}
+		in := w.intentOf(sb.GetId())
+		rec, _ := w.sim.Sandbox(sb.GetId())
+		if in.ID == released.ID || in.ID == live.ID || !in.Live() || rec.Labels[spool.LabelIntent] != in.ID || !ours(rec, in) || rec.AutoStopInterval != backstop {
+			t.Errorf("%d: sandbox %+v, intent %+v: want journaled as an intent of its own, labelled as it and backstopped", i, rec, in)
+		}
+	}
+	if rep := w.drain(); rep.Gone != 2 {
+		t.Fatalf("drain: %+v", rep)
+	}
+	for _, sb := range w.sim.Sandboxes() {
+		if !sb.DeleteRequested {
+			t.Errorf("sandbox %s (%s) not deleted: %+v", sb.ID, sb.Name, sb)
+		}
 	}
 }

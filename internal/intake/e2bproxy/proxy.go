@@ -115,12 +115,21 @@ func (p *Proxy) Listen(addr string) (net.Listener, error) {
 	return p.core.Listen(addr)
 }
 
-// URL is the API URL the child gets as E2B_API_URL for listener l.
+// URL is the API URL the child gets as E2B_API_URL for listener l; it
+// carries the run's secret (apiproxy.Proxy.URL).
 func (p *Proxy) URL(l net.Listener) string {
 	if p.init() != nil {
 		return ""
 	}
 	return p.core.URL(l)
+}
+
+// ShownURL is URL without the secret, for logs.
+func (p *Proxy) ShownURL(l net.Listener) string {
+	if p.init() != nil {
+		return ""
+	}
+	return p.core.ShownURL(l)
 }
 
 // Close stops serving at once; creates still waiting for E2B go on.

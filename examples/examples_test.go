@@ -127,6 +127,7 @@ type world struct {
 	sim     *daytonatest.Server
 	dir     string
 	journal string
+	env     []string // added to every tether's environment
 }
 
 func newWorld(t *testing.T, opts ...daytonatest.Option) *world {
@@ -213,11 +214,12 @@ func (w *world) start(runner ...string) *proc {
 	cmd := exec.Command(filepath.Join(tetherDir, "tether"), append(args, runner...)...)
 	var env []string
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "TETHER_") && !strings.HasPrefix(kv, "DAYTONA_") && !strings.HasPrefix(kv, "PATH=") {
+		if !strings.HasPrefix(kv, "TETHER_") && !strings.HasPrefix(kv, "DAYTONA_") && !strings.HasPrefix(kv, "E2B_") && !strings.HasPrefix(kv, "PATH=") {
 			env = append(env, kv)
 		}
 	}
 	cmd.Env = append(append(env, "PATH="+tetherDir+":"+os.Getenv("PATH")), testutil.DaytonaEnv(w.sim)...)
+	cmd.Env = append(cmd.Env, w.env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	p := testutil.Start(t, cmd)
 	return &proc{Proc: p, t: t, cmd: cmd, stderr: p.Stderr}

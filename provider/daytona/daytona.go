@@ -11,8 +11,6 @@ package daytona
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -143,7 +141,7 @@ func (c Config) checkCredentials() error {
 // String keeps the credentials out of any %v of a Config.
 func (c Config) String() string {
 	return fmt.Sprintf("daytona.Config{APIURL: %q, Target: %q, OrganizationID: %q, APIKey: %s, JWTToken: %s, CallTimeout: %s}",
-		redactURL(c.APIURL), c.Target, c.OrganizationID, secretMark(c.APIKey), secretMark(c.JWTToken), c.CallTimeout)
+		redactURL(c.APIURL), c.Target, c.OrganizationID, provider.SecretMark(c.APIKey), provider.SecretMark(c.JWTToken), c.CallTimeout)
 }
 
 // GoString keeps the credentials out of a %#v of a Config.
@@ -155,8 +153,8 @@ func (c Config) LogValue() slog.Value {
 		slog.String("api_url", redactURL(c.APIURL)),
 		slog.String("target", c.Target),
 		slog.String("organization_id", c.OrganizationID),
-		slog.String("api_key", secretMark(c.APIKey)),
-		slog.String("jwt_token", secretMark(c.JWTToken)),
+		slog.String("api_key", provider.SecretMark(c.APIKey)),
+		slog.String("jwt_token", provider.SecretMark(c.JWTToken)),
 	)
 }
 
@@ -164,33 +162,11 @@ func (c Config) LogValue() slog.Value {
 // API keys are "dtn_" and 64 hex digits, its JWTs hundreds of characters.
 const minSecretLen = 8
 
-func secretMark(s string) string {
-	if s == "" {
-		return `""`
-	}
-	return "[REDACTED]"
-}
-
 // Fingerprint names an account without revealing its key: a hash of the
 // normalised API URL and the key. tether journals it with each intent and
 // refuses to act on an intent recorded under another fingerprint.
 func Fingerprint(apiURL, key string) string {
-	h := sha256.New()
-	h.Write([]byte(normaliseURL(apiURL)))
-	h.Write([]byte{0})
-	h.Write([]byte(key))
-	return "daytona:" + hex.EncodeToString(h.Sum(nil)[:16])
-}
-
-func normaliseURL(s string) string {
-	u, err := url.Parse(strings.TrimSpace(s))
-	if err != nil {
-		return strings.TrimRight(strings.TrimSpace(s), "/")
-	}
-	u.Scheme = strings.ToLower(u.Scheme)
-	u.Host = strings.ToLower(u.Host)
-	u.Path = strings.TrimRight(u.Path, "/")
-	return u.String()
+	return provider.Fingerprint("daytona", apiURL, key)
 }
 
 // Provider is one Daytona account. It is safe for concurrent use.

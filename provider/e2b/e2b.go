@@ -26,8 +26,6 @@ package e2b
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -139,7 +137,7 @@ func (c Config) apiURL() string {
 
 // String keeps the key out of any %v of a Config.
 func (c Config) String() string {
-	return fmt.Sprintf("e2b.Config{APIURL: %q, APIKey: %s, CallTimeout: %s}", redactURL(c.apiURL()), secretMark(c.APIKey), c.CallTimeout)
+	return fmt.Sprintf("e2b.Config{APIURL: %q, APIKey: %s, CallTimeout: %s}", redactURL(c.apiURL()), provider.SecretMark(c.APIKey), c.CallTimeout)
 }
 
 // GoString keeps the key out of a %#v of a Config.
@@ -147,14 +145,7 @@ func (c Config) GoString() string { return c.String() }
 
 // LogValue keeps the key out of a Config given to slog.
 func (c Config) LogValue() slog.Value {
-	return slog.GroupValue(slog.String("api_url", redactURL(c.apiURL())), slog.String("api_key", secretMark(c.APIKey)))
-}
-
-func secretMark(s string) string {
-	if s == "" {
-		return `""`
-	}
-	return "[REDACTED]"
+	return slog.GroupValue(slog.String("api_url", redactURL(c.apiURL())), slog.String("api_key", provider.SecretMark(c.APIKey)))
 }
 
 // Fingerprint names an account without revealing its key: a hash of the
@@ -162,22 +153,7 @@ func secretMark(s string) string {
 // every sandbox of the API is its team's, so the fingerprint names the
 // team whose sandboxes a 404 speaks of.
 func Fingerprint(apiURL, key string) string {
-	h := sha256.New()
-	h.Write([]byte(normaliseURL(apiURL)))
-	h.Write([]byte{0})
-	h.Write([]byte(key))
-	return "e2b:" + hex.EncodeToString(h.Sum(nil)[:16])
-}
-
-func normaliseURL(s string) string {
-	u, err := url.Parse(strings.TrimSpace(s))
-	if err != nil {
-		return strings.TrimRight(strings.TrimSpace(s), "/")
-	}
-	u.Scheme = strings.ToLower(u.Scheme)
-	u.Host = strings.ToLower(u.Host)
-	u.Path = strings.TrimRight(u.Path, "/")
-	return u.String()
+	return provider.Fingerprint("e2b", apiURL, key)
 }
 
 // Provider is one E2B team. It is safe for concurrent use.

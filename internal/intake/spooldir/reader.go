@@ -343,7 +343,7 @@ func (in *Reader) take(ctx context.Context, names []string) (handled int, err er
 // refused reports whether a journal error is about the op itself (the file
 // is rejected) rather than the journal (the file is kept for a retry).
 func refused(err error) bool {
-	for _, e := range []error{spool.ErrInvalid, spool.ErrNotFound, spool.ErrIllegalTransition, spool.ErrObservedOther, spool.ErrIDTaken} {
+	for _, e := range []error{spool.ErrInvalid, spool.ErrNotFound, spool.ErrIllegalTransition, spool.ErrObservedOther, spool.ErrIDTaken, intake.ErrUnknownProvider} {
 		if errors.Is(err, e) {
 			return true
 		}

@@ -144,6 +144,9 @@ func TestIntakeRejects(t *testing.T) {
 		"unknown-id":  {`{"op":"release","id":"nobody"}`, "no intent declared"},
 		"two-values":  {`{"op":"delete","id":"a"}{}`, "more than one"},
 		"too-big":     {`{"op":"intent","id":"a","labels":{"k":"` + strings.Repeat("v", MaxFileSize) + `"}}`, "larger than"},
+		// A provider tether has no credentials for is the file's fault,
+		// not the journal's: rejected, and the files after it taken.
+		"no-provider": {`{"op":"intent","id":"b","provider":"nowhere"}`, "unknown provider"},
 	}
 	f := startIntake(t, &Reader{}, func(dir string) {
 		for name, c := range cases {

@@ -176,6 +176,44 @@ func TestProxyKeepsTheRunnersNameAndLabels(t *testing.T) {
 	}
 }
 
+// TestProxySpoofedCreateIsJournaled: a runner copies the labels of an
+// earlier sandbox, tether's owner and intent among them, into a new create
+// with auto-stop off. Only a create that names a live intent with its name
+// and every label may pass untouched, so this one is journaled as an intent
+// of its own: it gets its own intent label and the backstop, and the drain
+// deletes both sandboxes.
+func TestProxySpoofedCreateIsJournaled(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	p := w.runZeroCode([]string{"--drain-timeout", drainTimeout}, "create:1", "spoof")
+	out := p.ready()
+	c := out.of("created")
+	if len(c) != 2 {
+		t.Fatalf("runner: %+v", out.lines)
+	}
+	first, _ := w.sim.Sandbox(c[0].sandbox)
+	spoofed, _ := w.sim.Sandbox(c[1].sandbox)
+	if spoofed.AutoStopInterval == 0 {
+		t.Errorf("the spoofed create runs with auto-stop off")
+	}
+	if in := spoofed.Labels[spool.LabelIntent]; in == "" || in == first.Labels[spool.LabelIntent] {
+		t.Errorf("spoofed sandbox labels %v: want an intent of its own (the first's is %s)", spoofed.Labels, first.Labels[spool.LabelIntent])
+	}
+	if code := p.stop(syscall.SIGTERM); code != 128+int(syscall.SIGTERM) {
+		t.Fatalf("tether exited %d; stderr:\n%s", code, p.stderr)
+	}
+	w.assertDestroyed(first.ID, spoofed.ID)
+	gone := 0
+	for _, in := range w.intents() {
+		if in.State == spool.Gone {
+			gone++
+		}
+	}
+	if gone != 2 {
+		t.Errorf("%d intents gone, want 2 (one per sandbox)", gone)
+	}
+}
+
 // TestProxyOff: with --daytona-proxy=false the child gets the real
 // DAYTONA_API_URL, and nothing is journaled for its creates.
 func TestProxyOff(t *testing.T) {

@@ -85,6 +85,23 @@ func main() {
 				held = append(held, sandbox{sb.GetId(), sb.GetName()})
 				fmt.Printf("created - %s %s\n", sb.GetName(), sb.GetId())
 			}
+		case "spoof":
+			// A runner that copies the labels of its first sandbox, tether's
+			// included, into a new create with auto-stop off: a create that
+			// names no live intent of its own.
+			first, _, err := api.GetSandbox(ctx, held[0].id).Execute()
+			if err != nil {
+				fail("read %s: %v", held[0].id, err)
+			}
+			req := apiclient.NewCreateSandbox()
+			req.SetLabels(first.GetLabels())
+			req.SetAutoStopInterval(0)
+			sb, _, err := api.CreateSandbox(ctx).CreateSandbox(*req).Execute()
+			if err != nil {
+				fail("spoofed create: %v", err)
+			}
+			held = append(held, sandbox{sb.GetId(), sb.GetName()})
+			fmt.Printf("created - %s %s\n", sb.GetName(), sb.GetId())
 		case "delete":
 			k, _ := strconv.Atoi(arg)
 			for _, sb := range held[:k] {

@@ -617,13 +617,24 @@ type rescued struct {
 // rescueDue tries, for each sandbox whose renewals have failed until only
 // rescueLeft of its lease is left, the one call that helps most: its
 // auto-stop lengthened to the rescue's minutes, so Daytona does not stop
-// it under the live runner. It goes out whatever the hold says (it is the
-// last chance; Daytona may refuse it too), one at a time per sandbox,
-// MinSpacing apart, until it succeeds or the lease has run out.
+// it under the live runner. It waits for the hold to lift, as renewals do:
+// inside a 429's window or a spent quota Daytona refuses it too, and each
+// refused try would spend what the renewals need (sent regardless, the
+// rescues of 20 sandboxes under a quota they just fit in stopped three of
+// them). Then one at a time per sandbox, MinSpacing apart, until it
+// succeeds or the lease has run out.
 func (l *loop) rescueDue(ctx context.Context, now time.Time) {
 	for _, e := range l.entries {
 		end := e.lastOK.Add(l.r.Lease)
 		if e.gone || e.rescued || now.Before(end.Add(-l.rescueLeft)) || !now.Before(end) || now.Before(e.rescueAt) {
+			continue
+		}
+		if until := l.held(provider.CallSetter); !until.IsZero() {
+			// A spent quota or a 429's window refuses the rescue too
+			// (Daytona's throttlers refuse the organization): sent then,
+			// it only spends what the renewals need. It goes when the
+			// hold lifts, if the lease still lasts.
+			e.rescueAt = until
 			continue
 		}
 		e.rescueAt = now.Add(max(l.spacing, l.r.Lease)) // cleared when it comes back
@@ -635,6 +646,7 @@ func (l *loop) rescueDue(ctx context.Context, now time.Time) {
 				res.skipped = true
 			} else {
 				res.err = l.r.Provider.SetAutoStop(ctx, e.sandbox, l.rescueMinutes)
+				l.holdFor(res.err)
 			}
 			select {
 			case l.rescues <- res:

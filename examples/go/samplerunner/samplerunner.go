@@ -123,13 +123,18 @@ func Run(ctx context.Context, o Options, stdout io.Writer) error {
 	if sock == "" {
 		return errors.New("TETHER_SOCKET is not set: run me under tether run")
 	}
-	cfg, err := daytona.ConfigFromEnv()
-	if err != nil {
-		return err
-	}
-	cloud, err := daytona.New(cfg)
-	if err != nil {
-		return err
+	// A runner with nothing to create (a replay's --sandboxes 0
+	// --wait-idle) needs no Daytona credentials: a container of an E2B
+	// runner has none.
+	var cloud *daytona.Provider
+	if o.Sandboxes > 0 {
+		cfg, err := daytona.ConfigFromEnv()
+		if err != nil {
+			return err
+		}
+		if cloud, err = daytona.New(cfg); err != nil {
+			return err
+		}
 	}
 	tether := client.New(sock)
 	var held []heldSandbox // created, observed, not released

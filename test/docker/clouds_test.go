@@ -223,8 +223,12 @@ const (
 // e2bWorld is the simulated E2B API on the host's loopback, as the
 // Daytona one: the container reaches it with --network host.
 type e2bWorld struct {
-	t          *testing.T
-	sim        *e2btest.Server
+	t   *testing.T
+	sim *e2btest.Server
+	// declared: the runner is the sample runner with --provider e2b,
+	// which declares each sandbox over the socket before its create;
+	// otherwise test/e2brunner, which knows nothing of tether.
+	declared   bool
 	neighbours []string
 }
 
@@ -251,8 +255,14 @@ func (w *e2bWorld) env() []string {
 // holder is test/e2brunner, a runner that knows nothing of tether: it
 // creates each sandbox with the SDKs' POST /sandboxes (template, timeout
 // 300 s, its own metadata) at E2B_API_URL, which tether points at its
-// E2B proxy. It takes no label: the E2B checks go by sandbox id.
-func (w *e2bWorld) holder(n int, _ string) []string {
+// E2B proxy, where the create is journaled. It takes no label: the E2B
+// checks go by sandbox id. A declared world's holder is the sample runner:
+// it declares each sandbox over the socket (provider e2b) and creates it
+// with tether's metadata, which the proxy passes as it is, and observes it.
+func (w *e2bWorld) holder(n int, label string) []string {
+	if w.declared {
+		return []string{"runner", "--provider", "e2b", "--sandboxes", fmt.Sprint(n), "--label", label}
+	}
 	return []string{"e2brunner", fmt.Sprintf("e2b:%d", n)}
 }
 
@@ -331,10 +341,24 @@ func (w *e2bWorld) assertLeft(_ string, ids []string) {
 // holds 50 sandboxes created through tether's E2B proxy.
 func TestDockerStop50E2B(t *testing.T) { stop50(t, newE2BWorld(t)) }
 
-// TestDockerKillReplayE2B is TestDockerKillReplay for E2B: the journal
-// the E2B proxy wrote before each create is replayed by the next
-// container, which has E2B credentials only.
-func TestDockerKillReplayE2B(t *testing.T) { killReplay(t, newE2BWorld(t)) }
+// TestDockerKillReplayE2B is TestDockerKillReplay for E2B, with the
+// sandboxes journaled by each intake a runner of E2B uses: the E2B proxy
+// (before each create of a runner that knows nothing of tether) and the
+// socket (declared with provider e2b). The next container, with E2B
+// credentials only, replays the journal.
+func TestDockerKillReplayE2B(t *testing.T) {
+	for _, declared := range []bool{false, true} {
+		name := "zero-code"
+		if declared {
+			name = "declared over the socket"
+		}
+		t.Run(name, func(t *testing.T) {
+			w := newE2BWorld(t)
+			w.declared = declared
+			killReplay(t, w)
+		})
+	}
+}
 
 // TestDockerStopBothClouds: one container guards a runner of both clouds
 // (test/e2brunner: 10 Daytona sandboxes through tether's Daytona proxy,

@@ -37,18 +37,6 @@ type cloud interface {
 	assertLeft(label string, ids []string)
 }
 
-// mine picks, from the lines of a runner of both clouds (test/e2brunner:
-// "created - <cloud> <id>"), the sandboxes it created on one cloud.
-func mine(lines []line, cloud string) []string {
-	var ids []string
-	for _, l := range lines {
-		if len(l.fields) == 4 && l.fields[0] == "created" && l.fields[2] == cloud {
-			ids = append(ids, l.fields[3])
-		}
-	}
-	return ids
-}
-
 // stop50 is TestDockerStop50's body on cloud w: `docker stop` (10 s) of a
 // container whose runner holds 50 live sandboxes, neighbours planted
 // beside them. Every one is confirmed ended by the simulator, and tether
@@ -361,30 +349,48 @@ func TestDockerKillReplayE2B(t *testing.T) {
 }
 
 // TestDockerStopBothClouds: one container guards a runner of both clouds
-// (test/e2brunner: 10 Daytona sandboxes through tether's Daytona proxy,
-// 10 E2B ones through its E2B proxy); `docker stop` ends all 20 in one
-// drain, each on its own cloud, and touches no neighbour on either.
+// with 10 sandboxes on each; `docker stop` ends all 20 in one drain, each
+// on its own cloud, and touches no neighbour on either. The runner is
+// test/e2brunner (zero code: its creates go through tether's Daytona and
+// E2B proxies), or the sample runner, which declares each sandbox over the
+// socket with its provider.
 func TestDockerStopBothClouds(t *testing.T) {
 	const each = 10
-	d, e := newWorld(t), newE2BWorld(t)
-	c := run(t, image, runOpts{
-		docker: []string{"-v", newVolume(t) + ":/var/lib/tether"},
-		env:    append(d.env(), e.env()...),
-		args:   []string{"e2brunner", fmt.Sprintf("daytona:%d", each), fmt.Sprintf("e2b:%d", each)},
-	})
-	lines := c.ready()
-	onDaytona, onE2B := mine(lines, "daytona"), mine(lines, "e2b")
-	if len(onDaytona) != each || len(onE2B) != each {
-		t.Fatalf("the runner created %d Daytona and %d E2B sandboxes, want %d of each", len(onDaytona), len(onE2B), each)
+	for _, tc := range []struct {
+		name   string
+		runner []string
+	}{
+		{"zero-code", []string{"e2brunner", fmt.Sprintf("daytona:%d", each), fmt.Sprintf("e2b:%d", each)}},
+		{"declared over the socket", []string{"runner", "--provider", "daytona,e2b", "--sandboxes", fmt.Sprint(2 * each), "--label", "both"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, e := newWorld(t), newE2BWorld(t)
+			c := run(t, image, runOpts{
+				docker: []string{"-v", newVolume(t) + ":/var/lib/tether"},
+				env:    append(d.env(), e.env()...),
+				args:   tc.runner,
+			})
+			var onDaytona, onE2B []string
+			for _, id := range created(c.ready()) {
+				if _, ok := d.sim.Sandbox(id); ok {
+					onDaytona = append(onDaytona, id)
+				} else if _, ok := e.sim.Sandbox(id); ok {
+					onE2B = append(onE2B, id)
+				}
+			}
+			if len(onDaytona) != each || len(onE2B) != each {
+				t.Fatalf("the runner created %d Daytona and %d E2B sandboxes, want %d of each", len(onDaytona), len(onE2B), each)
+			}
+			d.plantNeighbours(onDaytona)
+			e.plantNeighbours(onE2B)
+			if _, code := c.stop(); code != exitTERM {
+				t.Errorf("exit %d, want %d (tether done before the SIGKILL)", code, exitTERM)
+			}
+			if total, _, left := drainReport(t, c.stderr.String()); total != 2*each || left != 0 {
+				t.Errorf("report: %d intents, %d left live; want %d, 0", total, left, 2*each)
+			}
+			d.assertGone("", onDaytona)
+			e.assertGone("", onE2B)
+		})
 	}
-	d.plantNeighbours(onDaytona)
-	e.plantNeighbours(onE2B)
-	if _, code := c.stop(); code != exitTERM {
-		t.Errorf("exit %d, want %d (tether done before the SIGKILL)", code, exitTERM)
-	}
-	if total, _, left := drainReport(t, c.stderr.String()); total != 2*each || left != 0 {
-		t.Errorf("report: %d intents, %d left live; want %d, 0", total, left, 2*each)
-	}
-	d.assertGone("", onDaytona)
-	e.assertGone("", onE2B)
 }

@@ -27,6 +27,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -53,8 +54,9 @@ type Options struct {
 	// Label is added to every intent as run=<Label>.
 	Label string
 	// Provider is the cloud it declares and creates each sandbox in:
-	// daytona (the default, also when empty) or e2b. tether must have its
-	// credentials too.
+	// daytona (the default, also when empty), e2b, or both, comma-separated
+	// ("daytona,e2b": the sandboxes alternate, the first on the first).
+	// tether must have their credentials too.
 	Provider string
 	// AutoStop is Daytona's autoStopInterval sent on create; 0 reproduces the
 	// leak of real runners (auto-stop off disables Daytona's own cleanup), which tether's backstop then repairs.
@@ -92,7 +94,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.Unobserved, "unobserved", 0, "of those, how many are created but never reported to tether")
 	fs.IntVar(&o.Released, "released", 0, "of those, how many the runner deletes and releases itself")
 	fs.StringVar(&o.Label, "label", "demo", "value of the run=<label> scope label")
-	fs.StringVar(&o.Provider, "provider", daytona.ProviderName, "the cloud it creates in: daytona or e2b")
+	fs.StringVar(&o.Provider, "provider", daytona.ProviderName, "the cloud it creates in: daytona, e2b, or both comma-separated (they alternate)")
 	fs.IntVar(&o.AutoStop, "autostop", 0, "Daytona's autoStopInterval minutes sent on create (0: off, which disables Daytona's own cleanup)")
 	fs.IntVar(&o.Exit, "exit", -1, "exit with this code once ready; -1 holds until a signal")
 	fs.BoolVar(&o.WaitIdle, "wait-idle", false, "once ready, wait until tether has no live intent, then exit 0")
@@ -132,21 +134,9 @@ func Run(ctx context.Context, o Options, stdout io.Writer) error {
 	if sock == "" {
 		return errors.New("TETHER_SOCKET is not set: run me under tether run")
 	}
-	if o.Provider == "" {
-		o.Provider = daytona.ProviderName
-	}
-	if o.Provider != daytona.ProviderName && o.Provider != e2b.ProviderName {
-		return fmt.Errorf("--provider %q: want %s or %s", o.Provider, daytona.ProviderName, e2b.ProviderName)
-	}
-	// A runner with nothing to create (a replay's --sandboxes 0
-	// --wait-idle) needs no credentials: a container of an E2B runner has
-	// no Daytona ones.
-	var cl *cloud
-	if o.Sandboxes > 0 {
-		var err error
-		if cl, err = openCloud(o); err != nil {
-			return err
-		}
+	clouds, err := openClouds(o)
+	if err != nil {
+		return err
 	}
 	tether := client.New(sock)
 	var held []heldSandbox // created, observed, not released
@@ -154,7 +144,8 @@ func Run(ctx context.Context, o Options, stdout io.Writer) error {
 		fmt.Fprintf(stdout, "pid %d\n", os.Getpid())
 	}
 	for i := 0; i < o.Sandboxes; i++ {
-		in, err := declare(ctx, tether, o, strconv.Itoa(i))
+		cl := clouds[i%len(clouds)]
+		in, err := declare(ctx, tether, o.Label, cl.name, strconv.Itoa(i))
 		if err != nil {
 			return fmt.Errorf("declare sandbox %d: %w", i, err)
 		}
@@ -183,10 +174,10 @@ func Run(ctx context.Context, o Options, stdout io.Writer) error {
 			continue
 		}
 		fmt.Fprintf(stdout, "created %s %s %s\n", in.ID, in.Name, sb.ID)
-		held = append(held, heldSandbox{in, sb.ID})
+		held = append(held, heldSandbox{in, sb.ID, cl})
 	}
 	for i := 0; i < o.Declared; i++ {
-		in, err := declare(ctx, tether, o, "declared-"+strconv.Itoa(i))
+		in, err := declare(ctx, tether, o.Label, clouds[0].name, "declared-"+strconv.Itoa(i))
 		if err != nil {
 			return fmt.Errorf("declare intent %d: %w", i, err)
 		}
@@ -207,7 +198,7 @@ func Run(ctx context.Context, o Options, stdout io.Writer) error {
 	select {
 	case s := <-c:
 		if o.CleanupOnSignal {
-			return cleanup(ctx, cl, tether, held, stdout)
+			return cleanup(ctx, tether, held, stdout)
 		}
 		signal.Reset()
 		_ = syscall.Kill(os.Getpid(), s.(syscall.Signal))
@@ -217,33 +208,61 @@ func Run(ctx context.Context, o Options, stdout io.Writer) error {
 	}
 }
 
-// declare asks tether for an intent of o.Provider under run=<o.Label>,
+// declare asks tether for an intent of provider prov under run=<label>,
 // with an idempotency key unique to this sandbox of this run, so a retried
 // request is harmless.
-func declare(ctx context.Context, tether *client.Client, o Options, which string) (intentapi.Intent, error) {
+func declare(ctx context.Context, tether *client.Client, label, prov, which string) (intentapi.Intent, error) {
 	req := intentapi.CreateRequest{
-		Labels:  map[string]string{"run": o.Label},
+		Labels:  map[string]string{"run": label},
 		OnDrain: spool.DrainDelete,
-		Key:     o.Label + "-" + which,
+		Key:     label + "-" + which,
 	}
 	// Daytona is the socket's default: its declarations name no provider,
 	// as a Daytona runner's do.
-	if o.Provider != daytona.ProviderName {
-		req.Provider = o.Provider
+	if prov != daytona.ProviderName {
+		req.Provider = prov
 	}
 	return tether.CreateIntent(ctx, req)
 }
 
-// cloud is the provider the runner creates in, with its create.
+// cloud is a provider the runner creates in, with its create; a cloud
+// with no provider is one it never creates in.
 type cloud struct {
+	name string
 	provider.Provider
 	create func(ctx context.Context, name string, labels map[string]string) (provider.Sandbox, error)
 }
 
-// openCloud reads o.Provider's credentials from the environment, as its
+// openClouds returns the clouds of o.Provider in order, each opened with
+// its credentials from the environment only if a sandbox will be created
+// in it: a runner with nothing to create (a replay's --sandboxes 0
+// --wait-idle) needs none.
+func openClouds(o Options) ([]*cloud, error) {
+	names := strings.Split(o.Provider, ",")
+	if o.Provider == "" {
+		names = []string{daytona.ProviderName}
+	}
+	clouds := make([]*cloud, len(names))
+	for i, name := range names {
+		if name != daytona.ProviderName && name != e2b.ProviderName || slices.Contains(names[:i], name) {
+			return nil, fmt.Errorf("--provider %q: want %s, %s, or both comma-separated", o.Provider, daytona.ProviderName, e2b.ProviderName)
+		}
+		clouds[i] = &cloud{name: name}
+		if i >= o.Sandboxes {
+			continue
+		}
+		var err error
+		if clouds[i], err = openCloud(name, o.AutoStop); err != nil {
+			return nil, err
+		}
+	}
+	return clouds, nil
+}
+
+// openCloud reads the provider's credentials from the environment, as its
 // SDKs do (under tether run, its API URL is tether's proxy).
-func openCloud(o Options) (*cloud, error) {
-	if o.Provider == e2b.ProviderName {
+func openCloud(name string, autoStop int) (*cloud, error) {
+	if name == e2b.ProviderName {
 		cfg, err := e2b.ConfigFromEnv()
 		if err != nil {
 			return nil, err
@@ -252,7 +271,7 @@ func openCloud(o Options) (*cloud, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &cloud{p, func(ctx context.Context, name string, labels map[string]string) (provider.Sandbox, error) {
+		return &cloud{name, p, func(ctx context.Context, name string, labels map[string]string) (provider.Sandbox, error) {
 			return p.Create(ctx, name, labels, e2b.CreateOptions{})
 		}}, nil
 	}
@@ -264,8 +283,7 @@ func openCloud(o Options) (*cloud, error) {
 	if err != nil {
 		return nil, err
 	}
-	autoStop := o.AutoStop
-	return &cloud{p, func(ctx context.Context, name string, labels map[string]string) (provider.Sandbox, error) {
+	return &cloud{name, p, func(ctx context.Context, name string, labels map[string]string) (provider.Sandbox, error) {
 		return p.Create(ctx, name, labels, &autoStop)
 	}}, nil
 }
@@ -273,14 +291,15 @@ func openCloud(o Options) (*cloud, error) {
 type heldSandbox struct {
 	in        intentapi.Intent
 	sandboxID string
+	cloud     *cloud
 }
 
 // cleanup is a runner's own shutdown handler: it deletes each sandbox it
 // holds and tells tether, which must still be serving during its grace.
-func cleanup(ctx context.Context, cl *cloud, tether *client.Client, held []heldSandbox, stdout io.Writer) error {
+func cleanup(ctx context.Context, tether *client.Client, held []heldSandbox, stdout io.Writer) error {
 	var errs []error
 	for _, h := range held {
-		if err := cl.Delete(ctx, h.sandboxID); err != nil && !errors.Is(err, provider.ErrNotFound) {
+		if err := h.cloud.Delete(ctx, h.sandboxID); err != nil && !errors.Is(err, provider.ErrNotFound) {
 			errs = append(errs, fmt.Errorf("delete %s: %w", h.in.Name, err))
 			continue
 		}

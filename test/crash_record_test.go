@@ -23,6 +23,11 @@ type recSandbox struct {
 	ended bool
 	// deleting: a delete was accepted and has not finished.
 	deleting bool
+	// unseen: a delete that failed took it out of every answer at once (an
+	// E2B kill that failed on the node after the sandbox left the store,
+	// e2btest.Sandbox.Orphaned): whoever had not learned its id by then
+	// cannot tell it from one never created.
+	unseen bool
 }
 
 // simRecord is what the invariants read of one or more simulators.
@@ -73,7 +78,7 @@ func (r e2bRecord) view(sb e2btest.Sandbox) recSandbox {
 	}
 	return recSandbox{id: sb.ID, name: sb.Metadata[e2b.MetadataName], intent: sb.Metadata[spool.LabelIntent], state: state,
 		ended:    sb.State == e2btest.StateKilled && (sb.KillReason == e2btest.KillRequest || sb.Orphaned),
-		deleting: sb.State == e2btest.StateKilling}
+		deleting: sb.State == e2btest.StateKilling, unseen: sb.Orphaned}
 }
 
 func (r e2bRecord) ours() []recSandbox {

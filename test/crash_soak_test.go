@@ -51,7 +51,8 @@ const (
 // soakStats is what a soak did, for docs/reliability.md.
 type soakStats struct {
 	cycles, crashes, sandboxes int
-	e2bCycles                  int
+	e2bCycles, e2bCrashes      int
+	e2bSandboxes               int
 	leftLive                   int // intents a drain left live, each found in its report
 	points                     map[string]int
 	answers                    map[int]int // error answers by status, faults and real 404s
@@ -134,6 +135,9 @@ func TestCrashSoak(t *testing.T) {
 		st.leftLive += reported
 		if crashed {
 			st.crashes++
+			if c.cloud == cloudE2B {
+				st.e2bCrashes++
+			}
 			name, _, _ := strings.Cut(c.point, ":")
 			st.points[name]++
 		}
@@ -157,14 +161,17 @@ func TestCrashSoak(t *testing.T) {
 	}
 	st.cycles = cycles
 	st.sandboxes = w.checkInvariants(rec, true)
+	if ew != nil {
+		st.e2bSandboxes = len(e2bRecord{ew}.ours())
+	}
 	st.answers, st.aborted = front.counts()
 	var points []string
 	for p, n := range st.points {
 		points = append(points, fmt.Sprintf("%s=%d", p, n))
 	}
 	sort.Strings(points)
-	t.Logf("soak: seed %d, %d cycles (%d E2B), %d crashes (%s), %d sandboxes of ours, %d intents left live by a drain and reported, Daytona's error answers by status %v, %d calls hung or dropped; outcome: %s",
-		seed, st.cycles, st.e2bCycles, st.crashes, strings.Join(points, " "), st.sandboxes, st.leftLive, st.answers, st.aborted, map[bool]string{false: "pass", true: "FAIL"}[t.Failed()])
+	t.Logf("soak: seed %d, %d cycles (%d E2B), %d crashes (%d in E2B cycles: %s), %d sandboxes of ours (%d in E2B), %d intents left live by a drain and reported, Daytona's error answers by status %v, %d calls hung or dropped; outcome: %s",
+		seed, st.cycles, st.e2bCycles, st.crashes, st.e2bCrashes, strings.Join(points, " "), st.sandboxes, st.e2bSandboxes, st.leftLive, st.answers, st.aborted, map[bool]string{false: "pass", true: "FAIL"}[t.Failed()])
 }
 
 // soakCase is one cycle.

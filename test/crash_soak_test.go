@@ -170,7 +170,7 @@ func TestCrashSoak(t *testing.T) {
 		points = append(points, fmt.Sprintf("%s=%d", p, n))
 	}
 	sort.Strings(points)
-	t.Logf("soak: seed %d, %d cycles (%d E2B), %d crashes (%d in E2B cycles: %s), %d sandboxes of ours (%d in E2B), %d intents left live by a drain and reported, Daytona's error answers by status %v, %d calls hung or dropped; outcome: %s",
+	t.Logf("soak: seed %d, %d cycles (%d E2B), %d crashes (%d in E2B cycles; by point %s), %d sandboxes of ours (%d in E2B), %d intents left live by a drain and reported, Daytona's error answers by status %v, %d calls hung or dropped; outcome: %s",
 		seed, st.cycles, st.e2bCycles, st.crashes, st.e2bCrashes, strings.Join(points, " "), st.sandboxes, st.e2bSandboxes, st.leftLive, st.answers, st.aborted, map[bool]string{false: "pass", true: "FAIL"}[t.Failed()])
 }
 

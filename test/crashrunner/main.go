@@ -24,7 +24,8 @@
 //	pid <pid>
 //	acked <intent> <name> -          tether acknowledged the intent (socket: its 201)
 //	written <intent> <name> -        the spool file is written (tether acks by taking it)
-//	created <intent> <name> <id>     the create answered; for the proxy the intent id is -
+//	created <intent> <name> <id>     the create answered; for the proxy the intent id is -,
+//	                                 and for E2B's the name too (its answer has none)
 //	lost <intent> <name> -           the create failed; it may have landed
 //	observed <intent> <name> <id>    tether acknowledged the id
 //	deleted <intent> <name> <id>     deleted in the cloud and released

@@ -2,6 +2,7 @@ package e2bproxy
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -16,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/tether-run/tether/internal/intake"
+	"github.com/tether-run/tether/internal/reaper"
 	"github.com/tether-run/tether/internal/testutil"
 	"github.com/tether-run/tether/provider/e2b"
 	"github.com/tether-run/tether/provider/e2b/e2btest"
@@ -525,5 +527,48 @@ func TestForkPartialFailure(t *testing.T) {
 	}
 	if n := len(w.forkIntents(parent.ID)); n != 2 {
 		t.Errorf("%d live fork intents after a refused fork of 4, want the 2 of before", n)
+	}
+}
+
+// TestForkOfAForkIsOurs: a fork of a fork carries the first parent's
+// metadata, its tether-intent included, so its intents name that intent
+// as their parent: the answer of a fork of count 2 of a fork lost, the
+// drain finds both by the metadata, takes them as ours and kills all four
+// sandboxes.
+func TestForkOfAForkIsOurs(t *testing.T) {
+	w := newWorld(t)
+	parent, parentID := w.parent()
+	var results []forkResult
+	if code := w.call("POST", "/sandboxes/"+parentID+"/fork", map[string]any{"timeout": 60}, &results); code != http.StatusCreated || len(results) != 1 {
+		t.Fatalf("fork: %d %+v", code, results)
+	}
+	forkID := results[0].Sandbox.SandboxID
+	w.eventually("the fork observed", func() bool { f := w.forkIntents(parent.ID); return len(f) == 1 && f[0].SandboxID == forkID })
+	w.sim.SetFaults(e2btest.Faults{RateForkLost: 1, Routes: []string{e2btest.RouteFork}})
+	req, _ := http.NewRequest("POST", w.url+"/sandboxes/"+forkID+"/fork", strings.NewReader(`{"count":2,"timeout":60}`))
+	req.Header.Set("X-API-Key", e2btest.DefaultKey)
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatalf("the lost fork answered %d", resp.StatusCode)
+	}
+	w.sim.SetFaults(e2btest.Faults{})
+	if n := len(w.forkIntents(parent.ID)); n != 3 {
+		t.Fatalf("%d intents name %s as their parent, want 3 (the fork and the 2 of the fork's fork)", n, parent.ID)
+	}
+	prov, err := e2b.New(e2b.Config{APIKey: e2btest.DefaultKey, APIURL: w.p.Upstream})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &reaper.Reaper{Journal: w.j, Provider: prov, NeverCreatedHorizon: time.Minute}
+	live, _ := w.j.Live()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if rep := r.Drain(ctx, live); rep.Gone != 4 {
+		t.Fatalf("drain: %+v", rep)
+	}
+	for _, sb := range w.sim.Sandboxes() {
+		if sb.State != e2btest.StateKilled {
+			t.Errorf("sandbox %s (fork of %q): %s", sb.ID, sb.ForkOf, sb.State)
+		}
 	}
 }

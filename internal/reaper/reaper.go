@@ -784,8 +784,9 @@ func mismatch(in spool.Intent, sb provider.Sandbox) string {
 	}
 	got, ok := sb.Labels[spool.LabelIntent]
 	if !ok || got != in.ID && (in.ParentIntent == "" || got != in.ParentIntent) {
-		// A fork carries its parent's labels until tether relabels it;
-		// its exact name and the owner prove it ours meanwhile.
+		// A fork carries its parent's labels until tether relabels it
+		// (an E2B fork, for life); its exact name and the owner prove it
+		// ours meanwhile.
 		return fmt.Sprintf("label %s=%q, want %q", spool.LabelIntent, got, in.ID)
 	}
 	for k, want := range in.Labels {

@@ -7,7 +7,9 @@
 // name for a sandbox, and its ownership and scope labels, live in the
 // sandbox's metadata (MetadataName beside the labels): GetByName and List
 // are metadata-filtered lists, so a create whose answer was lost is found
-// the way a Daytona one is found by its name.
+// the way a Daytona one is found by its name. Forks carry their parent's
+// metadata, so one name may be several sandboxes': Named lists them all
+// (provider.NameSharer), and the reaper gives each intent its own.
 //
 // It is configured like E2B's own SDKs (E2B_API_KEY, E2B_DOMAIN,
 // E2B_API_URL, E2B_DEBUG), maps HTTP answers onto the provider package's

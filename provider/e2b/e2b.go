@@ -503,7 +503,11 @@ func (p *Provider) Check(ctx context.Context) error {
 func (p *Provider) call(ctx context.Context, op, target, method, path string, q url.Values, body, out any, want int) (http.Header, error) {
 	h, err := p.callOnce(ctx, op, method, path, q, body, out, want)
 	if err != nil {
-		err = fmt.Errorf("e2b %s %s: %w", op, p.redact(target), err)
+		what := op // a list or a check names no sandbox
+		if target != "" {
+			what += " " + p.redact(target)
+		}
+		err = fmt.Errorf("e2b %s: %w", what, err)
 		p.log.Debug("e2b call failed", "op", op, "target", p.redact(target), "err", err.Error())
 	}
 	return h, err

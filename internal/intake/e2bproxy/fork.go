@@ -131,10 +131,11 @@ func forkResults(answer []byte) ([]apiproxy.Made, error) {
 		switch {
 		case res.Sandbox != nil && res.Sandbox.SandboxID != "":
 			made[i].ID = res.Sandbox.SandboxID
-		case res.Error != nil:
+		case res.Error != nil && res.Error.Code >= 400 && res.Error.Code <= 599:
 			made[i].Status, made[i].Message = res.Error.Code, res.Error.Message
 		default:
-			// Neither: nothing says it did not start; the drain looks.
+			// Neither, or an error without a status: nothing says it did
+			// not start; the drain looks.
 			made[i].Status, made[i].Message = http.StatusInternalServerError, errNoID.Error()
 		}
 	}

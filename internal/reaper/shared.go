@@ -22,8 +22,17 @@ func (r *Reaper) byName(ctx context.Context, p provider.Provider, in spool.Inten
 		return p.GetByName(ctx, in.Name)
 	}
 	all, err := ns.Named(ctx, in.Name)
-	if err != nil {
+	switch {
+	case err != nil:
 		return provider.Sandbox{}, err
+	case len(all) == 0:
+		return provider.Sandbox{}, fmt.Errorf("look up name %s: %w", in.Name, provider.ErrNotFound)
+	case len(all) == 1 && in.ParentIntent == "":
+		// The name is this intent's own (tether-<id>, or the runner's):
+		// its one sandbox is its own, or a fork of it that outlived it,
+		// ours either way. The journal is not read, so that a replay of
+		// many lost creates costs no scan of it per create.
+		return all[0], nil
 	}
 	held, mine, err := r.held(in)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -455,6 +456,22 @@ func pathID(w http.ResponseWriter, r *http.Request) (string, bool) {
 	return id, true
 }
 
+// pathAndBody reads the intent id of the path (pathID) and the body, with
+// decode; false when it answered an error instead.
+func pathAndBody[T any](w http.ResponseWriter, r *http.Request, decode func(io.Reader) (T, error)) (string, T, bool) {
+	var req T
+	id, ok := pathID(w, r)
+	if !ok {
+		return "", req, false
+	}
+	req, err := decode(r.Body)
+	if err != nil {
+		badRequest(w, err)
+		return "", req, false
+	}
+	return id, req, true
+}
+
 func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 	id, ok := pathID(w, r)
 	if !ok {
@@ -469,13 +486,8 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) observe(w http.ResponseWriter, r *http.Request) {
-	id, ok := pathID(w, r)
+	id, req, ok := pathAndBody(w, r, DecodeObserveRequest)
 	if !ok {
-		return
-	}
-	req, err := DecodeObserveRequest(r.Body)
-	if err != nil {
-		badRequest(w, err)
 		return
 	}
 	c, err := s.Journal.PrepareObserve(id, req.SandboxID)
@@ -494,13 +506,8 @@ func (s *Server) observe(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) release(w http.ResponseWriter, r *http.Request) {
-	id, ok := pathID(w, r)
+	id, req, ok := pathAndBody(w, r, DecodeReleaseRequest)
 	if !ok {
-		return
-	}
-	req, err := DecodeReleaseRequest(r.Body)
-	if err != nil {
-		badRequest(w, err)
 		return
 	}
 	in, err := s.Journal.Release(id, req.Outcome)

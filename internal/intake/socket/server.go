@@ -478,6 +478,11 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	in, err := s.Journal.Get(id)
+	s.answer(w, in, err)
+}
+
+// answer answers with the intent a journal call returned, or its error.
+func (s *Server) answer(w http.ResponseWriter, in spool.Intent, err error) {
 	if err != nil {
 		s.journalError(w, err)
 		return
@@ -511,11 +516,7 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	in, err := s.Journal.Release(id, req.Outcome)
-	if err != nil {
-		s.journalError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, intentapi.View(in))
+	s.answer(w, in, err)
 }
 
 func (s *Server) delete(w http.ResponseWriter, r *http.Request) {

@@ -279,7 +279,7 @@ func openError(path string, fresh bool, err error) error {
 // notRegular: the path given as a journal is /dev/null, a directory, ...:
 // there is nothing to move aside, the path is wrong.
 func notRegular(path string, m fs.FileMode) error {
-	return fmt.Errorf("journal %s: not a regular file but %s: the journal must be a file of its own", path, access.DescribeType(m))
+	return fmt.Errorf("journal %s: not a regular file (%s): the journal must be a file of its own", path, access.DescribeType(m))
 }
 
 // openBolt opens path with bbolt behind the page check, and turns a panic

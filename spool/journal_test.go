@@ -533,7 +533,7 @@ func TestOpenRefusesWhatIsNotAFile(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	_, err := Open(dir, Options{})
-	if err == nil || !strings.Contains(err.Error(), "not a regular file but a directory") {
+	if err == nil || !strings.Contains(err.Error(), "not a regular file (a directory)") {
 		t.Fatalf("open of a directory: %v", err)
 	}
 }

@@ -228,25 +228,15 @@ func (s *Server) decideLocked(route string) decision {
 //	starting=1s       time a new sandbox stays starting (409 to delete/stop)
 //	list-lag=1s       list shows the world this long ago
 //	routes=get+delete limit latency/5xx/429/hang to these routes
-func ParseFaults(spec string) (Faults, error) {
-	var f Faults
-	if err := simtest.ParseSpec(spec, f.fields()); err != nil {
-		return Faults{}, err
-	}
-	return f, nil
-}
+func ParseFaults(spec string) (Faults, error) { return simtest.Parse(spec, (*Faults).fields) }
 
 // String renders f in the syntax ParseFaults reads.
 func (f Faults) String() string { return simtest.FormatSpec(f.fields()) }
 
 // fields are the keys of the spec, in the order String writes them.
 func (f *Faults) fields() []simtest.Field {
-	return []simtest.Field{
-		simtest.Int("seed", &f.Seed),
-		simtest.Duration("latency", &f.Latency),
-		simtest.Rate("5xx", &f.Rate5xx),
-		simtest.Rate("429", &f.Rate429),
-		simtest.Duration("retry-after", &f.RetryAfter),
+	basic := simtest.Basic{Seed: &f.Seed, Latency: &f.Latency, Rate5xx: &f.Rate5xx, Rate429: &f.Rate429, RetryAfter: &f.RetryAfter}
+	return basic.Fields(
 		simtest.Flag("plain-retry-after", &f.PlainRetryAfter),
 		simtest.Flag("retry-after-date", &f.RetryAfterDate),
 		simtest.Rate("hang", &f.RateHang),
@@ -261,7 +251,7 @@ func (f *Faults) fields() []simtest.Field {
 		simtest.Duration("starting", &f.Starting),
 		simtest.Duration("list-lag", &f.ListLag),
 		simtest.Routes("routes", &f.Routes, allRoutes),
-	}
+	)
 }
 
 var allRoutes = []string{RouteCreate, RouteList, RouteGet, RouteDelete, RouteStart, RouteStop,

@@ -241,29 +241,19 @@ func retryAfterSeconds(d time.Duration) string {
 //	create-lost=0.1     share of creates whose answer is lost
 //	kill-fail=0.1       share of kills that fail on the node (500, then 404)
 //	routes=get+kill     limit the faults to these routes
-func ParseFaults(spec string) (Faults, error) {
-	var f Faults
-	if err := simtest.ParseSpec(spec, f.fields()); err != nil {
-		return Faults{}, err
-	}
-	return f, nil
-}
+func ParseFaults(spec string) (Faults, error) { return simtest.Parse(spec, (*Faults).fields) }
 
 // String renders f in the syntax ParseFaults reads.
 func (f Faults) String() string { return simtest.FormatSpec(f.fields()) }
 
 // fields are the keys of the spec, in the order String writes them.
 func (f *Faults) fields() []simtest.Field {
-	return []simtest.Field{
-		simtest.Int("seed", &f.Seed),
-		simtest.Duration("latency", &f.Latency),
-		simtest.Rate("5xx", &f.Rate5xx),
-		simtest.Rate("429", &f.Rate429),
-		simtest.Duration("retry-after", &f.RetryAfter),
+	basic := simtest.Basic{Seed: &f.Seed, Latency: &f.Latency, Rate5xx: &f.Rate5xx, Rate429: &f.Rate429, RetryAfter: &f.RetryAfter}
+	return basic.Fields(
 		simtest.Rate("create-lost", &f.RateCreateLost),
 		simtest.Rate("kill-fail", &f.RateKillFail),
 		simtest.Routes("routes", &f.Routes, allRoutes),
-	}
+	)
 }
 
 var allRoutes = []string{RouteCreate, RouteList, RouteGet, RouteKill, RoutePause, RouteResume,

@@ -68,6 +68,36 @@ func omitZero(zero bool, s string) string {
 	return s
 }
 
+// Basic are the faults every simulator has, the first fields of its spec
+// in this order: seed, latency, 5xx, 429 and retry-after.
+type Basic struct {
+	Seed             *int64
+	Latency          *time.Duration
+	Rate5xx, Rate429 *float64
+	RetryAfter       *time.Duration
+}
+
+// Fields are b's fields, followed by more.
+func (b Basic) Fields(more ...Field) []Field {
+	return append([]Field{
+		Int("seed", b.Seed),
+		Duration("latency", b.Latency),
+		Rate("5xx", b.Rate5xx),
+		Rate("429", b.Rate429),
+		Duration("retry-after", b.RetryAfter),
+	}, more...)
+}
+
+// Parse reads spec (ParseSpec) into a new F through F's fields.
+func Parse[F any](spec string, fields func(*F) []Field) (F, error) {
+	var f F
+	if err := ParseSpec(spec, fields(&f)); err != nil {
+		var zero F
+		return zero, err
+	}
+	return f, nil
+}
+
 // ParseSpec reads a fault spec, as a command line gives it (`tether demo
 // --faults`): comma-separated key=value pairs, white space around each
 // trimmed, each key one of fields. An error names the pair it came from.

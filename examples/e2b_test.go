@@ -3,7 +3,6 @@ package examples_test
 import (
 	"fmt"
 	"os/exec"
-	"syscall"
 	"testing"
 
 	"github.com/tether-run/tether/provider/e2b"
@@ -58,22 +57,7 @@ func TestE2BZeroCodeExamples(t *testing.T) {
 						t.Fatalf("E2B received %d kills before the runner ended, want the runner's %d", n, killed)
 					}
 
-					want := 0
-					switch how {
-					case "killed":
-						want = 128 + int(syscall.SIGKILL)
-						if err := syscall.Kill(childOf(t, p.cmd.Process.Pid), syscall.SIGKILL); err != nil {
-							t.Fatal(err)
-						}
-					case "stopped":
-						want = 128 + int(syscall.SIGTERM)
-						if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-							t.Fatal(err)
-						}
-					}
-					if code := p.wait(); code != want {
-						t.Fatalf("tether exited %d, want %d; stderr:\n%s", code, want, p.stderr)
-					}
+					p.end(how)
 
 					// The simulator's record: exactly the runner's sandboxes,
 					// each killed by a request after exactly one DELETE.

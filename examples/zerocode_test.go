@@ -92,22 +92,7 @@ func TestZeroCodeExamples(t *testing.T) {
 						}
 					}
 
-					want := 0
-					switch how {
-					case "killed":
-						want = 128 + int(syscall.SIGKILL)
-						if err := syscall.Kill(childOf(t, p.cmd.Process.Pid), syscall.SIGKILL); err != nil {
-							t.Fatal(err)
-						}
-					case "stopped":
-						want = 128 + int(syscall.SIGTERM)
-						if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-							t.Fatal(err)
-						}
-					}
-					if code := p.wait(); code != want {
-						t.Fatalf("tether exited %d, want %d; stderr:\n%s", code, want, p.stderr)
-					}
+					p.end(how)
 
 					// The simulator's record: exactly the runner's sandboxes,
 					// each destroyed after exactly one DELETE.
@@ -189,6 +174,30 @@ func (p *proc) zeroCodeReady() (created, deleted sandboxes) {
 		}
 	}
 	return created, deleted
+}
+
+// end ends a zero-code run as how says: the runner exits on its own
+// ("exits"), is SIGKILLed ("killed": a crash, the OOM killer), or tether
+// gets SIGTERM ("stopped": docker stop), which it forwards; tether's exit
+// code must say which.
+func (p *proc) end(how string) {
+	p.t.Helper()
+	want := 0
+	switch how {
+	case "killed":
+		want = 128 + int(syscall.SIGKILL)
+		if err := syscall.Kill(childOf(p.t, p.cmd.Process.Pid), syscall.SIGKILL); err != nil {
+			p.t.Fatal(err)
+		}
+	case "stopped":
+		want = 128 + int(syscall.SIGTERM)
+		if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			p.t.Fatal(err)
+		}
+	}
+	if code := p.wait(); code != want {
+		p.t.Fatalf("tether exited %d, want %d; stderr:\n%s", code, want, p.stderr)
+	}
 }
 
 // childOf is the pid of the one child of pid (tether's runner), read from

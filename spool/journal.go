@@ -279,24 +279,7 @@ func openError(path string, fresh bool, err error) error {
 // notRegular: the path given as a journal is /dev/null, a directory, ...:
 // there is nothing to move aside, the path is wrong.
 func notRegular(path string, m fs.FileMode) error {
-	return fmt.Errorf("journal %s: not a regular file (%s): the journal must be a file of its own", path, fileKind(m))
-}
-
-// fileKind names what a path that is not a regular file is.
-func fileKind(m fs.FileMode) string {
-	switch {
-	case m.IsDir():
-		return "a directory"
-	case m&fs.ModeCharDevice != 0, m&fs.ModeDevice != 0:
-		return "a device"
-	case m&fs.ModeNamedPipe != 0:
-		return "a named pipe"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	case m&fs.ModeSymlink != 0:
-		return "a symbolic link"
-	}
-	return "mode " + m.String()
+	return fmt.Errorf("journal %s: not a regular file (%s): the journal must be a file of its own", path, access.DescribeType(m))
 }
 
 // openBolt opens path with bbolt behind the page check, and turns a panic

@@ -526,3 +526,14 @@ func TestOpenAdviceFitsTheCase(t *testing.T) {
 		t.Fatalf("Open of a journal that cannot be created: %v", err)
 	}
 }
+
+// A journal path that is not a regular file is refused, and the message
+// says what it is instead.
+func TestOpenRefusesWhatIsNotAFile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	_, err := Open(dir, Options{})
+	if err == nil || !strings.Contains(err.Error(), "not a regular file (a directory)") {
+		t.Fatalf("open of a directory: %v", err)
+	}
+}

@@ -1,10 +1,8 @@
 package spool
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
-	"os"
 	"path/filepath"
 	"reflect"
 	"strconv"
@@ -12,40 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-run/tether/internal/testutil"
 	bolt "go.etcd.io/bbolt"
 )
-
-// flipBit flips the lowest bit of the byte just after needle inside every
-// copy of intent id's record in the file (bbolt may hold an older copy in
-// a freed page too).
-func flipBit(t *testing.T, path, id, needle string) {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for i := 0; ; {
-		r := bytes.Index(b[i:], []byte(`{"id":"`+id+`"`))
-		if r < 0 {
-			break
-		}
-		rec := i + r
-		at := bytes.Index(b[rec:], []byte(needle))
-		if at < 0 || at > 2000 {
-			t.Fatalf("%q not in record %s", needle, id)
-		}
-		b[rec+at+len(needle)] ^= 0x01
-		n++
-		i = rec + 1
-	}
-	if n == 0 {
-		t.Fatalf("record %s not in the file", id)
-	}
-	if err := os.WriteFile(path, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // One flipped bit in a name, or in an owner label, still makes valid JSON
 // of a valid intent: only the checksum tells. The record is quarantined,
@@ -73,7 +40,7 @@ func TestFlippedBitQuarantined(t *testing.T) {
 			// The byte after the needle: a ULID character of the name or
 			// the owner, whose lowest bit flipped is another letter or
 			// digit ('0'..'9' and 'a'..'z' pair up), so the JSON stays valid.
-			flipBit(t, path, victim.ID, tc.needle)
+			testutil.FlipBitAfter(t, path, victim.ID, tc.needle)
 			// Without its checksum the damaged record would be believed.
 			db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
 			if err != nil {

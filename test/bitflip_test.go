@@ -1,46 +1,12 @@
 package e2e_test
 
 import (
-	"bytes"
-	"os"
 	"strings"
 	"testing"
 
+	"github.com/tether-run/tether/internal/testutil"
 	"github.com/tether-run/tether/spool"
 )
-
-// flipAfter flips the lowest bit of the byte after needle in every copy of
-// intent id's record in the journal file, found in its bbolt page: a ULID
-// character becomes another ('0'..'9', 'a'..'z' pair up), so the record
-// stays valid JSON of a valid intent.
-func flipAfter(t *testing.T, path, id, needle string) {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for i := 0; ; {
-		r := bytes.Index(b[i:], []byte(`{"id":"`+id+`"`))
-		if r < 0 {
-			break
-		}
-		rec := i + r
-		at := bytes.Index(b[rec:], []byte(needle))
-		if at < 0 || at > 2000 {
-			t.Fatalf("%q not in record %s", needle, id)
-		}
-		b[rec+at+len(needle)] ^= 0x01
-		n++
-		i = rec + 1
-	}
-	if n == 0 {
-		t.Fatalf("record %s not found in the journal file", id)
-	}
-	if err := os.WriteFile(path, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // TestFlippedBitsInRecords, as the issue reproduced it: one bit flipped in
 // a pending intent's name and in two observed intents' owner labels, all
@@ -81,9 +47,9 @@ func TestFlippedBitsInRecords(t *testing.T) {
 	}
 	j.Close()
 
-	flipAfter(t, w.journal, victims[0].ID, `"name":"tether-`)
-	flipAfter(t, w.journal, victims[1].ID, `"`+spool.LabelOwner+`":"`)
-	flipAfter(t, w.journal, victims[2].ID, `"`+spool.LabelOwner+`":"`)
+	testutil.FlipBitAfter(t, w.journal, victims[0].ID, `"name":"tether-`)
+	testutil.FlipBitAfter(t, w.journal, victims[1].ID, `"`+spool.LabelOwner+`":"`)
+	testutil.FlipBitAfter(t, w.journal, victims[2].ID, `"`+spool.LabelOwner+`":"`)
 
 	code, stderr := w.runTether("drain", "--journal", w.journal, "--drain-timeout", drainTimeout, "--never-created-after", "1ms")
 	if code != 3 {

@@ -14,6 +14,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -250,7 +251,7 @@ func (w *world) checkForeignUntouched() {
 			t.Errorf("foreign sandbox %s (%s in %s) was touched: state %s, delete requested %v, name now %s", id, was.Name, was.Org, sb.State, sb.DeleteRequested, sb.Name)
 		case sb.AutoStopInterval != was.AutoStopInterval:
 			t.Errorf("foreign sandbox %s (%s in %s): auto-stop changed from %d to %d", id, was.Name, was.Org, was.AutoStopInterval, sb.AutoStopInterval)
-		case !sameLabels(sb.Labels, was.Labels):
+		case !maps.Equal(sb.Labels, was.Labels):
 			t.Errorf("foreign sandbox %s (%s in %s): labels changed from %v to %v", id, was.Name, was.Org, was.Labels, sb.Labels)
 		}
 	}
@@ -262,18 +263,6 @@ func (w *world) checkForeignUntouched() {
 			t.Errorf("sandbox %s (%s in %s, owner %q) was deleted but is not this tether's", sb.ID, sb.Name, sb.Org, sb.Labels[spool.LabelOwner])
 		}
 	}
-}
-
-func sameLabels(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if bv, ok := b[k]; !ok || bv != v {
-			return false
-		}
-	}
-	return true
 }
 
 // --- tether processes ---

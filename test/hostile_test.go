@@ -12,7 +12,6 @@ package e2e_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -461,25 +460,7 @@ func (w *world) tetherFor(prefix []string) []string {
 	if len(prefix) == 0 {
 		return []string{bin.tether}
 	}
-	dir := filepath.Join(w.dir, "bin")
-	os.Mkdir(dir, 0o755)
-	dst := filepath.Join(dir, "tether")
-	src, err := os.Open(bin.tether)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	defer src.Close()
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	if _, err := io.Copy(out, src); err != nil {
-		w.t.Fatal(err)
-	}
-	if err := out.Close(); err != nil {
-		w.t.Fatal(err)
-	}
-	return append(append([]string{}, prefix...), dst)
+	return append(append([]string{}, prefix...), w.copyExecutable(bin.tether, "tether"))
 }
 
 // TestHostileSpoolNonRootTether: tether running as an ordinary user

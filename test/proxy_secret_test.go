@@ -33,13 +33,13 @@ func asUser(t *testing.T, uid int) []string {
 	return []string{setpriv, fmt.Sprintf("--reuid=%d", uid), fmt.Sprintf("--regid=%d", uid), "--clear-groups"}
 }
 
-// copyExecutable copies the program at src into w.dir/bin, where another
-// user can run it (once w.nobodyCan).
-func (w *world) copyExecutable(src string) string {
+// copyExecutable copies the program at src into w.dir/bin as name, where
+// another user can run it (once w.nobodyCan).
+func (w *world) copyExecutable(src, name string) string {
 	w.t.Helper()
 	dir := filepath.Join(w.dir, "bin")
 	os.Mkdir(dir, 0o755)
-	dst := filepath.Join(dir, filepath.Base(src))
+	dst := filepath.Join(dir, name)
 	in, err := os.Open(src)
 	if err != nil {
 		w.t.Fatal(err)
@@ -70,7 +70,8 @@ func TestProxyServesOnlyItsRunner(t *testing.T) {
 	prefix := asUser(t, otherUser)
 	w := newWorld(t)
 	w.nobodyCan()
-	attacker := w.copyExecutable(zeroCodeRunner(t))
+	runner := zeroCodeRunner(t)
+	attacker := w.copyExecutable(runner, filepath.Base(runner))
 	if id, err := exec.Command(prefix[0], append(prefix[1:], "id", "-u")...).Output(); err != nil || strings.TrimSpace(string(id)) != fmt.Sprint(otherUser) {
 		t.Fatalf("%v id -u: %q %v", prefix, id, err)
 	}

@@ -137,8 +137,13 @@ func TestRunForwardsSignalsToGroup(t *testing.T) {
 	if got := p.wait(t); got != 0 {
 		t.Fatalf("exit code %d, want 0 (the child exits 0 on SIGINT); stderr:\n%s", got, p.stderr.String())
 	}
-	lines := readLines(p.events)
-	for _, role := range []string{"child", "grandchild"} {
+	sigintOnceEach(t, readLines(p.events), "child", "grandchild")
+}
+
+// sigintOnceEach: each of roles recorded SIGINT exactly once in lines.
+func sigintOnceEach(t *testing.T, lines []string, roles ...string) {
+	t.Helper()
+	for _, role := range roles {
 		n := 0
 		for _, l := range lines {
 			if l == role+" SIGINT" {
@@ -146,7 +151,7 @@ func TestRunForwardsSignalsToGroup(t *testing.T) {
 			}
 		}
 		if n != 1 {
-			t.Errorf("%s got SIGINT %d times, want once: %q", role, n, lines)
+			t.Errorf("%s got SIGINT %d times, want exactly once: %q", role, n, lines)
 		}
 	}
 }

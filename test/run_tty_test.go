@@ -66,18 +66,7 @@ func TestRunTTYCtrlCReachesChildOnce(t *testing.T) {
 	if got := waitDone(t, cmd, done); got != 0 {
 		t.Fatalf("exit code %d, want 0 (the child exits 0 on its SIGINT)", got)
 	}
-	lines := readLines(events)
-	for _, role := range []string{"child", "grandchild"} {
-		n := 0
-		for _, l := range lines {
-			if l == role+" SIGINT" {
-				n++
-			}
-		}
-		if n != 1 {
-			t.Errorf("%s got SIGINT %d times, want exactly once: %q", role, n, lines)
-		}
-	}
+	sigintOnceEach(t, readLines(events), "child", "grandchild")
 }
 
 // TestRunTTYChildReadsTerminal: the child is in the terminal's foreground,

@@ -10,9 +10,8 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"sync"
-	"sync/atomic"
 
+	"github.com/tether-run/tether/bench/internal/fill"
 	"github.com/tether-run/tether/spool"
 )
 
@@ -21,58 +20,19 @@ func main() {
 	n := flag.Int("n", 1000, "live intents to declare")
 	provider := flag.String("provider", "daytona", "provider the intents are declared under")
 	flag.Parse()
-	if err := fill(*path, *n, *provider); err != nil {
+	if err := declareLive(*path, *n, *provider); err != nil {
 		fmt.Fprintln(os.Stderr, "filljournal:", err)
 		os.Exit(1)
 	}
 }
 
-func fill(path string, n int, provider string) error {
-	if path == "" {
-		return fmt.Errorf("-journal is required")
-	}
-	if _, err := os.Stat(path); err == nil {
-		return fmt.Errorf("%s exists; filljournal only creates journals", path)
-	}
-	j, err := spool.Open(path, spool.Options{})
-	if err != nil {
-		return err
-	}
-	// Many callers share each commit (group commit): 10,000 intents take
-	// well under a second.
-	const callers = 64
-	var (
-		next int64 = -1
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		errs []error
-	)
-	for range callers {
-		wg.Go(func() {
-			for {
-				i := atomic.AddInt64(&next, 1)
-				if i >= int64(n) {
-					return
-				}
-				_, _, err := j.Create(context.Background(), spool.NewIntent{
-					Labels:   map[string]string{"bench": "scale", "n": fmt.Sprint(i)},
-					Provider: provider,
-				})
-				if err != nil {
-					mu.Lock()
-					errs = append(errs, err)
-					mu.Unlock()
-					return
-				}
-			}
+// declareLive journals n live intents under provider in a new journal.
+func declareLive(path string, n int, provider string) error {
+	return fill.Journal(path, n, func(j *spool.Journal, i int) error {
+		_, _, err := j.Create(context.Background(), spool.NewIntent{
+			Labels:   map[string]string{"bench": "scale", "n": fmt.Sprint(i)},
+			Provider: provider,
 		})
-	}
-	wg.Wait()
-	if err := j.Close(); err != nil {
-		errs = append(errs, err)
-	}
-	if len(errs) > 0 {
-		return errs[0]
-	}
-	return nil
+		return err
+	})
 }

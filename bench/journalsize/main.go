@@ -13,10 +13,9 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
+	"github.com/tether-run/tether/bench/internal/fill"
 	"github.com/tether-run/tether/spool"
 )
 
@@ -32,14 +31,8 @@ func main() {
 }
 
 func run(path string, n, opens int) error {
-	if path == "" {
-		return fmt.Errorf("-journal is required")
-	}
-	if _, err := os.Stat(path); err == nil {
-		return fmt.Errorf("%s exists; journalsize only creates journals", path)
-	}
 	start := time.Now()
-	if err := fill(path, n); err != nil {
+	if err := journalReleased(path, n); err != nil {
 		return err
 	}
 	fmt.Printf("journaled and released %d intents in %s\n", n, time.Since(start).Round(time.Millisecond))
@@ -90,48 +83,17 @@ func timeOpens(path string, k int) time.Duration {
 	return ds[len(ds)/2]
 }
 
-// fill journals n intents, each released by the runner at once, 64 callers
-// at a time (group commit), with labels of a typical runner's size.
-func fill(path string, n int) error {
-	j, err := spool.Open(path, spool.Options{})
-	if err != nil {
-		return err
-	}
-	var (
-		next int64 = -1
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		errs []error
-	)
-	for range 64 {
-		wg.Go(func() {
-			for {
-				i := atomic.AddInt64(&next, 1)
-				if i >= int64(n) {
-					return
-				}
-				in, _, err := j.Create(context.Background(), spool.NewIntent{
-					Labels: map[string]string{"bench": "retention", "n": fmt.Sprint(i), "team": strings.Repeat("t", 32), "job": strings.Repeat("j", 64)},
-					Key:    fmt.Sprint("job-", i),
-				})
-				if err == nil {
-					_, err = j.Release(in.ID, spool.OutcomeDeleted)
-				}
-				if err != nil {
-					mu.Lock()
-					errs = append(errs, err)
-					mu.Unlock()
-					return
-				}
-			}
+// journalReleased journals n intents in a new journal, each released by
+// the runner at once, with labels of a typical runner's size.
+func journalReleased(path string, n int) error {
+	return fill.Journal(path, n, func(j *spool.Journal, i int) error {
+		in, _, err := j.Create(context.Background(), spool.NewIntent{
+			Labels: map[string]string{"bench": "retention", "n": fmt.Sprint(i), "team": strings.Repeat("t", 32), "job": strings.Repeat("j", 64)},
+			Key:    fmt.Sprint("job-", i),
 		})
-	}
-	wg.Wait()
-	if err := j.Close(); err != nil {
-		errs = append(errs, err)
-	}
-	if len(errs) > 0 {
-		return errs[0]
-	}
-	return nil
+		if err == nil {
+			_, err = j.Release(in.ID, spool.OutcomeDeleted)
+		}
+		return err
+	})
 }

@@ -27,6 +27,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tether-run/tether/bench/internal/fill"
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
 	"github.com/tether-run/tether/spool"
 )
@@ -66,7 +67,7 @@ func run(tether string, n, scrapes int, timeout time.Duration, journal string) e
 		journal = filepath.Join(dir, "filled.db")
 	}
 	if _, err := os.Stat(journal); err != nil {
-		if err := fill(journal, n); err != nil {
+		if err := fillReleased(journal, n); err != nil {
 			return err
 		}
 	}
@@ -164,34 +165,16 @@ func run(tether string, n, scrapes int, timeout time.Duration, journal string) e
 	return nil
 }
 
-// fill journals n intents, each released at once (finished, as history is).
-func fill(path string, n int) error {
-	j, err := spool.Open(path, spool.Options{})
-	if err != nil {
+// fillReleased journals n intents in a new journal, each released at once
+// (finished, as history is).
+func fillReleased(path string, n int) error {
+	return fill.Journal(path, n, func(j *spool.Journal, _ int) error {
+		in, _, err := j.Create(context.Background(), spool.NewIntent{Labels: map[string]string{"bench": "scrapeload"}, Provider: "daytona"})
+		if err == nil {
+			_, err = j.Release(in.ID, spool.OutcomeDeleted)
+		}
 		return err
-	}
-	defer j.Close()
-	const callers = 64
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, callers)
-	for range callers {
-		wg.Go(func() {
-			for next.Add(1) <= int64(n) {
-				in, _, err := j.Create(context.Background(), spool.NewIntent{Labels: map[string]string{"bench": "scrapeload"}, Provider: "daytona"})
-				if err == nil {
-					_, err = j.Release(in.ID, spool.OutcomeDeleted)
-				}
-				if err != nil {
-					errs <- err
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	return <-errs
+	})
 }
 
 // child is the runner: a create through DAYTONA_API_URL every 20 ms, each

@@ -76,11 +76,7 @@ func (*DemoCommand) Run(ctx context.Context, args []string) error {
 	if *sandboxes < 2 || *sandboxes > 500 {
 		return usageError(fs, fmt.Errorf("--sandboxes %d: must be between 2 and 500", *sandboxes))
 	}
-	spec := "latency=" + demoLatency.String()
-	if *faults != "" {
-		spec += "," + *faults
-	}
-	f, err := daytonatest.ParseFaults(spec)
+	f, err := demoFaults(*faults)
 	if err != nil {
 		return usageError(fs, fmt.Errorf("--faults: %w", err))
 	}

@@ -6,14 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
-	"os/signal"
 	"sort"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -105,21 +102,10 @@ func demoDaytona(ctx context.Context, args []string) error {
 	if *key == "" {
 		return usageError(fs, errors.New("--key: must not be empty"))
 	}
-	spec := "latency=" + demoLatency.String()
-	if *faults != "" {
-		spec += "," + *faults
-	}
-	f, err := daytonatest.ParseFaults(spec)
+	f, err := demoFaults(*faults)
 	if err != nil {
 		return usageError(fs, fmt.Errorf("--faults: %w", err))
 	}
-	ln, err := net.Listen("tcp", *addr)
-	if err != nil {
-		return usageError(fs, fmt.Errorf("--addr %s: %w", *addr, err))
-	}
-
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	sim := daytonatest.NewUnstartedServer(
 		daytonatest.WithCreateDelay(demoCreateDelay),
 		daytonatest.WithDestroyDelay(demoDestroyDelay),
@@ -127,21 +113,11 @@ func demoDaytona(ctx context.Context, args []string) error {
 		daytonatest.WithMinute(*minute),
 	)
 	sim.AddKey(*key, localDaytonaOrg)
-	mux := http.NewServeMux()
-	mux.Handle("/", sim.Handler())
-	mux.HandleFunc("GET "+simSandboxesPath, func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(simRecord(sim))
-	})
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-
-	host := ln.Addr().String()
-	if a, ok := ln.Addr().(*net.TCPAddr); ok && a.IP.IsUnspecified() {
-		// Listening on every address: loopback is one of them.
-		host = net.JoinHostPort("127.0.0.1", fmt.Sprint(a.Port))
+	s, err := serveSim(ctx, fs, *addr, sim.Handler(), func() any { return simRecord(sim) })
+	if err != nil {
+		return err
 	}
+	host := s.host
 	fmt.Fprintf(stdout, "A simulated Daytona API is listening on http://%s/api (Ctrl-C stops it).\n", host)
 	if *faults != "" {
 		fmt.Fprintf(stdout, "Simulated faults: %s\n", f)
@@ -153,23 +129,7 @@ func demoDaytona(ctx context.Context, args []string) error {
 	fmt.Fprintf(stdout, "export DAYTONA_API_URL=http://%s/api\n", host)
 	fmt.Fprintf(stdout, "export DAYTONA_API_KEY=%s\n\n", *key)
 	fmt.Fprintf(stdout, "Every sandbox and its fate: tether demo daytona ls, with DAYTONA_API_URL exported (or curl http://%s%s)\n", host, simSandboxesPath)
-
-	select {
-	case err := <-served:
-		sim.Close()
-		return fmt.Errorf("demo daytona: serve: %w", err)
-	case <-ctx.Done():
-	}
-	// Close first: it releases requests a hang fault holds, which Shutdown
-	// would otherwise wait for.
-	sim.Close()
-	sctx, cancel := context.WithTimeout(context.Background(), localDaytonaShutdown)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		_ = srv.Close()
-	}
-	fmt.Fprintln(stdout, "stopped; the simulated sandboxes are gone with it")
-	return nil
+	return s.wait("demo daytona", sim.Close)
 }
 
 // simSandbox is one sandbox of GET /_sim/sandboxes.

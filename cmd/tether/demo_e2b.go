@@ -2,15 +2,7 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"net"
-	"net/http"
-	"os"
-	"os/signal"
-	"syscall"
-	"time"
 
 	"github.com/tether-run/tether/provider/e2b/e2btest"
 )
@@ -64,27 +56,12 @@ func demoE2B(ctx context.Context, args []string) error {
 			return usageError(fs, fmt.Errorf("--faults: %w", err))
 		}
 	}
-	ln, err := net.Listen("tcp", *addr)
-	if err != nil {
-		return usageError(fs, fmt.Errorf("--addr %s: %w", *addr, err))
-	}
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	sim := e2btest.NewUnstartedServer(e2btest.WithFaults(f))
-	mux := http.NewServeMux()
-	mux.Handle("/", sim.Handler())
-	mux.HandleFunc("GET "+simSandboxesPath, func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(sim.Sandboxes())
-	})
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-
-	host := ln.Addr().String()
-	if a, ok := ln.Addr().(*net.TCPAddr); ok && a.IP.IsUnspecified() {
-		host = net.JoinHostPort("127.0.0.1", fmt.Sprint(a.Port))
+	s, err := serveSim(ctx, fs, *addr, sim.Handler(), func() any { return sim.Sandboxes() })
+	if err != nil {
+		return err
 	}
+	host := s.host
 	fmt.Fprintf(stdout, "A simulated E2B API is listening on http://%s (Ctrl-C stops it).\n", host)
 	if *faults != "" {
 		fmt.Fprintf(stdout, "Simulated faults: %s\n", f)
@@ -93,19 +70,5 @@ func demoE2B(ctx context.Context, args []string) error {
 	fmt.Fprintf(stdout, "export E2B_API_URL=http://%s\n", host)
 	fmt.Fprintf(stdout, "export E2B_API_KEY=%s\n\n", e2btest.DefaultKey)
 	fmt.Fprintf(stdout, "Every sandbox and its fate: curl http://%s%s\n", host, simSandboxesPath)
-
-	select {
-	case err := <-served:
-		sim.Close()
-		return fmt.Errorf("demo e2b: serve: %w", err)
-	case <-ctx.Done():
-	}
-	sim.Close()
-	sctx, cancel := context.WithTimeout(context.Background(), localDaytonaShutdown)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
-		_ = srv.Close()
-	}
-	fmt.Fprintln(stdout, "stopped; the simulated sandboxes are gone with it")
-	return nil
+	return s.wait("demo e2b", sim.Close)
 }

@@ -1,12 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -54,20 +51,7 @@ func intentServer(t *testing.T) (sock string, j *spool.Journal) {
 // stderr and the exit code.
 func tetherIntent(t *testing.T, env []string, args ...string) (string, string, int) {
 	t.Helper()
-	cmd := exec.Command(tetherBin, append([]string{"intent"}, args...)...)
-	cmd.Env = append(os.Environ(), "TETHER_SOCKET=", "TETHER_SPOOL=", "TETHER_OWNER=", "TETHER_LABELS=")
-	cmd.Env = append(cmd.Env, env...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	code := 0
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return stdout.String(), stderr.String(), code
+	return tetherCmd(t, env, append([]string{"intent"}, args...)...)
 }
 
 func decodeIntent(t *testing.T, out string) spool.Intent {

@@ -152,20 +152,42 @@ func (w *world) renewer() *lease.Renewer {
 	}
 }
 
+// start runs r until stop, which returns when r stopped, with its error
+// (each call).
+func start(r *lease.Renewer) (stop func() error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	var once sync.Once
+	var err error
+	return func() error {
+		once.Do(func() { cancel(); err = <-done })
+		return err
+	}
+}
+
 // run runs the renewer for d of the fake clock and stops it; it returns
 // when the renewer stopped.
 func (w *world) run(t *testing.T, d time.Duration) time.Time {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.renewer().Run(ctx) }()
+	stop := start(w.renewer())
 	time.Sleep(d)
-	cancel()
-	if err := <-done; err != nil {
+	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
 	synctest.Wait()
 	return time.Now()
+}
+
+// deleteElsewhere deletes sandbox id behind tether's back, as another
+// client of the account would.
+func (w *world) deleteElsewhere(t *testing.T, id string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodDelete, "http://daytona.invalid/api/sandbox/"+id, nil)
+	req.Header.Set("Authorization", "Bearer "+daytonatest.DefaultKey)
+	if resp, err := (handlerTransport{h: w.sim.Handler()}).RoundTrip(req); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("delete: %v %v", resp, err)
+	}
 }
 
 func (w *world) assertAlive(t *testing.T) {
@@ -284,10 +306,8 @@ func TestRenewalsUnderAQuota(t *testing.T) {
 func TestReleasedIsNotRenewed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := newWorld(t, 2)
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		done := make(chan error, 1)
-		go func() { done <- w.renewer().Run(ctx) }()
+		stop := start(w.renewer())
+		defer stop()
 		time.Sleep(leaseMinutes * time.Minute)
 		synctest.Wait()
 		w.journal.set("i0", spool.Released)
@@ -296,8 +316,7 @@ func TestReleasedIsNotRenewed(t *testing.T) {
 			t.Fatal("the sandbox was never renewed before its release")
 		}
 		time.Sleep(5 * leaseMinutes * time.Minute)
-		cancel()
-		<-done
+		stop()
 		if after := w.sim.CallsFor(w.ids[0])[daytonatest.RouteLastActivity]; after != before {
 			t.Errorf("released sandbox renewed %d more times after its release", after-before)
 		}
@@ -321,9 +340,7 @@ func TestKeptIsHandedBack(t *testing.T) {
 		var kept []string
 		r := w.renewer()
 		r.Kept = func(in spool.Intent) { mu.Lock(); kept = append(kept, in.ID); mu.Unlock() }
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- r.Run(ctx) }()
+		stop := start(r)
 		time.Sleep(time.Minute)
 		w.journal.mu.Lock()
 		for id, out := range map[string]string{"i0": spool.OutcomeKept, "i1": spool.OutcomeDeleted} {
@@ -333,8 +350,7 @@ func TestKeptIsHandedBack(t *testing.T) {
 		}
 		w.journal.mu.Unlock()
 		time.Sleep(2 * time.Minute)
-		cancel()
-		<-done
+		stop()
 		synctest.Wait()
 		if len(kept) != 1 || kept[0] != "i0" {
 			t.Fatalf("handed back %v, want [i0]", kept)
@@ -359,17 +375,11 @@ func TestFailingRenewalsAreReported(t *testing.T) {
 func TestGoneSandboxIsNotRenewed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := newWorld(t, 2)
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- w.renewer().Run(ctx) }()
+		stop := start(w.renewer())
 		time.Sleep(leaseMinutes * time.Minute)
 		synctest.Wait()
 		// Deleted by someone else; its intent stays observed.
-		req, _ := http.NewRequest(http.MethodDelete, "http://daytona.invalid/api/sandbox/"+w.ids[0], nil)
-		req.Header.Set("Authorization", "Bearer "+daytonatest.DefaultKey)
-		if resp, err := (handlerTransport{h: w.sim.Handler()}).RoundTrip(req); err != nil || resp.StatusCode != http.StatusOK {
-			t.Fatalf("delete: %v %v", resp, err)
-		}
+		w.deleteElsewhere(t, w.ids[0])
 		// Daytona answers the renewals of a deleted sandbox 201 for a day, so
 		// only a census sees it gone: two in a row that read it 404 (a
 		// census a lease, the first at most a lease after the delete).
@@ -381,8 +391,7 @@ func TestGoneSandboxIsNotRenewed(t *testing.T) {
 		}
 		lists := w.sim.Calls()[daytonatest.RouteList]
 		time.Sleep(5 * leaseMinutes * time.Minute)
-		cancel()
-		<-done
+		stop()
 		if after := w.sim.CallsFor(w.ids[0])[daytonatest.RouteLastActivity]; after != before {
 			t.Errorf("a gone sandbox was renewed %d more times", after-before)
 		}
@@ -423,9 +432,7 @@ func TestReleasedBetweenScansIsNotRenewed(t *testing.T) {
 		w := newWorld(t, 2)
 		r := w.renewer()
 		r.Scan = 100 * leaseMinutes * time.Minute
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- r.Run(ctx) }()
+		stop := start(r)
 		time.Sleep(leaseMinutes * time.Minute)
 		synctest.Wait()
 		w.journal.set("i0", spool.Released)
@@ -435,8 +442,7 @@ func TestReleasedBetweenScansIsNotRenewed(t *testing.T) {
 			t.Fatal("the sandbox was never renewed before its release")
 		}
 		time.Sleep(3 * leaseMinutes * time.Minute)
-		cancel()
-		<-done
+		stop()
 		if after := w.sim.CallsFor(w.ids[0])[daytonatest.RouteLastActivity]; after != before {
 			t.Errorf("sandbox released between two scans renewed %d more times", after-before)
 		}
@@ -452,16 +458,13 @@ func TestReleasedBetweenScansIsNotRenewed(t *testing.T) {
 func TestSpurious404sKeepRenewing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := newWorld(t, 1)
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- w.renewer().Run(ctx) }()
+		stop := start(w.renewer())
 		time.Sleep(leaseMinutes * time.Minute)
 		synctest.Wait()
 		w.sim.Inject(daytonatest.RouteLastActivity, 2, daytonatest.Scripted{Status: http.StatusNotFound})
 		before := w.sim.CallsFor(w.ids[0])[daytonatest.RouteLastActivity]
 		time.Sleep(5 * leaseMinutes * time.Minute)
-		cancel()
-		<-done
+		stop()
 		synctest.Wait()
 		// Two 404s in a row, then a renewal a third of a lease.
 		if after := w.sim.CallsFor(w.ids[0])[daytonatest.RouteLastActivity]; after < before+2+12 {
@@ -482,9 +485,7 @@ func TestRetryAfterHoldsEveryRenewal(t *testing.T) {
 		r := w.renewer()
 		r.Concurrency = 1
 		r.Census = 100 * leaseMinutes * time.Minute
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- r.Run(ctx) }()
+		stop := start(r)
 		time.Sleep(leaseMinutes * time.Minute)
 		synctest.Wait()
 		w.sim.Inject(daytonatest.RouteLastActivity, 1, daytonatest.Scripted{Status: http.StatusTooManyRequests})
@@ -499,8 +500,7 @@ func TestRetryAfterHoldsEveryRenewal(t *testing.T) {
 		synctest.Wait()
 		held := w.sim.Calls()[daytonatest.RouteLastActivity] - before
 		time.Sleep(3 * leaseMinutes * time.Minute)
-		cancel()
-		<-done
+		stop()
 		th := w.sim.Throttle()
 		if th.Refused[daytonatest.ThrottlerAuthenticated] != 1 {
 			t.Fatalf("refused: %v, want the one injected 429", th.Refused)
@@ -526,9 +526,7 @@ func TestRescueOutlastsARenewalStorm(t *testing.T) {
 		restored := map[string]int{}
 		r := w.renewer()
 		r.Restore = func(in spool.Intent) { mu.Lock(); restored[in.ID]++; mu.Unlock() }
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- r.Run(ctx) }()
+		stop := start(r)
 		time.Sleep(leaseMinutes * time.Minute)
 		w.sim.SetFaults(daytonatest.Faults{Rate429: 1, RetryAfter: 5 * time.Second, Routes: []string{daytonatest.RouteLastActivity}})
 		time.Sleep(4 * leaseMinutes * time.Minute)
@@ -541,8 +539,7 @@ func TestRescueOutlastsARenewalStorm(t *testing.T) {
 		}
 		w.sim.SetFaults(daytonatest.Faults{})
 		time.Sleep(leaseMinutes * time.Minute)
-		cancel()
-		<-done
+		stop()
 		synctest.Wait()
 		mu.Lock()
 		defer mu.Unlock()
@@ -559,9 +556,7 @@ func TestRescueOutlastsARenewalStorm(t *testing.T) {
 func TestRescueRefusedStopsButKeeps(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := newWorld(t, 1)
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- w.renewer().Run(ctx) }()
+		stop := start(w.renewer())
 		time.Sleep(leaseMinutes * time.Minute)
 		w.sim.SetFaults(daytonatest.Faults{Rate429: 1, RetryAfter: 5 * time.Second, Routes: []string{daytonatest.RouteLastActivity, daytonatest.RouteAutoStop}})
 		// Longer than the lease, shorter than two: past two, the stopped
@@ -569,8 +564,7 @@ func TestRescueRefusedStopsButKeeps(t *testing.T) {
 		time.Sleep(3 * leaseMinutes * time.Minute / 2)
 		w.sim.SetFaults(daytonatest.Faults{})
 		time.Sleep(3 * leaseMinutes * time.Minute)
-		cancel()
-		<-done
+		stop()
 		synctest.Wait()
 		sb, _ := w.sim.Sandbox(w.ids[0])
 		if sb.State != "stopped" || sb.DeleteRequested {
@@ -637,16 +631,10 @@ func TestCensusTakesOnlyTwo404sInARowForGone(t *testing.T) {
 func TestDestroyingSandboxIsNotRenewed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := newWorld(t, 2, daytonatest.WithDestroyDelay(24*time.Hour))
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- w.renewer().Run(ctx) }()
+		stop := start(w.renewer())
 		time.Sleep(leaseMinutes * time.Minute)
 		synctest.Wait()
-		req, _ := http.NewRequest(http.MethodDelete, "http://daytona.invalid/api/sandbox/"+w.ids[0], nil)
-		req.Header.Set("Authorization", "Bearer "+daytonatest.DefaultKey)
-		if resp, err := (handlerTransport{h: w.sim.Handler()}).RoundTrip(req); err != nil || resp.StatusCode != http.StatusOK {
-			t.Fatalf("delete: %v %v", resp, err)
-		}
+		w.deleteElsewhere(t, w.ids[0])
 		time.Sleep(2*leaseMinutes*time.Minute + time.Second)
 		synctest.Wait()
 		if sb, _ := w.sim.Sandbox(w.ids[0]); sb.State != "destroying" {
@@ -654,8 +642,7 @@ func TestDestroyingSandboxIsNotRenewed(t *testing.T) {
 		}
 		before := w.sim.CallsFor(w.ids[0])[daytonatest.RouteLastActivity]
 		time.Sleep(5 * leaseMinutes * time.Minute)
-		cancel()
-		<-done
+		stop()
 		if after := w.sim.CallsFor(w.ids[0])[daytonatest.RouteLastActivity]; after != before {
 			t.Errorf("a destroying sandbox was renewed %d more times", after-before)
 		}

@@ -43,9 +43,6 @@ func (r *Reaper) ApplyLease(ctx context.Context, in spool.Intent, l Lease) error
 	if err != nil {
 		return fmt.Errorf("lease %s: %w", in.Name, err)
 	}
-	if err := checkAccount(p, in); err != nil {
-		return fmt.Errorf("lease %s: %w", in.Name, err)
-	}
 	leaser, ok := p.(provider.Leaser)
 	if !ok {
 		return fmt.Errorf("lease %s: provider %s cannot renew sandboxes", in.Name, p.Name())
@@ -113,9 +110,6 @@ func (r *Reaper) EndLease(ctx context.Context, in spool.Intent, autoStop int) er
 	}
 	p, err := r.providerFor(in)
 	if err != nil {
-		return fmt.Errorf("end lease %s: %w", in.Name, err)
-	}
-	if err := checkAccount(p, in); err != nil {
 		return fmt.Errorf("end lease %s: %w", in.Name, err)
 	}
 	leaser, ok := p.(provider.Leaser)

@@ -295,7 +295,21 @@ func (r *Reaper) lock(ctx context.Context, id string) (unlock func(), err error)
 	}
 }
 
+// providerFor is the provider in was declared with (its name), if it
+// holds in's account (checkAccount): the only one that may act on in's
+// sandbox.
 func (r *Reaper) providerFor(in spool.Intent) (provider.Provider, error) {
+	p, err := r.providerNamed(in)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkAccount(p, in); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func (r *Reaper) providerNamed(in spool.Intent) (provider.Provider, error) {
 	if r.Provider == nil {
 		return nil, fmt.Errorf("%w %q: reaper has none", ErrNoProvider, in.Provider)
 	}
@@ -413,12 +427,9 @@ func (r *Reaper) Resolve(ctx context.Context, in spool.Intent) (spool.Intent, er
 	log := r.log().With("intent", in.ID, "name", in.Name)
 
 	p, err := r.providerFor(in)
-	if err == nil {
-		// Leave it live and say so.
-		err = checkAccount(p, in)
-	}
 	if err != nil {
-		// Debug: a drain logs each intent it leaves live once, at its end.
+		// Left live, and said so. Debug: a drain logs each intent it
+		// leaves live once, at its end.
 		log.Debug("intent left live", "err", err)
 		return r.leave(in, err)
 	}
@@ -835,9 +846,6 @@ func (r *Reaper) Backstop(ctx context.Context, in spool.Intent) error {
 	}
 	p, err := r.providerFor(in)
 	if err != nil {
-		return fmt.Errorf("backstop %s: %w", in.Name, err)
-	}
-	if err := checkAccount(p, in); err != nil {
 		return fmt.Errorf("backstop %s: %w", in.Name, err)
 	}
 	return r.retryObserved(ctx, p, in, func(in spool.Intent) error { return r.backstopOnce(ctx, p, in) })

@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"net/http"
 	"net/url"
 	"os"
@@ -28,6 +27,7 @@ import (
 	apiclient "github.com/daytonaio/daytona/libs/api-client-go"
 
 	"github.com/tether-run/tether/provider"
+	"github.com/tether-run/tether/provider/internal/apicall"
 )
 
 const (
@@ -141,7 +141,7 @@ func (c Config) checkCredentials() error {
 // String keeps the credentials out of any %v of a Config.
 func (c Config) String() string {
 	return fmt.Sprintf("daytona.Config{APIURL: %q, Target: %q, OrganizationID: %q, APIKey: %s, JWTToken: %s, CallTimeout: %s}",
-		redactURL(c.APIURL), c.Target, c.OrganizationID, provider.SecretMark(c.APIKey), provider.SecretMark(c.JWTToken), c.CallTimeout)
+		apicall.RedactURL(c.APIURL), c.Target, c.OrganizationID, provider.SecretMark(c.APIKey), provider.SecretMark(c.JWTToken), c.CallTimeout)
 }
 
 // GoString keeps the credentials out of a %#v of a Config.
@@ -150,7 +150,7 @@ func (c Config) GoString() string { return c.String() }
 // LogValue keeps the credentials out of a Config given to slog.
 func (c Config) LogValue() slog.Value {
 	return slog.GroupValue(
-		slog.String("api_url", redactURL(c.APIURL)),
+		slog.String("api_url", apicall.RedactURL(c.APIURL)),
 		slog.String("target", c.Target),
 		slog.String("organization_id", c.OrganizationID),
 		slog.String("api_key", provider.SecretMark(c.APIKey)),
@@ -173,7 +173,7 @@ func Fingerprint(apiURL, key string) string {
 type Provider struct {
 	api     *apiclient.APIClient
 	token   string
-	secrets []string
+	secrets apicall.Secrets
 	account string
 	target  string
 	timeout time.Duration
@@ -204,7 +204,7 @@ func New(cfg Config) (*Provider, error) {
 	}
 	u, err := url.Parse(cfg.APIURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("daytona API URL %q: want http(s)://host/path", redactURL(cfg.APIURL))
+		return nil, fmt.Errorf("daytona API URL %q: want http(s)://host/path", apicall.RedactURL(cfg.APIURL))
 	}
 	if cfg.CallTimeout < 0 {
 		return nil, fmt.Errorf("daytona call timeout %s: must not be negative", cfg.CallTimeout)
@@ -250,7 +250,7 @@ func New(cfg Config) (*Provider, error) {
 		// otherwise turn every "k" of every message into [REDACTED]; the
 		// server refuses it anyway, so there is nothing to hide.
 		if len(s) >= minSecretLen {
-			p.secrets = append(p.secrets, s, url.QueryEscape(s), url.PathEscape(s))
+			p.secrets.Add(s)
 		}
 	}
 	p.api = apiclient.NewAPIClient(ac)
@@ -432,7 +432,7 @@ func (p *Provider) call(ctx context.Context, op, target string, do func(ctx cont
 			return nil
 		}
 		if transient && attempt < p.authRetries && ctx.Err() == nil {
-			p.log.Debug("daytona call answered 403 "+msgInvalidAuthContext+"; trying again", "op", op, "target", p.redact(target), "attempt", attempt+1)
+			p.log.Debug("daytona call answered 403 "+msgInvalidAuthContext+"; trying again", "op", op, "target", p.secrets.Redact(target), "attempt", attempt+1)
 			t := time.NewTimer(p.authWait)
 			select {
 			case <-t.C:
@@ -444,8 +444,8 @@ func (p *Provider) call(ctx context.Context, op, target string, do func(ctx cont
 		if transient {
 			err = fmt.Errorf("%w (%d attempts)", err, attempt+1)
 		}
-		err = fmt.Errorf("daytona %s %s: %w", op, p.redact(target), err)
-		p.log.Debug("daytona call failed", "op", op, "target", p.redact(target), "err", err.Error())
+		err = fmt.Errorf("daytona %s %s: %w", op, p.secrets.Redact(target), err)
+		p.log.Debug("daytona call failed", "op", op, "target", p.secrets.Redact(target), "err", err.Error())
 		return err
 	}
 }
@@ -481,43 +481,43 @@ func (p *Provider) classify(ctx, cctx context.Context, op string, resp *http.Res
 		case cctx.Err() != nil:
 			return fmt.Errorf("%w: no answer within %s", provider.ErrUnavailable, p.timeout), false
 		case resp == nil:
-			return p.transportError(err), false
+			return apicall.NoAnswer(err, EnvAPIURL, p.secrets), false
 		}
-		return &redactedError{msg: fmt.Sprintf("HTTP %d with an unreadable body: %s", resp.StatusCode, p.redact(err.Error())), kind: provider.ErrUnavailable}, false
+		return &apicall.Error{Msg: fmt.Sprintf("HTTP %d with an unreadable body: %s", resp.StatusCode, p.secrets.Redact(err.Error())), Kind: provider.ErrUnavailable}, false
 	}
 	text := p.serverText(resp)
 	msg := withStatus(resp.StatusCode, text)
 	code := resp.StatusCode
 	switch {
 	case code == http.StatusNotFound:
-		return &redactedError{msg: msg, kind: provider.ErrNotFound}, false
+		return &apicall.Error{Msg: msg, Kind: provider.ErrNotFound}, false
 	case code == http.StatusConflict:
-		return &redactedError{msg: msg, kind: provider.ErrConflict}, false
+		return &apicall.Error{Msg: msg, Kind: provider.ErrConflict}, false
 	case code == http.StatusTooManyRequests:
 		return fmt.Errorf("%w: %s", rateLimit(resp.Header, time.Now()), msg), false
 	case code == http.StatusForbidden && text == msgInvalidAuthContext:
-		return &redactedError{msg: msg, kind: provider.ErrUnauthorized}, true
+		return &apicall.Error{Msg: msg, Kind: provider.ErrUnauthorized}, true
 	case code == http.StatusForbidden && text == msgAccessDenied:
 		return &provider.PermissionError{Op: op, Permission: permissionFor[op], Message: msg}, false
 	case code == http.StatusUnauthorized || code == http.StatusForbidden:
-		return &redactedError{msg: msg, kind: provider.ErrUnauthorized}, false
+		return &apicall.Error{Msg: msg, Kind: provider.ErrUnauthorized}, false
 	case code >= 500 || code == http.StatusRequestTimeout:
-		return &redactedError{msg: msg, kind: provider.ErrUnavailable}, false
+		return &apicall.Error{Msg: msg, Kind: provider.ErrUnavailable}, false
 	case code == http.StatusBadRequest:
 		// apps/api/src/sandbox/services/sandbox.service.ts:163-167, 2160-2162.
 		lower := strings.ToLower(text)
 		switch {
 		case strings.Contains(lower, "not in a stoppable state"):
-			return &redactedError{msg: msg, kind: provider.ErrNotStoppable}, false
+			return &apicall.Error{Msg: msg, Kind: provider.ErrNotStoppable}, false
 		case strings.Contains(lower, "in an errored state"):
-			return &redactedError{msg: msg, kind: provider.ErrErrored}, false
+			return &apicall.Error{Msg: msg, Kind: provider.ErrErrored}, false
 		case strings.Contains(lower, "active fork children"):
 			// sandbox.service.ts:2020-2029.
-			return &redactedError{msg: msg, kind: provider.ErrHasForks}, false
+			return &apicall.Error{Msg: msg, Kind: provider.ErrHasForks}, false
 		}
-		return &redactedError{msg: msg, kind: provider.ErrRefused}, false
+		return &apicall.Error{Msg: msg, Kind: provider.ErrRefused}, false
 	}
-	return &redactedError{msg: msg}, false
+	return &apicall.Error{Msg: msg}, false
 }
 
 func withStatus(code int, text string) string {
@@ -546,44 +546,12 @@ func (p *Provider) serverText(resp *http.Response) string {
 			text = string(e.Message) // NestJS validation errors are arrays
 		}
 	}
-	text = p.redact(text)
+	text = p.secrets.Redact(text)
 	if len(text) > maxErrorMessage {
 		text = text[:maxErrorMessage] + "…"
 	}
 	return text
 }
-
-// redact removes every credential (and its URL-escaped forms) from s.
-func (p *Provider) redact(s string) string {
-	for _, secret := range p.secrets {
-		s = strings.ReplaceAll(s, secret, "[REDACTED]")
-	}
-	return s
-}
-
-func redactURL(s string) string {
-	u, err := url.Parse(s)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	return u.Redacted()
-}
-
-// redactedError is a failure whose message is already free of credentials;
-// it matches its provider sentinel with errors.Is.
-type redactedError struct {
-	msg  string
-	kind error // a provider sentinel, or nil
-}
-
-func (e *redactedError) Error() string {
-	if e.kind == nil {
-		return e.msg
-	}
-	return e.kind.Error() + ": " + e.msg
-}
-
-func (e *redactedError) Unwrap() error { return e.kind }
 
 // Daytona's rate-limit headers. A throttler's 429 carries
 // Retry-After-<throttler> in seconds; allowed answers carry
@@ -608,9 +576,9 @@ func rateLimit(h http.Header, now time.Time) *provider.RateLimitError {
 			continue
 		}
 		if k == hdrRetryAfter {
-			plain = retryAfter(vs[0], now)
+			plain = apicall.RetryAfter(vs[0], now)
 		} else if name, ok := strings.CutPrefix(k, hdrRetryAfter+"-"); ok {
-			if d := retryAfter(vs[0], now); d > rl.RetryAfter {
+			if d := apicall.RetryAfter(vs[0], now); d > rl.RetryAfter {
 				rl.RetryAfter, rl.Limiter = d, name
 			}
 		}
@@ -629,7 +597,7 @@ func rateLimit(h http.Header, now time.Time) *provider.RateLimitError {
 	for k, vs := range h {
 		k = strings.ToLower(k)
 		if name, ok := strings.CutPrefix(k, hdrRemaining); ok && len(vs) > 0 && strings.TrimSpace(vs[0]) == "0" {
-			if d := retryAfter(h.Get(hdrReset+name), now); d > rl.RetryAfter {
+			if d := apicall.RetryAfter(h.Get(hdrReset+name), now); d > rl.RetryAfter {
 				rl.RetryAfter, rl.Limiter = d, name
 			}
 		}
@@ -651,7 +619,7 @@ func (p *Provider) noteQuota(resp *http.Response, now time.Time) {
 		if !ok || len(vs) == 0 || strings.TrimSpace(vs[0]) != "0" {
 			continue
 		}
-		if d := retryAfter(resp.Header.Get(hdrReset+name), now); d > 0 {
+		if d := apicall.RetryAfter(resp.Header.Get(hdrReset+name), now); d > 0 {
 			p.mu.Lock()
 			if until := now.Add(d); until.After(p.exhausted[name]) {
 				p.exhausted[name] = until
@@ -685,33 +653,6 @@ func (p *Provider) ExhaustedUntil(kind string) time.Time {
 	}
 	return until
 }
-
-// retryAfter reads a Retry-After header: seconds, or an HTTP date.
-func retryAfter(v string, now time.Time) time.Duration {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0
-	}
-	if secs, err := strconv.ParseFloat(v, 64); err == nil {
-		if secs <= 0 || math.IsNaN(secs) {
-			return 0
-		}
-		if secs >= maxRetryAfter.Seconds() {
-			return maxRetryAfter
-		}
-		return time.Duration(secs * float64(time.Second))
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		if d := t.Sub(now); d > 0 {
-			return min(d, maxRetryAfter)
-		}
-	}
-	return 0
-}
-
-// maxRetryAfter bounds a server's rate-limit hint: a longer one (or a
-// garbled huge number) is read as this.
-const maxRetryAfter = time.Hour
 
 func fromSandbox(sb *apiclient.Sandbox) provider.Sandbox {
 	return provider.Sandbox{

@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/tether-run/tether/provider/internal/apicall"
 )
 
 // TestRateLimitHeaderParsing reads Daytona's 429 headers: the throttler's own
@@ -24,7 +26,7 @@ func TestRateLimitHeaderParsing(t *testing.T) {
 		{"spent quota only", map[string]string{"X-RateLimit-Remaining-sandbox-lifecycle": "0", "X-RateLimit-Reset-sandbox-lifecycle": "12"}, 12 * time.Second, "sandbox-lifecycle"},
 		{"quota left", map[string]string{"X-RateLimit-Remaining-authenticated": "5", "X-RateLimit-Reset-authenticated": "12"}, 0, ""},
 		{"garbage", map[string]string{"Retry-After-x": "soon", "Retry-After": "-4"}, 0, ""},
-		{"huge", map[string]string{"Retry-After-x": "1e308"}, maxRetryAfter, "x"},
+		{"huge", map[string]string{"Retry-After-x": "1e308"}, apicall.MaxRetryAfter, "x"},
 		{"none", nil, 0, ""},
 	} {
 		h := http.Header{}
@@ -49,7 +51,7 @@ func FuzzRateLimitHeaders(f *testing.F) {
 		h.Add(k2, v2)
 		h.Add("X-RateLimit-Reset-"+k2, reset)
 		now := time.Now()
-		if rl := rateLimit(h, now); rl.RetryAfter < 0 || rl.RetryAfter > maxRetryAfter {
+		if rl := rateLimit(h, now); rl.RetryAfter < 0 || rl.RetryAfter > apicall.MaxRetryAfter {
 			t.Fatalf("negative wait %s from %v", rl.RetryAfter, h)
 		}
 		p := &Provider{exhausted: map[string]time.Time{}}

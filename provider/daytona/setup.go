@@ -2,19 +2,16 @@ package daytona
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"strings"
-	"syscall"
 
 	"github.com/tether-run/tether/provider"
+	"github.com/tether-run/tether/provider/internal/apicall"
 )
 
 // A broken Daytona setup — no credentials, a malformed DAYTONA_API_URL, an
@@ -119,20 +116,12 @@ func shownURL(raw string) string {
 // Check, off the child's start.
 func (p *Provider) trustProblem() error {
 	cfg := p.api.GetConfig()
-	if len(cfg.Servers) == 0 || !usesSystemRoots(cfg.HTTPClient) {
+	if len(cfg.Servers) == 0 {
 		return nil
 	}
-	u, err := url.Parse(cfg.Servers[0].URL)
-	if err != nil || u.Scheme != "https" {
+	why := apicall.Untrusted(cfg.Servers[0].URL, cfg.HTTPClient)
+	if why == "" {
 		return nil
-	}
-	pool, err := x509.SystemCertPool()
-	if err == nil && !pool.Equal(x509.NewCertPool()) {
-		return nil
-	}
-	why := "no CA certificates were found on this system (a FROM scratch image?)"
-	if err != nil {
-		why = "the system's CA certificates cannot be read: " + err.Error()
 	}
 	variable := p.urlFrom
 	if variable == "" {
@@ -141,23 +130,8 @@ func (p *Provider) trustProblem() error {
 	if variable == "" {
 		variable = "the default " + EnvAPIURL
 	}
-	return &redactedError{kind: provider.ErrMisconfigured,
-		msg: fmt.Sprintf("%s is https but %s: install a CA bundle (e.g. Debian's ca-certificates) or set SSL_CERT_FILE to one", variable, why)}
-}
-
-// usesSystemRoots reports whether calls through hc verify servers with the
-// system's CA certificates (no RootCAs of their own).
-func usesSystemRoots(hc *http.Client) bool {
-	if hc == nil {
-		return true
-	}
-	switch t := hc.Transport.(type) {
-	case nil:
-		return true
-	case *http.Transport:
-		return t.TLSClientConfig == nil || t.TLSClientConfig.RootCAs == nil
-	}
-	return false
+	return &apicall.Error{Kind: provider.ErrMisconfigured,
+		Msg: fmt.Sprintf("%s is https but %s: install a CA bundle (e.g. Debian's ca-certificates) or set SSL_CERT_FILE to one", variable, why)}
 }
 
 // Check looks first at what needs no call (an https URL on a system without
@@ -183,49 +157,6 @@ func (p *Provider) Check(ctx context.Context) error {
 		return fmt.Errorf("%w: %s does not look like the Daytona API (it usually ends in /api)", err, EnvAPIURL)
 	}
 	return err
-}
-
-// transportError is a call that got no answer: a configuration error when
-// TLS refused the server (retrying cannot help), else a transient failure;
-// either way with a hint of what to check.
-func (p *Provider) transportError(err error) error {
-	msg := "no answer: " + p.redact(err.Error())
-	if why := tlsProblem(err); why != "" {
-		return &redactedError{msg: msg + " (" + why + ")", kind: provider.ErrMisconfigured}
-	}
-	var dns *net.DNSError
-	switch {
-	case errors.As(err, &dns) && dns.IsNotFound:
-		msg += " (the host of " + EnvAPIURL + " does not resolve)"
-		return provider.Unreachable(&redactedError{msg: msg, kind: provider.ErrUnavailable})
-	case errors.Is(err, syscall.ECONNREFUSED):
-		msg += " (nothing listens at " + EnvAPIURL + "'s host and port)"
-		return provider.Unreachable(&redactedError{msg: msg, kind: provider.ErrUnavailable})
-	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
-		return provider.Unreachable(&redactedError{msg: msg, kind: provider.ErrUnavailable})
-	}
-	return &redactedError{msg: msg, kind: provider.ErrUnavailable}
-}
-
-// tlsProblem says what is wrong when TLS refused the server, or "".
-func tlsProblem(err error) string {
-	var (
-		unknown  x509.UnknownAuthorityError
-		hostname x509.HostnameError
-		invalid  x509.CertificateInvalidError
-		record   tls.RecordHeaderError
-	)
-	switch {
-	case errors.As(err, &unknown):
-		return "the server's certificate is signed by an authority this system does not trust: install a CA bundle, or set SSL_CERT_FILE to one that has it"
-	case errors.As(err, &hostname):
-		return "the server's certificate is not valid for the host of " + EnvAPIURL
-	case errors.As(err, &invalid):
-		return "the server's certificate is invalid (expired, or not yet valid)"
-	case errors.As(err, &record), strings.Contains(err.Error(), "server gave HTTP response to HTTPS client"):
-		return "the server does not speak TLS: " + EnvAPIURL + " may need http://, or another port"
-	}
-	return ""
 }
 
 // Err is the setup's problems as one error on one line, or nil.

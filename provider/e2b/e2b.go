@@ -34,7 +34,6 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -43,10 +42,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/tether-run/tether/provider"
+	"github.com/tether-run/tether/provider/internal/apicall"
 )
 
 const (
@@ -139,7 +138,7 @@ func (c Config) apiURL() string {
 
 // String keeps the key out of any %v of a Config.
 func (c Config) String() string {
-	return fmt.Sprintf("e2b.Config{APIURL: %q, APIKey: %s, CallTimeout: %s}", redactURL(c.apiURL()), provider.SecretMark(c.APIKey), c.CallTimeout)
+	return fmt.Sprintf("e2b.Config{APIURL: %q, APIKey: %s, CallTimeout: %s}", apicall.RedactURL(c.apiURL()), provider.SecretMark(c.APIKey), c.CallTimeout)
 }
 
 // GoString keeps the key out of a %#v of a Config.
@@ -147,7 +146,7 @@ func (c Config) GoString() string { return c.String() }
 
 // LogValue keeps the key out of a Config given to slog.
 func (c Config) LogValue() slog.Value {
-	return slog.GroupValue(slog.String("api_url", redactURL(c.apiURL())), slog.String("api_key", provider.SecretMark(c.APIKey)))
+	return slog.GroupValue(slog.String("api_url", apicall.RedactURL(c.apiURL())), slog.String("api_key", provider.SecretMark(c.APIKey)))
 }
 
 // Fingerprint names an account without revealing its key: a hash of the
@@ -162,7 +161,7 @@ func Fingerprint(apiURL, key string) string {
 type Provider struct {
 	base    string // API URL without a trailing slash
 	key     string
-	secrets []string
+	secrets apicall.Secrets
 	account string
 	timeout time.Duration
 	hc      *http.Client
@@ -187,7 +186,7 @@ func New(cfg Config) (*Provider, error) {
 	raw := cfg.apiURL()
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" {
-		return nil, fmt.Errorf("e2b API URL %q: want http(s)://host[/path]", redactURL(raw))
+		return nil, fmt.Errorf("e2b API URL %q: want http(s)://host[/path]", apicall.RedactURL(raw))
 	}
 	if cfg.CallTimeout < 0 {
 		return nil, fmt.Errorf("e2b call timeout %s: must not be negative", cfg.CallTimeout)
@@ -210,16 +209,17 @@ func New(cfg Config) (*Provider, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Provider{
+	p := &Provider{
 		base:      strings.TrimRight(raw, "/"),
 		key:       cfg.APIKey,
-		secrets:   []string{cfg.APIKey, url.QueryEscape(cfg.APIKey), url.PathEscape(cfg.APIKey)},
 		account:   Fingerprint(raw, cfg.APIKey),
 		timeout:   cfg.CallTimeout,
 		hc:        hc,
 		log:       log,
 		exhausted: map[string]time.Time{},
-	}, nil
+	}
+	p.secrets.Add(cfg.APIKey)
+	return p, nil
 }
 
 // ProviderName is the provider's name as journaled with each intent.
@@ -505,10 +505,10 @@ func (p *Provider) call(ctx context.Context, op, target, method, path string, q 
 	if err != nil {
 		what := op // a list or a check names no sandbox
 		if target != "" {
-			what += " " + p.redact(target)
+			what += " " + p.secrets.Redact(target)
 		}
 		err = fmt.Errorf("e2b %s: %w", what, err)
-		p.log.Debug("e2b call failed", "op", op, "target", p.redact(target), "err", err.Error())
+		p.log.Debug("e2b call failed", "op", op, "target", p.secrets.Redact(target), "err", err.Error())
 	}
 	return h, err
 }
@@ -530,7 +530,7 @@ func (p *Provider) callOnce(ctx context.Context, op, method, path string, q url.
 	}
 	req, err := http.NewRequestWithContext(cctx, method, u, rd)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s", provider.ErrMisconfigured, p.redact(err.Error()))
+		return nil, fmt.Errorf("%w: %s", provider.ErrMisconfigured, p.secrets.Redact(err.Error()))
 	}
 	req.Header.Set("X-API-Key", p.key)
 	req.Header.Set("Accept", "application/json")
@@ -552,14 +552,14 @@ func (p *Provider) callOnce(ctx context.Context, op, method, path string, q url.
 		if ctx.Err() != nil {
 			return resp.Header, fmt.Errorf("answer cut short: %w", ctx.Err())
 		}
-		return resp.Header, &redactedError{msg: fmt.Sprintf("HTTP %d with an unreadable body: %s", resp.StatusCode, p.redact(rerr.Error())), kind: provider.ErrUnavailable}
+		return resp.Header, &apicall.Error{Msg: fmt.Sprintf("HTTP %d with an unreadable body: %s", resp.StatusCode, p.secrets.Redact(rerr.Error())), Kind: provider.ErrUnavailable}
 	}
 	if len(b) > maxBody {
-		return resp.Header, &redactedError{msg: fmt.Sprintf("HTTP %d with a body over %d bytes", resp.StatusCode, maxBody), kind: provider.ErrUnavailable}
+		return resp.Header, &apicall.Error{Msg: fmt.Sprintf("HTTP %d with a body over %d bytes", resp.StatusCode, maxBody), Kind: provider.ErrUnavailable}
 	}
 	if out != nil {
 		if err := json.Unmarshal(b, out); err != nil {
-			return resp.Header, &redactedError{msg: fmt.Sprintf("HTTP %d with a body that is not the expected JSON: %s", resp.StatusCode, p.redact(err.Error())), kind: provider.ErrUnavailable}
+			return resp.Header, &apicall.Error{Msg: fmt.Sprintf("HTTP %d with a body that is not the expected JSON: %s", resp.StatusCode, p.secrets.Redact(err.Error())), Kind: provider.ErrUnavailable}
 		}
 	}
 	return resp.Header, nil
@@ -574,22 +574,7 @@ func (p *Provider) noAnswer(ctx, cctx context.Context, err error) error {
 	case cctx.Err() != nil:
 		return fmt.Errorf("%w: no answer within %s", provider.ErrUnavailable, p.timeout)
 	}
-	msg := "no answer: " + p.redact(err.Error())
-	if why := tlsProblem(err); why != "" {
-		return &redactedError{msg: msg + " (" + why + ")", kind: provider.ErrMisconfigured}
-	}
-	// No connection at all: still retryable in a drain under way, but a
-	// command that has done nothing yet fails fast (provider.ErrUnreachable).
-	var dns *net.DNSError
-	switch {
-	case errors.As(err, &dns) && dns.IsNotFound:
-		return provider.Unreachable(&redactedError{msg: msg + " (the host of " + EnvAPIURL + " does not resolve)", kind: provider.ErrUnavailable})
-	case errors.Is(err, syscall.ECONNREFUSED):
-		return provider.Unreachable(&redactedError{msg: msg + " (nothing listens at " + EnvAPIURL + "'s host and port)", kind: provider.ErrUnavailable})
-	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
-		return provider.Unreachable(&redactedError{msg: msg, kind: provider.ErrUnavailable})
-	}
-	return &redactedError{msg: msg, kind: provider.ErrUnavailable}
+	return apicall.NoAnswer(err, EnvAPIURL, p.secrets)
 }
 
 // classify maps an unexpected answer onto the provider's errors.
@@ -601,24 +586,24 @@ func (p *Provider) classify(op string, code int, h http.Header, body []byte) err
 	}
 	switch {
 	case code == http.StatusNotFound:
-		return &redactedError{msg: msg, kind: provider.ErrNotFound}
+		return &apicall.Error{Msg: msg, Kind: provider.ErrNotFound}
 	case code == http.StatusConflict && op == "stop" && strings.Contains(text, "already paused"):
 		// handlers/sandbox_pause.go:111-114
-		return &redactedError{msg: msg, kind: provider.ErrNotStoppable}
+		return &apicall.Error{Msg: msg, Kind: provider.ErrNotStoppable}
 	case code == http.StatusConflict:
-		return &redactedError{msg: msg, kind: provider.ErrConflict}
+		return &apicall.Error{Msg: msg, Kind: provider.ErrConflict}
 	case code == http.StatusTooManyRequests:
 		return fmt.Errorf("%w: %s", rateLimit(h, text, time.Now()), msg)
 	case code == http.StatusUnauthorized || code == http.StatusForbidden:
 		// 403 is a blocked team (packages/auth/.../service.go:113-120):
 		// like a wrong key, only an operator can help.
-		return &redactedError{msg: msg, kind: provider.ErrUnauthorized}
+		return &apicall.Error{Msg: msg, Kind: provider.ErrUnauthorized}
 	case code >= 500 || code == http.StatusRequestTimeout:
-		return &redactedError{msg: msg, kind: provider.ErrUnavailable}
+		return &apicall.Error{Msg: msg, Kind: provider.ErrUnavailable}
 	case code == http.StatusBadRequest:
-		return &redactedError{msg: msg, kind: provider.ErrRefused}
+		return &apicall.Error{Msg: msg, Kind: provider.ErrRefused}
 	}
-	return &redactedError{msg: msg}
+	return &apicall.Error{Msg: msg}
 }
 
 // serverText is the server's message ({"code": ..., "message": ...}),
@@ -629,7 +614,7 @@ func (p *Provider) serverText(b []byte) string {
 	if json.Unmarshal(b, &e) == nil && e.Message != "" {
 		text = e.Message
 	}
-	text = p.redact(text)
+	text = p.secrets.Redact(text)
 	return truncate(text, maxErrorMessage)
 }
 
@@ -639,37 +624,3 @@ func truncate(s string, n int) string {
 	}
 	return strings.ToValidUTF8(s[:n], "") + "…"
 }
-
-// redact removes the key (and its URL-escaped forms) from s.
-func (p *Provider) redact(s string) string {
-	for _, secret := range p.secrets {
-		if secret != "" {
-			s = strings.ReplaceAll(s, secret, "[REDACTED]")
-		}
-	}
-	return s
-}
-
-func redactURL(s string) string {
-	u, err := url.Parse(s)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	return u.Redacted()
-}
-
-// redactedError is a failure whose message is already free of the key;
-// it matches its provider sentinel with errors.Is.
-type redactedError struct {
-	msg  string
-	kind error // a provider sentinel, or nil
-}
-
-func (e *redactedError) Error() string {
-	if e.kind == nil {
-		return e.msg
-	}
-	return e.kind.Error() + ": " + e.msg
-}
-
-func (e *redactedError) Unwrap() error { return e.kind }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tether-run/tether/provider"
 	"github.com/tether-run/tether/provider/e2b/e2btest"
+	"github.com/tether-run/tether/provider/internal/apicall"
 )
 
 // Any metadata pair tether filters by reaches the server's parser whole:
@@ -68,7 +69,7 @@ func FuzzClassify(f *testing.F) {
 				t.Fatalf("unbounded message (%d bytes)", len(err.Error()))
 			}
 			var rl *provider.RateLimitError
-			if errors.As(err, &rl) && (rl.RetryAfter < 0 || rl.RetryAfter > maxRetryAfter) {
+			if errors.As(err, &rl) && (rl.RetryAfter < 0 || rl.RetryAfter > apicall.MaxRetryAfter) {
 				t.Fatalf("Retry-After %s out of bounds", rl.RetryAfter)
 			}
 		}

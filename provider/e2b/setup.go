@@ -1,16 +1,15 @@
 package e2b
 
 import (
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"net/url"
 	"os"
 	"strings"
 
 	"github.com/tether-run/tether/provider"
+	"github.com/tether-run/tether/provider/internal/apicall"
 )
 
 // A broken E2B setup — no key, a malformed E2B_API_URL or E2B_DOMAIN, an
@@ -57,10 +56,10 @@ func SetupFrom(getenv func(string) string, log *slog.Logger) Setup {
 	if variable == EnvDebug {
 		cfg.APIURL = DebugAPIURL
 	}
-	s.APIURL = redactURL(cfg.apiURL())
+	s.APIURL = apicall.RedactURL(cfg.apiURL())
 	badDomain := variable == EnvDomain && strings.ContainsAny(cfg.Domain, "/?#@: ")
 	if u, err := url.Parse(cfg.apiURL()); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || badDomain {
-		s.Problems = append(s.Problems, fmt.Errorf("%s: %q is not an API URL tether can call (want http(s)://host[/path], or a bare domain in %s)", variable, redactURL(cfg.apiURL()), EnvDomain))
+		s.Problems = append(s.Problems, fmt.Errorf("%s: %q is not an API URL tether can call (want http(s)://host[/path], or a bare domain in %s)", variable, apicall.RedactURL(cfg.apiURL()), EnvDomain))
 	}
 	if len(s.Problems) > 0 {
 		return s
@@ -94,30 +93,10 @@ func (s Setup) Err() error { return errors.Join(s.Problems...) }
 // certificates, on a system that has none: every call would fail verifying
 // the server.
 func (p *Provider) trustProblem() error {
-	u, err := url.Parse(p.base)
-	if err != nil || u.Scheme != "https" || !usesSystemRoots(p.hc) {
+	why := apicall.Untrusted(p.base, p.hc)
+	if why == "" {
 		return nil
 	}
-	pool, err := x509.SystemCertPool()
-	if err == nil && !pool.Equal(x509.NewCertPool()) {
-		return nil
-	}
-	why := "no CA certificates were found on this system (a FROM scratch image?)"
-	if err != nil {
-		why = "the system's CA certificates cannot be read: " + err.Error()
-	}
-	return &redactedError{kind: provider.ErrMisconfigured,
-		msg: fmt.Sprintf("the E2B API URL %s is https but %s: install a CA bundle (e.g. Debian's ca-certificates) or set SSL_CERT_FILE to one", redactURL(p.base), why)}
-}
-
-// usesSystemRoots reports whether calls through hc verify servers with the
-// system's CA certificates (no RootCAs of their own).
-func usesSystemRoots(hc *http.Client) bool {
-	switch t := hc.Transport.(type) {
-	case nil:
-		return true
-	case *http.Transport:
-		return t.TLSClientConfig == nil || t.TLSClientConfig.RootCAs == nil
-	}
-	return false
+	return &apicall.Error{Kind: provider.ErrMisconfigured,
+		Msg: fmt.Sprintf("the E2B API URL %s is https but %s: install a CA bundle (e.g. Debian's ca-certificates) or set SSL_CERT_FILE to one", apicall.RedactURL(p.base), why)}
 }

@@ -2,16 +2,13 @@ package e2b
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
-	"errors"
 	"math"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/tether-run/tether/provider"
+	"github.com/tether-run/tether/provider/internal/apicall"
 )
 
 // errorJSON is the body of every error answer
@@ -99,12 +96,12 @@ func rateLimit(h http.Header, text string, now time.Time) *provider.RateLimitErr
 	if strings.Contains(text, "maximum number of concurrent") {
 		rl.Limiter = "concurrency"
 	}
-	if d := retryAfter(h.Get("Retry-After"), now); d > 0 {
+	if d := apicall.RetryAfter(h.Get("Retry-After"), now); d > 0 {
 		rl.RetryAfter = d
 		return rl
 	}
 	if strings.TrimSpace(h.Get("RateLimit-Remaining")) == "0" {
-		rl.RetryAfter = retryAfter(h.Get("RateLimit-Reset"), now)
+		rl.RetryAfter = apicall.RetryAfter(h.Get("RateLimit-Reset"), now)
 	}
 	return rl
 }
@@ -126,9 +123,9 @@ func patternOf(path string) string {
 func (p *Provider) noteQuota(path string, h http.Header, now time.Time) {
 	var d time.Duration
 	if strings.TrimSpace(h.Get("RateLimit-Remaining")) == "0" {
-		d = retryAfter(h.Get("RateLimit-Reset"), now)
+		d = apicall.RetryAfter(h.Get("RateLimit-Reset"), now)
 	}
-	if ra := retryAfter(h.Get("Retry-After"), now); ra > d {
+	if ra := apicall.RetryAfter(h.Get("Retry-After"), now); ra > d {
 		d = ra
 	}
 	if d <= 0 {
@@ -166,55 +163,6 @@ func (p *Provider) ExhaustedUntil(kind string) time.Time {
 		return time.Time{}
 	}
 	return until
-}
-
-// maxRetryAfter bounds a server's rate-limit hint: a longer one (or a
-// garbled huge number) is read as this.
-const maxRetryAfter = time.Hour
-
-// retryAfter reads a seconds header (Retry-After, RateLimit-Reset), or an
-// HTTP date.
-func retryAfter(v string, now time.Time) time.Duration {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0
-	}
-	if secs, err := strconv.ParseFloat(v, 64); err == nil {
-		if secs <= 0 || math.IsNaN(secs) {
-			return 0
-		}
-		if secs >= maxRetryAfter.Seconds() {
-			return maxRetryAfter
-		}
-		return time.Duration(secs * float64(time.Second))
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		if d := t.Sub(now); d > 0 {
-			return min(d, maxRetryAfter)
-		}
-	}
-	return 0
-}
-
-// tlsProblem says what is wrong when TLS refused the server, or "".
-func tlsProblem(err error) string {
-	var (
-		unknown  x509.UnknownAuthorityError
-		hostname x509.HostnameError
-		invalid  x509.CertificateInvalidError
-		record   tls.RecordHeaderError
-	)
-	switch {
-	case errors.As(err, &unknown):
-		return "the server's certificate is signed by an authority this system does not trust: install a CA bundle, or set SSL_CERT_FILE to one that has it"
-	case errors.As(err, &hostname):
-		return "the server's certificate is not valid for the host of " + EnvAPIURL
-	case errors.As(err, &invalid):
-		return "the server's certificate is invalid (expired, or not yet valid)"
-	case errors.As(err, &record), strings.Contains(err.Error(), "server gave HTTP response to HTTPS client"):
-		return "the server does not speak TLS: " + EnvAPIURL + " may need http://, or another port"
-	}
-	return ""
 }
 
 // sweepPageLimit is the page size of ListPage: the server's maximum.

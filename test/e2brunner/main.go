@@ -32,15 +32,12 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"time"
 
 	apiclient "github.com/daytonaio/daytona/libs/api-client-go"
+	"github.com/tether-run/tether/test/internal/runner"
 )
 
-const callTimeout = 60 * time.Second
-
 func main() {
-	fmt.Printf("pid %d\n", os.Getpid())
 	cfg := apiclient.NewConfiguration()
 	cfg.Servers = apiclient.ServerConfigurations{{URL: os.Getenv("DAYTONA_API_URL")}}
 	cfg.AddDefaultHeader("Authorization", "Bearer "+os.Getenv("DAYTONA_API_KEY"))
@@ -48,10 +45,7 @@ func main() {
 
 	var held []string
 	timeout := 300
-	exit := false
-	for _, action := range os.Args[1:] {
-		verb, arg, _ := strings.Cut(action, ":")
-		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	runner.Run("e2brunner", "E2B_API_URL", func(ctx context.Context, verb, arg string) bool {
 		n, _ := strconv.Atoi(arg)
 		switch verb {
 		case "e2b":
@@ -97,22 +91,11 @@ func main() {
 				}
 				fmt.Printf("created - daytona %s\n", sb.GetId())
 			}
-		case "url":
-			fmt.Printf("url - %s -\n", os.Getenv("E2B_API_URL"))
-		case "exit":
-			exit = true
 		default:
-			fail("unknown action %q", action)
+			return false
 		}
-		cancel()
-	}
-	fmt.Println("ready")
-	if exit {
-		return
-	}
-	for { // held until killed: no cleanup ever runs
-		time.Sleep(time.Hour)
-	}
+		return true
+	})
 }
 
 // forks forks parent once with count n and prints each fork, or that the

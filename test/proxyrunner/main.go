@@ -31,19 +31,15 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"strings"
 	"time"
 
 	apiclient "github.com/daytonaio/daytona/libs/api-client-go"
+	"github.com/tether-run/tether/test/internal/runner"
 )
-
-// callTimeout bounds each call the runner waits for.
-const callTimeout = 60 * time.Second
 
 type sandbox struct{ id, name string }
 
 func main() {
-	fmt.Printf("pid %d\n", os.Getpid())
 	newAPI := func(key string) apiclient.SandboxAPI {
 		cfg := apiclient.NewConfiguration()
 		cfg.Servers = apiclient.ServerConfigurations{{URL: os.Getenv("DAYTONA_API_URL")}}
@@ -54,11 +50,8 @@ func main() {
 	api := newAPI(os.Getenv("DAYTONA_API_KEY"))
 
 	var held []sandbox
-	exit := false
 	snapshot := ""
-	for _, action := range os.Args[1:] {
-		verb, arg, _ := strings.Cut(action, ":")
-		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	runner.Run("proxyrunner", "DAYTONA_API_URL", func(ctx context.Context, verb, arg string) bool {
 		switch verb {
 		case "create", "named":
 			n, name := 1, ""
@@ -174,22 +167,11 @@ func main() {
 				fail("sleep: %v", err)
 			}
 			time.Sleep(d)
-		case "url":
-			fmt.Printf("url - %s -\n", os.Getenv("DAYTONA_API_URL"))
-		case "exit":
-			exit = true
 		default:
-			fail("unknown action %q", action)
+			return false
 		}
-		cancel()
-	}
-	fmt.Println("ready")
-	if exit {
-		return
-	}
-	for { // held until killed: no cleanup ever runs
-		time.Sleep(time.Hour)
-	}
+		return true
+	})
 }
 
 // lifecycle makes one of the SDKs' Stop, Start or Archive calls.

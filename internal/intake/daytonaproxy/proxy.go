@@ -46,7 +46,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/tether-run/tether/internal/intake"
@@ -95,86 +94,32 @@ type Proxy struct {
 	MaxCreateBody   int64         // default apiproxy.DefaultMaxCreateBody (Daytona's own limit is smaller)
 	MaxCreateAnswer int64         // default apiproxy.DefaultMaxCreateAnswer
 
-	once    sync.Once
-	initErr error
-	core    *apiproxy.Proxy
+	// Front is the listener's side (URL, ShownURL, Serve, Close, Actor),
+	// built by Listen.
+	apiproxy.Front
+	core *apiproxy.Proxy
 }
 
-func (p *Proxy) init() error {
-	p.once.Do(func() {
-		if p.Upstream == "" {
-			p.Upstream = daytona.DefaultAPIURL
-		}
-		p.core, p.initErr = apiproxy.New(apiproxy.Config{
-			Intake: p.Intake, API: daytonaAPI{}, Name: "Daytona", KeyEnv: daytona.EnvAPIKey,
-			Upstream: p.Upstream, Handler: http.HandlerFunc(p.route), Transport: p.Transport,
-			CreateTimeout: p.CreateTimeout, MaxCreateBody: p.MaxCreateBody, MaxCreateAnswer: p.MaxCreateAnswer,
-		})
-		if p.initErr == nil {
-			p.Intake = p.core.Intake
-		}
+// Listen builds the proxy from its settings, the first time only, and
+// opens its listener on addr (loopback; port 0 picks one). The child's
+// DAYTONA_API_URL is URL(l): the proxy's address, the run's secret and the
+// upstream's path (e.g. http://127.0.0.1:41234/<secret>/api).
+func (p *Proxy) Listen(addr string) (net.Listener, error) { return p.Open(addr, p.build) }
+
+func (p *Proxy) build() (*apiproxy.Proxy, error) {
+	if p.Upstream == "" {
+		p.Upstream = daytona.DefaultAPIURL
+	}
+	core, err := apiproxy.New(apiproxy.Config{
+		Intake: p.Intake, API: daytonaAPI{}, Name: "Daytona", KeyEnv: daytona.EnvAPIKey,
+		Upstream: p.Upstream, Handler: http.HandlerFunc(p.route), Transport: p.Transport,
+		CreateTimeout: p.CreateTimeout, MaxCreateBody: p.MaxCreateBody, MaxCreateAnswer: p.MaxCreateAnswer,
 	})
-	return p.initErr
-}
-
-// Listen opens the proxy's listener on addr (loopback; port 0 picks one).
-func (p *Proxy) Listen(addr string) (net.Listener, error) {
-	if err := p.init(); err != nil {
+	if err != nil {
 		return nil, err
 	}
-	return p.core.Listen(addr)
-}
-
-// URL is the API URL the child gets as DAYTONA_API_URL for listener l: the
-// proxy's address, the run's secret and the upstream's path (e.g.
-// http://127.0.0.1:41234/<secret>/api; apiproxy.Proxy.URL).
-func (p *Proxy) URL(l net.Listener) string {
-	if p.init() != nil {
-		return ""
-	}
-	return p.core.URL(l)
-}
-
-// ShownURL is URL without the secret, for logs and messages.
-func (p *Proxy) ShownURL(l net.Listener) string {
-	if p.init() != nil {
-		return ""
-	}
-	return p.core.ShownURL(l)
-}
-
-// Serve answers requests on l until Close. It returns nil after Close.
-func (p *Proxy) Serve(l net.Listener) error {
-	if err := p.init(); err != nil {
-		return err
-	}
-	return p.core.Serve(l)
-}
-
-// Close stops serving at once (apiproxy.Proxy.Close); creates still
-// waiting for Daytona go on, and the drain finds their sandboxes by name.
-func (p *Proxy) Close() error {
-	if err := p.init(); err != nil {
-		return nil
-	}
-	return p.core.Close()
-}
-
-// Actor is the proxy as an oklog/run actor on listener l. The interrupt
-// never blocks.
-func (p *Proxy) Actor(l net.Listener) (execute func() error, interrupt func(error)) {
-	return func() error { return p.Serve(l) },
-		func(error) { p.Close() }
-}
-
-// ServeHTTP answers one request as the proxy does (refused without the
-// run's secret, apiproxy.Proxy.ServeHTTP).
-func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if err := p.init(); err != nil {
-		writeError(w, http.StatusBadGateway, err.Error())
-		return
-	}
-	p.core.ServeHTTP(w, r)
+	p.core, p.Intake = core, core.Intake
+	return core, nil
 }
 
 // route routes, as Daytona's router would (classify), a create and a

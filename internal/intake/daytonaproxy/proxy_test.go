@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -225,7 +226,7 @@ func TestCreateWithoutNameIsNamedLabelledBackstoppedAndJournaled(t *testing.T) {
 		t.Errorf("sandbox name %q, want %q", rec.Name, in.Name)
 	}
 	want := map[string]string{"team": "a", "scope": "unit", spool.LabelOwner: w.j.Owner(), spool.LabelIntent: in.ID}
-	if !sameLabels(rec.Labels, want) {
+	if !maps.Equal(rec.Labels, want) {
 		t.Errorf("sandbox labels %v, want %v", rec.Labels, want)
 	}
 	if rec.AutoStopInterval != backstop {
@@ -254,7 +255,7 @@ func TestRunnersOwnNameAndLabelsAreKeptBesideTethers(t *testing.T) {
 	}
 	rec, _ := w.sim.Sandbox(sb.GetId())
 	want := map[string]string{"team": "b", "job": "42", "scope": "unit", spool.LabelOwner: w.j.Owner(), spool.LabelIntent: in.ID}
-	if rec.Name != "agent-box-7" || !sameLabels(rec.Labels, want) {
+	if rec.Name != "agent-box-7" || !maps.Equal(rec.Labels, want) {
 		t.Errorf("sandbox %q labels %v, want agent-box-7 with %v", rec.Name, rec.Labels, want)
 	}
 	if rec.AutoStopInterval != 30 {
@@ -461,7 +462,7 @@ func TestDeclaredCreatePassesUntouched(t *testing.T) {
 		t.Fatalf("journal %+v: want only the declared intent, as it was", got)
 	}
 	rec, _ := w.sim.Sandbox(sb.GetId())
-	if rec.Name != in.Name || !sameLabels(rec.Labels, in.Labels) || rec.AutoStopInterval != 0 {
+	if rec.Name != in.Name || !maps.Equal(rec.Labels, in.Labels) || rec.AutoStopInterval != 0 {
 		t.Errorf("declared create changed: name %q labels %v auto-stop %d", rec.Name, rec.Labels, rec.AutoStopInterval)
 	}
 }
@@ -515,18 +516,6 @@ func TestUpstreamDownIsAConnectionError(t *testing.T) {
 func isConnError(err error) bool {
 	var op *net.OpError
 	return errors.As(err, &op) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)
-}
-
-func sameLabels(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if bv, ok := b[k]; !ok || bv != v {
-			return false
-		}
-	}
-	return true
 }
 
 // Close (the actor's interrupt) returns at once even while a create waits

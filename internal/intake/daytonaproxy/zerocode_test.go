@@ -90,7 +90,7 @@ func TestLabelReplacementKeepsTethersLabels(t *testing.T) {
 	if !ours(rec, in) || rec.Labels["team"] != "b" || rec.Labels["new"] != "1" || len(rec.Labels) != len(in.Labels)+2 {
 		t.Fatalf("labels after the runner's replacement: %v, want the runner's and %v", rec.Labels, in.Labels)
 	}
-	if !sameLabels(got.GetLabels(), rec.Labels) {
+	if !maps.Equal(got.GetLabels(), rec.Labels) {
 		t.Errorf("the runner's answer %v is not Daytona's %v", got.GetLabels(), rec.Labels)
 	}
 	// A replacement that tries to remove or spoof tether's labels.
@@ -112,7 +112,7 @@ func TestLabelReplacementKeepsTethersLabels(t *testing.T) {
 	if _, _, err := c.SandboxAPI.ReplaceLabels(ctx(t), other.ID).SandboxLabels(*apiclient.NewSandboxLabels(map[string]string{"b": "2"})).Execute(); err != nil {
 		t.Fatal(err)
 	}
-	if rec, _ := w.sim.Sandbox(other.ID); !sameLabels(rec.Labels, map[string]string{"b": "2"}) {
+	if rec, _ := w.sim.Sandbox(other.ID); !maps.Equal(rec.Labels, map[string]string{"b": "2"}) {
 		t.Errorf("a sandbox not tether's got labels %v", rec.Labels)
 	}
 	// A reaper that never saw the create (tether restarted) reads it and
@@ -575,7 +575,7 @@ func TestPendingNameAloneIsNotOurs(t *testing.T) {
 	if _, _, err := c.SandboxAPI.SetAutostopInterval(ctx(t), "shared-name", 0).Execute(); err != nil {
 		t.Fatal(err)
 	}
-	if rec, _ := w.sim.Sandbox(other.ID); !sameLabels(rec.Labels, map[string]string{"a": "1"}) || rec.AutoStopInterval != 0 {
+	if rec, _ := w.sim.Sandbox(other.ID); !maps.Equal(rec.Labels, map[string]string{"a": "1"}) || rec.AutoStopInterval != 0 {
 		t.Errorf("a sandbox never proved tether's got labels %v, auto-stop %d", rec.Labels, rec.AutoStopInterval)
 	}
 }

@@ -48,7 +48,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/tether-run/tether/internal/intake"
@@ -89,77 +88,28 @@ type Proxy struct {
 
 	CreateTimeout time.Duration // default apiproxy.DefaultCreateTimeout
 
-	once    sync.Once
-	initErr error
-	core    *apiproxy.Proxy
+	// Front is the listener's side (URL, ShownURL, Serve, Close, Actor),
+	// built by Listen.
+	apiproxy.Front
+	core *apiproxy.Proxy
 }
 
-func (p *Proxy) init() error {
-	p.once.Do(func() {
-		p.core, p.initErr = apiproxy.New(apiproxy.Config{
-			Intake: p.Intake, API: e2bAPI{}, Name: "E2B", KeyEnv: e2b.EnvAPIKey,
-			Upstream: p.Upstream, Handler: http.HandlerFunc(p.route), Transport: p.Transport,
-			CreateTimeout: p.CreateTimeout,
-		})
-		if p.initErr == nil {
-			p.Intake = p.core.Intake
-		}
+// Listen builds the proxy from its settings, the first time only, and
+// opens its listener on addr (loopback; port 0 picks one). The child's
+// E2B_API_URL is URL(l); it carries the run's secret.
+func (p *Proxy) Listen(addr string) (net.Listener, error) { return p.Open(addr, p.build) }
+
+func (p *Proxy) build() (*apiproxy.Proxy, error) {
+	core, err := apiproxy.New(apiproxy.Config{
+		Intake: p.Intake, API: e2bAPI{}, Name: "E2B", KeyEnv: e2b.EnvAPIKey,
+		Upstream: p.Upstream, Handler: http.HandlerFunc(p.route), Transport: p.Transport,
+		CreateTimeout: p.CreateTimeout,
 	})
-	return p.initErr
-}
-
-// Listen opens the proxy's listener on addr (loopback; port 0 picks one).
-func (p *Proxy) Listen(addr string) (net.Listener, error) {
-	if err := p.init(); err != nil {
+	if err != nil {
 		return nil, err
 	}
-	return p.core.Listen(addr)
-}
-
-// URL is the API URL the child gets as E2B_API_URL for listener l; it
-// carries the run's secret (apiproxy.Proxy.URL).
-func (p *Proxy) URL(l net.Listener) string {
-	if p.init() != nil {
-		return ""
-	}
-	return p.core.URL(l)
-}
-
-// ShownURL is URL without the secret, for logs.
-func (p *Proxy) ShownURL(l net.Listener) string {
-	if p.init() != nil {
-		return ""
-	}
-	return p.core.ShownURL(l)
-}
-
-// Close stops serving at once; creates still waiting for E2B go on.
-func (p *Proxy) Close() error {
-	if err := p.init(); err != nil {
-		return nil
-	}
-	return p.core.Close()
-}
-
-// Actor is the proxy as an oklog/run actor on listener l. The interrupt
-// never blocks.
-func (p *Proxy) Actor(l net.Listener) (execute func() error, interrupt func(error)) {
-	return func() error {
-			if err := p.init(); err != nil {
-				return err
-			}
-			return p.core.Serve(l)
-		},
-		func(error) { p.Close() }
-}
-
-// ServeHTTP answers one request as the proxy does.
-func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if err := p.init(); err != nil {
-		writeError(w, http.StatusBadGateway, err.Error())
-		return
-	}
-	p.route(w, r)
+	p.core, p.Intake = core, core.Intake
+	return core, nil
 }
 
 // route sends POST /sandboxes to the create, DELETE /sandboxes/{id} to

@@ -114,22 +114,8 @@ func BenchmarkIntentAck(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer j.Close()
-			s := &Server{Intake: &intake.Intake{Journal: j}}
-			// The socket stays off the measured disk (which may be a FUSE
-			// mount, see testdata/slowfs): only the journal is measured.
-			sockDir, err := os.MkdirTemp("", "tsock")
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer os.RemoveAll(sockDir)
-			sock := filepath.Join(sockDir, "t.sock")
-			l, err := s.Listen(sock)
-			if err != nil {
-				b.Fatal(err)
-			}
-			go s.Serve(l)
-			defer s.Close()
-			c := client.New(sock)
+			c, stop := serveBench(b, j)
+			defer stop()
 			// Warm the connections so dialing is not measured.
 			var wg sync.WaitGroup
 			for i := 0; i < clients; i++ {
@@ -178,5 +164,28 @@ func BenchmarkIntentAck(b *testing.B) {
 			b.ReportMetric(rate/fsyncPerSec, "x-fsync")
 			b.ReportMetric(p99/fsyncMs, "p99/fsync")
 		})
+	}
+}
+
+// serveBench serves the intent API over j and returns a client of it, and
+// stop. The socket stays off the measured disk (which may be a FUSE mount,
+// see testdata/slowfs): only the journal is measured.
+func serveBench(b *testing.B, j *spool.Journal) (c *client.Client, stop func()) {
+	b.Helper()
+	s := &Server{Intake: &intake.Intake{Journal: j}}
+	sockDir, err := os.MkdirTemp("", "tsock")
+	if err != nil {
+		b.Fatal(err)
+	}
+	sock := filepath.Join(sockDir, "t.sock")
+	l, err := s.Listen(sock)
+	if err != nil {
+		os.RemoveAll(sockDir)
+		b.Fatal(err)
+	}
+	go s.Serve(l)
+	return client.New(sock), func() {
+		s.Close()
+		os.RemoveAll(sockDir)
 	}
 }

@@ -4,16 +4,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"github.com/tether-run/tether/intentapi"
-	"github.com/tether-run/tether/intentapi/client"
 	"net/http"
 	"net/url"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/tether-run/tether/internal/intake"
 	"github.com/tether-run/tether/spool"
 )
 
@@ -136,20 +133,8 @@ func BenchmarkListPage(b *testing.B) {
 			mid = in.ID
 		}
 	}
-	s := &Server{Intake: &intake.Intake{Journal: j}}
-	sockDir, err := os.MkdirTemp("", "tsock")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer os.RemoveAll(sockDir)
-	sock := filepath.Join(sockDir, "t.sock")
-	l, err := s.Listen(sock)
-	if err != nil {
-		b.Fatal(err)
-	}
-	go s.Serve(l)
-	defer s.Close()
-	c := client.New(sock)
+	c, stop := serveBench(b, j)
+	defer stop()
 	for _, bc := range []struct {
 		name string
 		q    intentapi.ListQuery

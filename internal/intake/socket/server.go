@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -455,12 +456,33 @@ func pathID(w http.ResponseWriter, r *http.Request) (string, bool) {
 	return id, true
 }
 
+// pathAndBody reads the intent id of the path (pathID) and the body, with
+// decode; false when it answered an error instead.
+func pathAndBody[T any](w http.ResponseWriter, r *http.Request, decode func(io.Reader) (T, error)) (string, T, bool) {
+	var req T
+	id, ok := pathID(w, r)
+	if !ok {
+		return "", req, false
+	}
+	req, err := decode(r.Body)
+	if err != nil {
+		badRequest(w, err)
+		return "", req, false
+	}
+	return id, req, true
+}
+
 func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 	id, ok := pathID(w, r)
 	if !ok {
 		return
 	}
 	in, err := s.Journal.Get(id)
+	s.answer(w, in, err)
+}
+
+// answer answers with the intent a journal call returned, or its error.
+func (s *Server) answer(w http.ResponseWriter, in spool.Intent, err error) {
 	if err != nil {
 		s.journalError(w, err)
 		return
@@ -469,13 +491,8 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) observe(w http.ResponseWriter, r *http.Request) {
-	id, ok := pathID(w, r)
+	id, req, ok := pathAndBody(w, r, DecodeObserveRequest)
 	if !ok {
-		return
-	}
-	req, err := DecodeObserveRequest(r.Body)
-	if err != nil {
-		badRequest(w, err)
 		return
 	}
 	c, err := s.Journal.PrepareObserve(id, req.SandboxID)
@@ -494,21 +511,12 @@ func (s *Server) observe(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) release(w http.ResponseWriter, r *http.Request) {
-	id, ok := pathID(w, r)
+	id, req, ok := pathAndBody(w, r, DecodeReleaseRequest)
 	if !ok {
 		return
 	}
-	req, err := DecodeReleaseRequest(r.Body)
-	if err != nil {
-		badRequest(w, err)
-		return
-	}
 	in, err := s.Journal.Release(id, req.Outcome)
-	if err != nil {
-		s.journalError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, intentapi.View(in))
+	s.answer(w, in, err)
 }
 
 func (s *Server) delete(w http.ResponseWriter, r *http.Request) {

@@ -1,12 +1,11 @@
 package daytonatest
 
 import (
-	"fmt"
 	"math/rand/v2"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
+
+	"github.com/tether-run/tether/provider/internal/simtest"
 )
 
 // Route names, as counted by Calls and targeted by Inject and Faults.Routes.
@@ -137,9 +136,7 @@ func (s *Server) setFaultsLocked(f Faults) {
 func (s *Server) Inject(route string, n int, f Scripted) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for range n {
-		s.scripted[route] = append(s.scripted[route], f)
-	}
+	s.scripted.Push(route, n, f)
 }
 
 // FailNext makes the next n calls of route answer status without effect.
@@ -166,9 +163,7 @@ var setterRoutes = []string{RouteAutoStop, RouteAutoArchive, RouteAutoDelete, Ro
 // random values for every call, so that a seed gives the same sequence.
 func (s *Server) decideLocked(route string) decision {
 	var d decision
-	if q := s.scripted[route]; len(q) > 0 {
-		f := q[0]
-		s.scripted[route] = q[1:]
+	if f, ok := s.scripted.Pop(route); ok {
 		switch {
 		case f.FailStart:
 			d.failStart = true
@@ -233,138 +228,31 @@ func (s *Server) decideLocked(route string) decision {
 //	starting=1s       time a new sandbox stays starting (409 to delete/stop)
 //	list-lag=1s       list shows the world this long ago
 //	routes=get+delete limit latency/5xx/429/hang to these routes
-func ParseFaults(spec string) (Faults, error) {
-	var f Faults
-	for _, part := range strings.Split(spec, ",") {
-		part = strings.TrimSpace(part)
-		if part == "" {
-			continue
-		}
-		key, val, ok := strings.Cut(part, "=")
-		if !ok {
-			return Faults{}, fmt.Errorf("fault %q: want key=value", part)
-		}
-		key, val = strings.TrimSpace(key), strings.TrimSpace(val)
-		var err error
-		switch key {
-		case "seed":
-			f.Seed, err = strconv.ParseInt(val, 10, 64)
-		case "latency":
-			f.Latency, err = parseDuration(val)
-		case "5xx":
-			f.Rate5xx, err = parseRate(val)
-		case "429":
-			f.Rate429, err = parseRate(val)
-		case "retry-after":
-			f.RetryAfter, err = parseDuration(val)
-		case "retry-after-date":
-			f.RetryAfterDate, err = strconv.ParseBool(val)
-		case "plain-retry-after":
-			f.PlainRetryAfter, err = strconv.ParseBool(val)
-		case "create-fail-start":
-			f.CreateFailStart, err = parseRate(val)
-		case "404":
-			f.Rate404, err = parseRate(val)
-		case "403":
-			f.Rate403, err = parseRate(val)
-		case "modified":
-			f.RateModified, err = parseRate(val)
-		case "destroy-lag":
-			f.DestroyLag, err = parseDuration(val)
-		case "hang":
-			f.RateHang, err = parseRate(val)
-		case "create-lost":
-			f.CreateLost, err = parseRate(val)
-		case "create-hang":
-			f.CreateHang, err = parseRate(val)
-		case "destroying":
-			f.Destroying, err = parseDuration(val)
-		case "starting":
-			f.Starting, err = parseDuration(val)
-		case "list-lag":
-			f.ListLag, err = parseDuration(val)
-		case "routes":
-			for _, r := range strings.FieldsFunc(val, func(c rune) bool { return c == '+' || c == '|' }) {
-				if !slices.Contains(allRoutes, r) {
-					return Faults{}, fmt.Errorf("fault routes: unknown route %q (want one of %s)", r, strings.Join(allRoutes, ", "))
-				}
-				f.Routes = append(f.Routes, r)
-			}
-		default:
-			return Faults{}, fmt.Errorf("fault %q: unknown key (want seed, latency, 5xx, 429, retry-after, plain-retry-after, retry-after-date, hang, create-lost, create-hang, create-fail-start, 404, 403, modified, destroying, destroy-lag, starting, list-lag, routes)", key)
-		}
-		if err != nil {
-			return Faults{}, fmt.Errorf("fault %s: %w", key, err)
-		}
-	}
-	return f, nil
-}
+func ParseFaults(spec string) (Faults, error) { return simtest.Parse(spec, (*Faults).fields) }
 
 // String renders f in the syntax ParseFaults reads.
-func (f Faults) String() string {
-	var parts []string
-	add := func(k, v string) { parts = append(parts, k+"="+v) }
-	rate := func(k string, r float64) {
-		if r > 0 {
-			add(k, strconv.FormatFloat(r, 'g', -1, 64))
-		}
-	}
-	dur := func(k string, d time.Duration) {
-		if d > 0 {
-			add(k, d.String())
-		}
-	}
-	if f.Seed != 0 {
-		add("seed", strconv.FormatInt(f.Seed, 10))
-	}
-	dur("latency", f.Latency)
-	rate("5xx", f.Rate5xx)
-	rate("429", f.Rate429)
-	dur("retry-after", f.RetryAfter)
-	if f.PlainRetryAfter {
-		add("plain-retry-after", "true")
-	}
-	if f.RetryAfterDate {
-		add("retry-after-date", "true")
-	}
-	rate("hang", f.RateHang)
-	rate("create-lost", f.CreateLost)
-	rate("create-hang", f.CreateHang)
-	rate("create-fail-start", f.CreateFailStart)
-	rate("404", f.Rate404)
-	rate("403", f.Rate403)
-	rate("modified", f.RateModified)
-	dur("destroying", f.Destroying)
-	dur("destroy-lag", f.DestroyLag)
-	dur("starting", f.Starting)
-	dur("list-lag", f.ListLag)
-	if len(f.Routes) > 0 {
-		add("routes", strings.Join(f.Routes, "+"))
-	}
-	return strings.Join(parts, ",")
+func (f Faults) String() string { return simtest.FormatSpec(f.fields()) }
+
+// fields are the keys of the spec, in the order String writes them.
+func (f *Faults) fields() []simtest.Field {
+	basic := simtest.Basic{Seed: &f.Seed, Latency: &f.Latency, Rate5xx: &f.Rate5xx, Rate429: &f.Rate429, RetryAfter: &f.RetryAfter}
+	return basic.Fields(
+		simtest.Flag("plain-retry-after", &f.PlainRetryAfter),
+		simtest.Flag("retry-after-date", &f.RetryAfterDate),
+		simtest.Rate("hang", &f.RateHang),
+		simtest.Rate("create-lost", &f.CreateLost),
+		simtest.Rate("create-hang", &f.CreateHang),
+		simtest.Rate("create-fail-start", &f.CreateFailStart),
+		simtest.Rate("404", &f.Rate404),
+		simtest.Rate("403", &f.Rate403),
+		simtest.Rate("modified", &f.RateModified),
+		simtest.Duration("destroying", &f.Destroying),
+		simtest.Duration("destroy-lag", &f.DestroyLag),
+		simtest.Duration("starting", &f.Starting),
+		simtest.Duration("list-lag", &f.ListLag),
+		simtest.Routes("routes", &f.Routes, allRoutes),
+	)
 }
 
 var allRoutes = []string{RouteCreate, RouteList, RouteGet, RouteDelete, RouteStart, RouteStop,
 	RouteAutoStop, RouteAutoArchive, RouteAutoDelete, RouteLabels, RouteFork, RouteArchive}
-
-func parseRate(s string) (float64, error) {
-	r, err := strconv.ParseFloat(s, 64)
-	if err != nil {
-		return 0, err
-	}
-	if r < 0 || r > 1 {
-		return 0, fmt.Errorf("rate %v out of range [0,1]", r)
-	}
-	return r, nil
-}
-
-func parseDuration(s string) (time.Duration, error) {
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		return 0, err
-	}
-	if d < 0 {
-		return 0, fmt.Errorf("negative duration %s", s)
-	}
-	return d, nil
-}

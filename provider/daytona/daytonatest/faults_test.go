@@ -33,6 +33,7 @@ func TestParseFaults(t *testing.T) {
 		{spec: "bogus=1", wantErr: "unknown key"},
 		{spec: "429=1.5", wantErr: "out of range"},
 		{spec: "5xx=-0.1", wantErr: "out of range"},
+		{spec: "hang=NaN", wantErr: "out of range"},
 		{spec: "latency=fast", wantErr: "latency"},
 		{spec: "destroying=-1s", wantErr: "negative"},
 		{spec: "seed=x", wantErr: "seed"},

@@ -126,7 +126,20 @@ func (s *Server) announceLocked(who, throttler string, until time.Time) {
 // (throttler.guard.ts handleRequest, v6: a request past the limit blocks the
 // tracker for the block duration, which Daytona leaves at the window length).
 func (s *Server) countLocked(who, throttler string, q Quota, now time.Time) (refused bool, remaining int, seconds int) {
-	k := throttleKey(who, throttler)
+	w := s.hitLocked(throttleKey(who, throttler), q, now)
+	if now.Before(w.blockedUntil) {
+		return true, 0, ceilSeconds(w.blockedUntil.Sub(now))
+	}
+	if w.hits > q.Limit {
+		w.blockedUntil = now.Add(q.Window)
+		return true, 0, ceilSeconds(q.Window)
+	}
+	return false, max(0, q.Limit-w.hits), ceilSeconds(w.expires.Sub(now))
+}
+
+// hitLocked counts one hit in the window of tracker key k, which starts
+// over, q.Window long, when the last one has expired.
+func (s *Server) hitLocked(k string, q Quota, now time.Time) *window {
 	w := s.windows[k]
 	if w == nil {
 		w = &window{}
@@ -136,14 +149,7 @@ func (s *Server) countLocked(who, throttler string, q Quota, now time.Time) (ref
 		w.hits, w.expires = 0, now.Add(q.Window)
 	}
 	w.hits++
-	if now.Before(w.blockedUntil) {
-		return true, 0, ceilSeconds(w.blockedUntil.Sub(now))
-	}
-	if w.hits > q.Limit {
-		w.blockedUntil = now.Add(q.Window)
-		return true, 0, ceilSeconds(q.Window)
-	}
-	return false, max(0, q.Limit-w.hits), ceilSeconds(w.expires.Sub(now))
+	return w
 }
 
 func ceilSeconds(d time.Duration) int { return int(math.Ceil(d.Seconds())) }
@@ -183,16 +189,7 @@ func (s *Server) failedAuthLocked(addr string, now time.Time) (bool, int) {
 	if q.Limit <= 0 || q.Window <= 0 {
 		return false, 0
 	}
-	k := throttleKey(addr, ThrottlerFailedAuth)
-	w := s.windows[k]
-	if w == nil {
-		w = &window{}
-		s.windows[k] = w
-	}
-	if !now.Before(w.expires) {
-		w.hits, w.expires = 0, now.Add(q.Window)
-	}
-	w.hits++
+	w := s.hitLocked(throttleKey(addr, ThrottlerFailedAuth), q, now)
 	if w.hits >= q.Limit {
 		w.blockedUntil = now.Add(q.Window)
 		return true, ceilSeconds(q.Window)

@@ -80,21 +80,16 @@ func (s *Server) serve(mux *http.ServeMux, w http.ResponseWriter, r *http.Reques
 	}
 
 	s.mu.Lock()
-	s.calls[route]++
-	if target := pathTarget(r.URL.Path); target != "" && route != RouteUnknown {
-		if s.targets[target] == nil {
-			s.targets[target] = map[string]int{}
-		}
-		s.targets[target][route]++
+	target := pathTarget(r.URL.Path)
+	if route == RouteUnknown {
+		target = ""
 	}
+	s.calls.Add(route, target)
 	d := s.decideLocked(route)
 	faults := s.faults
 	s.mu.Unlock()
 
-	if !s.wait(r.Context(), d.latency) {
-		if r.Context().Err() == nil {
-			abort() // the server closed
-		}
+	if !s.wait(r, d.latency) {
 		return
 	}
 	// A scripted or seeded failure, answered at the stage where the real
@@ -345,18 +340,14 @@ func (s *Server) authenticate(r *http.Request) (string, int, []string) {
 	return "", http.StatusUnauthorized, nil
 }
 
-// wait sleeps for d unless the request or the server ends first.
-func (s *Server) wait(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
+// wait sleeps for d; false when the client hung up first. A server that
+// closes first drops the connection (abort).
+func (s *Server) wait(r *http.Request, d time.Duration) bool {
+	if s.host.Wait(r.Context(), d) {
 		return true
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-	case <-s.closed:
+	if r.Context().Err() == nil {
+		abort() // the server closed
 	}
 	return false
 }
@@ -365,7 +356,7 @@ func (s *Server) wait(ctx context.Context, d time.Duration) bool {
 func (s *Server) hang(ctx context.Context) {
 	select {
 	case <-ctx.Done():
-	case <-s.closed:
+	case <-s.host.Closed():
 		abort()
 	}
 }
@@ -532,15 +523,11 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	if known {
 		wait = min(wait, untilStarted)
 	}
-	if !s.wait(r.Context(), wait) {
-		if r.Context().Err() == nil {
-			abort() // the server closed
-		}
+	if !s.wait(r, wait) {
 		return
 	}
 	s.mu.Lock()
-	rec = s.sandboxes[id]
-	rec.advance(s.now())
+	rec, _ = s.sandboxes.At(id, s.now())
 	failed, reason := rec.state == stateError, rec.errorReason
 	s.mu.Unlock()
 	if failed {
@@ -624,8 +611,8 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		// Forks not deleted yet keep their parent (:2020-2029).
-		for _, id := range s.order {
-			if c := s.sandboxes[id]; c.parent == rec.id && c.desiredState != stateDestroyed {
+		for c := range s.sandboxes.All() {
+			if c.parent == rec.id && c.desiredState != stateDestroyed {
 				writeError(w, r, http.StatusBadRequest, "Cannot delete sandbox which has active fork children. The forks must be deleted first.")
 				return
 			}
@@ -724,15 +711,11 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request) {
 	id := rec.id
 	s.mu.Unlock()
 	if wait > 0 {
-		if !s.wait(r.Context(), wait) {
-			if r.Context().Err() == nil {
-				abort() // the server closed
-			}
+		if !s.wait(r, wait) {
 			return
 		}
 		s.mu.Lock()
-		rec = s.sandboxes[id]
-		rec.advance(s.now())
+		rec, _ = s.sandboxes.At(id, s.now())
 		out = rec.clone().sandboxJSON()
 		failed := rec.state == stateError
 		s.mu.Unlock()

@@ -157,9 +157,9 @@ func (r *record) viewAt(t time.Time) (view, bool) {
 	return view{}, false
 }
 
-// advance applies every state change due by now, in order, and with
+// Advance applies every state change due by now, in order, and with
 // WithMinute the lifecycle timers that fall between them (timers.go).
-func (r *record) advance(now time.Time) {
+func (r *record) Advance(now time.Time) {
 	for {
 		at, fire := r.srv.nextTimer(r, now)
 		if !r.held && len(r.steps) > 0 && !r.steps[0].at.After(now) && (fire == nil || !r.steps[0].at.After(at)) {
@@ -284,7 +284,7 @@ func (r *record) delayOf(state string) time.Duration {
 	return 0
 }
 
-func (r *record) export() Sandbox {
+func (r *record) Export() Sandbox {
 	return Sandbox{
 		ID: r.id, Org: r.org, Name: r.name,
 		State: r.state, DesiredState: r.desiredState,

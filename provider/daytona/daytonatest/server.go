@@ -68,10 +68,10 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
-	"net/http/httptest"
-	"sort"
 	"sync"
 	"time"
+
+	"github.com/tether-run/tether/provider/internal/simtest"
 )
 
 // Default key and organization every new server accepts.
@@ -100,23 +100,18 @@ type Server struct {
 	// server made with NewUnstartedServer until Start.
 	URL string
 
-	hs      *httptest.Server
-	handler http.Handler
-	closed  chan struct{}
-	once    sync.Once
+	host *simtest.Host
 
 	mu        sync.Mutex
-	keys      map[string]string         // API key → organization
-	perms     map[string][]string       // API key → its permissions; none listed: all
-	jwts      map[string][]string       // JWT → organizations it may act in
-	sandboxes map[string]*record        // by id, across organizations
-	order     []string                  // ids in creation order, for stable listing
-	calls     map[string]int            // by route name
-	targets   map[string]map[string]int // by {idOrName} in the path, then route
+	keys      map[string]string               // API key → organization
+	perms     map[string][]string             // API key → its permissions; none listed: all
+	jwts      map[string][]string             // JWT → organizations it may act in
+	sandboxes simtest.Store[*record, Sandbox] // by id, across organizations, in creation order
+	calls     simtest.Calls                   // by route name, and by {idOrName} in the path
 	faults    Faults
 	rng       *rand.Rand
-	scripted  map[string][]Scripted // by route name
-	seq       uint64                // tie-break for equal creation times
+	scripted  simtest.Script[Scripted] // by route name
+	seq       uint64                   // tie-break for equal creation times
 
 	snapshotClass map[string]string // snapshot → sandbox class; absent: container
 
@@ -193,19 +188,14 @@ func NewServer(opts ...Option) *Server {
 // serve it yourself (as `tether demo` does), or Start.
 func NewUnstartedServer(opts ...Option) *Server {
 	s := &Server{
-		closed:        make(chan struct{}),
 		keys:          map[string]string{DefaultKey: DefaultOrg},
 		perms:         map[string][]string{},
-		targets:       map[string]map[string]int{},
 		quotas:        map[string]Quota{},
 		windows:       map[string]*window{},
 		announced:     map[string]time.Time{},
 		refused:       map[string]int{},
 		inWindow:      map[string]int{},
 		jwts:          map[string][]string{},
-		sandboxes:     map[string]*record{},
-		calls:         map[string]int{},
-		scripted:      map[string][]Scripted{},
 		snapshotClass: map[string]string{},
 		createDelay:   DefaultCreateDelay,
 		stopDelay:     DefaultStopDelay,
@@ -217,26 +207,18 @@ func NewUnstartedServer(opts ...Option) *Server {
 	for _, o := range opts {
 		o(s)
 	}
-	s.handler = s.routes()
+	s.host = simtest.NewHost(s.routes())
 	return s
 }
 
 // Start serves the API on a loopback port and sets URL.
-func (s *Server) Start() {
-	s.hs = httptest.NewServer(s.handler)
-	s.URL = s.hs.URL + "/api"
-}
+func (s *Server) Start() { s.URL = s.host.Start() + "/api" }
 
 // Handler serves the API; its paths start with /api.
-func (s *Server) Handler() http.Handler { return s.handler }
+func (s *Server) Handler() http.Handler { return s.host.Handler() }
 
 // Close releases every hung request and stops the server.
-func (s *Server) Close() {
-	s.once.Do(func() { close(s.closed) })
-	if s.hs != nil {
-		s.hs.Close()
-	}
-}
+func (s *Server) Close() { s.host.Close() }
 
 // AddKey lets key act in org. An org needs no other creation.
 func (s *Server) AddKey(key, org string) {
@@ -318,26 +300,14 @@ type Sandbox struct {
 func (s *Server) Sandboxes() []Sandbox {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now := s.now()
-	out := make([]Sandbox, 0, len(s.order))
-	for _, id := range s.order {
-		r := s.sandboxes[id]
-		r.advance(now)
-		out = append(out, r.export())
-	}
-	return out
+	return s.sandboxes.Export(s.now())
 }
 
 // Sandbox returns one sandbox by id, destroyed or not.
 func (s *Server) Sandbox(id string) (Sandbox, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r, ok := s.sandboxes[id]
-	if !ok {
-		return Sandbox{}, false
-	}
-	r.advance(s.now())
-	return r.export(), true
+	return s.sandboxes.ExportOne(id, s.now())
 }
 
 // Calls returns how many requests each route received, by route name
@@ -345,11 +315,7 @@ func (s *Server) Sandbox(id string) (Sandbox, bool) {
 func (s *Server) Calls() map[string]int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make(map[string]int, len(s.calls))
-	for k, v := range s.calls {
-		out[k] = v
-	}
-	return out
+	return s.calls.ByRoute()
 }
 
 // CallsFor returns how many requests named idOrName in their path (GET,
@@ -358,11 +324,7 @@ func (s *Server) Calls() map[string]int {
 func (s *Server) CallsFor(idOrName string) map[string]int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make(map[string]int, len(s.targets[idOrName]))
-	for k, v := range s.targets[idOrName] {
-		out[k] = v
-	}
-	return out
+	return s.calls.For(idOrName)
 }
 
 // SeedSandbox describes a sandbox planted by AddSandbox.
@@ -427,7 +389,7 @@ func (s *Server) AddSandbox(org string, seed SeedSandbox) (Sandbox, error) {
 	r.desiredState = desiredFor(state)
 	r.record(now)
 	s.scheduleNatural(r, now)
-	return r.export(), nil
+	return r.Export(), nil
 }
 
 // Hold puts a sandbox into state now (e.g. "starting" or "destroying") and
@@ -438,12 +400,10 @@ func (s *Server) AddSandbox(org string, seed SeedSandbox) (Sandbox, error) {
 func (s *Server) Hold(id, state string, d time.Duration) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r, ok := s.sandboxes[id]
-	if !ok {
-		return fmt.Errorf("daytonatest: no sandbox %s", id)
+	r, now, err := s.recordLocked(id)
+	if err != nil {
+		return err
 	}
-	now := s.now()
-	r.advance(now)
 	r.state = state
 	r.steps = nil
 	r.held = d <= 0
@@ -459,31 +419,30 @@ func (s *Server) Hold(id, state string, d time.Duration) error {
 func (s *Server) Release(id string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r, ok := s.sandboxes[id]
-	if !ok {
-		return fmt.Errorf("daytonatest: no sandbox %s", id)
+	r, now, err := s.recordLocked(id)
+	if err != nil {
+		return err
 	}
-	now := s.now()
-	r.advance(now)
 	r.held = false
 	s.scheduleNaturalAt(r, now)
-	r.advance(now)
+	r.Advance(now)
 	return nil
+}
+
+// recordLocked finds the sandbox id, advanced to now, for a test's call
+// that names it.
+func (s *Server) recordLocked(id string) (*record, time.Time, error) {
+	now := s.now()
+	r, ok := s.sandboxes.At(id, now)
+	if !ok {
+		return nil, now, fmt.Errorf("daytonatest: no sandbox %s", id)
+	}
+	return r, now, nil
 }
 
 // orgRecordsLocked returns the records of org, advanced to now, in creation order.
 func (s *Server) orgRecordsLocked(org string, now time.Time) []*record {
-	var out []*record
-	for _, id := range s.order {
-		r := s.sandboxes[id]
-		if r.org != org {
-			continue
-		}
-		r.advance(now)
-		out = append(out, r)
-	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].seq < out[j].seq })
-	return out
+	return s.sandboxes.Where(now, func(r *record) bool { return r.org == org })
 }
 
 // byNameLocked finds the sandbox of org with this exact name that is not destroyed.
@@ -501,8 +460,8 @@ func (s *Server) byNameLocked(org, name string, now time.Time) *record {
 // (sandbox.service.ts:1739-1775), and never one deleted in an errored
 // state (:1777-1783).
 func (s *Server) lookupLocked(org, idOrName string, now time.Time) *record {
-	if r, ok := s.sandboxes[idOrName]; ok && r.org == org {
-		r.advance(now)
+	if r, ok := s.sandboxes.Get(idOrName); ok && r.org == org {
+		r.Advance(now)
 		if r.state != stateDestroyed {
 			if r.erroredDeleted() {
 				return nil
@@ -544,8 +503,7 @@ func (s *Server) newRecordLocked(org string, now time.Time) *record {
 		lastActivityAt: now,
 	}, seq: s.seq}
 	r.srv = s
-	s.sandboxes[id] = r
-	s.order = append(s.order, id)
+	s.sandboxes.Add(id, r)
 	return r
 }
 

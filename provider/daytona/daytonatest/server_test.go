@@ -17,6 +17,7 @@ import (
 	apiclient "github.com/daytonaio/daytona/libs/api-client-go"
 
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
+	"github.com/tether-run/tether/provider/internal/apispec"
 )
 
 // pollTimeout bounds every wait for a simulated state change; polls end as
@@ -28,7 +29,7 @@ const pollTimeout = testutil.WaitBound
 type client struct {
 	api *apiclient.APIClient
 	ctx context.Context
-	vt  *validatingTransport
+	vt  *apispec.Transport
 }
 
 func newClient(t *testing.T, s *daytonatest.Server, key string) *client {
@@ -37,7 +38,7 @@ func newClient(t *testing.T, s *daytonatest.Server, key string) *client {
 	cfg := apiclient.NewConfiguration()
 	cfg.Servers = apiclient.ServerConfigurations{{URL: s.URL}}
 	cfg.HTTPClient = &http.Client{Transport: vt}
-	t.Cleanup(func() { vt.check(t) })
+	t.Cleanup(func() { vt.Check(t) })
 	return &client{
 		api: apiclient.NewAPIClient(cfg),
 		ctx: context.WithValue(context.Background(), apiclient.ContextAccessToken, key),
@@ -568,7 +569,7 @@ func TestValidatorCatchesMissingField(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if len(vt.failures) == 0 {
+	if len(vt.Failures()) == 0 {
 		t.Fatal("a Sandbox without its required fields passed validation")
 	}
 }

@@ -93,8 +93,8 @@ func (s *Server) TimerEvents() []TimerEvent {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
-	for _, id := range s.order {
-		s.sandboxes[id].advance(now)
+	for r := range s.sandboxes.All() {
+		r.Advance(now)
 	}
 	return append([]TimerEvent(nil), s.timerLog...)
 }
@@ -259,18 +259,18 @@ func (s *Server) lastActivity(w http.ResponseWriter, r *http.Request) {
 	now := s.now()
 	org, idOrName := orgOf(r), r.PathValue("idOrName")
 	kept := func(rec *record) bool {
-		rec.advance(now)
+		rec.Advance(now)
 		return rec.org == org && (rec.state != stateDestroyed || now.Sub(rec.updatedAt) <= destroyedKept)
 	}
-	if rec, ok := s.sandboxes[idOrName]; ok && kept(rec) {
+	if rec, ok := s.sandboxes.Get(idOrName); ok && kept(rec) {
 		if rec.state != stateDestroyed && !rec.erroredDeleted() {
 			rec.noteActivity(now)
 		}
 		w.WriteHeader(http.StatusCreated)
 		return
 	}
-	for _, id := range s.order {
-		if rec := s.sandboxes[id]; rec.name == idOrName && kept(rec) {
+	for rec := range s.sandboxes.All() {
+		if rec.name == idOrName && kept(rec) {
 			w.WriteHeader(http.StatusCreated)
 			return
 		}

@@ -1,14 +1,14 @@
 package e2btest
 
 import (
-	"fmt"
 	"math"
 	"math/rand/v2"
 	"net/http"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
+
+	"github.com/tether-run/tether/provider/internal/simtest"
 )
 
 // Route names, as counted by Calls and targeted by FailNext and
@@ -116,9 +116,7 @@ func (s *Server) FailNext(route string, status, n int) {
 func (s *Server) Inject(route string, n int, f Scripted) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for range n {
-		s.scripted[route] = append(s.scripted[route], f)
-	}
+	s.scripted.Push(route, n, f)
 }
 
 // decision is what the faults make of one call.
@@ -138,9 +136,7 @@ func (s *Server) decideLocked(route string) decision {
 	if inScope {
 		d.latency = f.Latency
 	}
-	if q := s.scripted[route]; len(q) > 0 {
-		sc := q[0]
-		s.scripted[route] = q[1:]
+	if sc, ok := s.scripted.Pop(route); ok {
 		d.status, d.message, d.retryAfter = sc.Status, sc.Message, sc.RetryAfter
 		return d
 	}
@@ -252,104 +248,21 @@ func retryAfterSeconds(d time.Duration) string {
 //	fork-lost=0.1       share of forks whose answer is lost
 //	kill-fail=0.1       share of kills that fail on the node (500, then 404)
 //	routes=get+kill     limit the faults to these routes
-func ParseFaults(spec string) (Faults, error) {
-	var f Faults
-	for _, part := range strings.Split(spec, ",") {
-		part = strings.TrimSpace(part)
-		if part == "" {
-			continue
-		}
-		key, val, ok := strings.Cut(part, "=")
-		if !ok {
-			return Faults{}, fmt.Errorf("fault %q: want key=value", part)
-		}
-		key, val = strings.TrimSpace(key), strings.TrimSpace(val)
-		var err error
-		switch key {
-		case "seed":
-			f.Seed, err = strconv.ParseInt(val, 10, 64)
-		case "latency":
-			f.Latency, err = parseDuration(val)
-		case "5xx":
-			f.Rate5xx, err = parseRate(val)
-		case "429":
-			f.Rate429, err = parseRate(val)
-		case "retry-after":
-			f.RetryAfter, err = parseDuration(val)
-		case "create-lost":
-			f.RateCreateLost, err = parseRate(val)
-		case "fork-lost":
-			f.RateForkLost, err = parseRate(val)
-		case "kill-fail":
-			f.RateKillFail, err = parseRate(val)
-		case "routes":
-			for _, r := range strings.FieldsFunc(val, func(c rune) bool { return c == '+' || c == '|' }) {
-				if !slices.Contains(allRoutes, r) {
-					return Faults{}, fmt.Errorf("fault routes: unknown route %q (want one of %s)", r, strings.Join(allRoutes, ", "))
-				}
-				f.Routes = append(f.Routes, r)
-			}
-		default:
-			return Faults{}, fmt.Errorf("fault %q: unknown key (want seed, latency, 5xx, 429, retry-after, create-lost, fork-lost, kill-fail, routes)", key)
-		}
-		if err != nil {
-			return Faults{}, fmt.Errorf("fault %s: %w", key, err)
-		}
-	}
-	return f, nil
-}
+func ParseFaults(spec string) (Faults, error) { return simtest.Parse(spec, (*Faults).fields) }
 
 // String renders f in the syntax ParseFaults reads.
-func (f Faults) String() string {
-	var parts []string
-	add := func(k, v string) { parts = append(parts, k+"="+v) }
-	rate := func(k string, r float64) {
-		if r > 0 {
-			add(k, strconv.FormatFloat(r, 'g', -1, 64))
-		}
-	}
-	dur := func(k string, d time.Duration) {
-		if d > 0 {
-			add(k, d.String())
-		}
-	}
-	if f.Seed != 0 {
-		add("seed", strconv.FormatInt(f.Seed, 10))
-	}
-	dur("latency", f.Latency)
-	rate("5xx", f.Rate5xx)
-	rate("429", f.Rate429)
-	dur("retry-after", f.RetryAfter)
-	rate("create-lost", f.RateCreateLost)
-	rate("fork-lost", f.RateForkLost)
-	rate("kill-fail", f.RateKillFail)
-	if len(f.Routes) > 0 {
-		add("routes", strings.Join(f.Routes, "+"))
-	}
-	return strings.Join(parts, ",")
+func (f Faults) String() string { return simtest.FormatSpec(f.fields()) }
+
+// fields are the keys of the spec, in the order String writes them.
+func (f *Faults) fields() []simtest.Field {
+	basic := simtest.Basic{Seed: &f.Seed, Latency: &f.Latency, Rate5xx: &f.Rate5xx, Rate429: &f.Rate429, RetryAfter: &f.RetryAfter}
+	return basic.Fields(
+		simtest.Rate("create-lost", &f.RateCreateLost),
+		simtest.Rate("fork-lost", &f.RateForkLost),
+		simtest.Rate("kill-fail", &f.RateKillFail),
+		simtest.Routes("routes", &f.Routes, allRoutes),
+	)
 }
 
 var allRoutes = []string{RouteCreate, RouteList, RouteGet, RouteKill, RoutePause, RouteResume,
 	RouteConnect, RouteTimeout, RouteRefresh, RouteFork}
-
-func parseRate(s string) (float64, error) {
-	r, err := strconv.ParseFloat(s, 64)
-	if err != nil {
-		return 0, err
-	}
-	if !(r >= 0 && r <= 1) {
-		return 0, fmt.Errorf("rate %v out of range [0,1]", r)
-	}
-	return r, nil
-}
-
-func parseDuration(s string) (time.Duration, error) {
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		return 0, err
-	}
-	if d < 0 {
-		return 0, fmt.Errorf("negative duration %s", s)
-	}
-	return d, nil
-}

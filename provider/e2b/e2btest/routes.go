@@ -1,6 +1,7 @@
 package e2btest
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -31,7 +32,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("POST /sandboxes/{sandboxID}/fork", s.route(RouteFork, s.fork))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
-		s.calls[RouteUnknown]++
+		s.calls.Add(RouteUnknown, "")
 		s.mu.Unlock()
 		writeError(w, http.StatusNotFound, "Not found")
 	})
@@ -45,13 +46,7 @@ func (s *Server) routes() http.Handler {
 func (s *Server) route(name string, h func(http.ResponseWriter, *http.Request, *call)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
-		s.calls[name]++
-		if id := r.PathValue("sandboxID"); id != "" {
-			if s.targets[id] == nil {
-				s.targets[id] = map[string]int{}
-			}
-			s.targets[id][name]++
-		}
+		s.calls.Add(name, r.PathValue("sandboxID"))
 		d := s.decideLocked(name)
 		s.mu.Unlock()
 		if d.latency > 0 && !s.wait(r, d.latency) {
@@ -126,18 +121,7 @@ func (s *Server) authenticate(r *http.Request, c *call) (int, string) {
 
 // wait sleeps d of real time; false when the client or the server went
 // away first.
-func (s *Server) wait(r *http.Request, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-r.Context().Done():
-		return false
-	case <-s.closed:
-		return false
-	}
-}
+func (s *Server) wait(r *http.Request, d time.Duration) bool { return s.host.Wait(r.Context(), d) }
 
 // errorJSON is the Error schema, every error's body
 // (packages/shared/pkg/apierrors/apierrors.go:26-41).
@@ -178,6 +162,28 @@ func shortID(w http.ResponseWriter, r *http.Request) (string, bool) {
 	return parts[0], true
 }
 
+// sandboxBody reads the {sandboxID} of the path (shortID), then the JSON
+// body into v (decodeBody); false when it answered an error instead.
+func sandboxBody(w http.ResponseWriter, r *http.Request, v any, optional bool) (string, bool) {
+	id, ok := shortID(w, r)
+	if !ok {
+		return "", false
+	}
+	return id, decodeBody(w, r, v, optional)
+}
+
+// sandboxTimeout is sandboxBody with an optional body, and the timeout
+// that body gave at *raw (parseTimeout), for a call that starts a sandbox
+// (resume, fork).
+func sandboxTimeout(w http.ResponseWriter, r *http.Request, c *call, v any, raw **int32) (string, time.Duration, bool) {
+	id, ok := sandboxBody(w, r, v, true)
+	if !ok {
+		return "", 0, false
+	}
+	timeout, ok := parseTimeout(w, *raw, c.limits.MaxLengthHours)
+	return id, timeout, ok
+}
+
 // decodeBody parses a JSON body; an empty body is allowed when optional.
 // Failures answer 400 "Error when parsing request: ..."
 // (handlers/sandbox_create.go:76-83).
@@ -201,19 +207,39 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any, optional bool) bo
 
 // parseTimeout is validateAndParseTimeout (handlers/timeout_helper.go:18-39):
 // none is the server's default, 15 s; 0 or less is refused; more than the
-// team's maximum length is refused.
-func parseTimeout(raw *int32, maxHours int) (time.Duration, string) {
+// team's maximum length is refused (400, and false).
+func parseTimeout(w http.ResponseWriter, raw *int32, maxHours int) (time.Duration, bool) {
 	if raw == nil {
-		return ServerDefaultTimeout, ""
-	}
-	if *raw <= 0 {
-		return 0, "Timeout must be greater than 0"
+		return ServerDefaultTimeout, true
 	}
 	t := time.Duration(*raw) * time.Second
-	if t > time.Duration(maxHours)*time.Hour {
-		return 0, fmt.Sprintf("Timeout cannot be greater than %d hours", maxHours)
+	switch {
+	case *raw <= 0:
+		writeError(w, http.StatusBadRequest, "Timeout must be greater than 0")
+	case t > time.Duration(maxHours)*time.Hour:
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("Timeout cannot be greater than %d hours", maxHours))
+	default:
+		return t, true
 	}
-	return t, ""
+	return 0, false
+}
+
+// missing: rec answers 404 to every call, as a sandbox that never
+// existed, another team's (nil), one in flight or one killed.
+func missing(rec *record) bool {
+	return rec == nil || rec.state == StateCreating || rec.state == StateKilled
+}
+
+// reachableLocked finds the team's sandbox id, advanced to now, for a
+// call that acts on it (pause, resume, fork): one that is missing or being
+// killed answers 404, and nil.
+func (s *Server) reachableLocked(w http.ResponseWriter, c *call, id string, now time.Time) *record {
+	rec := s.lookupLocked(c.team, id, now)
+	if missing(rec) || rec.state == StateKilling {
+		writeError(w, http.StatusNotFound, notFoundMsg(id))
+		return nil
+	}
+	return rec
 }
 
 // concurrencyLeftLocked reports whether the team may start one more
@@ -254,9 +280,8 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, c *call) {
 		writeError(w, http.StatusBadRequest, "Error when parsing request: templateID is required")
 		return
 	}
-	timeout, msg := parseTimeout(body.Timeout, c.limits.MaxLengthHours)
-	if msg != "" {
-		writeError(w, http.StatusBadRequest, msg)
+	timeout, ok := parseTimeout(w, body.Timeout, c.limits.MaxLengthHours)
+	if !ok {
 		return
 	}
 	autoPause := body.AutoPause != nil && *body.AutoPause // sandboxtypes/states.go:104
@@ -284,13 +309,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, c *call) {
 
 	// The node's answer. A client that gives up does not stop it: the
 	// sandbox is made all the same, the case of a lost create.
-	s.sleep(s.createDelay)
-	if gate != nil {
-		select {
-		case <-gate:
-		case <-s.closed:
-		}
-	}
+	s.await(s.createDelay, gate)
 
 	s.mu.Lock()
 	now = s.now()
@@ -307,16 +326,17 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, c *call) {
 	writeJSON(w, http.StatusCreated, out)
 }
 
-// sleep waits d of real time, or until the server closes.
-func (s *Server) sleep(d time.Duration) {
-	if d <= 0 {
+// await is the node's work on a request: d of real time, then, while a
+// Hold* holds this kind of request (gate is not nil), until it is
+// released; or until the server closes. A client that gives up does not
+// stop it.
+func (s *Server) await(d time.Duration, gate chan struct{}) {
+	if !s.host.Wait(context.Background(), d) || gate == nil {
 		return
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
 	select {
-	case <-t.C:
-	case <-s.closed:
+	case <-gate:
+	case <-s.host.Closed():
 	}
 }
 
@@ -364,7 +384,7 @@ func (s *Server) kill(w http.ResponseWriter, r *http.Request, c *call) {
 	s.mu.Lock()
 	now := s.now()
 	rec := s.lookupLocked(c.team, id, now)
-	if rec == nil || rec.state == StateCreating || rec.state == StateKilled {
+	if missing(rec) {
 		s.mu.Unlock()
 		writeError(w, http.StatusNotFound, notFoundMsg(id))
 		return
@@ -392,13 +412,7 @@ func (s *Server) kill(w http.ResponseWriter, r *http.Request, c *call) {
 	rec.state = StateKilling
 	gate := s.killGate
 	s.mu.Unlock()
-	s.sleep(s.killDelay)
-	if gate != nil {
-		select {
-		case <-gate:
-		case <-s.closed:
-		}
-	}
+	s.await(s.killDelay, gate)
 	s.mu.Lock()
 	rec.kill(s.now(), KillRequest, redactKey(c.key))
 	s.mu.Unlock()
@@ -418,22 +432,18 @@ func redactKey(k string) string {
 // paused"; one in another transition 409; one being killed, gone, or of
 // another team 404.
 func (s *Server) pause(w http.ResponseWriter, r *http.Request, c *call) {
-	id, ok := shortID(w, r)
-	if !ok {
-		return
-	}
 	var body struct {
 		Memory *bool `json:"memory"`
 	}
-	if !decodeBody(w, r, &body, true) {
+	id, ok := sandboxBody(w, r, &body, true)
+	if !ok {
 		return
 	}
 	s.mu.Lock()
-	rec := s.lookupLocked(c.team, id, s.now())
+	rec := s.reachableLocked(w, c, id, s.now())
 	switch {
-	case rec == nil || rec.state == StateCreating || rec.state == StateKilled || rec.state == StateKilling:
+	case rec == nil:
 		s.mu.Unlock()
-		writeError(w, http.StatusNotFound, notFoundMsg(id))
 		return
 	case rec.state == StatePaused:
 		s.mu.Unlock()
@@ -447,13 +457,7 @@ func (s *Server) pause(w http.ResponseWriter, r *http.Request, c *call) {
 	rec.state = StatePausing
 	gate := s.pauseGate
 	s.mu.Unlock()
-	s.sleep(s.pauseDelay)
-	if gate != nil {
-		select {
-		case <-gate:
-		case <-s.closed:
-		}
-	}
+	s.await(s.pauseDelay, gate)
 	s.mu.Lock()
 	if rec.state == StatePausing { // a kill meanwhile wins (sandboxtypes/states.go:95-99)
 		rec.state, rec.snapshot, rec.endAt = StatePaused, true, s.now()
@@ -473,29 +477,20 @@ func (s *Server) startFromSnapshotLocked(rec *record, now time.Time, timeout tim
 
 // resume is POST /sandboxes/{sandboxID}/resume (handlers/sandbox_resume.go:30-181).
 func (s *Server) resume(w http.ResponseWriter, r *http.Request, c *call) {
-	id, ok := shortID(w, r)
-	if !ok {
-		return
-	}
 	var body struct {
 		Timeout   *int32 `json:"timeout"`
 		AutoPause *bool  `json:"autoPause"`
 	}
-	if !decodeBody(w, r, &body, true) {
-		return
-	}
-	timeout, msg := parseTimeout(body.Timeout, c.limits.MaxLengthHours)
-	if msg != "" {
-		writeError(w, http.StatusBadRequest, msg)
+	id, timeout, ok := sandboxTimeout(w, r, c, &body, &body.Timeout)
+	if !ok {
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
-	rec := s.lookupLocked(c.team, id, now)
+	rec := s.reachableLocked(w, c, id, now)
 	switch {
-	case rec == nil || rec.state == StateCreating || rec.state == StateKilled || rec.state == StateKilling:
-		writeError(w, http.StatusNotFound, notFoundMsg(id))
+	case rec == nil:
 		return
 	case rec.state == StateRunning:
 		writeError(w, http.StatusConflict, fmt.Sprintf("Sandbox %s is already running", id))
@@ -540,7 +535,7 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request, c *call) {
 	now := s.now()
 	rec := s.lookupLocked(c.team, id, now)
 	switch {
-	case rec == nil || rec.state == StateCreating || rec.state == StateKilled:
+	case missing(rec):
 		writeError(w, http.StatusNotFound, notFoundMsg(id))
 		return
 	case rec.state == StateKilling:
@@ -596,14 +591,11 @@ func (s *Server) keepAliveLocked(rec *record, c *call, now time.Time, d time.Dur
 // ends it at once. Only a sandbox in the store has a timeout: a paused
 // one answers 404.
 func (s *Server) setTimeout(w http.ResponseWriter, r *http.Request, c *call) {
-	id, ok := shortID(w, r)
-	if !ok {
-		return
-	}
 	var body struct {
 		Timeout *int32 `json:"timeout"`
 	}
-	if !decodeBody(w, r, &body, false) {
+	id, ok := sandboxBody(w, r, &body, false)
+	if !ok {
 		return
 	}
 	if body.Timeout == nil {
@@ -637,14 +629,11 @@ func (s *Server) keepAlive(w http.ResponseWriter, c *call, id string, d time.Dur
 // (handlers/sandbox_refresh.go:18-66): it only lengthens, by at least the
 // server's default 15 s; the spec bounds duration to 3600.
 func (s *Server) refresh(w http.ResponseWriter, r *http.Request, c *call) {
-	id, ok := shortID(w, r)
-	if !ok {
-		return
-	}
 	var body struct {
 		Duration *int `json:"duration"`
 	}
-	if !decodeBody(w, r, &body, true) {
+	id, ok := sandboxBody(w, r, &body, true)
+	if !ok {
 		return
 	}
 	d := ServerDefaultTimeout
@@ -668,20 +657,12 @@ type forkResultJSON struct {
 // started from the parent's snapshot, so it carries the parent's metadata
 // (handlers/sandbox_fork.go:164, handlers/sandbox_resume.go:340).
 func (s *Server) fork(w http.ResponseWriter, r *http.Request, c *call) {
-	id, ok := shortID(w, r)
-	if !ok {
-		return
-	}
 	var body struct {
 		Timeout *int32 `json:"timeout"`
 		Count   *int32 `json:"count"`
 	}
-	if !decodeBody(w, r, &body, true) {
-		return
-	}
-	timeout, msg := parseTimeout(body.Timeout, c.limits.MaxLengthHours)
-	if msg != "" {
-		writeError(w, http.StatusBadRequest, msg)
+	id, timeout, ok := sandboxTimeout(w, r, c, &body, &body.Timeout)
+	if !ok {
 		return
 	}
 	count := 1
@@ -703,10 +684,9 @@ func (s *Server) fork(w http.ResponseWriter, r *http.Request, c *call) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
-	parent := s.lookupLocked(c.team, id, now)
+	parent := s.reachableLocked(w, c, id, now)
 	switch {
-	case parent == nil || parent.state == StateCreating || parent.state == StateKilled || parent.state == StateKilling:
-		writeError(w, http.StatusNotFound, notFoundMsg(id))
+	case parent == nil:
 		return
 	case parent.state == StatePaused:
 		// sandbox_fork.go:188-200

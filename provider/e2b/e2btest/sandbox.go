@@ -23,12 +23,12 @@ type record struct {
 	seq                uint64
 }
 
-// advance applies what the clock says happened since the last look: a
+// Advance applies what the clock says happened since the last look: a
 // running sandbox whose timeout has passed is paused when it was created
 // with autoPause, else killed (orchestrator/evictor/evict.go:151-168; the
 // evictor polls every 50 ms, evict.go:23, so the simulator takes the end
 // as exact).
-func (r *record) advance(now time.Time) {
+func (r *record) Advance(now time.Time) {
 	if r.state != StateRunning || now.Before(r.endAt) {
 		return
 	}
@@ -62,7 +62,7 @@ func (r *record) inStore() bool {
 	return r.state == StateRunning || r.state == StatePausing || r.state == StateKilling
 }
 
-func (r *record) export() Sandbox {
+func (r *record) Export() Sandbox {
 	return Sandbox{
 		ID: r.id, Team: r.team, TemplateID: r.template,
 		Metadata:  copyMap(r.metadata),

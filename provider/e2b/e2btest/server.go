@@ -31,10 +31,10 @@ import (
 	crand "crypto/rand"
 	"math/rand/v2"
 	"net/http"
-	"net/http/httptest"
-	"sort"
 	"sync"
 	"time"
+
+	"github.com/tether-run/tether/provider/internal/simtest"
 )
 
 // Default key and team every new server accepts. Keys carry the e2b_
@@ -83,24 +83,19 @@ type Server struct {
 	// server made with NewUnstartedServer until Start.
 	URL string
 
-	hs      *httptest.Server
-	handler http.Handler
-	closed  chan struct{}
-	once    sync.Once
+	host *simtest.Host
 
 	mu        sync.Mutex
 	keys      map[string]string // API key → team
 	teams     map[string]Limits
-	blocked   map[string]string // team → reason
-	sandboxes map[string]*record
-	order     []string // ids in creation order
-	calls     map[string]int
-	targets   map[string]map[string]int // by sandbox id in the path, then route
+	blocked   map[string]string               // team → reason
+	sandboxes simtest.Store[*record, Sandbox] // by id, in creation order
+	calls     simtest.Calls                   // by route, and by sandbox id in the path
 	seq       uint64
 
 	faults   Faults
 	rng      *rand.Rand
-	scripted map[string][]Scripted
+	scripted simtest.Script[Scripted]
 
 	limits  map[string]RateLimit // by route pattern
 	buckets map[string]*bucket   // by team + route pattern
@@ -149,14 +144,9 @@ func NewServer(opts ...Option) *Server {
 // serve it yourself, or Start.
 func NewUnstartedServer(opts ...Option) *Server {
 	s := &Server{
-		closed:      make(chan struct{}),
 		keys:        map[string]string{DefaultKey: DefaultTeam},
 		teams:       map[string]Limits{DefaultTeam: {MaxLengthHours: DefaultMaxLengthHours, Concurrency: DefaultConcurrency}},
 		blocked:     map[string]string{},
-		sandboxes:   map[string]*record{},
-		calls:       map[string]int{},
-		targets:     map[string]map[string]int{},
-		scripted:    map[string][]Scripted{},
 		limits:      map[string]RateLimit{},
 		buckets:     map[string]*bucket{},
 		createDelay: DefaultCreateDelay,
@@ -168,28 +158,22 @@ func NewUnstartedServer(opts ...Option) *Server {
 	for _, o := range opts {
 		o(s)
 	}
-	s.handler = s.routes()
+	s.host = simtest.NewHost(s.routes())
 	return s
 }
 
 // Start serves the API on a loopback port and sets URL.
-func (s *Server) Start() {
-	s.hs = httptest.NewServer(s.handler)
-	s.URL = s.hs.URL
-}
+func (s *Server) Start() { s.URL = s.host.Start() }
 
 // Handler serves the API.
-func (s *Server) Handler() http.Handler { return s.handler }
+func (s *Server) Handler() http.Handler { return s.host.Handler() }
 
 // Close releases every waiting request and stops the server.
 func (s *Server) Close() {
-	s.once.Do(func() { close(s.closed) })
 	s.ReleaseCreates()
 	s.ReleaseKills()
 	s.ReleasePauses()
-	if s.hs != nil {
-		s.hs.Close()
-	}
+	s.host.Close()
 }
 
 // AddTeam creates a team with these limits (zero fields: the defaults),
@@ -238,19 +222,14 @@ func (s *Server) BlockTeam(team, reason string) {
 func (s *Server) HoldCreates() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.createGate == nil {
-		s.createGate = make(chan struct{})
-	}
+	hold(&s.createGate)
 }
 
 // ReleaseCreates lets the held creates go on.
 func (s *Server) ReleaseCreates() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.createGate != nil {
-		close(s.createGate)
-		s.createGate = nil
-	}
+	release(&s.createGate)
 }
 
 // HoldKills makes every kill of a running sandbox wait, `killing`,
@@ -258,19 +237,14 @@ func (s *Server) ReleaseCreates() {
 func (s *Server) HoldKills() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.killGate == nil {
-		s.killGate = make(chan struct{})
-	}
+	hold(&s.killGate)
 }
 
 // ReleaseKills lets the held kills go on.
 func (s *Server) ReleaseKills() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.killGate != nil {
-		close(s.killGate)
-		s.killGate = nil
-	}
+	release(&s.killGate)
 }
 
 // HoldPauses makes every pause request wait, `pausing`, until
@@ -278,18 +252,28 @@ func (s *Server) ReleaseKills() {
 func (s *Server) HoldPauses() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.pauseGate == nil {
-		s.pauseGate = make(chan struct{})
-	}
+	hold(&s.pauseGate)
 }
 
 // ReleasePauses lets the held pauses go on.
 func (s *Server) ReleasePauses() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.pauseGate != nil {
-		close(s.pauseGate)
-		s.pauseGate = nil
+	release(&s.pauseGate)
+}
+
+// hold makes a gate, if there is none, that requests of its kind wait on.
+func hold(gate *chan struct{}) {
+	if *gate == nil {
+		*gate = make(chan struct{})
+	}
+}
+
+// release lets the requests waiting on a gate go on, and removes it.
+func release(gate *chan struct{}) {
+	if *gate != nil {
+		close(*gate)
+		*gate = nil
 	}
 }
 
@@ -349,26 +333,14 @@ type Sandbox struct {
 func (s *Server) Sandboxes() []Sandbox {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now := s.now()
-	out := make([]Sandbox, 0, len(s.order))
-	for _, id := range s.order {
-		r := s.sandboxes[id]
-		r.advance(now)
-		out = append(out, r.export())
-	}
-	return out
+	return s.sandboxes.Export(s.now())
 }
 
 // Sandbox returns one sandbox by id, whatever its state.
 func (s *Server) Sandbox(id string) (Sandbox, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r, ok := s.sandboxes[id]
-	if !ok {
-		return Sandbox{}, false
-	}
-	r.advance(s.now())
-	return r.export(), true
+	return s.sandboxes.ExportOne(id, s.now())
 }
 
 // Live counts the sandboxes that still cost something: running, pausing,
@@ -388,11 +360,7 @@ func (s *Server) Live() int {
 func (s *Server) Calls() map[string]int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make(map[string]int, len(s.calls))
-	for k, v := range s.calls {
-		out[k] = v
-	}
-	return out
+	return s.calls.ByRoute()
 }
 
 // CallsFor returns how many requests named this sandbox id in their path,
@@ -400,11 +368,7 @@ func (s *Server) Calls() map[string]int {
 func (s *Server) CallsFor(id string) map[string]int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := map[string]int{}
-	for k, v := range s.targets[id] {
-		out[k] = v
-	}
-	return out
+	return s.calls.For(id)
 }
 
 // SeedSandbox describes a sandbox planted by AddSandbox.
@@ -439,7 +403,7 @@ func (s *Server) AddSandbox(team string, seed SeedSandbox) Sandbox {
 	if seed.Paused {
 		r.state, r.snapshot, r.endAt, r.pauses = StatePaused, true, now, 1
 	}
-	return r.export()
+	return r.Export()
 }
 
 // Expire ends a running sandbox's timeout now, as if it had passed: it is
@@ -447,42 +411,27 @@ func (s *Server) AddSandbox(team string, seed SeedSandbox) Sandbox {
 func (s *Server) Expire(id string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r, ok := s.sandboxes[id]
-	if !ok {
-		return false
-	}
 	now := s.now()
-	r.advance(now)
-	if r.state != StateRunning {
+	r, ok := s.sandboxes.At(id, now)
+	if !ok || r.state != StateRunning {
 		return false
 	}
 	r.endAt = now
-	r.advance(now)
+	r.Advance(now)
 	return true
 }
 
 func (s *Server) newRecordLocked(team string, now time.Time) *record {
 	s.seq++
 	r := &record{id: newID(), team: team, state: StateCreating, createdAt: now, seq: s.seq, metadata: map[string]string{}}
-	s.sandboxes[r.id] = r
-	s.order = append(s.order, r.id)
+	s.sandboxes.Add(r.id, r)
 	return r
 }
 
 // teamRecordsLocked returns the records of team, advanced to now, in
 // creation order.
 func (s *Server) teamRecordsLocked(team string, now time.Time) []*record {
-	var out []*record
-	for _, id := range s.order {
-		r := s.sandboxes[id]
-		if r.team != team {
-			continue
-		}
-		r.advance(now)
-		out = append(out, r)
-	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].seq < out[j].seq })
-	return out
+	return s.sandboxes.Where(now, func(r *record) bool { return r.team == team })
 }
 
 // lookupLocked finds the team's sandbox with this id, advanced to now.
@@ -490,11 +439,11 @@ func (s *Server) teamRecordsLocked(team string, now time.Time) []*record {
 // server is scoped by team (orchestrator/keep_alive.go:47,
 // handlers/sandbox_get.go:126-131, 194-199).
 func (s *Server) lookupLocked(team, id string, now time.Time) *record {
-	r, ok := s.sandboxes[id]
+	r, ok := s.sandboxes.Get(id)
 	if !ok || r.team != team {
 		return nil
 	}
-	r.advance(now)
+	r.Advance(now)
 	return r
 }
 

@@ -116,9 +116,11 @@ type Config struct {
 	*intake.Intake
 	API API
 	// Name is the provider as logs and messages name it ("Daytona"), and
-	// KeyEnv the variable of its API key ("DAYTONA_API_KEY"). The name
-	// journaled with each intent is the Intake's Provider.
-	Name, KeyEnv string
+	// KeyEnv the variable of its API key ("DAYTONA_API_KEY"), URLEnv the
+	// variable of its API URL, the one the child gets pointing at the
+	// proxy ("DAYTONA_API_URL"). The name journaled with each intent is
+	// the Intake's Provider.
+	Name, KeyEnv, URLEnv string
 	// Upstream is the real API URL, http(s)://host/path.
 	Upstream string
 	// Handler answers every request: the provider's routing, over Pass,
@@ -301,7 +303,7 @@ func (p *Proxy) unlock(path string) (rest string, ok bool) {
 // refuse answers a request without the run's secret and counts it.
 func (p *Proxy) refuse(w http.ResponseWriter) {
 	w.Header().Set("Connection", "close")
-	p.API.WriteError(w, http.StatusForbidden, "tether proxy: this URL lacks the run's secret; use DAYTONA_API_URL exactly as tether gave it to its child")
+	p.API.WriteError(w, http.StatusForbidden, "tether proxy: this URL lacks the run's secret; use "+p.URLEnv+" exactly as tether gave it to its child")
 	p.mu.Lock()
 	p.refused++
 	now := time.Now()

@@ -111,7 +111,7 @@ func (p *Proxy) build() (*apiproxy.Proxy, error) {
 		p.Upstream = daytona.DefaultAPIURL
 	}
 	core, err := apiproxy.New(apiproxy.Config{
-		Intake: p.Intake, API: daytonaAPI{}, Name: "Daytona", KeyEnv: daytona.EnvAPIKey,
+		Intake: p.Intake, API: daytonaAPI{}, Name: "Daytona", KeyEnv: daytona.EnvAPIKey, URLEnv: daytona.EnvAPIURL,
 		Upstream: p.Upstream, Handler: http.HandlerFunc(p.route), Transport: p.Transport,
 		CreateTimeout: p.CreateTimeout, MaxCreateBody: p.MaxCreateBody, MaxCreateAnswer: p.MaxCreateAnswer,
 	})

@@ -101,7 +101,7 @@ func (p *Proxy) Listen(addr string) (net.Listener, error) { return p.Open(addr, 
 
 func (p *Proxy) build() (*apiproxy.Proxy, error) {
 	core, err := apiproxy.New(apiproxy.Config{
-		Intake: p.Intake, API: e2bAPI{}, Name: "E2B", KeyEnv: e2b.EnvAPIKey,
+		Intake: p.Intake, API: e2bAPI{}, Name: "E2B", KeyEnv: e2b.EnvAPIKey, URLEnv: e2b.EnvAPIURL,
 		Upstream: p.Upstream, Handler: http.HandlerFunc(p.route), Transport: p.Transport,
 		CreateTimeout: p.CreateTimeout,
 	})

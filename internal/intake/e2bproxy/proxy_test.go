@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -571,5 +572,31 @@ func TestForkOfAForkIsOurs(t *testing.T) {
 	}
 	if named != 3 {
 		t.Errorf("%d intents named %s as their parent, want 3 (the fork and the 2 of the fork's fork)", named, parent.ID)
+	}
+}
+
+// A request without the run's secret is refused before it reaches E2B,
+// and the answer names the variable the runner should have used.
+func TestRefusedWithoutTheSecretNamesE2BAPIURL(t *testing.T) {
+	w := newWorld(t)
+	u, err := url.Parse(w.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secretless := u.Scheme + "://" + u.Host + "/sandboxes"
+	req, _ := http.NewRequest("POST", secretless, strings.NewReader(`{"templateID":"base","timeout":60}`))
+	req.Header.Set("X-API-Key", e2btest.DefaultKey)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(b), e2b.EnvAPIURL) || strings.Contains(string(b), "DAYTONA") {
+		t.Errorf("without the secret: %d %s, want 403 naming %s", resp.StatusCode, b, e2b.EnvAPIURL)
+	}
+	if n := len(w.arrivals()); n != 0 {
+		t.Errorf("%d calls reached E2B, want none", n)
 	}
 }

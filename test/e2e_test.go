@@ -18,7 +18,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -88,13 +87,8 @@ func testMain(m *testing.M) int {
 	// before exiting, which slows every test down (not a correctness issue).
 	os.Setenv("GORACE", strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
 	// Most of these tests wait on timers and other processes (leases,
-	// graces, drains), not on this process's CPU: run more of them at once
-	// than GOMAXPROCS, unless -parallel was given.
-	parallelSet := false
-	flag.Visit(func(f *flag.Flag) { parallelSet = parallelSet || f.Name == "test.parallel" })
-	if !parallelSet {
-		flag.Set("test.parallel", strconv.Itoa(max(16, 8*runtime.GOMAXPROCS(0))))
-	}
+	// graces, drains), not on this process's CPU.
+	testutil.WaitingParallel(8)
 	defer testutil.Cleanup()
 	for out, pkg := range map[*string]string{
 		&bin.tether: testutil.TetherPkg,

@@ -28,11 +28,10 @@ import (
 //	TETHER_SOAK=200 TETHER_SOAK_SEED=7 go test ./test -run TestCrashSoak -v -timeout 2h
 //
 // Without TETHER_SOAK, a short soak runs (soakShortCycles, seed
-// soakDefaultSeed). TETHER_SOAK_FAULTS=404,destroy-lag (or all) adds the faults the reaper on
-// this branch does not survive yet (issue 12 is at them): a transient 404
-// for a sandbox that exists, taken as proof of deletion; and a deleted
-// sandbox renamed DESTROYED_... while its state still lags at started,
-// taken as somebody else's (closed foreign, never confirmed gone).
+// soakDefaultSeed). TETHER_SOAK_FAULTS=404,destroy-lag (or all) adds two
+// faults outside the default mix: a transient 404 for a sandbox that
+// exists, and a deleted sandbox renamed DESTROYED_... while its state
+// still lags at started (docs/reliability.md says why they stay out).
 const (
 	envSoak         = "TETHER_SOAK"
 	envSoakSeed     = "TETHER_SOAK_SEED"

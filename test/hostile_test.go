@@ -1,6 +1,6 @@
 package e2e_test
 
-// Hostile input against the real binary (issue 11): a spool directory that
+// Hostile input against the real binary: a spool directory that
 // others may write, with symbolic links planted in rejected/, FIFOs,
 // directories and oversized files named NAME.json, files of a uid the
 // socket would refuse, 10,000 files at once; and a journal of 10,000 live

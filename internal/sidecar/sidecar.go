@@ -253,6 +253,7 @@ func (sc *Sidecar) Listen() error {
 
 	spoolActor, readerDone := backgroundActor("spool", func() error { return reader.Run(readerCtx) }, stopReader)
 	replayActor, replayDone := backgroundActor("replay", func() error {
+		sc.awaitSpool(replayCtx, reader.CaughtUp(), len(left))
 		sc.replay(replayCtx, left) // metrics.go
 		<-replayCtx.Done()         // work that returns would end the group
 		return nil
@@ -298,6 +299,32 @@ func (sc *Sidecar) Listen() error {
 	}
 	sc.sayWhere() // where.go
 	return nil
+}
+
+// replayWaitsMsg is what awaitSpool logs when the replay has to wait.
+const replayWaitsMsg = "replay: waiting for the spool intake to take the files already there"
+
+// awaitSpool holds the boot replay until the spool intake has taken the
+// files already in the directory (spooldir.Reader.CaughtUp), or ctx ends:
+// what the runner wrote there before this run is newer than the journal
+// the replay would otherwise decide on. A runner that deleted its sandbox
+// and released the intent in a file tether died before taking would get
+// its intent closed as never-created (its name, looked up, is absent), a
+// sandbox that existed.
+func (sc *Sidecar) awaitSpool(ctx context.Context, caughtUp <-chan struct{}, left int) {
+	if left == 0 {
+		return
+	}
+	select {
+	case <-caughtUp:
+		return
+	default:
+	}
+	sc.log.Debug(replayWaitsMsg, "component", "replay", "live", left)
+	select {
+	case <-caughtUp:
+	case <-ctx.Done():
+	}
 }
 
 // withLogger is the shared intake with a logger named for one intake.

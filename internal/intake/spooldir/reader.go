@@ -78,6 +78,32 @@ type Reader struct {
 	dir, rejected *os.File
 	// stuck are names that could neither be moved nor removed.
 	stuck map[string]bool
+	// caughtUp is closed once the files in Dir when Run started are taken.
+	caughtUp     chan struct{}
+	caughtUpOnce sync.Once
+}
+
+// CaughtUp returns a channel closed once Run has been through the files
+// that were in Dir when it started (each journaled, rejected, or left for a
+// retry when the journal failed), or has returned. Those files are older
+// than this run: a runner killed with an earlier tether may have left its
+// last ones untaken. The boot replay waits for it: decided on the journal
+// alone, an intent whose runner deleted the sandbox and then released it in
+// such a file is pending, its name absent (Daytona renames a sandbox when
+// it accepts its delete), and it would close as never-created, a sandbox
+// that existed.
+func (in *Reader) CaughtUp() <-chan struct{} {
+	in.caughtUpOnce.Do(func() { in.caughtUp = make(chan struct{}) })
+	return in.caughtUp
+}
+
+// markCaughtUp closes CaughtUp's channel; only Run calls it.
+func (in *Reader) markCaughtUp() {
+	select {
+	case <-in.CaughtUp():
+	default:
+		close(in.caughtUp)
+	}
 }
 
 // Run takes the files already in Dir, then watches it until ctx ends, and
@@ -93,6 +119,7 @@ func (in *Reader) Run(ctx context.Context) error {
 	if in.WatchDelay == 0 {
 		in.WatchDelay = DefaultWatchDelay
 	}
+	defer in.markCaughtUp()
 	if err := in.Open(); err != nil {
 		return err
 	}
@@ -100,6 +127,12 @@ func (in *Reader) Run(ctx context.Context) error {
 	in.stuck = map[string]bool{}
 	defer in.deletes.Wait()
 
+	// One round takes every file already here (each existed before its
+	// first listing); the files a round leaves came in meanwhile.
+	if _, err := in.round(ctx); err != nil {
+		return err
+	}
+	in.markCaughtUp()
 	if err := in.scan(ctx); err != nil {
 		return err
 	}
@@ -209,6 +242,21 @@ func isSpoolName(name string) bool {
 
 // scan takes every spool file present, in lexical order, until a listing
 // finds none.
+func (in *Reader) scan(ctx context.Context) error {
+	for ctx.Err() == nil {
+		handled, err := in.round(ctx)
+		if err != nil || handled == 0 {
+			// handled 0: no files, or only files the journal could not
+			// take: they wait for the next event or rescan instead of a
+			// busy loop.
+			return err
+		}
+	}
+	return nil
+}
+
+// round takes, in lexical order, the spool files present when it starts,
+// and returns how many it removed or rejected.
 //
 // A directory listing is not a snapshot: files renamed in while it runs may
 // or may not appear, so one listing can hold a runner's second file and
@@ -217,41 +265,33 @@ func isSpoolName(name string) bool {
 // second listing has them all. So a round takes, from the second listing,
 // the files that sort no later than the last name of the first; the rest
 // wait for the next round.
-func (in *Reader) scan(ctx context.Context) error {
-	for ctx.Err() == nil {
-		first, err := in.list()
-		if err != nil || len(first) == 0 {
-			return nil
-		}
-		second, err := in.list()
-		if err != nil {
-			return nil
-		}
-		last := first[len(first)-1]
-		names := second
-		for k, name := range second {
-			if name > last {
-				names = second[:k]
-				break
-			}
-		}
-		handled := 0
-		for len(names) > 0 && ctx.Err() == nil {
-			n := min(len(names), intakeChunk)
-			h, err := in.take(ctx, names[:n])
-			if err != nil {
-				return err
-			}
-			handled += h
-			names = names[n:]
-		}
-		if handled == 0 {
-			// Only files the journal could not take are left: they wait
-			// for the next event or rescan instead of a busy loop.
-			return nil
+func (in *Reader) round(ctx context.Context) (handled int, err error) {
+	first, err := in.list()
+	if err != nil || len(first) == 0 {
+		return 0, nil
+	}
+	second, err := in.list()
+	if err != nil {
+		return 0, nil
+	}
+	last := first[len(first)-1]
+	names := second
+	for k, name := range second {
+		if name > last {
+			names = second[:k]
+			break
 		}
 	}
-	return nil
+	for len(names) > 0 && ctx.Err() == nil {
+		n := min(len(names), intakeChunk)
+		h, err := in.take(ctx, names[:n])
+		if err != nil {
+			return handled, err
+		}
+		handled += h
+		names = names[n:]
+	}
+	return handled, nil
 }
 
 // list returns the names of the spool files in Dir, sorted.

@@ -12,7 +12,7 @@ import (
 )
 
 // The behaviours of the real server at v0.190.0 that its spec does not
-// tell (issue 12), each through the real generated client and checked
+// tell, each through the real generated client and checked
 // against the spec. The comments beside the simulator's code cite the
 // server's source for each.
 

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -23,7 +24,10 @@ import (
 // -tags crashpoints dies there of SIGKILL; tether is restarted on the same
 // journal, with a new runner or as `tether drain` alone; and the simulator's
 // own record of every sandbox ever created and deleted is held to the four
-// invariants (checkInvariants, checkAcked).
+// invariants (checkInvariants, checkAcked). The Daytona cases cover every
+// point; the E2B ones (the runner creates in E2B, tether has both clouds'
+// credentials) cover the intakes' and the runner's points, judged by
+// e2btest's record (the drain's points under E2B are TestE2BCrashPoints').
 
 // Settings of every tether the matrix runs.
 const (
@@ -59,18 +63,30 @@ type crashCase struct {
 	intake string // socket, spool or proxy
 	point  string // $TETHER_CRASHPOINT: NAME or NAME:N
 	at     string
+	cloud  string // where the runner creates: cloudDaytona or cloudE2B
 }
 
+// Clouds a crash runner creates in (its first argument).
+const (
+	cloudDaytona = "daytona"
+	cloudE2B     = "e2b"
+)
+
 func (c crashCase) name() string {
-	return c.intake + "/" + c.at + "/" + strings.ReplaceAll(c.point, ":", "@")
+	n := c.intake + "/" + c.at + "/" + strings.ReplaceAll(c.point, ":", "@")
+	if c.cloud == cloudE2B {
+		n = "e2b/" + n
+	}
+	return n
 }
 
 // crashCases is the matrix: each point on each intake whose path crosses it.
 func crashCases() []crashCase {
 	var cases []crashCase
+	cloud := cloudDaytona
 	add := func(intake, at string, points ...string) {
 		for _, p := range points {
-			cases = append(cases, crashCase{intake, p, at})
+			cases = append(cases, crashCase{intake, p, at, cloud})
 		}
 	}
 	add("socket", atIntake, crashpoint.APIBeforeJournal+":2", crashpoint.APIAfterJournal+":2", crashpoint.APIObserveAfterJournal+":2")
@@ -88,6 +104,17 @@ func crashCases() []crashCase {
 		}
 		add(intake, atRunner, crashpoint.RunnerAfterCreate+":2")
 	}
+	// E2B at the intakes: the same points with E2B intents, through the
+	// E2B proxy for the zero-code runner. A create the runner never
+	// reported is found by its metadata, not by a name.
+	cloud = cloudE2B
+	add("socket", atIntake, crashpoint.APIBeforeJournal+":2", crashpoint.APIAfterJournal+":2", crashpoint.APIObserveAfterJournal+":2")
+	add("spool", atIntake, crashpoint.SpoolBeforeJournal+":2", crashpoint.SpoolAfterJournal+":2")
+	add("proxy", atIntake, crashpoint.ProxyBeforeJournal+":2", crashpoint.ProxyAfterJournal+":2", crashpoint.ProxyAfterUpstream+":2")
+	add("socket", atRunner, crashpoint.RunnerAfterAck+":2", crashpoint.RunnerAfterObserve+":2")
+	for _, intake := range []string{"socket", "spool", "proxy"} {
+		add(intake, atRunner, crashpoint.RunnerAfterCreate+":2")
+	}
 	return cases
 }
 
@@ -101,13 +128,34 @@ func crashActions(intake string) []string {
 	return []string{"create", "create", "unobserved", "create", "delete", "declare"}
 }
 
-// crashFlags are the flags of every `tether run` of the matrix.
-func crashFlags(intake string) []string {
+// crashFlags are the flags of every `tether run` of the matrix: the
+// proxy of the runner's cloud serves the proxy intake only.
+func crashFlags(cloud, intake string) []string {
 	f := []string{"--drain-timeout", drainTimeout, "--never-created-after", crashNeverCreated}
-	if intake == "proxy" {
+	switch {
+	case cloud == cloudE2B:
+		f = append(f, "--e2b-proxy="+strconv.FormatBool(intake == "proxy"))
+	case intake == "proxy":
 		f = append(f, "--daytona-proxy=true")
 	}
 	return f
+}
+
+// runnerArgs is the crash runner's command line under `tether run`.
+func runnerArgs(runnerBin, cloud, intake string, actions ...string) []string {
+	return append([]string{"--", runnerBin, cloud, intake}, actions...)
+}
+
+// crashWorld is a world for cloud: for E2B, one with a simulated E2B API
+// beside its Daytona, and tether given both clouds' credentials. rec is
+// the record its invariants read.
+func crashWorld(t *testing.T, cloud string) (w *world, rec simRecord) {
+	if cloud == cloudE2B {
+		ew := newE2BWorld(t)
+		return ew.world, e2bRecord{ew}
+	}
+	w = newWorld(t)
+	return w, daytonaRecord{w}
 }
 
 func TestCrashPoints(t *testing.T) {
@@ -133,14 +181,14 @@ func TestCrashPoints(t *testing.T) {
 // runCrashCase crashes tether (or the runner) at c's point, restarts on the
 // same journal, and holds the outcome to the invariants.
 func runCrashCase(t *testing.T, c crashCase, newRunner bool) {
-	w := newWorld(t)
+	w, rec := crashWorld(t, c.cloud)
 	w.plantOtherAccount()
 	tetherBin, runnerBin := crashBinaries(t)
 	crashEnv := []string{crashpoint.Env + "=" + c.point}
 	name, _, _ := strings.Cut(c.point, ":")
+	flags := append(w.tetherArgs("run"), crashFlags(c.cloud, c.intake)...)
 	run := func(env []string, actions ...string) *proc {
-		args := append(w.tetherArgs("run"), crashFlags(c.intake)...)
-		args = append(append(args, "--", runnerBin, c.intake), actions...)
+		args := append(slices.Clip(flags), runnerArgs(runnerBin, c.cloud, c.intake, actions...)...)
 		return w.startBin(tetherBin, env, args...)
 	}
 
@@ -172,7 +220,7 @@ func runCrashCase(t *testing.T, c crashCase, newRunner bool) {
 		if code := first.stop(syscall.SIGKILL); code != 137 {
 			t.Fatalf("tether exited %d, want 137", code)
 		}
-		w.checkAcked(c.intake, out)
+		w.checkAcked(rec, c.intake, out)
 		if c.at == atReplay {
 			crashed = run(crashEnv) // a runner that holds: the replay works meanwhile
 		} else {
@@ -184,12 +232,11 @@ func runCrashCase(t *testing.T, c crashCase, newRunner bool) {
 	if code != 137 || !strings.Contains(crashed.stderr.String(), "crashpoint: "+name+" hit") {
 		t.Fatalf("want a crash at %s (exit 137), got exit %d; stderr:\n%s", c.point, code, crashed.stderr)
 	}
-	w.checkAcked(c.intake, out)
+	w.checkAcked(rec, c.intake, out)
 
 	// Restart on the same journal, with the release build.
 	if newRunner {
-		args := append(w.tetherArgs("run"), crashFlags(c.intake)...)
-		args = append(args, "--", runnerBin, c.intake, "create", "delete", "create", "exit")
+		args := append(slices.Clip(flags), runnerArgs(runnerBin, c.cloud, c.intake, "create", "delete", "create", "exit")...)
 		if code := w.startBin(bin.tether, nil, args...).wait(); code != 0 {
 			t.Errorf("restarted tether exited %d, want the runner's 0", code)
 		}
@@ -199,15 +246,14 @@ func runCrashCase(t *testing.T, c crashCase, newRunner bool) {
 			// `tether drain` reads the journal, not the spool directory:
 			// files tether never took wait for the next `tether run`.
 			t.Logf("tether drain (exit %d) left %d spool files to the next tether run", code, len(left))
-			args := append(w.tetherArgs("run"), crashFlags(c.intake)...)
-			args = append(args, "--", runnerBin, c.intake, "exit")
+			args := append(slices.Clip(flags), runnerArgs(runnerBin, c.cloud, c.intake, "exit")...)
 			code = w.startBin(bin.tether, nil, args...).wait()
 		}
 		if code != 0 {
 			t.Errorf("the restart exited %d, want 0; stderr:\n%s", code, stderr)
 		}
 	}
-	n := w.checkInvariants(true)
+	n := w.checkInvariants(rec, true)
 	t.Logf("%s: %d sandboxes of ours, %d intents, all resolved", c.point, n, len(w.intents()))
 }
 
@@ -271,8 +317,9 @@ func spoolWaiting(left map[string]string, id string) bool {
 // acknowledgement is its answer (201 for a declaration, 200 for an
 // observe); the spool's is taking the file (a file not taken is still in
 // the directory); the proxy's is the create's answer, which comes only
-// after its intent was journaled.
-func (w *world) checkAcked(intake string, out runnerOut) {
+// after its intent was journaled (a runner that learns no name from it, as
+// E2B's, is held to the name rec has for the sandbox).
+func (w *world) checkAcked(rec simRecord, intake string, out runnerOut) {
 	w.t.Helper()
 	journal := w.intents()
 	byName := map[string]spool.Intent{}
@@ -296,6 +343,10 @@ func (w *world) checkAcked(intake string, out runnerOut) {
 				w.t.Errorf("invariant 4: the spool file of intent %s was taken but the intent is not in the journal", l.intent)
 			}
 		case l.how == "created" && intake == "proxy":
+			if l.name == "-" {
+				sb, _ := rec.sandbox(l.sandbox)
+				l.name = sb.name
+			}
 			if _, ok := byName[l.name]; !ok {
 				w.t.Errorf("invariant 4: the proxy answered the create of %s (%s), but no intent of that name is in the journal", l.name, l.sandbox)
 			}
@@ -303,20 +354,22 @@ func (w *world) checkAcked(intake string, out runnerOut) {
 	}
 }
 
-// checkInvariants holds the simulator's record of every sandbox ever made
-// against the journal, once tether has exited:
+// checkInvariants holds rec, the simulators' record of every sandbox ever
+// made, against the journal, once tether has exited:
 //
-//  1. no leak: every sandbox of ours (our account, our owner label) is
-//     destroyed and its intent closed as gone or released; with final false
-//     (the soak, mid-way), one still alive may instead be live in the
-//     journal (tether still knows of it and says so);
+//  1. no leak: every sandbox of ours (our account, our owner label or the
+//     runner's) is deleted and its intent closed as gone or released (or
+//     never-created, for one a failed delete hid before tether learned its
+//     id); with final false (the soak, mid-way), one still alive may
+//     instead be live in the journal (tether still knows of it and says
+//     so);
 //  2. no foreign deletion: nothing that is not ours was touched
-//     (checkForeignUntouched);
+//     (rec.checkForeign);
 //  3. no false report: no intent closed as gone or never-created has a
 //     sandbox the simulator still has alive;
 //
-// and it returns how many sandboxes of ours the simulator holds.
-func (w *world) checkInvariants(final bool) int {
+// and it returns how many sandboxes of ours the simulators hold.
+func (w *world) checkInvariants(rec simRecord, final bool) int {
 	w.t.Helper()
 	journal := w.intents()
 	if final {
@@ -324,31 +377,33 @@ func (w *world) checkInvariants(final bool) int {
 		// of tether were confirmed before it said gone, so they are not
 		// waited for.
 		testutil.Eventually(w.t, "the runner's deletes finish", func() (bool, string) {
-			for _, sb := range w.ours() {
-				in := journal[sb.Labels[spool.LabelIntent]]
-				if sb.DeleteRequested && sb.State != "destroyed" && in.State == spool.Released {
-					return false, fmt.Sprintf("sandbox %s is %s", sb.ID, sb.State)
+			for _, sb := range rec.ours() {
+				if sb.deleting && journal[sb.intent].State == spool.Released {
+					return false, fmt.Sprintf("sandbox %s is %s", sb.id, sb.state)
 				}
 			}
 			return true, ""
 		})
 	}
-	ours := w.ours()
+	ours := rec.ours()
 	left := w.spoolLeft()
 	for _, sb := range ours {
-		id := sb.Labels[spool.LabelIntent]
-		in, ok := journal[id]
+		in, ok := journal[sb.intent]
 		switch {
-		case !ok && !final && spoolWaiting(left, id):
+		case !ok && !final && spoolWaiting(left, sb.intent):
 			// Its spool file waits for the next tether run to take it.
 		case !ok:
-			w.t.Errorf("invariant 1: sandbox %s (%s, %s) carries our labels but no intent in the journal", sb.ID, sb.Name, sb.State)
-		case sb.State != "destroyed" && in.State == spool.Released && sb.DeleteRequested:
-			// The runner deleted it and said so; Daytona is at it.
-		case sb.State != "destroyed" && (final || !in.Live()):
-			w.t.Errorf("invariant 1: sandbox %s (%s) of intent %s is %s; the journal says %s (%s)", sb.ID, sb.Name, id, sb.State, in.State, in.LastError)
-		case sb.State == "destroyed" && final && in.State != spool.Gone && in.State != spool.Released:
-			w.t.Errorf("invariant 1: sandbox %s of intent %s is destroyed but the journal never confirmed it: %s (%s)", sb.ID, id, in.State, in.LastError)
+			w.t.Errorf("invariant 1: sandbox %s (%s, %s) carries our labels but no intent in the journal", sb.id, sb.name, sb.state)
+		case !sb.ended && in.State == spool.Released && sb.deleting:
+			// The runner deleted it and said so; the cloud is at it.
+		case !sb.ended && (final || !in.Live()):
+			w.t.Errorf("invariant 1: sandbox %s (%s) of intent %s is %s; the journal says %s (%s)", sb.id, sb.name, sb.intent, sb.state, in.State, in.LastError)
+		case sb.ended && final && in.State == spool.NeverCreated && sb.unseen && in.SandboxID == "":
+			// The runner deleted it before reporting it, and the failed
+			// delete hid it from every answer: never-created is all
+			// tether can see, and nothing leaks.
+		case sb.ended && final && in.State != spool.Gone && in.State != spool.Released:
+			w.t.Errorf("invariant 1: sandbox %s of intent %s is deleted but the journal never confirmed it: %s (%s)", sb.id, sb.intent, in.State, in.LastError)
 		}
 	}
 	for _, in := range journal {
@@ -356,13 +411,13 @@ func (w *world) checkInvariants(final bool) int {
 			continue
 		}
 		for _, sb := range ours {
-			if sb.Labels[spool.LabelIntent] == in.ID && sb.State != "destroyed" {
-				w.t.Errorf("invariant 3: intent %s is %s, but its sandbox %s is %s", in.ID, in.State, sb.ID, sb.State)
+			if sb.intent == in.ID && !sb.ended {
+				w.t.Errorf("invariant 3: intent %s is %s, but its sandbox %s is %s", in.ID, in.State, sb.id, sb.state)
 			}
 		}
 		if in.SandboxID != "" {
-			if sb, ok := w.sim.Sandbox(in.SandboxID); ok && sb.State != "destroyed" {
-				w.t.Errorf("invariant 3: intent %s is %s, but sandbox %s is %s", in.ID, in.State, sb.ID, sb.State)
+			if sb, ok := rec.sandbox(in.SandboxID); ok && !sb.ended {
+				w.t.Errorf("invariant 3: intent %s is %s, but sandbox %s is %s", in.ID, in.State, sb.id, sb.state)
 			}
 		}
 	}
@@ -373,7 +428,7 @@ func (w *world) checkInvariants(final bool) int {
 			}
 		}
 	}
-	w.checkForeignUntouched()
+	rec.checkForeign()
 	return len(ours)
 }
 

@@ -16,16 +16,22 @@ import (
 
 	"github.com/tether-run/tether/internal/crashpoint"
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
+	"github.com/tether-run/tether/provider/e2b/e2btest"
 )
 
-// The seeded soak: one journal, one simulated account, many runner cycles.
-// Each cycle draws from one seeded source an intake, the runner's creates
-// and deletes, a crash point (or none) and a mix of simulator faults, runs
-// runner + tether through it, and checks the invariants against the
-// simulator's record; the next cycle's tether restarts on the same journal.
-// A last cycle without faults or crashes must leave nothing behind.
+// The seeded soak: one journal, one simulated account in each cloud, many
+// runner cycles. Each cycle draws from one seeded source an intake, the
+// runner's creates and deletes, a crash point (or none) and a mix of
+// simulator faults, and from a second one the cloud the runner creates in
+// (Daytona, or E2B one cycle in three, with E2B's faults); it runs runner +
+// tether through it, and checks the invariants against both simulators'
+// records; the next cycle's tether restarts on the same journal. A last
+// cycle without faults or crashes must leave nothing behind.
 //
 //	TETHER_SOAK=200 TETHER_SOAK_SEED=7 go test ./test -run TestCrashSoak -v -timeout 2h
+//
+// TETHER_SOAK_CLOUDS=daytona runs Daytona cycles only, in a world without
+// E2B: the first source draws the same cycles either way.
 //
 // Without TETHER_SOAK, a short soak runs (soakShortCycles, seed
 // soakDefaultSeed). TETHER_SOAK_FAULTS=404,destroy-lag (or all) adds two
@@ -36,6 +42,7 @@ const (
 	envSoak         = "TETHER_SOAK"
 	envSoakSeed     = "TETHER_SOAK_SEED"
 	envSoakFaults   = "TETHER_SOAK_FAULTS"
+	envSoakClouds   = "TETHER_SOAK_CLOUDS"
 	soakShortCycles = 8
 	soakDefaultSeed = 1
 )
@@ -43,6 +50,8 @@ const (
 // soakStats is what a soak did, for docs/reliability.md.
 type soakStats struct {
 	cycles, crashes, sandboxes int
+	e2bCycles, e2bCrashes      int
+	e2bSandboxes               int
 	leftLive                   int // intents a drain left live, each found in its report
 	points                     map[string]int
 	answers                    map[int]int // error answers by status, faults and real 404s
@@ -89,33 +98,60 @@ func TestCrashSoak(t *testing.T) {
 		}
 	})
 
-	w := newWorld(t)
+	var w *world
+	var ew *e2bWorld
+	var rec simRecord
+	switch v := os.Getenv(envSoakClouds); v {
+	case "daytona":
+		w = newWorld(t)
+		rec = daytonaRecord{w}
+	case "", "both":
+		ew = newE2BWorld(t)
+		w = ew.world
+		rec = records{daytonaRecord{w}, e2bRecord{ew}}
+	default:
+		t.Fatalf("%s=%q: want daytona or both", envSoakClouds, v)
+	}
 	w.plantOtherAccount()
 	front := w.countAnswers()
 	tetherBin, runnerBin := crashBinaries(t)
 	rng := rand.New(rand.NewPCG(seed, seed^0x7e7e7e7e))
+	rngCloud := rand.New(rand.NewPCG(seed, seed^0xe2b))
 	st := soakStats{points: map[string]int{}}
 
 	for cycle = 1; cycle <= cycles; cycle++ {
 		c := drawCycle(rng, extra)
-		t.Logf("cycle %d: %s %v crash %q at %s; drain %s; faults %s", cycle, c.intake, c.actions, c.point, c.at, c.drain, c.faults)
+		if ew != nil {
+			drawCloud(rngCloud, &c)
+		}
+		t.Logf("cycle %d: %s %s %v crash %q at %s; drain %s; faults %s", cycle, c.cloud, c.intake, c.actions, c.point, c.at, c.drain, c.faultsString())
 		w.sim.SetFaults(c.faults)
-		crashed, reported := w.soakCycle(c, tetherBin, runnerBin)
+		if c.cloud == cloudE2B {
+			st.e2bCycles++
+			ew.e2b.SetFaults(c.e2bFaults)
+		}
+		crashed, reported := w.soakCycle(rec, c, tetherBin, runnerBin)
 		st.leftLive += reported
 		if crashed {
 			st.crashes++
+			if c.cloud == cloudE2B {
+				st.e2bCrashes++
+			}
 			name, _, _ := strings.Cut(c.point, ":")
 			st.points[name]++
 		}
 		w.sim.SetFaults(daytonatest.Faults{})
-		w.checkInvariants(false)
+		if ew != nil {
+			ew.e2b.SetFaults(e2btest.Faults{})
+		}
+		w.checkInvariants(rec, false)
 		if t.Failed() {
 			return
 		}
 	}
 	cycle = cycles + 1 // the last, clean one
-	args := append(w.tetherArgs("run"), crashFlags("socket")...)
-	args = append(args, "--", runnerBin, "socket", "exit")
+	args := append(w.tetherArgs("run"), crashFlags(cloudDaytona, "socket")...)
+	args = append(args, runnerArgs(runnerBin, cloudDaytona, "socket", "exit")...)
 	if code := w.startBin(bin.tether, nil, args...).wait(); code != 0 {
 		t.Errorf("the last run exited %d, want 0", code)
 	}
@@ -123,24 +159,30 @@ func TestCrashSoak(t *testing.T) {
 		t.Errorf("the last drain exited %d; stderr:\n%s", code, stderr)
 	}
 	st.cycles = cycles
-	st.sandboxes = w.checkInvariants(true)
+	st.sandboxes = w.checkInvariants(rec, true)
+	if ew != nil {
+		st.e2bSandboxes = len(e2bRecord{ew}.ours())
+	}
 	st.answers, st.aborted = front.counts()
 	var points []string
 	for p, n := range st.points {
 		points = append(points, fmt.Sprintf("%s=%d", p, n))
 	}
 	sort.Strings(points)
-	t.Logf("soak: seed %d, %d cycles, %d crashes (%s), %d sandboxes of ours, %d intents left live by a drain and reported, error answers by status %v, %d calls hung or dropped; outcome: %s",
-		seed, st.cycles, st.crashes, strings.Join(points, " "), st.sandboxes, st.leftLive, st.answers, st.aborted, map[bool]string{false: "pass", true: "FAIL"}[t.Failed()])
+	t.Logf("soak: seed %d, %d cycles (%d E2B), %d crashes (%d in E2B cycles; by point %s), %d sandboxes of ours (%d in E2B), %d intents left live by a drain and reported, Daytona's error answers by status %v, %d calls hung or dropped; outcome: %s",
+		seed, st.cycles, st.e2bCycles, st.crashes, st.e2bCrashes, strings.Join(points, " "), st.sandboxes, st.e2bSandboxes, st.leftLive, st.answers, st.aborted, map[bool]string{false: "pass", true: "FAIL"}[t.Failed()])
 }
 
 // soakCase is one cycle.
 type soakCase struct {
+	cloud   string // where the runner creates
 	intake  string
 	actions []string
 	point   string // "" for a cycle without a crash
 	at      string
 	faults  daytonatest.Faults
+	// e2bFaults: E2B's faults, for an E2B cycle.
+	e2bFaults e2btest.Faults
 	// drain is the cycle's --drain-timeout: now and then too short, so a
 	// drain leaves intents live and must report them.
 	drain string
@@ -149,7 +191,7 @@ type soakCase struct {
 // drawCycle draws one cycle from rng.
 func drawCycle(rng *rand.Rand, extra map[string]bool) soakCase {
 	intakes := []string{"socket", "spool", "proxy"}
-	c := soakCase{intake: intakes[rng.IntN(len(intakes))], drain: []string{drainTimeout, drainTimeout, "1s"}[rng.IntN(3)]}
+	c := soakCase{cloud: cloudDaytona, intake: intakes[rng.IntN(len(intakes))], drain: []string{drainTimeout, drainTimeout, "1s"}[rng.IntN(3)]}
 	ops := []string{"create", "create", "delete", "unobserved", "declare"}
 	if c.intake == "proxy" {
 		ops = ops[:3]
@@ -160,7 +202,7 @@ func drawCycle(rng *rand.Rand, extra map[string]bool) soakCase {
 	if rng.IntN(5) > 0 {
 		var fit []crashCase
 		for _, cc := range crashCases() {
-			if cc.intake == c.intake {
+			if cc.intake == c.intake && cc.cloud == cloudDaytona {
 				fit = append(fit, cc)
 			}
 		}
@@ -197,16 +239,44 @@ func drawCycle(rng *rand.Rand, extra map[string]bool) soakCase {
 	return c
 }
 
+// drawCloud draws from rng whether cycle c creates in E2B, and E2B's
+// faults (drawn for every cycle, so that a seed draws the same ones
+// whatever the cycles before chose). An E2B cycle keeps c's intake,
+// actions and crash point: every point of the Daytona matrix lies on the
+// same path under E2B.
+func drawCloud(rng *rand.Rand, c *soakCase) {
+	e2bCycle := rng.IntN(3) == 0
+	pick := func(rates ...float64) float64 { return rates[rng.IntN(len(rates))] }
+	f := e2btest.Faults{
+		Seed:           rng.Int64(),
+		Latency:        time.Duration(pick(0, 0, 2, 10)) * time.Millisecond,
+		Rate5xx:        pick(0, 0.05, 0.15),
+		Rate429:        pick(0, 0, 0.05),
+		RateCreateLost: pick(0, 0.2),
+		RateKillFail:   pick(0, 0.1),
+	}
+	if e2bCycle {
+		c.cloud, c.e2bFaults = cloudE2B, f
+	}
+}
+
+func (c soakCase) faultsString() string {
+	if c.cloud == cloudE2B {
+		return fmt.Sprintf("%s, E2B %s", c.faults, c.e2bFaults)
+	}
+	return c.faults.String()
+}
+
 // soakCycle runs one cycle and reports whether it crashed where it meant to,
 // and how many intents its drain left live (each checked to be reported).
-func (w *world) soakCycle(c soakCase, tetherBin, runnerBin string) (crashed bool, reported int) {
+func (w *world) soakCycle(rec simRecord, c soakCase, tetherBin, runnerBin string) (crashed bool, reported int) {
 	t := w.t
 	var env []string
 	if c.point != "" {
 		env = []string{crashpoint.Env + "=" + c.point}
 	}
-	args := append(append(w.tetherArgs("run"), crashFlags(c.intake)...), "--drain-timeout", c.drain)
-	args = append(append(args, "--", runnerBin, c.intake), c.actions...)
+	args := append(append(w.tetherArgs("run"), crashFlags(c.cloud, c.intake)...), "--drain-timeout", c.drain)
+	args = append(args, runnerArgs(runnerBin, c.cloud, c.intake, c.actions...)...)
 	p := w.startBin(tetherBin, env, args...)
 	out, ready := p.collect()
 	if ready {
@@ -221,7 +291,7 @@ func (w *world) soakCycle(c soakCase, tetherBin, runnerBin string) (crashed bool
 		// 1: the runner gave up on a call the faults broke.
 		t.Errorf("tether exited %d without crashing; stderr:\n%s", code, p.stderr)
 	}
-	w.checkAcked(c.intake, out)
+	w.checkAcked(rec, c.intake, out)
 	if code != 137 {
 		reported = w.checkReport(p.stderr.String())
 	}

@@ -44,6 +44,7 @@ Example:
   tether demo e2b &
   export E2B_API_URL=http://127.0.0.1:3987 E2B_API_KEY=` + e2btest.DefaultKey + `
   tether run -- node my-e2b-runner.js
+  tether run -- tether demo runner --provider e2b --sandboxes 3 --exit 0
   curl -s http://127.0.0.1:3987/_sim/sandboxes
 `
 

@@ -3,9 +3,13 @@
 // three intakes, and dies (SIGKILL, when built with -tags crashpoints) at
 // the runner-side crash point $TETHER_CRASHPOINT names: after the intent's
 // acknowledgement before the create, after the create before the observe,
-// after the observe.
+// after the observe. It creates in Daytona (the official api-client-go,
+// from DAYTONA_API_URL and DAYTONA_API_KEY) or in E2B (provider/e2b's
+// client, which makes the SDKs' calls: POST /sandboxes with metadata and
+// timeout, DELETE /sandboxes/{id}, from E2B_API_URL and E2B_API_KEY). Under
+// the proxy intake the URL is tether's proxy.
 //
-//	crashrunner socket|spool|proxy ACTION...
+//	crashrunner daytona|e2b socket|spool|proxy ACTION...
 //
 // Actions, run in order:
 //
@@ -20,10 +24,11 @@
 //	pid <pid>
 //	acked <intent> <name> -          tether acknowledged the intent (socket: its 201)
 //	written <intent> <name> -        the spool file is written (tether acks by taking it)
-//	created <intent> <name> <id>     the create answered; for the proxy the intent id is -
+//	created <intent> <name> <id>     the create answered; for the proxy the intent id is -,
+//	                                 and for E2B's the name too (its answer has none)
 //	lost <intent> <name> -           the create failed; it may have landed
 //	observed <intent> <name> <id>    tether acknowledged the id
-//	deleted <intent> <name> <id>     deleted on Daytona and released
+//	deleted <intent> <name> <id>     deleted in the cloud and released
 //	undeleted <intent> <name> <id>   the delete failed; tether's to do
 //	ready
 package main
@@ -31,6 +36,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"strings"
@@ -44,6 +50,7 @@ import (
 	"github.com/tether-run/tether/internal/config"
 	"github.com/tether-run/tether/internal/crashpoint"
 	"github.com/tether-run/tether/internal/intake/spooldir"
+	"github.com/tether-run/tether/provider/e2b"
 	"github.com/tether-run/tether/spool"
 )
 
@@ -58,21 +65,16 @@ type runner struct {
 	spool  string
 	owner  string
 	scope  map[string]string
-	cloud  apiclient.SandboxAPI
+	cloud  cloud
 	held   []held
 }
 
 func main() {
-	if len(os.Args) < 2 {
-		fail("usage: crashrunner socket|spool|proxy ACTION...")
+	if len(os.Args) < 3 {
+		fail("usage: crashrunner daytona|e2b socket|spool|proxy ACTION...")
 	}
 	fmt.Printf("pid %d\n", os.Getpid())
-	r := &runner{intake: os.Args[1]}
-	cfg := apiclient.NewConfiguration()
-	cfg.Servers = apiclient.ServerConfigurations{{URL: os.Getenv("DAYTONA_API_URL")}}
-	cfg.AddDefaultHeader("Authorization", "Bearer "+os.Getenv("DAYTONA_API_KEY"))
-	cfg.HTTPClient = &http.Client{Timeout: callTimeout}
-	r.cloud = apiclient.NewAPIClient(cfg).SandboxAPI
+	r := &runner{intake: os.Args[2], cloud: newCloud(os.Args[1])}
 	switch r.intake {
 	case "socket":
 		r.tether = client.New(os.Getenv(config.EnvSocket))
@@ -90,7 +92,7 @@ func main() {
 		fail("unknown intake %q", r.intake)
 	}
 	exit := false
-	for _, action := range os.Args[2:] {
+	for _, action := range os.Args[3:] {
 		switch action {
 		case "create", "unobserved", "declare":
 			r.sandbox(action)
@@ -121,7 +123,7 @@ func (r *runner) sandbox(action string) {
 	var labels map[string]string
 	switch r.intake {
 	case "socket":
-		in, err := r.tether.CreateIntent(ctx, intentapi.CreateRequest{Labels: ownLabels, OnDrain: spool.DrainDelete})
+		in, err := r.tether.CreateIntent(ctx, intentapi.CreateRequest{Labels: ownLabels, OnDrain: spool.DrainDelete, Provider: r.cloud.provider()})
 		if err != nil {
 			fail("declare: %v", err)
 		}
@@ -129,7 +131,7 @@ func (r *runner) sandbox(action string) {
 		fmt.Printf("acked %s %s -\n", intent, name)
 	case "spool":
 		intent = strings.ToLower(ulid.Make().String())
-		if _, err := spooldir.Write(r.spool, spooldir.FileOp{Op: spooldir.OpIntent, ID: intent, Labels: ownLabels, OnDrain: spool.DrainDelete}); err != nil {
+		if _, err := spooldir.Write(r.spool, spooldir.FileOp{Op: spooldir.OpIntent, ID: intent, Labels: ownLabels, OnDrain: spool.DrainDelete, Provider: r.cloud.provider()}); err != nil {
 			fail("write the spool file: %v", err)
 		}
 		in := spool.Plan(r.owner, spool.NewIntent{ID: intent, Labels: spool.MergeLabels(r.scope, ownLabels), OnDrain: spool.DrainDelete}, time.Now().UTC())
@@ -142,37 +144,31 @@ func (r *runner) sandbox(action string) {
 	if action == "declare" {
 		return
 	}
-	req := apiclient.NewCreateSandbox()
-	if name != "" {
-		req.SetName(name)
-	}
-	req.SetLabels(labels)
-	req.SetAutoStopInterval(0)
-	sb, _, err := r.cloud.CreateSandbox(ctx).CreateSandbox(*req).Execute()
+	id, got, err := r.cloud.create(ctx, name, labels)
 	if err != nil {
 		fmt.Printf("lost %s %s - %v\n", intent, orDash(name), oneLine(err))
 		return
 	}
-	name = sb.GetName()
-	fmt.Printf("created %s %s %s\n", intent, name, sb.GetId())
+	name = orDash(got)
+	fmt.Printf("created %s %s %s\n", intent, name, id)
 	crashpoint.Hit(crashpoint.RunnerAfterCreate)
 	if action == "unobserved" || r.intake == "proxy" {
-		r.held = append(r.held, held{intent, name, sb.GetId()})
+		r.held = append(r.held, held{intent, name, id})
 		return
 	}
 	switch r.intake {
 	case "socket":
-		if _, err := r.tether.Observe(ctx, intent, sb.GetId()); err != nil {
+		if _, err := r.tether.Observe(ctx, intent, id); err != nil {
 			fail("observe %s: %v", name, err)
 		}
 	case "spool":
-		if _, err := spooldir.Write(r.spool, spooldir.FileOp{Op: spooldir.OpObserve, ID: intent, SandboxID: sb.GetId()}); err != nil {
+		if _, err := spooldir.Write(r.spool, spooldir.FileOp{Op: spooldir.OpObserve, ID: intent, SandboxID: id}); err != nil {
 			fail("write the observe file: %v", err)
 		}
 	}
-	fmt.Printf("observed %s %s %s\n", intent, name, sb.GetId())
+	fmt.Printf("observed %s %s %s\n", intent, name, id)
 	crashpoint.Hit(crashpoint.RunnerAfterObserve)
-	r.held = append(r.held, held{intent, name, sb.GetId()})
+	r.held = append(r.held, held{intent, name, id})
 }
 
 // delete deletes the oldest sandbox held and releases its intent. A delete
@@ -185,7 +181,7 @@ func (r *runner) delete() {
 	r.held = r.held[1:]
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
-	if _, _, err := r.cloud.DeleteSandbox(ctx, h.id).Execute(); err != nil {
+	if err := r.cloud.delete(ctx, h.id); err != nil {
 		fmt.Printf("undeleted %s %s %s %v\n", h.intent, h.name, h.id, oneLine(err))
 		return
 	}
@@ -201,6 +197,77 @@ func (r *runner) delete() {
 	}
 	fmt.Printf("deleted %s %s %s\n", h.intent, h.name, h.id)
 }
+
+// cloud is where the runner creates and deletes its sandboxes.
+type cloud interface {
+	// provider names the cloud to tether ("" for its default, Daytona).
+	provider() string
+	// create makes a sandbox named name (if not empty) carrying labels,
+	// and returns its id and name (empty if the cloud gave none).
+	create(ctx context.Context, name string, labels map[string]string) (id, got string, err error)
+	delete(ctx context.Context, id string) error
+}
+
+func newCloud(name string) cloud {
+	switch name {
+	case "daytona":
+		cfg := apiclient.NewConfiguration()
+		cfg.Servers = apiclient.ServerConfigurations{{URL: os.Getenv("DAYTONA_API_URL")}}
+		cfg.AddDefaultHeader("Authorization", "Bearer "+os.Getenv("DAYTONA_API_KEY"))
+		cfg.HTTPClient = &http.Client{Timeout: callTimeout}
+		return daytonaCloud{apiclient.NewAPIClient(cfg).SandboxAPI}
+	case "e2b":
+		cfg, err := e2b.ConfigFromEnv()
+		if err != nil {
+			fail("%v", err)
+		}
+		cfg.CallTimeout = callTimeout
+		cfg.Logger = slog.New(slog.DiscardHandler)
+		p, err := e2b.New(cfg)
+		if err != nil {
+			fail("e2b client: %v", err)
+		}
+		return e2bCloud{p}
+	}
+	fail("unknown cloud %q", name)
+	return nil
+}
+
+type daytonaCloud struct{ api apiclient.SandboxAPI }
+
+func (daytonaCloud) provider() string { return "" }
+
+func (c daytonaCloud) create(ctx context.Context, name string, labels map[string]string) (string, string, error) {
+	req := apiclient.NewCreateSandbox()
+	if name != "" {
+		req.SetName(name)
+	}
+	req.SetLabels(labels)
+	req.SetAutoStopInterval(0)
+	sb, _, err := c.api.CreateSandbox(ctx).CreateSandbox(*req).Execute()
+	if err != nil {
+		return "", "", err
+	}
+	return sb.GetId(), sb.GetName(), nil
+}
+
+func (c daytonaCloud) delete(ctx context.Context, id string) error {
+	_, _, err := c.api.DeleteSandbox(ctx, id).Execute()
+	return err
+}
+
+// e2bCloud names a sandbox by its metadata (e2b.MetadataName), as tether
+// finds it; a zero-code runner names none, and learns only the id.
+type e2bCloud struct{ p *e2b.Provider }
+
+func (e2bCloud) provider() string { return e2b.ProviderName }
+
+func (c e2bCloud) create(ctx context.Context, name string, labels map[string]string) (string, string, error) {
+	sb, err := c.p.Create(ctx, name, labels, e2b.CreateOptions{})
+	return sb.ID, sb.Name, err
+}
+
+func (c e2bCloud) delete(ctx context.Context, id string) error { return c.p.Delete(ctx, id) }
 
 func orDash(s string) string {
 	if s == "" {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -35,88 +34,13 @@ func created(lines []line) []string {
 }
 
 // TestDockerStop50: `docker stop` (10 s) of a container whose runner holds
-// 50 live sandboxes. Every one is confirmed destroyed by the simulator, and
-// tether finished by itself (143, the runner's SIGTERM) before Docker's
-// SIGKILL (137). Repeated $TETHER_DOCKER_STOP_RUNS times; the durations are
-// logged (go test -v) for docs/benchmarks.md.
-func TestDockerStop50(t *testing.T) {
-	const sandboxes = 50
-	w := newWorld(t)
-	runs := stopRuns(t)
-	var stops, drains []time.Duration
-	for i := range runs {
-		label := fmt.Sprintf("stop-%d", i)
-		c := run(t, image, runOpts{
-			docker: []string{"-v", newVolume(t) + ":/var/lib/tether"},
-			env:    w.env(),
-			args:   []string{"runner", "--sandboxes", fmt.Sprint(sandboxes), "--label", label},
-		})
-		if got := len(created(c.ready())); got != sandboxes {
-			t.Fatalf("run %d: the runner created %d sandboxes, want %d", i, got, sandboxes)
-		}
-		took, code := c.stop()
-		if code != exitTERM {
-			t.Errorf("run %d: exit %d, want %d (tether done before the SIGKILL)", i, code, exitTERM)
-		}
-		total, drain, left := drainReport(t, c.stderr.String())
-		if total != sandboxes || left != 0 {
-			t.Errorf("run %d: report: %d intents, %d left live; want %d, 0", i, total, left, sandboxes)
-		}
-		w.assertAllDestroyed(label, sandboxes)
-		stops, drains = append(stops, took), append(drains, drain)
-		t.Logf("run %d: docker stop took %s, tether's drain %s", i, took.Round(time.Millisecond), drain)
-		if t.Failed() {
-			return
-		}
-	}
-	slices.Sort(stops)
-	slices.Sort(drains)
-	t.Logf("%d runs of %d sandboxes, none leaked: docker stop min %s median %s max %s; drain min %s median %s max %s",
-		runs, sandboxes, stops[0].Round(time.Millisecond), stops[len(stops)/2].Round(time.Millisecond), stops[len(stops)-1].Round(time.Millisecond),
-		drains[0], drains[len(drains)/2], drains[len(drains)-1])
-}
+// 50 live Daytona sandboxes (stop50). TestDockerStop50E2B is the same for
+// E2B.
+func TestDockerStop50(t *testing.T) { stop50(t, newWorld(t)) }
 
-// TestDockerKillReplay: `docker kill -s KILL` leaves the sandboxes live and
-// the journal on its named volume; a new container on that volume replays
-// it and the simulator confirms every sandbox destroyed.
-func TestDockerKillReplay(t *testing.T) {
-	const sandboxes = 10
-	w := newWorld(t)
-	vol := newVolume(t)
-	c := run(t, image, runOpts{
-		docker: []string{"-v", vol + ":/var/lib/tether"},
-		env:    w.env(),
-		args:   []string{"runner", "--sandboxes", fmt.Sprint(sandboxes), "--label", "kill"},
-	})
-	ids := created(c.ready())
-	if len(ids) != sandboxes {
-		t.Fatalf("the runner created %d sandboxes, want %d", len(ids), sandboxes)
-	}
-	mustDocker(t, "kill", "-s", "KILL", c.name)
-	if code := c.wait(); code != exitKILL {
-		t.Fatalf("exit %d after docker kill, want %d", code, exitKILL)
-	}
-	// Nothing could clean up: every sandbox is still there.
-	for _, sb := range w.ours("kill") {
-		if sb.State != "started" || sb.DeleteRequested {
-			t.Fatalf("sandbox %s is %s before the replay; the kill should have left it", sb.ID, sb.State)
-		}
-	}
-
-	next := run(t, image, runOpts{
-		docker: []string{"-v", vol + ":/var/lib/tether"},
-		env:    w.env(),
-		args:   []string{"runner", "--sandboxes", "0", "--wait-idle", "--label", "kill-next"},
-	})
-	if code := next.wait(); code != 0 {
-		t.Fatalf("the next container exited %d, want 0", code)
-	}
-	replayed := regexp.MustCompile(fmt.Sprintf(`msg="replay: resolving intents an earlier run left live".* live=%d\b`, sandboxes))
-	if !replayed.MatchString(next.stderr.String()) {
-		t.Errorf("the next container did not report the replay of %d intents:\n%s", sandboxes, next.stderr)
-	}
-	w.assertAllDestroyed("kill", sandboxes)
-}
+// TestDockerKillReplay: `docker kill -s KILL`, then a new container on the
+// same volume replays the journal (killReplay), on Daytona.
+func TestDockerKillReplay(t *testing.T) { killReplay(t, newWorld(t)) }
 
 // TestDockerStopTooShort: `docker stop -t 2` while Daytona's deletes hang.
 // With the default drain timeout (5 s) Docker's SIGKILL cuts the drain

@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -83,8 +84,9 @@ func testMain(m *testing.M) int {
 }
 
 // buildImage builds the image with examples/docker/build-offline.sh, the
-// documented way to build it with no registry, with the sample runner and
-// the probe beside tether. The script's root file system goes in as a tar,
+// documented way to build it with no registry, with the sample runner, the
+// probe and test/e2brunner (a zero-code runner of E2B and Daytona) beside
+// tether. The script's root file system goes in as a tar,
 // so the modes are exact: /tmp, /var/lib/tether and /run/tether
 // world-writable with the sticky bit, as the root Dockerfile makes them.
 func buildImage(dir, tag string) error {
@@ -96,7 +98,8 @@ func buildImage(dir, tag string) error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(script, "-t", tag, "runner="+runner, "probe=github.com/tether-run/tether/test/docker/probe")
+	cmd := exec.Command(script, "-t", tag, "runner="+runner, "probe=github.com/tether-run/tether/test/docker/probe",
+		"e2brunner=github.com/tether-run/tether/test/e2brunner")
 	cmd.Env = append(os.Environ(), "TMPDIR="+dir)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("%s: %v\n%s", script, err, out)
@@ -180,8 +183,9 @@ func journalDir(t *testing.T) string {
 // --- the simulated Daytona, on the host's loopback ---
 
 type world struct {
-	t   *testing.T
-	sim *daytonatest.Server
+	t          *testing.T
+	sim        *daytonatest.Server
+	neighbours []string // planted by plantNeighbours; never to be touched
 }
 
 func newWorld(t *testing.T, opts ...daytonatest.Option) *world {
@@ -215,11 +219,12 @@ func (w *world) env() []string {
 	return []string{"DAYTONA_API_URL=" + w.sim.URL, "DAYTONA_API_KEY=" + daytonatest.DefaultKey}
 }
 
-// ours is every sandbox the runner created (all carry run=<label>).
+// ours is every sandbox the runner created (all carry run=<label>; the
+// neighbours planted beside them are not ours).
 func (w *world) ours(label string) []daytonatest.Sandbox {
 	var out []daytonatest.Sandbox
 	for _, sb := range w.sim.Sandboxes() {
-		if sb.Labels["run"] == label {
+		if sb.Labels["run"] == label && !slices.Contains(w.neighbours, sb.ID) {
 			out = append(out, sb)
 		}
 	}

@@ -1,7 +1,9 @@
 // Package samplerunner is a stand-in for an AI-agent runner, used by
 // `tether demo` and the end-to-end tests: it declares each sandbox to tether
-// over the socket API, creates it on Daytona through the official
-// api-client-go with the name and labels tether chose, reports the id, and
+// over the socket API, creates it with the name and labels tether chose (on
+// Daytona through the official api-client-go; with --provider e2b on E2B,
+// with the SDKs' POST /sandboxes through provider/e2b's client, the labels
+// as its metadata), reports the id, and
 // then behaves like a runner that is about to be killed — it holds the
 // sandboxes and never cleans up (its `finally` never runs).
 //
@@ -25,6 +27,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -34,6 +37,7 @@ import (
 	"github.com/tether-run/tether/intentapi/client"
 	"github.com/tether-run/tether/provider"
 	"github.com/tether-run/tether/provider/daytona"
+	"github.com/tether-run/tether/provider/e2b"
 	"github.com/tether-run/tether/spool"
 )
 
@@ -49,8 +53,14 @@ type Options struct {
 	Released int
 	// Label is added to every intent as run=<Label>.
 	Label string
-	// AutoStop is the autoStopInterval sent on create; 0 reproduces the
+	// Provider is the cloud it declares and creates each sandbox in:
+	// daytona (the default, also when empty), e2b, or both, comma-separated
+	// ("daytona,e2b": the sandboxes alternate, the first on the first).
+	// tether must have their credentials too.
+	Provider string
+	// AutoStop is Daytona's autoStopInterval sent on create; 0 reproduces the
 	// leak of real runners (auto-stop off disables Daytona's own cleanup), which tether's backstop then repairs.
+	// An E2B sandbox gets the SDKs' default timeout, 300 s.
 	AutoStop int
 	// Exit: after "ready", exit with this code at once; -1 holds until a
 	// signal, which then kills the runner with no cleanup.
@@ -84,14 +94,15 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.Unobserved, "unobserved", 0, "of those, how many are created but never reported to tether")
 	fs.IntVar(&o.Released, "released", 0, "of those, how many the runner deletes and releases itself")
 	fs.StringVar(&o.Label, "label", "demo", "value of the run=<label> scope label")
-	fs.IntVar(&o.AutoStop, "autostop", 0, "autoStopInterval minutes sent on create (0: off, which disables Daytona's own cleanup)")
+	fs.StringVar(&o.Provider, "provider", daytona.ProviderName, "the cloud it creates in: daytona, e2b, or both comma-separated (they alternate)")
+	fs.IntVar(&o.AutoStop, "autostop", 0, "Daytona's autoStopInterval minutes sent on create (0: off, which disables Daytona's own cleanup)")
 	fs.IntVar(&o.Exit, "exit", -1, "exit with this code once ready; -1 holds until a signal")
 	fs.BoolVar(&o.WaitIdle, "wait-idle", false, "once ready, wait until tether has no live intent, then exit 0")
 	fs.IntVar(&o.Declared, "declared", 0, "intents declared after the sandboxes but never created")
 	fs.BoolVar(&o.PrintPID, "print-pid", false, `print "pid <pid>" first`)
 	fs.BoolVar(&o.CleanupOnSignal, "cleanup-on-signal", false, "on SIGTERM/SIGINT, delete and release every sandbox held, then exit 0")
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), "Usage: runner [flags]\n\nThe sample runner: declares each sandbox to tether before creating it in\nDaytona, reports its id, and holds them until it is stopped.\n\nFlags:\n")
+		fmt.Fprint(fs.Output(), "Usage: runner [flags]\n\nThe sample runner: declares each sandbox to tether before creating it in\nDaytona (or E2B), reports its id, and holds them until it is stopped.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -123,11 +134,7 @@ func Run(ctx context.Context, o Options, stdout io.Writer) error {
 	if sock == "" {
 		return errors.New("TETHER_SOCKET is not set: run me under tether run")
 	}
-	cfg, err := daytona.ConfigFromEnv()
-	if err != nil {
-		return err
-	}
-	cloud, err := daytona.New(cfg)
+	clouds, err := openClouds(o)
 	if err != nil {
 		return err
 	}
@@ -137,11 +144,12 @@ func Run(ctx context.Context, o Options, stdout io.Writer) error {
 		fmt.Fprintf(stdout, "pid %d\n", os.Getpid())
 	}
 	for i := 0; i < o.Sandboxes; i++ {
-		in, err := declare(ctx, tether, o.Label, strconv.Itoa(i))
+		cl := clouds[i%len(clouds)]
+		in, err := declare(ctx, tether, o.Label, cl.name, strconv.Itoa(i))
 		if err != nil {
 			return fmt.Errorf("declare sandbox %d: %w", i, err)
 		}
-		sb, err := create(ctx, cloud, in, o.AutoStop)
+		sb, err := cl.createRetried(ctx, in)
 		if err != nil {
 			// The create may have landed before it failed (the Paperclip
 			// seed); only tether can find out, by the name.
@@ -156,7 +164,7 @@ func Run(ctx context.Context, o Options, stdout io.Writer) error {
 			return fmt.Errorf("observe %s: %w", in.Name, err)
 		}
 		if i < o.Released {
-			if err := cloud.Delete(ctx, sb.ID); err != nil {
+			if err := cl.Delete(ctx, sb.ID); err != nil {
 				return fmt.Errorf("delete %s: %w", in.Name, err)
 			}
 			if _, err := tether.Release(ctx, in.ID, "deleted"); err != nil {
@@ -166,10 +174,10 @@ func Run(ctx context.Context, o Options, stdout io.Writer) error {
 			continue
 		}
 		fmt.Fprintf(stdout, "created %s %s %s\n", in.ID, in.Name, sb.ID)
-		held = append(held, heldSandbox{in, sb.ID})
+		held = append(held, heldSandbox{in, sb.ID, cl})
 	}
 	for i := 0; i < o.Declared; i++ {
-		in, err := declare(ctx, tether, o.Label, "declared-"+strconv.Itoa(i))
+		in, err := declare(ctx, tether, o.Label, clouds[0].name, "declared-"+strconv.Itoa(i))
 		if err != nil {
 			return fmt.Errorf("declare intent %d: %w", i, err)
 		}
@@ -190,7 +198,7 @@ func Run(ctx context.Context, o Options, stdout io.Writer) error {
 	select {
 	case s := <-c:
 		if o.CleanupOnSignal {
-			return cleanup(ctx, cloud, tether, held, stdout)
+			return cleanup(ctx, tether, held, stdout)
 		}
 		signal.Reset()
 		_ = syscall.Kill(os.Getpid(), s.(syscall.Signal))
@@ -200,27 +208,98 @@ func Run(ctx context.Context, o Options, stdout io.Writer) error {
 	}
 }
 
-// declare asks tether for an intent under run=<label>, with an idempotency
-// key unique to this sandbox of this run, so a retried request is harmless.
-func declare(ctx context.Context, tether *client.Client, label, which string) (intentapi.Intent, error) {
-	return tether.CreateIntent(ctx, intentapi.CreateRequest{
+// declare asks tether for an intent of provider prov under run=<label>,
+// with an idempotency key unique to this sandbox of this run, so a retried
+// request is harmless.
+func declare(ctx context.Context, tether *client.Client, label, prov, which string) (intentapi.Intent, error) {
+	req := intentapi.CreateRequest{
 		Labels:  map[string]string{"run": label},
 		OnDrain: spool.DrainDelete,
 		Key:     label + "-" + which,
-	})
+	}
+	// Daytona is the socket's default: its declarations name no provider,
+	// as a Daytona runner's do.
+	if prov != daytona.ProviderName {
+		req.Provider = prov
+	}
+	return tether.CreateIntent(ctx, req)
+}
+
+// cloud is a provider the runner creates in, with its create; a cloud
+// with no provider is one it never creates in.
+type cloud struct {
+	name string
+	provider.Provider
+	create func(ctx context.Context, name string, labels map[string]string) (provider.Sandbox, error)
+}
+
+// openClouds returns the clouds of o.Provider in order, each opened with
+// its credentials from the environment only if a sandbox will be created
+// in it: a runner with nothing to create (a replay's --sandboxes 0
+// --wait-idle) needs none.
+func openClouds(o Options) ([]*cloud, error) {
+	names := strings.Split(o.Provider, ",")
+	if o.Provider == "" {
+		names = []string{daytona.ProviderName}
+	}
+	clouds := make([]*cloud, len(names))
+	for i, name := range names {
+		if name != daytona.ProviderName && name != e2b.ProviderName || slices.Contains(names[:i], name) {
+			return nil, fmt.Errorf("--provider %q: want %s, %s, or both comma-separated", o.Provider, daytona.ProviderName, e2b.ProviderName)
+		}
+		clouds[i] = &cloud{name: name}
+		if i >= o.Sandboxes {
+			continue
+		}
+		var err error
+		if clouds[i], err = openCloud(name, o.AutoStop); err != nil {
+			return nil, err
+		}
+	}
+	return clouds, nil
+}
+
+// openCloud reads the provider's credentials from the environment, as its
+// SDKs do (under tether run, its API URL is tether's proxy).
+func openCloud(name string, autoStop int) (*cloud, error) {
+	if name == e2b.ProviderName {
+		cfg, err := e2b.ConfigFromEnv()
+		if err != nil {
+			return nil, err
+		}
+		p, err := e2b.New(cfg)
+		if err != nil {
+			return nil, err
+		}
+		return &cloud{name, p, func(ctx context.Context, name string, labels map[string]string) (provider.Sandbox, error) {
+			return p.Create(ctx, name, labels, e2b.CreateOptions{})
+		}}, nil
+	}
+	cfg, err := daytona.ConfigFromEnv()
+	if err != nil {
+		return nil, err
+	}
+	p, err := daytona.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &cloud{name, p, func(ctx context.Context, name string, labels map[string]string) (provider.Sandbox, error) {
+		return p.Create(ctx, name, labels, &autoStop)
+	}}, nil
 }
 
 type heldSandbox struct {
 	in        intentapi.Intent
 	sandboxID string
+	cloud     *cloud
 }
 
 // cleanup is a runner's own shutdown handler: it deletes each sandbox it
 // holds and tells tether, which must still be serving during its grace.
-func cleanup(ctx context.Context, cloud *daytona.Provider, tether *client.Client, held []heldSandbox, stdout io.Writer) error {
+func cleanup(ctx context.Context, tether *client.Client, held []heldSandbox, stdout io.Writer) error {
 	var errs []error
 	for _, h := range held {
-		if err := cloud.Delete(ctx, h.sandboxID); err != nil && !errors.Is(err, provider.ErrNotFound) {
+		if err := h.cloud.Delete(ctx, h.sandboxID); err != nil && !errors.Is(err, provider.ErrNotFound) {
 			errs = append(errs, fmt.Errorf("delete %s: %w", h.in.Name, err))
 			continue
 		}
@@ -233,13 +312,14 @@ func cleanup(ctx context.Context, cloud *daytona.Provider, tether *client.Client
 	return errors.Join(errs...)
 }
 
-// create makes the sandbox, retrying what a retry can fix. A retry that
-// answers 409 means an earlier attempt landed although its answer was lost.
-func create(ctx context.Context, cloud *daytona.Provider, in intentapi.Intent, autoStop int) (provider.Sandbox, error) {
+// createRetried makes the sandbox, retrying what a retry can fix. A retry
+// that answers 409 means an earlier attempt landed although its answer was
+// lost.
+func (c *cloud) createRetried(ctx context.Context, in intentapi.Intent) (provider.Sandbox, error) {
 	var err error
 	for attempt := 1; attempt <= createAttempts; attempt++ {
 		var sb provider.Sandbox
-		sb, err = cloud.Create(ctx, in.Name, in.Labels, &autoStop)
+		sb, err = c.create(ctx, in.Name, in.Labels)
 		if err == nil {
 			return sb, nil
 		}

@@ -124,6 +124,20 @@ type world struct {
 	foreign map[string]daytonatest.Sandbox // planted, by id, as planted
 }
 
+// computing is the turn of the tests that compute rather than wait (10,000
+// spool files or intents through tether): the package runs many tests at
+// once, and two of these together take both cores from each other's
+// processes and from the waiting tests' (a runner's mv racing a 3 s grace).
+var computing = make(chan struct{}, 1)
+
+// computes makes t wait until no other test that computes runs, and holds
+// the turn until t ends.
+func computes(t *testing.T) {
+	t.Helper()
+	computing <- struct{}{}
+	t.Cleanup(func() { <-computing })
+}
+
 func newWorld(t *testing.T, opts ...daytonatest.Option) *world {
 	t.Helper()
 	sim := daytonatest.NewServer(append([]daytonatest.Option{

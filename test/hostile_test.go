@@ -294,6 +294,7 @@ func TestHostileSpoolDirectoryRefused(t *testing.T) {
 // journaled, every hostile file rejected, and the output stays bounded.
 func TestHostileSpoolTenThousandFiles(t *testing.T) {
 	t.Parallel()
+	computes(t)
 	const n = 10000
 	w := newWorld(t)
 	if err := os.Mkdir(w.spool, 0o700); err != nil {
@@ -356,6 +357,7 @@ func TestHostileSpoolTenThousandFiles(t *testing.T) {
 // intent: a count and one line saying why, every intent exactly as it was.
 func TestScaleNoProvider(t *testing.T) {
 	t.Parallel()
+	computes(t)
 	const n = 10000
 	w := newWorld(t)
 	j, err := spool.Open(w.journal, spool.Options{})

@@ -37,6 +37,7 @@ const spoolFilesAtTerm = 10000
 // either journaled or still in the spool directory for the next start.
 func TestShutdownIsBoundedByGraceAndDrain(t *testing.T) {
 	t.Parallel()
+	computes(t)
 	w := newWorld(t)
 	stage := filepath.Join(w.dir, "stage")
 	if err := os.Mkdir(stage, 0o700); err != nil {

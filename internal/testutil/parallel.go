@@ -11,7 +11,7 @@ import (
 // whose tests mostly wait (on other processes, sped-up leases, drain
 // deadlines, simulated delays), not on this process's CPU, so more of them
 // overlap than go test's default of one per GOMAXPROCS. The tests of such a
-// package must not hang on a tight deadline: each wait has its own generous
+// package must not depend on a tight deadline: each wait has its own generous
 // bound (WaitBound), as the extra load stretches them. Call it from TestMain
 // after flag.Parse.
 func WaitingParallel(perCPU int) {

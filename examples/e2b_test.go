@@ -31,14 +31,17 @@ var e2bZeroCodeRunners = []struct {
 // other 2); each carries tether's metadata (owner, intent, tether-name),
 // and the job one kept the runner's job=NAME beside it.
 func TestE2BZeroCodeExamples(t *testing.T) {
+	t.Parallel()
 	const plain, killed = 3, 2
 	for _, r := range e2bZeroCodeRunners {
 		t.Run(r.name, func(t *testing.T) {
+			t.Parallel()
 			if _, err := exec.LookPath(r.tool); err != nil {
 				t.Skipf("SKIP: %s is not installed: the %s E2B example did not run", r.tool, r.name)
 			}
 			for _, how := range []string{"exits", "killed", "stopped"} {
 				t.Run(how, func(t *testing.T) {
+					t.Parallel()
 					w := newWorld(t)
 					sim := e2btest.NewServer()
 					t.Cleanup(sim.Close)

@@ -34,6 +34,8 @@ func TestMain(m *testing.M) {
 		fmt.Println("SKIP: the examples' end-to-end tests do not run with -short")
 		os.Exit(0)
 	}
+	// The examples' tests wait on runners, tether and simulated delays.
+	testutil.WaitingParallel(4)
 	os.Exit(testMain(m))
 }
 

@@ -194,6 +194,7 @@ var snippetTools = []string{"curl", "jq", "node", "python3", "timeout"}
 // A block that is none of these fails the test: a new block must run, or
 // say why it cannot.
 func TestDocSnippets(t *testing.T) {
+	t.Parallel()
 	var docs []string
 	for _, g := range snippetDocs {
 		m, err := filepath.Glob(g)

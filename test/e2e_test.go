@@ -19,7 +19,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -89,13 +88,8 @@ func testMain(m *testing.M) int {
 	// before exiting, which slows every test down (not a correctness issue).
 	os.Setenv("GORACE", strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
 	// Most of these tests wait on timers and other processes (leases,
-	// graces, drains), not on this process's CPU: run more of them at once
-	// than GOMAXPROCS, unless -parallel was given.
-	parallelSet := false
-	flag.Visit(func(f *flag.Flag) { parallelSet = parallelSet || f.Name == "test.parallel" })
-	if !parallelSet {
-		flag.Set("test.parallel", strconv.Itoa(max(4, 2*runtime.GOMAXPROCS(0))))
-	}
+	// graces, drains), not on this process's CPU.
+	testutil.WaitingParallel(8)
 	defer testutil.Cleanup()
 	for out, pkg := range map[*string]string{
 		&bin.tether: testutil.TetherPkg,
@@ -129,6 +123,20 @@ type world struct {
 
 	mu      sync.Mutex
 	foreign map[string]daytonatest.Sandbox // planted, by id, as planted
+}
+
+// computing is the turn of the tests that compute rather than wait (10,000
+// spool files or intents through tether): the package runs many tests at
+// once, and two of these together take both cores from each other's
+// processes and from the waiting tests' (a runner's mv racing a 3 s grace).
+var computing = make(chan struct{}, 1)
+
+// computes makes t wait until no other test that computes runs, and holds
+// the turn until t ends.
+func computes(t *testing.T) {
+	t.Helper()
+	computing <- struct{}{}
+	t.Cleanup(func() { <-computing })
 }
 
 func newWorld(t *testing.T, opts ...daytonatest.Option) *world {

@@ -128,6 +128,7 @@ func (w *world) rejected(slot string) string {
 // rejected with a reason, tether keeps serving, and every acknowledged
 // intent's sandbox ends destroyed.
 func TestHostileSpool(t *testing.T) {
+	t.Parallel()
 	nob := asNobody(t)
 	w := newWorld(t)
 	w.nobodyCan()
@@ -291,6 +292,8 @@ func TestHostileSpoolDirectoryRefused(t *testing.T) {
 // hostile ones among them, and no provider: every acknowledged intent is
 // journaled, every hostile file rejected, and the output stays bounded.
 func TestHostileSpoolTenThousandFiles(t *testing.T) {
+	t.Parallel()
+	computes(t)
 	const n = 10000
 	w := newWorld(t)
 	if err := os.Mkdir(w.spool, 0o700); err != nil {
@@ -352,6 +355,8 @@ func TestHostileSpoolTenThousandFiles(t *testing.T) {
 // left with 10,000 live intents, without credentials, does no work per
 // intent: a count and one line saying why, every intent exactly as it was.
 func TestScaleNoProvider(t *testing.T) {
+	t.Parallel()
+	computes(t)
 	const n = 10000
 	w := newWorld(t)
 	j, err := spool.Open(w.journal, spool.Options{})

@@ -13,6 +13,7 @@ import (
 // one whose sandbox is still being confirmed gone (stuck destroying) keeps
 // it going to its deadline, beside an intent whose name closes after it.
 func TestDrainDoesNotStopEarlyWhileASandboxIsBeingConfirmed(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, daytonatest.WithDestroyDelay(time.Hour))
 	w.r.ProgressInterval = 20 * time.Millisecond
 	w.r.NameWaitGrace = 300 * time.Millisecond
@@ -40,6 +41,7 @@ func TestDrainDoesNotStopEarlyWhileASandboxIsBeingConfirmed(t *testing.T) {
 // the deadline is waited for and closed, and only then does the drain stop
 // early for the one whose name closes after it.
 func TestDrainWaitsForANameThatClosesBeforeItsDeadline(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	w.r.ProgressInterval = 20 * time.Millisecond
 	w.r.NameWaitGrace = 300 * time.Millisecond

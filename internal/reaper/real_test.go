@@ -281,7 +281,10 @@ func TestStopOfStoppedAndErrored(t *testing.T) {
 // sees the rename, and confirms instead of retrying the delete.
 func TestSecondDeleteConflict(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t, daytonatest.WithDestroyLag(200*time.Millisecond))
+	// Long enough that tether's delete, sent right after the runner's,
+	// still meets the sandbox being deleted on a loaded machine (at 200 ms
+	// its answer once came after the destroy).
+	w := newWorld(t, daytonatest.WithDestroyLag(2*time.Second))
 	in, sb := w.observed("started", spool.DrainDelete, true)
 	var once sync.Once
 	w.spy.setOnDelete(func(id string) {

@@ -102,7 +102,7 @@ func runChild(mode string) error {
 	switch mode {
 	case "proxy":
 		req.SetName("runner-box")
-	case "socket", "kept":
+	case "socket", "kept", "spool-delete":
 		if err := call("/v1/intents", `{"labels":{"job":"socket"}}`, &declared); err != nil {
 			return err
 		}
@@ -146,6 +146,29 @@ func runChild(mode string) error {
 	} else if mode != "proxy" {
 		if err := call("/v1/intents/"+declared.ID+"/observe", `{"sandbox_id":"`+sb.GetId()+`"}`, nil); err != nil {
 			return err
+		}
+	}
+	if mode == "spool-delete" {
+		// The runner asks for its sandbox's deletion with a spool file and
+		// exits once tether has taken the file.
+		op := `{"op":"delete","id":"` + declared.ID + `"}`
+		dir := os.Getenv(config.EnvSpool)
+		if err := os.WriteFile(filepath.Join(dir, ".d.tmp"), []byte(op), 0o600); err != nil {
+			return err
+		}
+		if err := os.Rename(filepath.Join(dir, ".d.tmp"), filepath.Join(dir, "d.json")); err != nil {
+			return err
+		}
+		// Its disappearance is tether's acknowledgement.
+		for {
+			if _, err := os.Stat(filepath.Join(dir, "d.json")); errors.Is(err, os.ErrNotExist) {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return errors.New("the spool file was never taken")
+			case <-time.After(10 * time.Millisecond):
+			}
 		}
 	}
 	if mode == "kept" {
@@ -209,8 +232,9 @@ func newWorld(t *testing.T, opts ...daytonatest.Option) *world {
 	return w
 }
 
-// open is Open and Listen, with Close at cleanup.
-func (w *world) open() *Sidecar {
+// open is Open and Listen, with Close at cleanup; before runs between
+// them (a test's hook into the intakes, which Listen copies).
+func (w *world) open(before ...func(*Sidecar)) *Sidecar {
 	w.t.Helper()
 	log := slog.New(slog.NewTextHandler(&w.log, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	sc, err := Open(w.cfg, Options{Logger: log, Version: "test", Report: &w.log})
@@ -218,6 +242,9 @@ func (w *world) open() *Sidecar {
 		w.t.Fatalf("Open: %v", err)
 	}
 	w.t.Cleanup(func() { sc.Close() })
+	for _, f := range before {
+		f(sc)
+	}
 	if err := sc.Listen(); err != nil {
 		w.t.Fatalf("Listen: %v", err)
 	}
@@ -482,6 +509,77 @@ func TestDrainDeadline(t *testing.T) {
 	all, err := sc.Journal().All()
 	if err != nil || len(all) != 1 || !all[0].State.Live() {
 		t.Errorf("journal: %+v, %v; want the intent still live", all, err)
+	}
+}
+
+// An intake that does not stop when told: the runner's spool file asks for
+// its sandbox's deletion and the delete never returns (it ignores its
+// context, as a provider call or a journal write on a stalled disk can), so
+// the spool intake never finishes. The drain waits for the intakes under
+// its deadline, not longer: Run returns while the intake is still held,
+// with the child's status, and what the drain reports agrees with the
+// simulator's record of the sandbox.
+func TestDrainDeadlineCoversAHeldIntake(t *testing.T) {
+	w := newWorld(t)
+	w.cfg.DaytonaProxy = false
+	// The intake is held for as long as the test runs.
+	w.cfg.DrainTimeout = 3 * time.Second
+	held := make(chan struct{})
+	asked := make(chan string, 1)
+	sc := w.open(func(sc *Sidecar) {
+		sc.intake.Delete = func(_ context.Context, id string) (spool.Intent, error) {
+			select {
+			case asked <- id:
+			default:
+			}
+			<-held
+			return spool.Intent{}, errors.New("held by the test")
+		}
+	})
+	t.Cleanup(func() { close(held) }) // before sc.Close (cleanups run last first)
+	out := filepath.Join(w.dir, "child.out")
+	t.Setenv(envChild, "spool-delete")
+	t.Setenv(envOut, out)
+	type result struct {
+		st  supervisor.Status
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		// As tether run's, the parent context never ends: only the drain
+		// deadline can end the wait for the intakes.
+		st, err := sc.Run(context.Background(), []string{os.Args[0], "-test.run=^$"}, nil)
+		done <- result{st, err}
+	}()
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(w.cfg.DrainTimeout + testutil.WaitBound):
+		t.Fatalf("Run has not returned %s past the drain deadline (%s) while the spool intake is held: the wait for the intakes outlasts the deadline", testutil.WaitBound, w.cfg.DrainTimeout)
+	}
+	if r.err != nil || r.st.Code != 0 {
+		t.Fatalf("Run: %+v, %v; want the child's exit 0", r.st, r.err)
+	}
+	var inID string
+	select {
+	case inID = <-asked:
+	case <-time.After(testutil.WaitBound):
+		t.Fatal("the spool intake never asked for the delete: nothing held it, the test proves nothing")
+	}
+	if !strings.Contains(w.log.String(), "deadline reached while waiting for the spool intake") {
+		t.Errorf("no warning that the drain stopped waiting for the spool intake")
+	}
+	sbID, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone, why := w.deleted(string(sbID))
+	in, err := sc.Journal().Get(inID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if live := sc.Unresolved(); gone == in.State.Live() || gone != (live == 0) {
+		t.Errorf("sandbox %s (%s): intent %s, %d reported unresolved; the report disagrees with the simulator", sbID, why, in.State, live)
 	}
 }
 

@@ -68,7 +68,7 @@ func TestE2BRenewStopsAtTheAskedEnd(t *testing.T) {
 	w := newRenewWorld(t)
 	w.k.note(w.in.ID, time.Now().Add(90*time.Second))
 	w.k.renew(context.Background())
-	if d := w.endsIn(t); d > 91*time.Second || d < 80*time.Second {
+	if d := w.endsIn(t); d > 91*time.Second || d < 30*time.Second {
 		t.Errorf("after the renewal the simulator's sandbox ends in %s, want the asked 90 s, not the cap %s", d, w.k.max)
 	}
 	if len(w.k.ends) != 0 {
@@ -98,7 +98,7 @@ func TestE2BRenewUpToTheCap(t *testing.T) {
 	w := newRenewWorld(t)
 	w.k.note(w.in.ID, time.Now().Add(time.Hour))
 	w.k.renew(context.Background())
-	if d := w.endsIn(t); d > w.k.max || d < w.k.max-10*time.Second {
+	if d := w.endsIn(t); d > w.k.max || d < w.k.max-2*time.Minute {
 		t.Errorf("after the renewal the simulator's sandbox ends in %s, want the cap %s", d, w.k.max)
 	}
 	if _, ok := w.k.ends[w.in.ID]; !ok {
@@ -117,7 +117,7 @@ func TestE2BCapObserved(t *testing.T) {
 	}
 	asked := time.Now().Add(time.Hour)
 	w.k.capObserved(context.Background(), w.in)
-	if d := w.endsIn(t); d > w.k.max || d < w.k.max-10*time.Second {
+	if d := w.endsIn(t); d > w.k.max || d < w.k.max-2*time.Minute {
 		t.Errorf("the simulator's sandbox ends in %s, want the cap %s", d, w.k.max)
 	}
 	if end, ok := w.k.ends[w.in.ID]; !ok || end.Sub(asked) < -2*time.Minute || end.Sub(asked) > time.Minute {

@@ -18,6 +18,7 @@ import (
 // intent whose sandbox asked for 60 s.
 type renewWorld struct {
 	sim *e2btest.Server
+	p   *e2b.Provider
 	j   *spool.Journal
 	k   *e2bKeeper
 	in  spool.Intent
@@ -49,7 +50,7 @@ func newRenewWorld(t *testing.T) *renewWorld {
 	}
 	sc := &Sidecar{log: slog.New(slog.NewTextHandler(&testutil.Buffer{}, nil))}
 	k := &e2bKeeper{p: p, j: j, max: 10 * time.Minute, sc: sc, ends: map[string]time.Time{}}
-	return &renewWorld{sim: sim, j: j, k: k, in: in}
+	return &renewWorld{sim: sim, p: p, j: j, k: k, in: in}
 }
 
 func (w *renewWorld) endsIn(t *testing.T) time.Duration {
@@ -111,8 +112,8 @@ func TestE2BRenewUpToTheCap(t *testing.T) {
 // intent's, and the end it asked for is kept for the renewals.
 func TestE2BCapObserved(t *testing.T) {
 	w := newRenewWorld(t)
-	w.k.sc.reaper = &reaper.Reaper{Journal: w.j, Provider: w.k.p}
-	if err := w.k.p.SetTimeout(context.Background(), w.in.SandboxID, time.Hour); err != nil {
+	w.k.sc.reaper = &reaper.Reaper{Journal: w.j, Provider: w.p}
+	if err := w.p.SetTimeout(context.Background(), w.in.SandboxID, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	asked := time.Now().Add(time.Hour)

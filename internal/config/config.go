@@ -236,9 +236,9 @@ func (c *Config) Bind(fs *flag.FlagSet, groups ...Group) error {
 	}
 	if want&Intake != 0 {
 		b.string(&c.Socket, "socket", EnvSocket, "path of the Unix socket of the intent API")
+	}
+	if want&(Intake|SpoolDir) != 0 {
 		b.string(&c.Spool, "spool", EnvSpool, "spool directory for intent files")
-	} else if want&SpoolDir != 0 {
-		b.string(&c.Spool, "spool", EnvSpool, "spool directory whose files (a dead runner's) are taken into the journal before the drain; skipped when it does not exist")
 	}
 	if want&Intake != 0 {
 		if v, ok := os.LookupEnv(EnvLabels); ok && v != "" {

@@ -53,6 +53,17 @@ type Provider interface {
 	SetAutoStop(ctx context.Context, id string, minutes int) error
 }
 
+// NameSharer is implemented by a Provider on which several sandboxes may
+// carry one name: an E2B fork carries its parent's metadata, tether's name
+// for it included. GetByName then returns only one of them; the reaper
+// lists them all and gives each intent of that name a sandbox no other
+// intent holds.
+type NameSharer interface {
+	// Named returns every sandbox carrying the exact name, the first
+	// started first.
+	Named(ctx context.Context, name string) ([]Sandbox, error)
+}
+
 // Gone reports whether a sandbox in this state no longer exists for billing
 // purposes (the provider may still list it for a while).
 func (s Sandbox) Gone() bool { return s.State == StateDestroyed }

@@ -126,10 +126,13 @@ type Intent struct {
 	// be kept), or it was gone or not ours by then: nothing is left to do.
 	HandedBack bool `json:"handed_back,omitempty"`
 	// ParentIntent, for a sandbox forked from another one of this journal
-	// (the Daytona API proxy journals every fork), is the intent of the
-	// sandbox it was forked from. Daytona refuses to delete a sandbox
-	// while its forks live, so the drain deletes forks first; a fork
-	// carries its parent's labels until tether relabels it.
+	// (the API proxies journal every fork), is the intent of the sandbox
+	// it was forked from. Daytona refuses to delete a sandbox while its
+	// forks live, so the drain deletes forks first; a fork carries its
+	// parent's labels until tether relabels it. An E2B fork carries its
+	// parent's metadata for life, and a fork of a fork the first
+	// parent's: its ParentIntent is the intent whose tether-intent it
+	// carries, and its Name that intent's too.
 	ParentIntent string `json:"parent_intent,omitempty"`
 
 	// Replaced are sandbox ids once observed for the intent that proved

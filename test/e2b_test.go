@@ -431,3 +431,72 @@ func TestE2BForksDrained(t *testing.T) {
 		t.Fatalf("report %+v, want 5 intents (2 of them forks), all gone", rep)
 	}
 }
+
+// forksInRecord is the simulator's record of every fork of parent: those
+// the runner heard of and those it did not.
+func (w *e2bWorld) forksInRecord(parent string) []string {
+	var out []string
+	for _, sb := range w.e2b.Sandboxes() {
+		if sb.ForkOf == parent {
+			out = append(out, sb.ID)
+		}
+	}
+	return out
+}
+
+// TestE2BForkCountDrained: an unchanged runner forks one of its sandboxes
+// with count 3 and is SIGKILLed: by the simulator's record every fork is
+// killed by a request, the parent and the other sandbox too, and the
+// neighbours are untouched (newE2BWorld). The report has one intent per
+// fork.
+func TestE2BForkCountDrained(t *testing.T) {
+	t.Parallel()
+	w := newE2BWorld(t)
+	p := w.runE2B(nil, "e2b:2", "forks:3")
+	out := p.ready()
+	created, forked := ids(out.of("created"), sandboxOf), ids(out.of("forked"), sandboxOf)
+	if len(created) != 2 || len(forked) != 3 {
+		t.Fatalf("runner: %+v", out.lines)
+	}
+	syscall.Kill(out.pid, syscall.SIGKILL)
+	p.wait()
+	if rec := w.forksInRecord(created[0]); len(rec) != 3 {
+		t.Fatalf("the simulator holds %d forks of %s, want 3", len(rec), created[0])
+	}
+	w.assertKilled(append(created, w.forksInRecord(created[0])...)...)
+	if rep := mustReport(t, p.stderr.String()); rep.total != 5 || rep.counts["gone"] != 5 {
+		t.Fatalf("report %+v, want 5 intents (3 of them forks), all gone", rep)
+	}
+}
+
+// TestE2BLostForkDrained: the answer of a fork of count 3 is lost (E2B
+// started the forks; the runner's connection is reset), so no fork's id is
+// journaled. Each of the 3 intents finds a fork of its own by the parent's
+// metadata, which the forks carry, and no other intent holds: all 3 and
+// the parent are killed by exactly one request each (no intent took
+// another's sandbox), every intent gone, nothing foreign touched.
+func TestE2BLostForkDrained(t *testing.T) {
+	t.Parallel()
+	w := newE2BWorld(t, e2btest.WithFaults(e2btest.Faults{RateForkLost: 1, Routes: []string{e2btest.RouteFork}}))
+	p := w.runE2B(nil, "e2b:1", "forks:3")
+	out := p.ready()
+	created := ids(out.of("created"), sandboxOf)
+	if len(created) != 1 || len(out.of("fork-lost")) != 1 || len(out.of("forked")) != 0 {
+		t.Fatalf("runner: %+v", out.lines)
+	}
+	rec := w.forksInRecord(created[0])
+	if len(rec) != 3 {
+		t.Fatalf("the simulator holds %d forks of %s, want 3", len(rec), created[0])
+	}
+	syscall.Kill(out.pid, syscall.SIGKILL)
+	p.wait()
+	w.assertKilled(append(created, rec...)...)
+	for _, id := range append(created, rec...) {
+		if n := w.e2b.CallsFor(id)[e2btest.RouteKill]; n != 1 {
+			t.Errorf("sandbox %s: %d kills, want 1", id, n)
+		}
+	}
+	if rep := mustReport(t, p.stderr.String()); rep.total != 4 || rep.counts["gone"] != 4 {
+		t.Fatalf("report %+v, want 4 intents, all gone", rep)
+	}
+}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tether-run/tether/internal/config"
 	"github.com/tether-run/tether/provider/daytona"
+	"github.com/tether-run/tether/provider/e2b"
 )
 
 // configDoc is docs/configuration.md, relative to this package.
@@ -47,7 +48,7 @@ type docSetting struct {
 	commands               []string
 }
 
-var envInUsage = regexp.MustCompile(`\s*\(\$([A-Z_]+)([^)]*)\)`)
+var envInUsage = regexp.MustCompile(`\s*\(\$([A-Z0-9_]+)([^)]*)\)`)
 
 // pathDefaults replaces defaults that depend on the user running tether.
 var pathDefaults = map[string]string{
@@ -175,6 +176,9 @@ others, or not a regular file is refused (exit 125) with its path and the fix.
 		{daytona.EnvOrganizationID, "run, drain, sweep, doctor", "the organization a JWT acts in"},
 		{daytona.EnvAPIURL, "run, drain, sweep, doctor", "Daytona API URL, default `" + daytona.DefaultAPIURL + "` (" + daytona.EnvServerURL + ", deprecated by Daytona, is read when it is unset); tether run points its child's at the Daytona API proxy unless `--daytona-proxy=false`, as `http://127.0.0.1:PORT/<secret>/api` with a secret drawn for each run (a request without it is refused)"},
 		{daytona.EnvTarget, "run, drain, sweep", "region new sandboxes are created in (the proxy and the sample runner)"},
+		{e2b.EnvAPIKey, "run, drain, sweep, doctor", "E2B API key (one team); never logged. Any of " + e2b.EnvAPIKey + ", " + e2b.EnvAPIURL + " and " + e2b.EnvDomain + " set turns E2B on (tether doctor checks it too)"},
+		{e2b.EnvAPIURL, "run, drain, sweep, doctor", "E2B API URL, else `http://localhost:3000` with " + e2b.EnvDebug + "=true, else `https://api.<" + e2b.EnvDomain + ">` (`" + e2b.DefaultDomain + "`); tether run points its child's at the E2B API proxy unless `--e2b-proxy=false`"},
+		{e2b.EnvDomain + ", " + e2b.EnvDebug, "run, drain, sweep, doctor", "as E2B's SDKs read them (above); from the environment alone, not the .env files"},
 		{config.EnvOwner, "intent (without a socket)", "the journal's owner id; tether run gives it to its child"},
 		{config.EnvSocket + ", " + config.EnvSpool + ", " + config.EnvLabels, "intent, status", "tether run gives them to its child: where to declare intents, and the scope labels (`k=v,k=v`)"},
 		{config.EnvLeaseMinute, "run", "**tests only**: the length of a minute for lease mode's renewals and waits (default `1m`), to match a simulated Daytona whose minute is sped up; Daytona's minute is a minute"},

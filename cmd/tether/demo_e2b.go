@@ -37,6 +37,7 @@ Every sandbox and its fate, killed ones included: GET /_sim/sandboxes.
   5xx=0.05            share of calls answered 500
   429=0.1             share of calls answered 429 (with Retry-After)
   create-lost=0.1     share of creates whose answer is lost
+  fork-lost=0.1       share of forks whose answer is lost (the forks run)
   kill-fail=0.1       share of kills that fail on the node (500, then 404)
   routes=get+kill     limit the faults to these routes
 

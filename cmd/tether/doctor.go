@@ -32,7 +32,7 @@ const (
 type DoctorCommand struct{}
 
 func (*DoctorCommand) Synopsis() string {
-	return "check the Daytona account and the journal tether would use (--live: one real round trip)"
+	return "check the Daytona account, the E2B team and the journal tether would use (--live: one real round trip)"
 }
 
 var doctorUsage = `Usage: tether doctor [--live] [--journal PATH] [--json] [--verbose]
@@ -48,11 +48,19 @@ Checks what tether will need, with the same environment tether run reads:
   rate limits   the headroom the answers report, per throttler
   journal       the journal's directory: writable, not lost with the
                 container; a journal already there and what it holds
+When E2B_API_KEY, E2B_API_URL or E2B_DOMAIN is set, E2B's too (with E2B
+alone, Daytona is not checked):
+  e2b key       the E2B API key
+  e2b api url   the API URL and where it comes from
+  e2b api       one authenticated call (what tether run makes at start)
+  e2b settings  --e2b-max-timeout and --e2b-proxy as tether run reads
+                them from TETHER_E2B_MAX_TIMEOUT and TETHER_E2B_PROXY
 With --live it then makes one full round trip on the account, as tether
 run would: declare an intent (in a scratch journal), create a sandbox of
 Daytona's default size with a 1-minute auto-stop, observe it, drain it,
 and confirm it gone; whatever happens, it deletes that sandbox and waits
-until it is gone before it exits. Each step is printed with its latency
+until it is gone before it exits. (No E2B sandbox is created: E2B's check
+is its authenticated read.) Each step is printed with its latency
 and a verdict (ok, warn, FAIL, skip). Without --live nothing is changed
 on the account.
 
@@ -90,7 +98,7 @@ func (*DoctorCommand) Run(ctx context.Context, args []string) error {
 	// a file it ignores is said on stderr.
 	env := sidecar.DaytonaSettings(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), slog.LevelDebug)
 	o := doctor.Options{Journal: cfg.Journal, JournalFrom: from, Live: *live, CallTimeout: *callTimeout, Logger: log,
-		Getenv: env.Get, Origin: env.Origin}
+		Getenv: env.Get, Origin: env.Origin, E2B: e2bSettings()}
 	if !*asJSON {
 		o.Report = func(s doctor.Step) { writeStep(stdout, s) }
 	}
@@ -110,6 +118,12 @@ func (*DoctorCommand) Run(ctx context.Context, args []string) error {
 	return nil
 }
 
+// e2bSettings are tether's own E2B settings as tether run would read them.
+func e2bSettings() doctor.E2BSettings {
+	st, err := config.E2BFromEnv()
+	return doctor.E2BSettings{MaxTimeout: st.E2BMaxTimeout, Proxy: st.E2BProxy, Err: err}
+}
+
 // writeStep is one line: verdict, name, latency, detail.
 func writeStep(w io.Writer, s doctor.Step) {
 	lat := ""
@@ -124,7 +138,9 @@ func writeStep(w io.Writer, s doctor.Step) {
 
 func writeVerdict(w io.Writer, res doctor.Result, live bool) {
 	var failed, warned []string
+	roundTrip := false
 	for _, s := range res.Steps {
+		roundTrip = roundTrip || strings.HasPrefix(s.Name, "live:")
 		switch s.Verdict {
 		case doctor.Fail:
 			failed = append(failed, s.Name)
@@ -140,6 +156,8 @@ func writeVerdict(w io.Writer, res doctor.Result, live bool) {
 		fmt.Fprintf(w, "verdict: tether would not work as configured here: fix %s\n", strings.Join(failed, ", "))
 	case !live:
 		fmt.Fprintf(w, "verdict: ready%s; `tether doctor --live` proves it with one sandbox on the account\n", warnings(warned))
+	case !roundTrip:
+		fmt.Fprintf(w, "verdict: ready%s; no sandbox was created: the round trip is Daytona's\n", warnings(warned))
 	default:
 		fmt.Fprintf(w, "verdict: ready%s: a sandbox was created, drained and confirmed gone on this account\n", warnings(warned))
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tether-run/tether/internal/doctor"
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
+	"github.com/tether-run/tether/provider/e2b/e2btest"
 )
 
 // latency is a step's latency column.
@@ -24,7 +25,8 @@ const doctorKey = "dtn_doctor_0123456789abcdef0123456789abcdef"
 // doctorEnv is the environment of a tether doctor against url.
 func doctorEnv(t *testing.T, url string) []string {
 	return []string{"DAYTONA_API_KEY=" + doctorKey, "DAYTONA_API_URL=" + url, "DAYTONA_SERVER_URL=", "DAYTONA_JWT_TOKEN=",
-		"TETHER_JOURNAL=" + filepath.Join(t.TempDir(), "journal.db")}
+		"TETHER_JOURNAL=" + filepath.Join(t.TempDir(), "journal.db"),
+		"E2B_API_KEY=", "E2B_API_URL=", "E2B_DOMAIN=", "E2B_DEBUG=", "TETHER_E2B_MAX_TIMEOUT=", "TETHER_E2B_PROXY="}
 }
 
 // TestDoctorLive: the real binary against the simulator: every check
@@ -118,5 +120,52 @@ func TestDoctorTLS(t *testing.T) {
 	out, _, code = tetherCmd(t, env, "doctor")
 	if code != ExitCodeDoctorFailed || !strings.Contains(out, "FAIL  tls") {
 		t.Fatalf("no bundle with the server's CA: exit %d:\n%s", code, out)
+	}
+}
+
+// TestDoctorE2BLines: the real binary, Daytona and E2B both configured:
+// E2B's lines follow Daytona's, its read is the one call on the simulated
+// team, and --live makes Daytona's round trip alone. A key E2B refuses
+// fails the doctor on its own line; E2B alone skips Daytona and its round
+// trip, and passes.
+func TestDoctorE2BLines(t *testing.T) {
+	dsrv := daytonatest.NewServer()
+	t.Cleanup(dsrv.Close)
+	dsrv.AddKey(doctorKey, daytonatest.DefaultOrg)
+	srv := e2btest.NewServer()
+	t.Cleanup(srv.Close)
+	e2bEnv := []string{"E2B_API_KEY=" + e2btest.DefaultKey, "E2B_API_URL=" + srv.URL}
+	out, errOut, code := tetherCmd(t, append(doctorEnv(t, dsrv.URL), e2bEnv...), "doctor", "--live")
+	if code != 0 || !strings.Contains(out, "a sandbox was created, drained and confirmed gone") {
+		t.Fatalf("exit %d:\n%s\n%s", code, out, errOut)
+	}
+	lines := map[string]string{} // step name → its line
+	for _, l := range strings.Split(out, "\n") {
+		if len(l) > 20 {
+			lines[strings.TrimSpace(l[6:20])] = l
+		}
+	}
+	for _, name := range []string{"e2b key", "e2b api url", "e2b api", "e2b settings"} {
+		if l := lines[name]; !strings.HasPrefix(l, "ok") {
+			t.Errorf("%s: %q", name, l)
+		}
+	}
+	if !strings.Contains(lines["e2b api"], "authenticated") || !latency.MatchString(lines["e2b api"]) {
+		t.Errorf("e2b api: %q", lines["e2b api"])
+	}
+	if calls := srv.Calls(); calls[e2btest.RouteList] != 1 || calls[e2btest.RouteCreate] != 0 {
+		t.Errorf("calls on the E2B team: %v, want one list", calls)
+	}
+
+	bad := append(doctorEnv(t, dsrv.URL), "E2B_API_KEY=e2b_revoked_0123456789abcdef", "E2B_API_URL="+srv.URL)
+	out, _, code = tetherCmd(t, bad, "doctor")
+	if code != ExitCodeDoctorFailed || !strings.Contains(out, "FAIL  e2b api") || !strings.Contains(out, "credentials are refused") || !strings.Contains(out, "fix e2b api") {
+		t.Fatalf("a key E2B refuses: exit %d:\n%s", code, out)
+	}
+
+	alone := append(doctorEnv(t, dsrv.URL), "DAYTONA_API_KEY=", "DAYTONA_API_URL=")
+	out, _, code = tetherCmd(t, append(alone, e2bEnv...), "doctor", "--live")
+	if code != 0 || !strings.Contains(out, "skip  credentials") || !strings.Contains(out, "no sandbox was created") {
+		t.Fatalf("E2B alone: exit %d:\n%s", code, out)
 	}
 }

@@ -18,7 +18,8 @@ import (
 //	tether CODE ARGS...
 //
 // which runs the tether binary with ARGS (in the script's environment,
-// with no TETHER_* or DAYTONA_* variable) and fails unless it exits CODE;
+// with no TETHER_*, DAYTONA_* or E2B_* variable but those it sets) and
+// fails unless it exits CODE;
 // its stdout and stderr are then checked with stdout and stderr.
 func TestScripts(t *testing.T) {
 	testscript.Run(t, testscript.Params{
@@ -43,7 +44,7 @@ func runTetherScript(ts *testscript.TestScript, neg bool, args []string) {
 	cmd := exec.Command(tetherBin, args[1:]...)
 	cmd.Dir = ts.Getenv("WORK")
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + ts.Getenv("HOME"), "TMPDIR=" + ts.Getenv("TMPDIR"), "GORACE=" + os.Getenv("GORACE")}
-	for _, k := range []string{"TETHER_JOURNAL", "TETHER_LABELS", "TETHER_GRACE", "DAYTONA_API_KEY", "DAYTONA_API_URL"} {
+	for _, k := range []string{"TETHER_JOURNAL", "TETHER_LABELS", "TETHER_GRACE", "DAYTONA_API_KEY", "DAYTONA_API_URL", "E2B_DOMAIN", "TETHER_E2B_MAX_TIMEOUT"} {
 		if v := ts.Getenv(k); v != "" {
 			cmd.Env = append(cmd.Env, k+"="+v)
 		}

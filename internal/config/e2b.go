@@ -1,7 +1,10 @@
 package config
 
 import (
+	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"time"
 )
 
@@ -61,4 +64,17 @@ func (c *Config) validateE2B() []error {
 		}
 	}
 	return errs
+}
+
+// E2BFromEnv is the E2B settings as tether run reads them from its
+// TETHER_E2B_* variables (flags aside), validated: what a command that
+// does not take them (tether doctor) shows of them.
+func E2BFromEnv() (E2BSettings, error) {
+	c := Default()
+	fs := flag.NewFlagSet("e2b", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	b := &binder{fs: fs}
+	c.bindE2B(b, Supervise|Intake)
+	errs := append(b.errs, c.validateE2B()...)
+	return c.E2BSettings, errors.Join(errs...)
 }

@@ -1,5 +1,5 @@
-// Package doctor checks, against the user's own Daytona account, what
-// tether will need there: credentials and where they come from, the API
+// Package doctor checks, against the user's own Daytona account (and E2B
+// team, when E2B is configured: e2b.go), what tether will need there: credentials and where they come from, the API
 // reachable (over TLS, with the CA bundle in use), the key's permissions,
 // the rate-limit headroom the answers report, and the journal's directory.
 // With Live it also makes one full round trip on the account — declare an
@@ -111,6 +111,12 @@ type Options struct {
 	Report func(Step)
 	// Now is the clock (time.Now if nil).
 	Now func() time.Time
+	// E2BGetenv reads one E2B variable (os.Getenv if nil: tether run reads
+	// E2B's from its environment alone). When they name an E2B setup, E2B
+	// is checked too.
+	E2BGetenv func(string) string
+	// E2B is tether's own E2B settings, shown beside E2B's checks.
+	E2B E2BSettings
 }
 
 func orDefault(v, def time.Duration) time.Duration {
@@ -172,12 +178,43 @@ func (r *run) timed(name string, f func() (Verdict, string)) Verdict {
 	return v
 }
 
-// Run makes every check, then (with o.Live) the round trip.
+// Run makes every check, then (with o.Live) the round trip. E2B's
+// checks follow Daytona's when the environment names an E2B setup; with
+// E2B alone configured, Daytona is not checked.
 func Run(ctx context.Context, o Options) Result {
 	r := &run{o: o}
 	if r.o.Logger == nil {
 		r.o.Logger = slog.New(slog.DiscardHandler)
 	}
+	withE2B := r.e2bConfigured()
+	withDaytona := !withE2B || r.daytonaNamed()
+	if withDaytona {
+		r.daytona(ctx)
+	} else {
+		r.report(Step{Name: "credentials", Verdict: Skip, Detail: noDaytona})
+	}
+	if withE2B {
+		r.e2b(ctx)
+	}
+	r.journal()
+	if !o.Live {
+		return r.res
+	}
+	switch {
+	case !withDaytona:
+		r.report(Step{Name: "live", Verdict: Skip, Detail: "the round trip is Daytona's; E2B's is the authenticated read above"})
+		return r.res
+	case !r.apiOK || r.res.Failed():
+		r.report(Step{Name: "live", Verdict: Skip, Detail: "not attempted: fix the failed checks first"})
+		return r.res
+	}
+	r.live(ctx)
+	r.rateLimits("after the round trip: ")
+	return r.res
+}
+
+// daytona makes Daytona's checks.
+func (r *run) daytona(ctx context.Context) {
 	credsOK := r.credentials()
 	urlOK := r.apiURL()
 	if credsOK && urlOK {
@@ -192,17 +229,6 @@ func Run(ctx context.Context, o Options) Result {
 	} else {
 		r.report(Step{Name: "permissions", Verdict: Skip, Detail: "needs the API"})
 	}
-	r.journal()
-	if !o.Live {
-		return r.res
-	}
-	if !r.apiOK || r.res.Failed() {
-		r.report(Step{Name: "live", Verdict: Skip, Detail: "not attempted: fix the failed checks first"})
-		return r.res
-	}
-	r.live(ctx)
-	r.rateLimits("after the round trip: ")
-	return r.res
 }
 
 // credentials says which credentials tether would use, from where.
@@ -320,6 +346,8 @@ func why(err error) string {
 		return "the credentials are refused: " + err.Error()
 	case errors.Is(err, provider.ErrMisconfigured):
 		return "misconfigured: " + err.Error()
+	case errors.Is(err, provider.ErrRateLimited):
+		return "rate limited, try again later (the call was refused before it was judged): " + err.Error()
 	}
 	return err.Error()
 }

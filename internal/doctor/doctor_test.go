@@ -25,6 +25,9 @@ func sim(t *testing.T, opts ...daytonatest.Option) *daytonatest.Server {
 	t.Setenv("DAYTONA_SERVER_URL", "")
 	t.Setenv("DAYTONA_JWT_TOKEN", "")
 	t.Setenv("DAYTONA_API_KEY", key)
+	for _, v := range []string{"E2B_API_KEY", "E2B_API_URL", "E2B_DOMAIN"} {
+		t.Setenv(v, "") // Daytona's checks alone
+	}
 	return srv
 }
 

@@ -39,6 +39,11 @@ func (r *Reaper) observedAbsent(ctx context.Context, p provider.Provider, in spo
 	if accepted {
 		return r.finish(in, spool.Gone)
 	}
+	unlock, err := r.nameLock(ctx, p, in)
+	if err != nil {
+		return in, err
+	}
+	defer unlock()
 	sb, ours, err := r.underName(ctx, p, in)
 	switch {
 	case err != nil:
@@ -61,6 +66,11 @@ func (r *Reaper) observedNotOurs(ctx context.Context, p provider.Provider, in sp
 	foreign := func() (spool.Intent, error) {
 		return r.transition(in, spool.Foreign, fmt.Sprintf("sandbox %s: %s", by.ID, why))
 	}
+	unlock, err := r.nameLock(ctx, p, in)
+	if err != nil {
+		return in, err
+	}
+	defer unlock()
 	sb, ours, err := r.underName(ctx, p, in)
 	switch {
 	case err != nil:
@@ -71,13 +81,14 @@ func (r *Reaper) observedNotOurs(ctx context.Context, p provider.Provider, in sp
 	return r.adopt(in, sb, "is not ours ("+why+")")
 }
 
-// underName reads the sandbox under in's exact creation name and reports
-// whether it is the intent's: the name, every label, any id. A sandbox
-// already destroyed is not: its absence is what a 404 claims.
+// underName reads the sandbox under in's exact creation name (byName: one
+// no other intent holds, where names are shared) and reports whether it is
+// the intent's: the name, every label, any id. A sandbox already destroyed
+// is not: its absence is what a 404 claims. The caller holds nameLock.
 func (r *Reaper) underName(ctx context.Context, p provider.Provider, in spool.Intent) (provider.Sandbox, bool, error) {
 	var sb provider.Sandbox
 	err := r.call(ctx, p, prioRead, provider.CallRead, "look up name "+in.Name+" (observed id "+in.SandboxID+" not ours or absent)", func(ctx context.Context) (err error) {
-		sb, err = p.GetByName(ctx, in.Name)
+		sb, err = r.byName(ctx, p, in)
 		return err
 	})
 	if errors.Is(err, provider.ErrNotFound) {
@@ -121,6 +132,11 @@ func (r *Reaper) adopt(in spool.Intent, sb provider.Sandbox, what string) (spool
 // replay after a crash, act on the right sandbox, and the runner's mistake
 // is in the log while it is still running.
 func (r *Reaper) correctObserved(ctx context.Context, p provider.Provider, in spool.Intent, err error) (spool.Intent, bool) {
+	unlock, lerr := r.nameLock(ctx, p, in)
+	if lerr != nil {
+		return in, false
+	}
+	defer unlock()
 	sb, ours, lerr := r.underName(ctx, p, in)
 	if lerr != nil || !ours || sb.ID == in.SandboxID {
 		return in, false

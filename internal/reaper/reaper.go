@@ -30,6 +30,7 @@ import (
 // resolve is the caller's choice (Drain takes them as an argument).
 type Journal interface {
 	Get(id string) (spool.Intent, error)
+	Live() ([]spool.Intent, error)
 	Observe(id, sandboxID string) (spool.Intent, error)
 	ReplaceObserved(id, wrongID, foundID string) (spool.Intent, error)
 	Transition(id string, to spool.State, lastErr string) (spool.Intent, error)
@@ -570,38 +571,57 @@ func (r *Reaper) notFound(ctx context.Context, p provider.Provider, in spool.Int
 
 // lookup finds a never-observed intent's sandbox by its exact creation name.
 func (r *Reaper) lookup(ctx context.Context, p provider.Provider, in spool.Intent, pr *progress) (spool.Intent, error) {
-	var sb provider.Sandbox
-	err := r.call(ctx, p, prioRead, provider.CallRead, "look up name "+in.Name, func(ctx context.Context) (err error) {
-		sb, err = p.GetByName(ctx, in.Name)
+	obs, sb, found, err := r.observeByName(ctx, p, in)
+	if !found {
+		return obs, err
+	}
+	crashpoint.Hit(crashpoint.ReaperAfterLookup)
+	return r.act(ctx, p, obs, sb, pr)
+}
+
+// observeByName finds in's sandbox by its name and journals its id; found
+// reports whether sb is then the intent's to act on. Where several
+// sandboxes may carry one name (provider.NameSharer), the look-up and the
+// observe hold that name's lock, so two intents of one name never take
+// the same sandbox.
+func (r *Reaper) observeByName(ctx context.Context, p provider.Provider, in spool.Intent) (obs spool.Intent, sb provider.Sandbox, found bool, err error) {
+	unlock, err := r.nameLock(ctx, p, in)
+	if err != nil {
+		return in, sb, false, err
+	}
+	defer unlock()
+	err = r.call(ctx, p, prioRead, provider.CallRead, "look up name "+in.Name, func(ctx context.Context) (err error) {
+		sb, err = r.byName(ctx, p, in)
 		return err
 	})
 	if errors.Is(err, provider.ErrNotFound) {
 		horizon := orDefault(r.NeverCreatedHorizon, DefaultNeverCreatedHorizon)
 		if age := r.now().Sub(in.CreatedAt); age >= horizon {
-			return r.transition(in, spool.NeverCreated, fmt.Sprintf("name %s not found %s after the intent was declared (horizon %s)", in.Name, age.Round(time.Second), horizon))
+			obs, err = r.transition(in, spool.NeverCreated, fmt.Sprintf("name %s not found %s after the intent was declared (horizon %s)", in.Name, age.Round(time.Second), horizon))
+			return obs, sb, false, err
 		}
-		return in, ErrNotCreated
+		return in, sb, false, ErrNotCreated
 	}
 	if err != nil {
-		return in, err
+		return in, sb, false, err
 	}
 	if why := mismatch(in, sb); why != "" {
-		return r.transition(in, spool.Foreign, fmt.Sprintf("sandbox %s named %s: %s", sb.ID, in.Name, why))
+		obs, err = r.transition(in, spool.Foreign, fmt.Sprintf("sandbox %s named %s: %s", sb.ID, in.Name, why))
+		return obs, sb, false, err
 	}
 	// Journal the id before anything destructive: if tether dies after the
 	// delete, the next boot confirms by this id's 404 instead of guessing
 	// from a missing name.
-	obs, err := r.Journal.Observe(in.ID, sb.ID)
+	obs, err = r.Journal.Observe(in.ID, sb.ID)
 	if err != nil {
 		cur, gerr := r.Journal.Get(in.ID)
 		if gerr == nil && (cur.SandboxID != "" || !cur.Live()) {
 			// Someone observed (or released) it meanwhile; go on from there.
-			return cur, nil
+			return cur, sb, false, nil
 		}
-		return in, fmt.Errorf("%w: observe %s: %w", ErrJournal, sb.ID, err)
+		return in, sb, false, fmt.Errorf("%w: observe %s: %w", ErrJournal, sb.ID, err)
 	}
-	crashpoint.Hit(crashpoint.ReaperAfterLookup)
-	return r.act(ctx, p, obs, sb, pr)
+	return obs, sb, true, nil
 }
 
 // act decides, from a fresh read of the intent's sandbox, whether it is done,
@@ -764,8 +784,9 @@ func mismatch(in spool.Intent, sb provider.Sandbox) string {
 	}
 	got, ok := sb.Labels[spool.LabelIntent]
 	if !ok || got != in.ID && (in.ParentIntent == "" || got != in.ParentIntent) {
-		// A fork carries its parent's labels until tether relabels it;
-		// its exact name and the owner prove it ours meanwhile.
+		// A fork carries its parent's labels until tether relabels it
+		// (an E2B fork, for life); its exact name and the owner prove it
+		// ours meanwhile.
 		return fmt.Sprintf("label %s=%q, want %q", spool.LabelIntent, got, in.ID)
 	}
 	for k, want := range in.Labels {

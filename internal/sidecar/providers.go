@@ -51,14 +51,7 @@ func openProviders(log *slog.Logger, level slog.Level) (Providers, dotenv.Settin
 }
 
 // wantE2B reports whether the environment names an E2B setup.
-func wantE2B() bool {
-	for _, v := range []string{e2b.EnvAPIKey, e2b.EnvAPIURL, e2b.EnvDomain} {
-		if os.Getenv(v) != "" {
-			return true
-		}
-	}
-	return false
-}
+func wantE2B() bool { return e2b.Configured(os.Getenv) }
 
 // List is the providers tether has, Daytona first: the reaper's Provider
 // and Others.

@@ -18,3 +18,5 @@ var _ provider.SyncDeleter = (*Provider)(nil)
 // 404 (infra packages/api/internal/handlers/sandbox_kill.go:64-103,
 // orchestrator/delete_instance.go:26-60, 104-120).
 func (p *Provider) DeletesSynchronously() bool { return true }
+
+var _ provider.NameSharer = (*Provider)(nil)

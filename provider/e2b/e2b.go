@@ -7,7 +7,9 @@
 // name for a sandbox, and its ownership and scope labels, live in the
 // sandbox's metadata (MetadataName beside the labels): GetByName and List
 // are metadata-filtered lists, so a create whose answer was lost is found
-// the way a Daytona one is found by its name.
+// the way a Daytona one is found by its name. Forks carry their parent's
+// metadata, so one name may be several sandboxes': Named lists them all
+// (provider.NameSharer), and the reaper gives each intent its own.
 //
 // It is configured like E2B's own SDKs (E2B_API_KEY, E2B_DOMAIN,
 // E2B_API_URL, E2B_DEBUG), maps HTTP answers onto the provider package's
@@ -276,27 +278,39 @@ func (p *Provider) detail(ctx context.Context, id string) (*detailJSON, error) {
 // GetByName finds the sandbox whose metadata names it name (MetadataName),
 // running or paused. ErrNotFound when there is none. Forks inherit their
 // parent's metadata, so several may carry one name: then the one that
-// started first (the smallest id among equals) is returned.
+// started first (the smallest id among equals) is returned; Named returns
+// them all.
 func (p *Provider) GetByName(ctx context.Context, name string) (provider.Sandbox, error) {
-	items, err := p.List(ctx, map[string]string{MetadataName: name})
+	items, err := p.Named(ctx, name)
 	if err != nil {
 		return provider.Sandbox{}, err
 	}
-	items = slices.DeleteFunc(items, func(sb provider.Sandbox) bool { return sb.Name != name })
 	if len(items) == 0 {
 		return provider.Sandbox{}, fmt.Errorf("e2b get by name %s: %w", name, provider.ErrNotFound)
 	}
+	if len(items) > 1 {
+		p.log.Debug("e2b: several sandboxes carry one name (forks inherit metadata); taking the first started",
+			"name", name, "count", len(items), "sandbox", items[0].ID)
+	}
+	return items[0], nil
+}
+
+// Named lists the running and paused sandboxes whose metadata names them
+// name, the first started first (the smallest id among equals): a
+// sandbox and the forks that inherited its metadata (provider.NameSharer).
+func (p *Provider) Named(ctx context.Context, name string) ([]provider.Sandbox, error) {
+	items, err := p.List(ctx, map[string]string{MetadataName: name})
+	if err != nil {
+		return nil, err
+	}
+	items = slices.DeleteFunc(items, func(sb provider.Sandbox) bool { return sb.Name != name })
 	slices.SortFunc(items, func(a, b provider.Sandbox) int {
 		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
 			return c
 		}
 		return strings.Compare(a.ID, b.ID)
 	})
-	if len(items) > 1 {
-		p.log.Debug("e2b: several sandboxes carry one name (forks inherit metadata); taking the first started",
-			"name", name, "count", len(items), "sandbox", items[0].ID)
-	}
-	return items[0], nil
+	return items, nil
 }
 
 // List returns the running and paused sandboxes whose metadata includes
@@ -489,7 +503,11 @@ func (p *Provider) Check(ctx context.Context) error {
 func (p *Provider) call(ctx context.Context, op, target, method, path string, q url.Values, body, out any, want int) (http.Header, error) {
 	h, err := p.callOnce(ctx, op, method, path, q, body, out, want)
 	if err != nil {
-		err = fmt.Errorf("e2b %s %s: %w", op, p.redact(target), err)
+		what := op // a list or a check names no sandbox
+		if target != "" {
+			what += " " + p.redact(target)
+		}
+		err = fmt.Errorf("e2b %s: %w", what, err)
 		p.log.Debug("e2b call failed", "op", op, "target", p.redact(target), "err", err.Error())
 	}
 	return h, err

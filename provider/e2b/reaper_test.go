@@ -3,7 +3,9 @@ package e2b_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -271,5 +273,122 @@ func TestDrainUnderFaults(t *testing.T) {
 	}
 	if n := w.srv.Live(); n != 0 {
 		t.Errorf("%d sandboxes live after the drain; report %+v", n, rep)
+	}
+}
+
+// lostForks forks the parent sandbox count times through the simulator with
+// the answer lost, and journals count fork intents as the E2B proxy does
+// (the parent's name, labels and intent): none of them learns its id.
+func (w *drainWorld) lostForks(parent spool.Intent, count int) []spool.Intent {
+	w.t.Helper()
+	var forks []spool.Intent
+	for range count {
+		in, _, err := w.j.Create(ctx, spool.NewIntent{
+			Labels: map[string]string{"scope": "s1"}, Provider: e2b.ProviderName, Account: parent.Account,
+			Name: parent.Name, ParentIntent: parent.ID,
+		})
+		if err != nil {
+			w.t.Fatal(err)
+		}
+		forks = append(forks, in)
+	}
+	w.srv.SetFaults(e2btest.Faults{RateForkLost: 1, Routes: []string{e2btest.RouteFork}})
+	defer w.srv.SetFaults(e2btest.Faults{})
+	body := strings.NewReader(fmt.Sprintf(`{"count":%d,"timeout":600}`, count))
+	req, _ := http.NewRequest("POST", w.srv.URL+"/sandboxes/"+parent.SandboxID+"/fork", body)
+	req.Header.Set("X-API-Key", e2btest.DefaultKey)
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+		w.t.Fatalf("the lost fork answered %d", resp.StatusCode)
+	}
+	return forks
+}
+
+// observedParent is an intent whose sandbox is created and observed.
+func (w *drainWorld) observedParent() spool.Intent {
+	w.t.Helper()
+	in := w.intent(w.p.Account())
+	sb, err := w.p.Create(ctx, in.Name, in.Labels, e2b.CreateOptions{Timeout: 10 * time.Minute})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	if in, err = w.j.Observe(in.ID, sb.ID); err != nil {
+		w.t.Fatal(err)
+	}
+	return in
+}
+
+// forksOf is the simulator's record of every fork of the sandbox id.
+func (w *drainWorld) forksOf(id string) []e2btest.Sandbox {
+	var out []e2btest.Sandbox
+	for _, sb := range w.srv.Sandboxes() {
+		if sb.ForkOf == id {
+			out = append(out, sb)
+		}
+	}
+	return out
+}
+
+// A fork of count 3 whose answer was lost, beside a fork whose answer was
+// journaled: all five sandboxes carry the parent's name, and each intent
+// takes one no other intent holds. Every fork is killed, the parent too,
+// each intent ends gone with its own sandbox.
+func TestDrainLostForks(t *testing.T) {
+	w := newDrainWorld(t)
+	parent := w.observedParent()
+	known := w.lostForks(parent, 1)[0]
+	first := w.forksOf(parent.SandboxID)[0].ID
+	if _, err := w.j.Observe(known.ID, first); err != nil {
+		t.Fatal(err)
+	}
+	lost := w.lostForks(parent, 3)
+	all := append([]spool.Intent{parent, known}, lost...)
+	rep := w.r.Drain(ctx, all)
+	if rep.Gone != 5 {
+		t.Fatalf("report %+v, want 5 gone", rep)
+	}
+	forks := w.forksOf(parent.SandboxID)
+	if len(forks) != 4 {
+		t.Fatalf("%d forks, want 4", len(forks))
+	}
+	for _, sb := range append(forks, w.fate(parent.SandboxID)) {
+		if sb.State != e2btest.StateKilled || sb.KillReason != e2btest.KillRequest {
+			t.Errorf("sandbox %s (fork of %q): %s %s, want killed by request", sb.ID, sb.ForkOf, sb.State, sb.KillReason)
+		}
+	}
+	took := map[string]string{}
+	for _, in := range all {
+		got, _ := w.j.Get(in.ID)
+		if other, dup := took[got.SandboxID]; dup || got.SandboxID == "" {
+			t.Errorf("intent %s took sandbox %q, taken by %s too", in.ID, got.SandboxID, other)
+		}
+		took[got.SandboxID] = in.ID
+	}
+	if got, _ := w.j.Get(parent.ID); got.SandboxID != parent.SandboxID {
+		t.Errorf("the parent's intent ended on sandbox %s, want its own %s", got.SandboxID, parent.SandboxID)
+	}
+}
+
+// The parent's intent released as kept: its sandbox is the runner's, and
+// no lost fork's intent takes it for its own, though it carries their
+// name; the forks are killed.
+func TestDrainLostForksOfAKeptParent(t *testing.T) {
+	w := newDrainWorld(t)
+	parent := w.observedParent()
+	lost := w.lostForks(parent, 2)
+	if _, err := w.j.Release(parent.ID, spool.OutcomeKept); err != nil {
+		t.Fatal(err)
+	}
+	rep := w.r.Drain(ctx, lost)
+	if rep.Gone != 2 {
+		t.Fatalf("report %+v, want the 2 forks gone", rep)
+	}
+	if sb := w.fate(parent.SandboxID); sb.State != e2btest.StateRunning {
+		t.Errorf("the kept parent: %s", sb.State)
+	}
+	for _, sb := range w.forksOf(parent.SandboxID) {
+		if sb.State != e2btest.StateKilled {
+			t.Errorf("fork %s: %s", sb.ID, sb.State)
+		}
 	}
 }

@@ -23,28 +23,41 @@ import (
 type Setup struct {
 	// Provider is nil when none could be built.
 	Provider *Provider
+	// APIURL is the API URL the environment names (the default when it
+	// names none), whether or not it is one tether can call.
+	APIURL string
 	// Problems say why there is no Provider, each naming the variable to set.
 	Problems []error
 }
 
-// SetupFromEnv reads the environment as ConfigFromEnv does and reports
-// every problem it can see without a call.
-func SetupFromEnv(log *slog.Logger) Setup {
-	var s Setup
-	if os.Getenv(EnvAPIKey) == "" {
-		s.Problems = append(s.Problems, errors.New("no E2B credentials: set "+EnvAPIKey))
-	}
-	cfg := Config{APIKey: os.Getenv(EnvAPIKey), APIURL: os.Getenv(EnvAPIURL), Domain: os.Getenv(EnvDomain), Logger: log}
-	if cfg.APIURL == "" && strings.EqualFold(os.Getenv(EnvDebug), "true") {
-		cfg.APIURL = DebugAPIURL
-	}
-	variable := EnvAPIURL
-	if os.Getenv(EnvAPIURL) == "" {
-		variable = EnvDomain
-		if strings.EqualFold(os.Getenv(EnvDebug), "true") {
-			variable = EnvDebug
+// Configured reports whether an environment (getenv) names an E2B setup:
+// E2B_API_KEY, E2B_API_URL or E2B_DOMAIN set. Without any of them E2B is
+// simply not used.
+func Configured(getenv func(string) string) bool {
+	for _, v := range []string{EnvAPIKey, EnvAPIURL, EnvDomain} {
+		if getenv(v) != "" {
+			return true
 		}
 	}
+	return false
+}
+
+// SetupFromEnv reads the environment as ConfigFromEnv does and reports
+// every problem it can see without a call.
+func SetupFromEnv(log *slog.Logger) Setup { return SetupFrom(os.Getenv, log) }
+
+// SetupFrom is SetupFromEnv reading the variables with getenv.
+func SetupFrom(getenv func(string) string, log *slog.Logger) Setup {
+	var s Setup
+	if getenv(EnvAPIKey) == "" {
+		s.Problems = append(s.Problems, errors.New("no E2B credentials: set "+EnvAPIKey))
+	}
+	cfg := Config{APIKey: getenv(EnvAPIKey), APIURL: getenv(EnvAPIURL), Domain: getenv(EnvDomain), Logger: log}
+	variable := URLVariable(getenv)
+	if variable == EnvDebug {
+		cfg.APIURL = DebugAPIURL
+	}
+	s.APIURL = redactURL(cfg.apiURL())
 	badDomain := variable == EnvDomain && strings.ContainsAny(cfg.Domain, "/?#@: ")
 	if u, err := url.Parse(cfg.apiURL()); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || badDomain {
 		s.Problems = append(s.Problems, fmt.Errorf("%s: %q is not an API URL tether can call (want http(s)://host[/path], or a bare domain in %s)", variable, redactURL(cfg.apiURL()), EnvDomain))
@@ -59,6 +72,19 @@ func SetupFromEnv(log *slog.Logger) Setup {
 	}
 	s.Provider = p
 	return s
+}
+
+// URLVariable is the variable the API URL comes from, in the SDKs'
+// precedence: E2B_API_URL, else E2B_DEBUG=true (http://localhost:3000),
+// else E2B_DOMAIN (https://api.<domain>, e2b.app when it is unset too).
+func URLVariable(getenv func(string) string) string {
+	switch {
+	case getenv(EnvAPIURL) != "":
+		return EnvAPIURL
+	case strings.EqualFold(getenv(EnvDebug), "true"):
+		return EnvDebug
+	}
+	return EnvDomain
 }
 
 // Err is the setup's problems as one error, or nil.

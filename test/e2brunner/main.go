@@ -15,6 +15,8 @@
 //	timeout:S                              E2B creates from now on ask for S seconds (default 300)
 //	kill:K       killed - e2b <id>         kills the first K E2B sandboxes it created
 //	fork:K       forked - e2b <id>         forks each of the first K (count 1, the current timeout)
+//	forks:N      forked - e2b <id>         forks the first one once with count N; one line per fork,
+//	             fork-lost - e2b <parent>  or this one when the answer never came (the connection reset)
 //	daytona:N    created - daytona <id>    N Daytona sandboxes
 //	url          url - <E2B_API_URL> -
 //	exit                                   exit 0 after "ready"
@@ -78,6 +80,8 @@ func main() {
 				}
 				fmt.Printf("forked - e2b %s\n", results[0].Sandbox.SandboxID)
 			}
+		case "forks":
+			forks(ctx, held[0], n, timeout)
 		case "kill":
 			for _, id := range held[:n] {
 				if code := call(ctx, http.MethodDelete, "/sandboxes/"+id, nil, nil); code != http.StatusNoContent {
@@ -111,8 +115,42 @@ func main() {
 	}
 }
 
+// forks forks parent once with count n and prints each fork, or that the
+// answer was lost.
+func forks(ctx context.Context, parent string, n, timeout int) {
+	var results []struct {
+		Sandbox *struct {
+			SandboxID string `json:"sandboxID"`
+		} `json:"sandbox"`
+	}
+	code, err := try(ctx, http.MethodPost, "/sandboxes/"+parent+"/fork", map[string]any{"timeout": timeout, "count": n}, &results)
+	if err != nil {
+		fmt.Printf("fork-lost - e2b %s\n", parent)
+		return
+	}
+	if code != http.StatusCreated || len(results) != n {
+		fail("fork %s count %d: %d", parent, n, code)
+	}
+	for _, res := range results {
+		if res.Sandbox == nil {
+			fail("fork %s: a fork failed to start", parent)
+		}
+		fmt.Printf("forked - e2b %s\n", res.Sandbox.SandboxID)
+	}
+}
+
 // call makes one E2B API call and returns its status.
 func call(ctx context.Context, method, path string, in, out any) int {
+	code, err := try(ctx, method, path, in, out)
+	if err != nil {
+		fail("%s %s: %v", method, path, err)
+	}
+	return code
+}
+
+// try makes one E2B API call and returns its status, or the error of a
+// call that got no answer.
+func try(ctx context.Context, method, path string, in, out any) (int, error) {
 	var body io.Reader
 	if in != nil {
 		b, _ := json.Marshal(in)
@@ -126,7 +164,7 @@ func call(ctx context.Context, method, path string, in, out any) int {
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		fail("%s %s: %v", method, path, err)
+		return 0, err
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
@@ -135,7 +173,7 @@ func call(ctx context.Context, method, path string, in, out any) int {
 			fail("%s %s: %v", method, path, err)
 		}
 	}
-	return resp.StatusCode
+	return resp.StatusCode, nil
 }
 
 func fail(format string, args ...any) {

@@ -33,7 +33,17 @@ type Create struct {
 	Path string
 	// Rewrite returns the body to forward for the journaled intent in:
 	// the runner's body with tether's name, labels and lifetime rules.
+	// With Count above 1 it is called for each intent, in order, and the
+	// body it returns for the last one is forwarded: such a call's body
+	// names no intent.
 	Rewrite func(in spool.Intent) ([]byte, error)
+	// Count is how many sandboxes the call makes (a fork's count); 0 is 1.
+	// Each is journaled as its own intent, all of them before the call is
+	// forwarded, so that a sandbox the call makes always has one.
+	Count int
+	// Made, if set, reads a 2xx answer instead of API.SandboxID: one entry
+	// per sandbox the call was asked to make, the i-th for the i-th intent.
+	Made func(answer []byte) ([]Made, error)
 	// Refused, if set, is asked about an error answer instead of
 	// API.CreatedNothing: a non-empty reason when the provider certainly
 	// stored nothing, so the intent closes at once with it.
@@ -43,6 +53,14 @@ type Create struct {
 	// cancel: the provider's proxy finishes what the call made (a fork's
 	// own labels) and vouches for the sandbox.
 	Answered func(ctx context.Context, in spool.Intent, sandboxID string, answer []byte)
+}
+
+// Made is one sandbox of a call's answer (Create.Made): its id, or the
+// error status and message of one the call failed to make.
+type Made struct {
+	ID      string
+	Status  int
+	Message string
 }
 
 func (c Create) kind() string {
@@ -78,18 +96,16 @@ func (p *Proxy) PassBody(w http.ResponseWriter, r *http.Request, body []byte) {
 	p.pass.ServeHTTP(w, r)
 }
 
-// Create journals the intent of c, then forwards the rewritten create and
-// journals the sandbox id of its answer.
+// Create journals the intents of c, then forwards the rewritten create and
+// journals the sandbox ids of its answer.
 func (p *Proxy) Create(w http.ResponseWriter, r *http.Request, c Create) {
 	p.CheckAccount(c.Account)
 
-	// The intent is durable before anything reaches the provider. The
+	// The intents are durable before anything reaches the provider. The
 	// runner's hanging up does not cut the write short: a half-known
 	// outcome would leave a name the drain polls for nothing.
 	crashpoint.Hit(crashpoint.ProxyBeforeJournal)
-	in, _, err := p.Declare(context.WithoutCancel(r.Context()), spool.NewIntent{
-		Labels: p.Labels, Provider: p.Provider, Account: c.Account, Name: c.Name, ParentIntent: c.ParentIntent, Lease: p.Lease,
-	})
+	ins, err := p.declare(context.WithoutCancel(r.Context()), c)
 	if err != nil {
 		code := http.StatusServiceUnavailable
 		if errors.Is(err, spool.ErrInvalid) {
@@ -100,18 +116,61 @@ func (p *Proxy) Create(w http.ResponseWriter, r *http.Request, c Create) {
 		return
 	}
 	crashpoint.Hit(crashpoint.ProxyAfterJournal)
-	body, err := c.Rewrite(in)
-	if err != nil {
-		p.abandon(in, "the "+c.kind()+" body could not be rewritten: "+err.Error())
-		p.API.WriteError(w, http.StatusInternalServerError, "tether proxy: rewriting the "+c.kind()+" body: "+err.Error())
-		return
+	var body []byte
+	for _, in := range ins {
+		if body, err = c.Rewrite(in); err != nil {
+			p.abandonAll(ins, "the "+c.kind()+" body could not be rewritten: "+err.Error())
+			p.API.WriteError(w, http.StatusInternalServerError, "tether proxy: rewriting the "+c.kind()+" body: "+err.Error())
+			return
+		}
 	}
 	if r.Context().Err() != nil {
-		p.abandon(in, "the runner hung up before its "+c.kind()+" was forwarded")
+		p.abandonAll(ins, "the runner hung up before its "+c.kind()+" was forwarded")
 		return
 	}
-	p.log.Debug(p.prefix+": "+c.kind(), "intent", in.ID, "name", in.Name, "runner_named", c.Name != "", "parent_intent", c.ParentIntent)
-	p.forward(w, r, body, in, c)
+	p.log.Debug(p.prefix+": "+c.kind(), "intent", ins[0].ID, "name", ins[0].Name, "runner_named", c.Name != "", "parent_intent", c.ParentIntent, "count", len(ins))
+	p.forward(w, r, body, ins, c)
+}
+
+// declare journals the intents of c: one, or Count of them submitted
+// together, so that they share a commit. When one of several fails, those
+// journaled are closed: the call is refused.
+func (p *Proxy) declare(ctx context.Context, c Create) ([]spool.Intent, error) {
+	n := spool.NewIntent{
+		Labels: p.Labels, Provider: p.Provider, Account: c.Account, Name: c.Name, ParentIntent: c.ParentIntent, Lease: p.Lease,
+	}
+	if c.Count <= 1 {
+		in, _, err := p.Declare(ctx, n)
+		return []spool.Intent{in}, err
+	}
+	changes := make([]*spool.Change, 0, c.Count)
+	var errs []error
+	for range c.Count {
+		ch, err := p.Journal.PrepareCreate(n)
+		if err == nil {
+			err = p.Journal.Submit(ch)
+		}
+		if err != nil {
+			errs = append(errs, err)
+			break
+		}
+		changes = append(changes, ch)
+	}
+	ins := make([]spool.Intent, 0, len(changes))
+	for _, ch := range changes {
+		in, err := ch.Wait(ctx)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		p.Committed(ch, in)
+		ins = append(ins, in)
+	}
+	if err := errors.Join(errs...); err != nil {
+		p.abandonAll(ins, "another intent of the same "+c.kind()+" could not be journaled")
+		return nil, err
+	}
+	return ins, nil
 }
 
 // forward sends the create upstream on a context the runner cannot cancel,
@@ -119,7 +178,8 @@ func (p *Proxy) Create(w http.ResponseWriter, r *http.Request, c Create) {
 // killed mid-create is exactly when the id matters (the drain that follows
 // finds the sandbox by name meanwhile). It reads the answer to its end,
 // answers the runner with it byte for byte, and journals the sandbox id.
-func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, body []byte, in spool.Intent, c Create) {
+func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, body []byte, ins []spool.Intent, c Create) {
+	in := ins[0] // what the log lines name
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), p.CreateTimeout)
 	defer cancel()
 
@@ -144,7 +204,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, body []byte, in 
 	if err != nil {
 		var op *net.OpError
 		if errors.As(err, &op) && op.Op == "dial" {
-			p.abandon(in, p.Name+" could not be reached, nothing was sent: "+describe(err))
+			p.abandonAll(ins, p.Name+" could not be reached, nothing was sent: "+describe(err))
 		} else {
 			p.log.Warn(p.prefix+": "+c.kind()+" got no answer; the drain resolves it by name", "intent", in.ID, "name", in.Name, "err", describe(err))
 		}
@@ -171,17 +231,11 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, body []byte, in 
 	// sandbox by its name.
 	crashpoint.Hit(crashpoint.ProxyAfterUpstream)
 	if resp.StatusCode >= 200 && resp.StatusCode <= 299 {
-		if id, err := p.API.SandboxID(answer); err != nil {
-			p.log.Warn(p.prefix+": "+c.kind()+" succeeded but its answer names no sandbox; the drain resolves it by name", "intent", in.ID, "name", in.Name, "err", err)
-		} else {
-			p.remember(c.Account, in.Name, id, in.ID)
-			if c.Answered != nil {
-				c.Answered(ctx, in, id, answer)
-			}
-			go p.observe(in, id)
-		}
+		p.answered(ctx, ins, c, answer)
 	} else {
-		p.failed(in, c, resp.StatusCode, answer)
+		for _, in := range ins {
+			p.failed(in, c, resp.StatusCode, answer)
+		}
 	}
 
 	h := w.Header()
@@ -194,6 +248,48 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, body []byte, in 
 	if r.Context().Err() != nil {
 		p.log.Info(p.prefix+": the runner hung up before the "+c.kind()+"'s answer; it went on and is journaled", "intent", in.ID, "name", in.Name, "status", resp.StatusCode)
 	}
+}
+
+// answered journals the sandbox ids of a 2xx answer, each with its
+// intent; an intent whose sandbox the answer does not name stays for the
+// drain to resolve by name, unless the provider says it made nothing.
+func (p *Proxy) answered(ctx context.Context, ins []spool.Intent, c Create, answer []byte) {
+	made, err := p.readMade(c, answer)
+	if err != nil {
+		p.log.Warn(p.prefix+": "+c.kind()+" succeeded but its answer names no sandbox; the drain resolves it by name", "intent", ins[0].ID, "name", ins[0].Name, "count", len(ins), "err", err)
+		return
+	}
+	if len(made) != len(ins) {
+		p.log.Warn(p.prefix+": "+c.kind()+" answered for another number of sandboxes than asked; those it does not name are resolved by the drain", "intent", ins[0].ID, "name", ins[0].Name, "asked", len(ins), "answered", len(made))
+	}
+	for i, in := range ins[:min(len(ins), len(made))] {
+		m := made[i]
+		switch {
+		case m.ID != "":
+			p.remember(c.Account, in.Name, m.ID, in.ID)
+			if c.Answered != nil {
+				c.Answered(ctx, in, m.ID, answer)
+			}
+			go p.observe(in, m.ID)
+		case p.API.CreatedNothing(m.Status):
+			p.abandon(in, fmt.Sprintf("%s failed to make this sandbox of the %s with %d %s before starting it: %s", p.Name, c.kind(), m.Status, http.StatusText(m.Status), m.Message))
+		default:
+			p.log.Info(p.prefix+": one sandbox of the "+c.kind()+" failed; its intent stays for the drain to resolve by name", "intent", in.ID, "name", in.Name, "status", m.Status)
+		}
+	}
+}
+
+// readMade reads the sandboxes a 2xx answer names (Create.Made, else the one
+// of API.SandboxID).
+func (p *Proxy) readMade(c Create, answer []byte) ([]Made, error) {
+	if c.Made != nil {
+		return c.Made(answer)
+	}
+	id, err := p.API.SandboxID(answer)
+	if err != nil {
+		return nil, err
+	}
+	return []Made{{ID: id}}, nil
 }
 
 // observe journals the sandbox id a create answered with.
@@ -270,6 +366,13 @@ func (p *Proxy) abandon(in spool.Intent, why string) {
 		return
 	}
 	p.log.Debug(p.prefix+": intent closed, its create never happened", "intent", in.ID, "name", in.Name, "why", why)
+}
+
+// abandonAll abandons each of ins.
+func (p *Proxy) abandonAll(ins []spool.Intent, why string) {
+	for _, in := range ins {
+		p.abandon(in, why)
+	}
 }
 
 // hopHeaders are meaningful for one connection only, never forwarded.

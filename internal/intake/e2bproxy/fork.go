@@ -1,7 +1,6 @@
 package e2bproxy
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -12,14 +11,23 @@ import (
 )
 
 // A fork (POST /sandboxes/{id}/fork, infra handlers/sandbox_fork.go:
-// 37-185) boots count new sandboxes from a snapshot of a running one; each
-// carries its parent's metadata, tether's keys included (the snapshot's,
-// sandbox_resume.go:339), and E2B has no call to change it. So a fork of a
-// sandbox of ours is journaled, before the call is forwarded, as an intent
-// with the parent's name and ParentIntent: the reaper takes a sandbox
-// carrying the parent's tether-intent as that intent's (mismatch), and the
-// drain deletes forks before their parents. Its timeout is capped like a
-// create's.
+// 37-186) boots count new sandboxes (1 to 100, :27-29, 70-85) from one
+// checkpoint of a running sandbox; each carries its parent's metadata,
+// tether's keys included (the snapshot's, sandbox_resume.go:339-340,
+// called for every fork at sandbox_fork.go:164), and E2B has no call to
+// change it. So a fork of a sandbox of ours is journaled, before the call
+// is forwarded, as count intents, one per fork, each with the parent's
+// name and intent (ParentIntent): the reaper takes a sandbox carrying the
+// parent's tether-intent as that intent's (mismatch), and gives each
+// intent of a shared name a sandbox no other intent holds (a lost answer,
+// provider.NameSharer). The answer is a list of count results, the i-th
+// the i-th fork's sandbox or the error that kept it from starting
+// (:150-185; spec SandboxForkResult): the i-th is journaled for the i-th
+// intent. Its timeout is capped like a create's.
+
+// maxForkCount is the most forks one call may ask for
+// (sandbox_fork.go:27-29): E2B refuses a larger count before anything.
+const maxForkCount = 100
 
 // fork serves POST /sandboxes/{id}/fork.
 func (p *Proxy) fork(w http.ResponseWriter, r *http.Request, parentID string) {
@@ -34,12 +42,9 @@ func (p *Proxy) fork(w http.ResponseWriter, r *http.Request, parentID string) {
 	}
 	account := p.accountOf(r.Header)
 	parent, ours := p.core.Ours(account, parentID)
-	if !ours || forkCount(c) != 1 {
-		if ours {
-			// One intent per call is what the shared create path journals;
-			// the forks of a count > 1 end by their capped timeout.
-			p.Logger.Warn("e2b proxy: a fork of more than one sandbox is not journaled; its forks end by their timeout, capped", "parent_intent", parent.ID, "max", p.MaxTimeout)
-		}
+	n := forkCount(c)
+	if !ours || n < 1 || n > maxForkCount {
+		// Not ours, or a count E2B refuses (400) before it forks anything.
 		if end := c.capTimeout(p.MaxTimeout, time.Now()); !end.IsZero() {
 			if raw, err = c.encode(); err != nil {
 				writeError(w, http.StatusInternalServerError, "tether proxy: "+err.Error())
@@ -50,7 +55,7 @@ func (p *Proxy) fork(w http.ResponseWriter, r *http.Request, parentID string) {
 		return
 	}
 	p.core.Create(w, r, apiproxy.Create{
-		Account: account, Name: parent.Name, ParentIntent: parent.ID, Kind: "fork",
+		Account: account, Name: parent.Name, ParentIntent: carriedIntent(parent), Kind: "fork", Count: n,
 		Rewrite: func(in spool.Intent) ([]byte, error) {
 			if end := c.capTimeout(p.MaxTimeout, time.Now()); !end.IsZero() {
 				p.capped(in.ID, end)
@@ -58,11 +63,23 @@ func (p *Proxy) fork(w http.ResponseWriter, r *http.Request, parentID string) {
 			return c.encode()
 		},
 		Refused:  forkRefused,
+		Made:     forkResults,
 		Answered: p.answered,
 	})
 }
 
-// forkCount is the forks a body asks for (1 when it names none).
+// carriedIntent is the tether-intent the parent's sandbox carries, which
+// its forks carry too: the parent's own intent, or, when the parent is a
+// fork itself, the intent its metadata came from.
+func carriedIntent(parent spool.Intent) string {
+	if parent.ParentIntent != "" {
+		return parent.ParentIntent
+	}
+	return parent.ID
+}
+
+// forkCount is the forks a body asks for (1 when it names none; 0 when
+// it is not a whole number, which E2B refuses).
 func forkCount(c *body) int {
 	raw, ok := c.fields["count"]
 	if !ok || isNull(raw) {
@@ -70,7 +87,7 @@ func forkCount(c *body) int {
 	}
 	var n int
 	if json.Unmarshal(raw, &n) != nil {
-		return 0 // E2B refuses it
+		return 0
 	}
 	return n
 }
@@ -88,9 +105,15 @@ func forkRefused(status int, _ []byte) string {
 	return ""
 }
 
-// forkResultID reads the one fork's id from a fork's answer, a list of
-// results (spec SandboxForkResult: sandbox or error).
-func forkResultID(answer []byte) (string, error) {
+// forkResults reads a fork's answer, a list of results (spec
+// SandboxForkResult: exactly one of sandbox or error), one per fork in
+// the order asked. A result's error status is the one startSandbox met
+// (sandbox_fork.go:170-172): a 429 or 400 is given before the fork is
+// placed on a node (the team's concurrency at the reservation, the
+// snapshot's data, orchestrator/create_instance.go:192-214, 264-267), so
+// e2bAPI.CreatedNothing closes its intent; any other leaves it for the
+// drain.
+func forkResults(answer []byte) ([]apiproxy.Made, error) {
 	var results []struct {
 		Sandbox *struct {
 			SandboxID string `json:"sandboxID"`
@@ -101,21 +124,20 @@ func forkResultID(answer []byte) (string, error) {
 		} `json:"error"`
 	}
 	if err := json.Unmarshal(answer, &results); err != nil {
-		return "", err
+		return nil, err
 	}
-	if len(results) != 1 {
-		return "", fmt.Errorf("%d fork results, want 1", len(results))
+	made := make([]apiproxy.Made, len(results))
+	for i, res := range results {
+		switch {
+		case res.Sandbox != nil && res.Sandbox.SandboxID != "":
+			made[i].ID = res.Sandbox.SandboxID
+		case res.Error != nil && res.Error.Code >= 400 && res.Error.Code <= 599:
+			made[i].Status, made[i].Message = res.Error.Code, res.Error.Message
+		default:
+			// Neither, or an error without a status: nothing says it did
+			// not start; the drain looks.
+			made[i].Status, made[i].Message = http.StatusInternalServerError, errNoID.Error()
+		}
 	}
-	if res := results[0]; res.Sandbox != nil && res.Sandbox.SandboxID != "" {
-		return res.Sandbox.SandboxID, nil
-	} else if res.Error != nil {
-		return "", fmt.Errorf("the fork failed to start: %d %s", res.Error.Code, res.Error.Message)
-	}
-	return "", errNoID
-}
-
-// isList reports whether an answer is a JSON list (a fork's).
-func isList(answer []byte) bool {
-	t := bytes.TrimSpace(answer)
-	return len(t) > 0 && t[0] == '['
+	return made, nil
 }

@@ -43,3 +43,24 @@ func FuzzParseBody(f *testing.F) {
 		}
 	})
 }
+
+// FuzzForkResults: a fork's answer, whatever E2B (or something in its
+// place) sends, is read without a panic into one entry per result, each a
+// sandbox id or an error status, never both, never neither.
+func FuzzForkResults(f *testing.F) {
+	for _, s := range []string{`[]`, `[{"sandbox":{"sandboxID":"i1"}},{"error":{"code":429,"message":"m"}}]`,
+		`[{}]`, `[null]`, `[{"error":{}}]`, `{"sandboxID":"i1"}`, `[{"sandbox":{"sandboxID":""},"error":{"code":500}}]`, `null`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		made, err := forkResults(b)
+		if err != nil {
+			return
+		}
+		for i, m := range made {
+			if (m.ID == "") == (m.Status == 0) {
+				t.Fatalf("result %d of %s: %+v, want an id or a status", i, b, m)
+			}
+		}
+	})
+}

@@ -37,9 +37,10 @@
 // metadata, sandbox_resume.go:339).
 //
 // A fork of a sandbox of ours (POST /sandboxes/{id}/fork,
-// sandbox_fork.go:37-185; SDK :1729) is journaled before it is forwarded,
-// as an intent with its parent's name and intent (fork.go): each fork
-// carries its parent's metadata, tether's keys included.
+// sandbox_fork.go:37-186; SDK :1729) is journaled before it is forwarded,
+// as one intent per fork of its count, each with its parent's name and
+// intent (fork.go): each fork carries its parent's metadata, tether's keys
+// included.
 package e2bproxy
 
 import (
@@ -206,9 +207,6 @@ func (e2bAPI) WriteError(w http.ResponseWriter, code int, msg string) { writeErr
 // SandboxID reads sandboxID from a create's answer (spec Sandbox schema;
 // handlers/sandbox_create.go answers 201 with it).
 func (e2bAPI) SandboxID(answer []byte) (string, error) {
-	if isList(answer) {
-		return forkResultID(answer)
-	}
 	var sb struct {
 		SandboxID string `json:"sandboxID"`
 	}

@@ -2,6 +2,7 @@ package e2bproxy
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -16,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/tether-run/tether/internal/intake"
+	"github.com/tether-run/tether/internal/reaper"
 	"github.com/tether-run/tether/internal/testutil"
 	"github.com/tether-run/tether/provider/e2b"
 	"github.com/tether-run/tether/provider/e2b/e2btest"
@@ -36,6 +38,7 @@ type arrival struct {
 	body         map[string]any
 	journaled    spool.Intent
 	journalErr   error
+	forks        []spool.Intent // a fork's: the live fork intents journaled when it arrived
 }
 
 type world struct {
@@ -70,6 +73,14 @@ func newWorld(t *testing.T) *world {
 		if md, ok := a.body["metadata"].(map[string]any); ok {
 			id, _ := md[spool.LabelIntent].(string)
 			a.journaled, a.journalErr = j.Get(id)
+		}
+		if strings.HasSuffix(r.URL.Path, "/fork") {
+			live, _ := j.Live()
+			for _, in := range live {
+				if in.ParentIntent != "" {
+					a.forks = append(a.forks, in)
+				}
+			}
 		}
 		w.mu.Lock()
 		w.seen = append(w.seen, a)
@@ -404,5 +415,161 @@ func TestForkRefusedCloses(t *testing.T) {
 	}
 	if n, _ := w.j.LiveCount(); n != 1 {
 		t.Fatalf("%d live intents after a refused fork, want the parent's alone", n)
+	}
+}
+
+type forkResult struct {
+	Sandbox *created `json:"sandbox"`
+	Error   *struct {
+		Code int `json:"code"`
+	} `json:"error"`
+}
+
+// parent creates a sandbox through the proxy and waits for its id to be
+// journaled.
+func (w *world) parent() (spool.Intent, string) {
+	w.t.Helper()
+	var sb created
+	if code := w.call("POST", "/sandboxes", map[string]any{"templateID": "base", "timeout": 60}, &sb); code != http.StatusCreated {
+		w.t.Fatalf("create: %d", code)
+	}
+	in := w.arrivals()[len(w.arrivals())-1].journaled
+	w.eventually("observed", func() bool { got, _ := w.j.Get(in.ID); return got.SandboxID != "" })
+	return in, sb.SandboxID
+}
+
+// forkIntents are the live intents forked from parent, oldest first.
+func (w *world) forkIntents(parent string) []spool.Intent {
+	var out []spool.Intent
+	live, _ := w.j.Live()
+	for _, in := range live {
+		if in.ParentIntent == parent {
+			out = append(out, in)
+		}
+	}
+	return out
+}
+
+// TestForkCountJournaled: a fork of count 3 reaches E2B only once its 3
+// intents are durable (pending, the parent's name and intent); the i-th
+// result's sandbox is journaled for the i-th intent, each fork's timeout
+// capped and noted for renewal, and each fork in the simulator carries the
+// parent's intent.
+func TestForkCountJournaled(t *testing.T) {
+	w := newWorld(t)
+	parent, parentID := w.parent()
+	var results []forkResult
+	if code := w.call("POST", "/sandboxes/"+parentID+"/fork", map[string]any{"timeout": 3000, "count": 3}, &results); code != http.StatusCreated || len(results) != 3 {
+		t.Fatalf("fork: %d %+v", code, results)
+	}
+	a := w.arrivals()[len(w.arrivals())-1]
+	if len(a.forks) != 3 || a.body["timeout"] != float64(600) || a.body["count"] != float64(3) {
+		t.Fatalf("the fork reached E2B with %d fork intents journaled and body %v, want 3 and the timeout capped", len(a.forks), a.body)
+	}
+	for _, in := range a.forks {
+		if in.State != spool.Pending || in.Name != parent.Name || in.ParentIntent != parent.ID || in.Account != parent.Account {
+			t.Errorf("fork intent at the call: %+v", in)
+		}
+	}
+	var forks []spool.Intent
+	w.eventually("every fork's id journaled", func() bool {
+		forks = w.forkIntents(parent.ID)
+		for _, in := range forks {
+			if in.SandboxID == "" {
+				return false
+			}
+		}
+		return len(forks) == 3
+	})
+	for i, in := range forks {
+		if in.ID != a.forks[i].ID || in.SandboxID != results[i].Sandbox.SandboxID {
+			t.Errorf("intent %d: %s observed %s, want %s observed %s", i, in.ID, in.SandboxID, a.forks[i].ID, results[i].Sandbox.SandboxID)
+		}
+		rec, _ := w.sim.Sandbox(in.SandboxID)
+		if rec.ForkOf != parentID || rec.Metadata[spool.LabelIntent] != parent.ID || time.Until(rec.EndAt) > maxTimeout {
+			t.Errorf("simulator's fork %d: %+v", i, rec)
+		}
+		w.mu.Lock()
+		_, capped := w.capped[in.ID]
+		w.mu.Unlock()
+		if !capped {
+			t.Errorf("fork intent %s: its cut timeout is not renewed", in.ID)
+		}
+	}
+}
+
+// TestForkPartialFailure: a fork of count 3 with room for 2 more sandboxes
+// starts 2 and answers 429 for the third (the team's concurrency, refused
+// at the reservation): the 2 are journaled, the third's intent closes at
+// once. A count the team could never run is refused whole: every intent
+// of it closes.
+func TestForkPartialFailure(t *testing.T) {
+	w := newWorld(t)
+	w.sim.AddTeam(e2btest.DefaultTeam, e2btest.Limits{MaxLengthHours: 1, Concurrency: 4})
+	parent, parentID := w.parent()
+	w.parent()
+	var results []forkResult
+	if code := w.call("POST", "/sandboxes/"+parentID+"/fork", map[string]any{"timeout": 60, "count": 3}, &results); code != http.StatusCreated || len(results) != 3 || results[2].Error == nil {
+		t.Fatalf("fork: %d %+v", code, results)
+	}
+	w.eventually("2 forks observed, the third closed", func() bool {
+		forks := w.forkIntents(parent.ID)
+		return len(forks) == 2 && forks[0].SandboxID == results[0].Sandbox.SandboxID && forks[1].SandboxID == results[1].Sandbox.SandboxID
+	})
+	a := w.arrivals()[len(w.arrivals())-1]
+	third, _ := w.j.Get(a.forks[2].ID)
+	if third.State != spool.NeverCreated || !strings.Contains(third.LastError, "429") {
+		t.Errorf("the third fork's intent: %s %q, want never-created with the 429", third.State, third.LastError)
+	}
+
+	if code := w.call("POST", "/sandboxes/"+parentID+"/fork", map[string]any{"count": 4}, nil); code != http.StatusBadRequest {
+		t.Fatalf("fork of count 4 with a concurrency of 4: %d", code)
+	}
+	if n := len(w.forkIntents(parent.ID)); n != 2 {
+		t.Errorf("%d live fork intents after a refused fork of 4, want the 2 of before", n)
+	}
+}
+
+// TestForkOfAForkIsOurs: a fork of a fork carries the first parent's
+// metadata, its tether-intent included, so its intents name that intent
+// as their parent: the answer of a fork of count 2 of a fork lost, the
+// drain finds both by the metadata, takes them as ours and kills all four
+// sandboxes.
+func TestForkOfAForkIsOurs(t *testing.T) {
+	w := newWorld(t)
+	parent, parentID := w.parent()
+	var results []forkResult
+	if code := w.call("POST", "/sandboxes/"+parentID+"/fork", map[string]any{"timeout": 60}, &results); code != http.StatusCreated || len(results) != 1 {
+		t.Fatalf("fork: %d %+v", code, results)
+	}
+	forkID := results[0].Sandbox.SandboxID
+	w.eventually("the fork observed", func() bool { f := w.forkIntents(parent.ID); return len(f) == 1 && f[0].SandboxID == forkID })
+	w.sim.SetFaults(e2btest.Faults{RateForkLost: 1, Routes: []string{e2btest.RouteFork}})
+	req, _ := http.NewRequest("POST", w.url+"/sandboxes/"+forkID+"/fork", strings.NewReader(`{"count":2,"timeout":60}`))
+	req.Header.Set("X-API-Key", e2btest.DefaultKey)
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatalf("the lost fork answered %d", resp.StatusCode)
+	}
+	w.sim.SetFaults(e2btest.Faults{})
+	named := len(w.forkIntents(parent.ID))
+	prov, err := e2b.New(e2b.Config{APIKey: e2btest.DefaultKey, APIURL: w.p.Upstream})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &reaper.Reaper{Journal: w.j, Provider: prov, NeverCreatedHorizon: time.Minute}
+	live, _ := w.j.Live()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if rep := r.Drain(ctx, live); rep.Gone != 4 {
+		t.Errorf("drain: %+v", rep)
+	}
+	for _, sb := range w.sim.Sandboxes() {
+		if sb.State != e2btest.StateKilled {
+			t.Errorf("sandbox %s (fork of %q): %s", sb.ID, sb.ForkOf, sb.State)
+		}
+	}
+	if named != 3 {
+		t.Errorf("%d intents named %s as their parent, want 3 (the fork and the 2 of the fork's fork)", named, parent.ID)
 	}
 }

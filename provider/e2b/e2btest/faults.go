@@ -71,6 +71,10 @@ type Faults struct {
 	// RateCreateLost of creates make the sandbox and then lose the answer
 	// (the connection is closed), so the caller never learns its id.
 	RateCreateLost float64
+	// RateForkLost of forks start their sandboxes and then lose the
+	// answer (the connection is closed), so the caller never learns their
+	// ids.
+	RateForkLost float64
 	// RateKillFail of kills fail on the node: the answer is 500 "Error
 	// killing sandbox", but the sandbox has already left the store and
 	// answers 404 from then on (orchestrator/delete_instance.go:104-120);
@@ -123,7 +127,7 @@ type decision struct {
 	status     int
 	message    string
 	retryAfter time.Duration
-	lost       bool // create: lose the answer
+	lost       bool // create or fork: lose the answer
 	killFail   bool
 }
 
@@ -150,6 +154,8 @@ func (s *Server) decideLocked(route string) decision {
 		d.status = http.StatusTooManyRequests
 		d.retryAfter = f.RetryAfter
 	case route == RouteCreate && f.RateCreateLost > 0 && s.rng.Float64() < f.RateCreateLost:
+		d.lost = true
+	case route == RouteFork && f.RateForkLost > 0 && s.rng.Float64() < f.RateForkLost:
 		d.lost = true
 	case route == RouteKill && f.RateKillFail > 0 && s.rng.Float64() < f.RateKillFail:
 		d.killFail = true
@@ -243,6 +249,7 @@ func retryAfterSeconds(d time.Duration) string {
 //	429=0.1             share of calls in scope answered 429
 //	retry-after=2s      the Retry-After of those 429s
 //	create-lost=0.1     share of creates whose answer is lost
+//	fork-lost=0.1       share of forks whose answer is lost
 //	kill-fail=0.1       share of kills that fail on the node (500, then 404)
 //	routes=get+kill     limit the faults to these routes
 func ParseFaults(spec string) (Faults, error) {
@@ -271,6 +278,8 @@ func ParseFaults(spec string) (Faults, error) {
 			f.RetryAfter, err = parseDuration(val)
 		case "create-lost":
 			f.RateCreateLost, err = parseRate(val)
+		case "fork-lost":
+			f.RateForkLost, err = parseRate(val)
 		case "kill-fail":
 			f.RateKillFail, err = parseRate(val)
 		case "routes":
@@ -281,7 +290,7 @@ func ParseFaults(spec string) (Faults, error) {
 				f.Routes = append(f.Routes, r)
 			}
 		default:
-			return Faults{}, fmt.Errorf("fault %q: unknown key (want seed, latency, 5xx, 429, retry-after, create-lost, kill-fail, routes)", key)
+			return Faults{}, fmt.Errorf("fault %q: unknown key (want seed, latency, 5xx, 429, retry-after, create-lost, fork-lost, kill-fail, routes)", key)
 		}
 		if err != nil {
 			return Faults{}, fmt.Errorf("fault %s: %w", key, err)
@@ -312,6 +321,7 @@ func (f Faults) String() string {
 	rate("429", f.Rate429)
 	dur("retry-after", f.RetryAfter)
 	rate("create-lost", f.RateCreateLost)
+	rate("fork-lost", f.RateForkLost)
 	rate("kill-fail", f.RateKillFail)
 	if len(f.Routes) > 0 {
 		add("routes", strings.Join(f.Routes, "+"))

@@ -16,9 +16,9 @@ func TestParseFaults(t *testing.T) {
 		fail string
 	}{
 		{spec: "", want: e2btest.Faults{}},
-		{spec: "seed=7, latency=50ms,5xx=0.1,429=0.2,retry-after=2s,create-lost=0.05,kill-fail=0.3,routes=get+kill",
+		{spec: "seed=7, latency=50ms,5xx=0.1,429=0.2,retry-after=2s,create-lost=0.05,fork-lost=0.2,kill-fail=0.3,routes=get+kill",
 			want: e2btest.Faults{Seed: 7, Latency: 50 * time.Millisecond, Rate5xx: 0.1, Rate429: 0.2, RetryAfter: 2 * time.Second,
-				RateCreateLost: 0.05, RateKillFail: 0.3, Routes: []string{e2btest.RouteGet, e2btest.RouteKill}}},
+				RateCreateLost: 0.05, RateForkLost: 0.2, RateKillFail: 0.3, Routes: []string{e2btest.RouteGet, e2btest.RouteKill}}},
 		{spec: "5xx=2", fail: "out of range"},
 		{spec: "5xx=NaN", fail: "out of range"},
 		{spec: "latency=-1s", fail: "negative"},

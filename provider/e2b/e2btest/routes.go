@@ -686,11 +686,19 @@ func (s *Server) fork(w http.ResponseWriter, r *http.Request, c *call) {
 	}
 	count := 1
 	if body.Count != nil {
-		if *body.Count < 1 || *body.Count > 100 { // sandbox_fork.go:29
-			writeError(w, http.StatusBadRequest, "Error when parsing request: count must be between 1 and 100")
-			return
-		}
 		count = int(*body.Count)
+	}
+	switch { // sandbox_fork.go:75-93
+	case count < 1:
+		writeError(w, http.StatusBadRequest, "Count must be at least 1")
+		return
+	case count > 100:
+		writeError(w, http.StatusBadRequest, "Count cannot be greater than 100")
+		return
+	case count >= c.limits.Concurrency:
+		// The parent holds a slot: that many forks could never all start.
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("Count must be lower than the maximum number of concurrent sandboxes (%d)", c.limits.Concurrency))
+		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -718,8 +726,13 @@ func (s *Server) fork(w http.ResponseWriter, r *http.Request, c *call) {
 		rec := s.newRecordLocked(c.team, now)
 		rec.template, rec.metadata, rec.autoPause, rec.forkOf = parent.template, copyMap(parent.metadata), parent.autoPause, parent.id
 		rec.state, rec.startedAt, rec.endAt = StateRunning, now, now.Add(timeout)
+		rec.lost = c.d.lost
 		sb := rec.sandbox()
 		results = append(results, forkResultJSON{Sandbox: &sb})
+	}
+	if c.d.lost {
+		dropConnection(w)
+		return
 	}
 	writeJSON(w, http.StatusCreated, results)
 }

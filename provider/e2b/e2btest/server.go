@@ -338,8 +338,9 @@ type Sandbox struct {
 	Pauses, Resumes int
 	// ForkOf is the parent's id, for a fork.
 	ForkOf string
-	// Lost: the create's answer was lost (Faults.RateCreateLost), so the
-	// caller never learned this id.
+	// Lost: the answer of the create or fork that made it was lost
+	// (Faults.RateCreateLost, RateForkLost), so the caller never learned
+	// this id.
 	Lost bool
 }
 

@@ -553,6 +553,49 @@ func TestForkInheritsMetadata(t *testing.T) {
 	expect(t, "fork paused", c.do("POST", "/sandboxes/"+id+"/fork", nil), 409)
 }
 
+// A fork of count N answers N results, each a sandbox or the error that
+// kept it from starting (sandbox_fork.go:150-185): past the team's
+// concurrency, the rest are 429s. A count the team could never run at
+// once is refused whole (:87-93); a lost answer leaves every fork running.
+func TestForkCount(t *testing.T) {
+	srv, _ := newSim(t)
+	srv.AddTeam(e2btest.DefaultTeam, e2btest.Limits{Concurrency: 5})
+	c := newClient(t, srv)
+	id := c.create(map[string]any{"timeout": 600})
+	c.create(map[string]any{"timeout": 600})
+	c.create(map[string]any{"timeout": 600})
+	expect(t, "count 5 of 5", c.do("POST", "/sandboxes/"+id+"/fork", map[string]any{"count": 5}), 400)
+	a := c.do("POST", "/sandboxes/"+id+"/fork", map[string]any{"count": 3, "timeout": 60})
+	expect(t, "count 3 with 2 slots left", a, 201)
+	var res []struct {
+		Sandbox *struct{ SandboxID string }
+		Error   *struct{ Code int }
+	}
+	_ = json.Unmarshal(a.body, &res)
+	if len(res) != 3 || res[0].Sandbox == nil || res[1].Sandbox == nil || res[2].Error == nil || res[2].Error.Code != 429 {
+		t.Fatalf("fork results %s, want 2 sandboxes and a 429", a.body)
+	}
+
+	srv.SetFaults(e2btest.Faults{RateForkLost: 1})
+	c.do("DELETE", "/sandboxes/"+res[0].Sandbox.SandboxID, nil)
+	c.do("DELETE", "/sandboxes/"+res[1].Sandbox.SandboxID, nil)
+	req, _ := http.NewRequest("POST", srv.URL+"/sandboxes/"+id+"/fork", strings.NewReader(`{"count":2}`))
+	req.Header.Set("X-API-Key", e2btest.DefaultKey)
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatalf("a lost fork answered %d", resp.StatusCode)
+	}
+	lost := 0
+	for _, sb := range srv.Sandboxes() {
+		if sb.ForkOf == id && sb.Lost && sb.State == e2btest.StateRunning {
+			lost++
+		}
+	}
+	if lost != 2 {
+		t.Errorf("%d forks running after the lost answer, want 2", lost)
+	}
+}
+
 // A rate-limited route carries RateLimit-* on every answer and refuses
 // with 429, Retry-After in whole seconds at least 1
 // (middleware/ratelimit/ratelimit.go:126-149); GET and DELETE of one

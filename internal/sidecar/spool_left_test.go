@@ -130,8 +130,10 @@ func TestDrainTakesTheSpoolFirst(t *testing.T) {
 	}
 }
 
-// A spool directory that does not exist is said and skipped, not created.
-func TestDrainWithoutASpoolDirectory(t *testing.T) {
+// A spool directory that does not exist is said and skipped, not created;
+// one others may write to is refused, as tether run refuses it, naming the
+// setting, and nothing in it is taken.
+func TestDrainSpoolDirectoryMissingOrRefused(t *testing.T) {
 	w := newWorld(t)
 	w.cfg.Spool = filepath.Join(w.dir, "none")
 	if err := w.drain(); err != nil {
@@ -142,6 +144,19 @@ func TestDrainWithoutASpoolDirectory(t *testing.T) {
 	}
 	if !strings.Contains(w.log.String(), "no spool directory") {
 		t.Errorf("the drain did not say the spool directory is missing:\n%s", w.log.String())
+	}
+
+	w.cfg.Spool = filepath.Join(w.dir, "open")
+	w.leftInSpool(w.journalOwner(), "planted")
+	if err := os.Chmod(w.cfg.Spool, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	err := w.drain()
+	if err == nil || !strings.Contains(err.Error(), "--spool") {
+		t.Errorf("drain with a spool directory anyone may write: %v; want it refused, naming --spool", err)
+	}
+	if in, err := w.journalGet("planted"); err == nil {
+		t.Errorf("the drain took a file from a directory it refuses: intent %s is %s", in.ID, in.State)
 	}
 }
 

@@ -72,16 +72,24 @@ type Journal interface {
 
 // The label values every series is created with at start.
 var (
-	// Ops are the provider calls measured (provider.go, lease.go).
-	Ops = []string{"get", "get_by_name", "list", "delete", "stop", "set_autostop", "list_page", "inspect", "renew", "set_autodelete"}
+	// Providers are the provider label's values: the clouds tether can
+	// use. An intent that names no provider is Daytona's.
+	Providers = []string{"daytona", "e2b"}
+	// OpsOf are the calls measured of each provider (provider.go,
+	// lease.go): Daytona's leases and labels, E2B's look-up of every
+	// sandbox of a name and its timeout.
+	OpsOf = map[string][]string{
+		"daytona": {"get", "get_by_name", "list", "delete", "stop", "set_autostop", "list_page", "inspect", "renew", "set_autodelete", "set_labels"},
+		"e2b":     {"get", "get_by_name", "named", "list", "delete", "stop", "set_autostop", "set_timeout", "list_page", "inspect"},
+	}
 	// Outcomes are what outcome names a call's result.
 	Outcomes = []string{"ok", "not_found", "conflict", "rate_limited", "unauthorized", "unavailable", "refused", "canceled", "error"}
 	// Intakes are the ways an intent is declared.
 	Intakes = []string{"proxy", "socket", "spool"}
 	// States are the journal's intent states.
 	States = []spool.State{spool.Pending, spool.Observed, spool.Releasing, spool.Gone, spool.Stopped, spool.Released, spool.NeverCreated, spool.Foreign}
-	// drainStates are what a drain or replay ends an intent in (live: left).
-	drainStates = []string{string(spool.Gone), string(spool.Stopped), string(spool.Released), string(spool.NeverCreated), string(spool.Foreign), "live"}
+	// DrainStates are what a drain or replay ends an intent in (live: left).
+	DrainStates = []string{string(spool.Gone), string(spool.Stopped), string(spool.Released), string(spool.NeverCreated), string(spool.Foreign), "live"}
 )
 
 // help is each family's HELP text. The library writes HELP lines without
@@ -91,16 +99,16 @@ var help = map[string]string{
 	"tether_intents":                        "Intents in the journal, by state (pending, observed and releasing are live).",
 	"tether_journal_size_bytes":             "Size of the journal file.",
 	"tether_intents_declared_total":         "Intents declared since start, by intake (proxy, socket, spool); idempotent retries not counted.",
-	"tether_provider_calls_total":           "Provider API calls tether made, by operation and outcome (ok, not_found, conflict, rate_limited, unauthorized, unavailable, refused, canceled, error).",
-	"tether_provider_call_duration_seconds": "Latency of provider API calls, by operation, failed ones included.",
-	"tether_rate_limit_waits_total":         "Provider answers of 429 (rate limited); each makes tether wait before it tries again.",
-	"tether_rate_limit_wait_seconds_total":  "Sum of the waits the provider asked for in its 429 answers (Retry-After).",
+	"tether_provider_calls_total":           "Provider API calls tether made, by provider (daytona, e2b), operation and outcome (ok, not_found, conflict, rate_limited, unauthorized, unavailable, refused, canceled, error).",
+	"tether_provider_call_duration_seconds": "Latency of provider API calls, by provider and operation, failed ones included.",
+	"tether_rate_limit_waits_total":         "Provider answers of 429 (rate limited), by provider; each makes tether wait before it tries again.",
+	"tether_rate_limit_wait_seconds_total":  "Sum of the waits the provider asked for in its 429 answers (Retry-After), by provider.",
 	"tether_drain_duration_seconds":         "How long each drain took (after the child ended, or tether drain).",
 	"tether_replay_duration_seconds":        "How long each boot replay took (the intents an earlier run left live).",
-	"tether_unresolved_intents":             "Cleanup debt: intents the last drain or replay left live (at start, those an earlier run left); each may be a running sandbox.",
-	"tether_drain_intents_total":            "Intents the drains and replays resolved or left, by the state they ended in (live: left unresolved).",
-	"tether_lease_at_risk_total":            "Lease mode: times a sandbox's renewals kept failing for a quarter of the lease; the provider may stop it under the live runner.",
-	"tether_leased_sandboxes":               "Lease mode: sandboxes whose leases tether renews now.",
+	"tether_unresolved_intents":             "Cleanup debt, by provider: intents the last drain or replay left live (at start, those an earlier run left); each may be a running sandbox.",
+	"tether_drain_intents_total":            "Intents the drains and replays resolved or left, by provider and the state they ended in (live: left unresolved).",
+	"tether_lease_at_risk_total":            "Renewals, by provider: times a sandbox's renewals kept failing (Daytona lease mode: for a quarter of the lease; E2B: a renewal of a capped timeout failed); the provider may end it under the live runner.",
+	"tether_leased_sandboxes":               "Renewals, by provider: sandboxes tether renews now (Daytona lease mode: leases; E2B: timeouts cut to --e2b-max-timeout).",
 }
 
 // Metrics are tether's series, in a set of their own.
@@ -115,15 +123,24 @@ type Metrics struct {
 	mu        sync.Mutex
 	rendering *rendered
 
+	declared map[string]*vm.Counter
+	drain    *vm.PrometheusHistogram
+	replay   *vm.PrometheusHistogram
+	// providers are each provider's series, by its label; one not in
+	// Providers is made when it is first seen (smu).
+	smu       sync.Mutex
+	providers map[string]*providerSeries
+}
+
+// providerSeries are the series of one provider.
+type providerSeries struct {
+	name        string
 	calls       map[[2]string]*vm.Counter // op, outcome
 	latency     map[string]*vm.PrometheusHistogram
-	declared    map[string]*vm.Counter
 	waits       *vm.Counter
 	waitSeconds *vm.FloatCounter
-	drain       *vm.PrometheusHistogram
-	replay      *vm.PrometheusHistogram
 	unresolved  *vm.Gauge
-	drainsLeft  map[string]*vm.Counter
+	drained     map[string]*vm.Counter // by DrainStates
 	atRisk      *vm.Counter
 	leased      *vm.Gauge
 }
@@ -143,7 +160,7 @@ type journalView struct {
 func New(j Journal, version string) *Metrics {
 	vm.ExposeMetadata(true) // TYPE lines: Prometheus needs them to tell a counter from a gauge
 	s := vm.NewSet()
-	m := &Metrics{set: s, j: j, scrapes: make(chan struct{}, DefaultMaxScrapes)}
+	m := &Metrics{set: s, j: j, scrapes: make(chan struct{}, DefaultMaxScrapes), providers: map[string]*providerSeries{}}
 	m.journal.Store(&journalView{counts: map[spool.State]int{}})
 
 	s.NewGauge(fmt.Sprintf(`tether_build_info{version=%s,goversion=%s}`, quote(version), quote(runtime.Version())), func() float64 { return 1 })
@@ -155,28 +172,61 @@ func New(j Journal, version string) *Metrics {
 	for _, in := range Intakes {
 		m.declared[in] = s.NewCounter(`tether_intents_declared_total{intake=` + quote(in) + `}`)
 	}
-	m.calls = map[[2]string]*vm.Counter{}
-	m.latency = map[string]*vm.PrometheusHistogram{}
-	for _, op := range Ops {
-		for _, oc := range Outcomes {
-			m.calls[[2]string{op, oc}] = s.NewCounter(`tether_provider_calls_total{op=` + quote(op) + `,outcome=` + quote(oc) + `}`)
-		}
-		m.latency[op] = s.NewPrometheusHistogramExt(`tether_provider_call_duration_seconds{op=`+quote(op)+`}`,
-			[]float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10})
-	}
-	m.waits = s.NewCounter("tether_rate_limit_waits_total")
-	m.waitSeconds = s.NewFloatCounter("tether_rate_limit_wait_seconds_total")
 	durations := []float64{0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120}
 	m.drain = s.NewPrometheusHistogramExt("tether_drain_duration_seconds", durations)
 	m.replay = s.NewPrometheusHistogramExt("tether_replay_duration_seconds", durations)
-	m.unresolved = s.NewGauge("tether_unresolved_intents", nil)
-	m.drainsLeft = map[string]*vm.Counter{}
-	for _, st := range drainStates {
-		m.drainsLeft[st] = s.NewCounter(`tether_drain_intents_total{state=` + quote(st) + `}`)
+	for _, p := range Providers {
+		m.series(p)
 	}
-	m.atRisk = s.NewCounter("tether_lease_at_risk_total")
-	m.leased = s.NewGauge("tether_leased_sandboxes", nil)
 	return m
+}
+
+// series are provider name's series (a label of providerLabel), made the
+// first time they are asked for.
+func (m *Metrics) series(name string) *providerSeries {
+	m.smu.Lock()
+	defer m.smu.Unlock()
+	if ps, ok := m.providers[name]; ok {
+		return ps
+	}
+	s, pl := m.set, `provider=`+quote(name)
+	ps := &providerSeries{
+		name:        name,
+		calls:       map[[2]string]*vm.Counter{},
+		latency:     map[string]*vm.PrometheusHistogram{},
+		waits:       s.NewCounter(`tether_rate_limit_waits_total{` + pl + `}`),
+		waitSeconds: s.NewFloatCounter(`tether_rate_limit_wait_seconds_total{` + pl + `}`),
+		unresolved:  s.NewGauge(`tether_unresolved_intents{`+pl+`}`, nil),
+		drained:     map[string]*vm.Counter{},
+		atRisk:      s.NewCounter(`tether_lease_at_risk_total{` + pl + `}`),
+		leased:      s.NewGauge(`tether_leased_sandboxes{`+pl+`}`, nil),
+	}
+	for _, op := range OpsOf[name] {
+		ps.addOp(s, op)
+	}
+	for _, st := range DrainStates {
+		ps.drained[st] = s.NewCounter(`tether_drain_intents_total{` + pl + `,state=` + quote(st) + `}`)
+	}
+	m.providers[name] = ps
+	return ps
+}
+
+// addOp makes op's series: its calls by outcome, and its latency.
+func (ps *providerSeries) addOp(s *vm.Set, op string) {
+	pl := `provider=` + quote(ps.name) + `,op=` + quote(op)
+	for _, oc := range Outcomes {
+		ps.calls[[2]string{op, oc}] = s.NewCounter(`tether_provider_calls_total{` + pl + `,outcome=` + quote(oc) + `}`)
+	}
+	ps.latency[op] = s.NewPrometheusHistogramExt(`tether_provider_call_duration_seconds{`+pl+`}`,
+		[]float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10})
+}
+
+// providerLabel is the provider label of a provider or intent named name.
+func providerLabel(name string) string {
+	if name == "" {
+		return Providers[0]
+	}
+	return name
 }
 
 func quote(v string) string { return strconv.Quote(v) }
@@ -348,18 +398,52 @@ func (m *Metrics) ObserveReplay(elapsed time.Duration, rep reaper.Report) {
 	m.observeReport(rep)
 }
 
+// observeReport counts what the drain ended each provider's intents in,
+// and sets each provider's cleanup debt to what it left live.
 func (m *Metrics) observeReport(rep reaper.Report) {
-	m.unresolved.Set(float64(rep.Live()))
-	for state, n := range map[string]int{
-		string(spool.Gone): rep.Gone, string(spool.Stopped): rep.Stopped, string(spool.Released): rep.Released,
-		string(spool.NeverCreated): rep.NeverCreated, string(spool.Foreign): len(rep.Foreign), "live": rep.Live(),
-	} {
-		m.drainsLeft[state].Add(n)
+	byLabel := map[string]reaper.Tally{}
+	for name, t := range rep.ByProvider {
+		l := providerLabel(name)
+		sum := byLabel[l]
+		sum.Gone += t.Gone
+		sum.Stopped += t.Stopped
+		sum.Released += t.Released
+		sum.NeverCreated += t.NeverCreated
+		sum.Foreign += t.Foreign
+		sum.Live += t.Live
+		byLabel[l] = sum
 	}
+	live := map[string]int{}
+	for l, t := range byLabel {
+		ps := m.series(l)
+		for state, n := range map[string]int{
+			string(spool.Gone): t.Gone, string(spool.Stopped): t.Stopped, string(spool.Released): t.Released,
+			string(spool.NeverCreated): t.NeverCreated, string(spool.Foreign): t.Foreign, "live": t.Live,
+		} {
+			ps.drained[state].Add(n)
+		}
+		live[l] = t.Live
+	}
+	m.SetUnresolved(live)
 }
 
-// SetUnresolved sets the cleanup debt (e.g. at start: what an earlier run left).
-func (m *Metrics) SetUnresolved(n int) { m.unresolved.Set(float64(n)) }
+// SetUnresolved sets each provider's cleanup debt (e.g. at start: what an
+// earlier run left), by the provider its intents name ("" for Daytona); a
+// provider not in live has none.
+func (m *Metrics) SetUnresolved(live map[string]int) {
+	byLabel := map[string]int{}
+	for name, n := range live {
+		byLabel[providerLabel(name)] += n
+	}
+	for l := range byLabel {
+		m.series(l)
+	}
+	m.smu.Lock()
+	defer m.smu.Unlock()
+	for l, ps := range m.providers {
+		ps.unresolved.Set(float64(byLabel[l]))
+	}
+}
 
 // Declared counts one intent declared through intake (one of Intakes).
 func (m *Metrics) Declared(intake string) {
@@ -392,15 +476,25 @@ func outcome(err error) string {
 	return "error"
 }
 
-// observe records one call of op (one of Ops).
-func (m *Metrics) observe(op string, start time.Time, err error) {
-	m.latency[op].Update(time.Since(start).Seconds())
-	m.calls[[2]string{op, outcome(err)}].Inc()
+// observe records one call of op (one of OpsOf) to provider name.
+func (m *Metrics) observe(name, op string, start time.Time, err error) {
+	ps := m.series(name)
+	oc := outcome(err)
+	m.smu.Lock()
+	c, ok := ps.calls[[2]string{op, oc}]
+	if !ok {
+		ps.addOp(m.set, op) // an op OpsOf does not list: its series from now on
+		c = ps.calls[[2]string{op, oc}]
+	}
+	h := ps.latency[op]
+	m.smu.Unlock()
+	h.Update(time.Since(start).Seconds())
+	c.Inc()
 	var rl *provider.RateLimitError
 	if errors.As(err, &rl) {
-		m.waits.Inc()
-		m.waitSeconds.Add(rl.RetryAfter.Seconds())
+		ps.waits.Inc()
+		ps.waitSeconds.Add(rl.RetryAfter.Seconds())
 	} else if errors.Is(err, provider.ErrRateLimited) {
-		m.waits.Inc()
+		ps.waits.Inc()
 	}
 }

@@ -97,15 +97,25 @@ func TestEveryDocumentedSeriesFromTheFirstScrape(t *testing.T) {
 			t.Errorf("%s: scraped, not documented in docs/operations.md", name)
 		}
 	}
+	ops := 0
+	for _, p := range metrics.Providers {
+		ops += len(metrics.OpsOf[p])
+	}
+	np := len(metrics.Providers)
 	for _, c := range []struct {
 		name string
 		want int
 	}{
-		{"tether_provider_calls_total", len(metrics.Ops) * len(metrics.Outcomes)},
-		{"tether_provider_call_duration_seconds", len(metrics.Ops)},
+		{"tether_provider_calls_total", ops * len(metrics.Outcomes)},
+		{"tether_provider_call_duration_seconds", ops},
+		{"tether_rate_limit_waits_total", np},
+		{"tether_rate_limit_wait_seconds_total", np},
+		{"tether_unresolved_intents", np},
+		{"tether_leased_sandboxes", np},
+		{"tether_lease_at_risk_total", np},
 		{"tether_intents", len(metrics.States)},
 		{"tether_intents_declared_total", len(metrics.Intakes)},
-		{"tether_drain_intents_total", 6},
+		{"tether_drain_intents_total", np * len(metrics.DrainStates)},
 	} {
 		if got := len(fams[c.name].GetMetric()); got != c.want {
 			t.Errorf("%s: %d series at start, want %d", c.name, got, c.want)

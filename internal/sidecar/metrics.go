@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tether-run/tether/internal/metrics"
+	"github.com/tether-run/tether/internal/reaper"
 	"github.com/tether-run/tether/provider"
 )
 
@@ -80,12 +81,51 @@ func (sc *Sidecar) stopMetrics() {
 
 // replay is the boot replay, timed, with the cleanup debt it leaves.
 func (sc *Sidecar) replay(ctx context.Context, left []string) {
-	if sc.metrics != nil {
-		sc.metrics.SetUnresolved(len(left))
+	if sc.metrics != nil && len(left) > 0 {
+		sc.metrics.SetUnresolved(sc.liveByProvider(left))
 	}
 	rep := sc.reaper.Replay(ctx, left)
 	if sc.metrics == nil || len(left) == 0 || ctx.Err() != nil || sc.reaper.Provider == nil {
 		return // cut short, or nothing tried: the drain that follows reports
 	}
 	sc.metrics.ObserveReplay(rep.Elapsed, rep)
+}
+
+// observeDrain records the drain's report; the intents it could not try
+// (no provider) are counted by the provider each names, from the journal.
+func (sc *Sidecar) observeDrain(rep reaper.Report) {
+	if rep.NotTried > 0 {
+		rep.ByProvider = map[string]reaper.Tally{}
+		for name, n := range sc.liveByProvider(nil) {
+			rep.ByProvider[name] = reaper.Tally{Live: n}
+		}
+	}
+	sc.metrics.ObserveDrain(rep)
+}
+
+// liveByProvider is the journal's live intents by the provider each names,
+// only those of ids when ids is not nil (read once, with --metrics-addr
+// only: at start, for what an earlier run left, and after a drain that had
+// no provider).
+func (sc *Sidecar) liveByProvider(ids []string) map[string]int {
+	var only map[string]bool
+	if ids != nil {
+		only = make(map[string]bool, len(ids))
+		for _, id := range ids {
+			only[id] = true
+		}
+	}
+	live, err := sc.journal.Live()
+	if err != nil {
+		sc.log.Warn("metrics: the live intents could not be read; the cleanup debt is not set", "err", err)
+		return nil
+	}
+	n := map[string]int{}
+	for _, in := range live {
+		if only != nil && !only[in.ID] {
+			continue
+		}
+		n[in.Provider]++
+	}
+	return n
 }

@@ -369,7 +369,7 @@ func (sc *Sidecar) AfterChild(ctx context.Context, st supervisor.Status) error {
 	sc.report = &rep
 	sc.mu.Unlock()
 	if sc.metrics != nil && (err == nil || errors.Is(err, reaper.ErrUnresolved)) {
-		sc.metrics.ObserveDrain(rep)
+		sc.observeDrain(rep) // metrics.go
 	}
 	sc.linger(ctx) // metrics.go
 	if errors.Is(err, reaper.ErrUnresolved) {

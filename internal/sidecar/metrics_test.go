@@ -58,12 +58,14 @@ func TestMetricsLingerAfterTheDrain(t *testing.T) {
 		return strings.Contains(text, "tether_drain_duration_seconds_count 1\n")
 	})
 	for _, want := range []string{
-		`tether_drain_intents_total{state="gone"} 1`,
+		`tether_drain_intents_total{provider="daytona",state="gone"} 1`,
+		`tether_drain_intents_total{provider="e2b",state="gone"} 0`,
 		`tether_intents{state="gone"} 1`,
 		`tether_intents{state="pending"} 0`,
 		`tether_intents_declared_total{intake="proxy"} 1`,
 		`tether_intents_declared_total{intake="socket"} 0`,
-		`tether_unresolved_intents 0`,
+		`tether_unresolved_intents{provider="daytona"} 0`,
+		`tether_unresolved_intents{provider="e2b"} 0`,
 	} {
 		if !strings.Contains(text, want+"\n") {
 			t.Errorf("the scrape after the drain lacks %s", want)

@@ -1,10 +1,14 @@
 // Package metrics is tether's Prometheus endpoint (tether run
 // --metrics-addr): the journal's intents by state and its size; the
 // intents each intake declared; the provider calls tether made, by
-// operation and outcome, with their latency and the rate-limit waits the
-// provider asked for; how long the drain and the boot replay took; and the
-// cleanup debt — intents a drain or replay could not resolve, each possibly
-// a running sandbox.
+// provider, operation and outcome, with their latency and the rate-limit
+// waits the provider asked for; how long the drain and the boot replay
+// took; what they ended each provider's intents in, and the cleanup debt —
+// intents a drain or replay could not resolve, each possibly a running
+// sandbox; and the renewals of each provider (Daytona's leases, E2B's
+// timeouts). A run that guards Daytona and E2B shows each apart under the
+// provider label, whose values are few (Providers), as are each one's
+// operations (OpsOf).
 //
 // A scrape reads memory only (the journal keeps its counts by state as
 // intents change), so it costs the same on ten intents as on ten million;

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -168,6 +169,47 @@ func TestE2BRenewalsCounted(t *testing.T) {
 	for _, line := range strings.Split(text, "\n") {
 		if strings.HasPrefix(line, `tether_provider_calls_total{provider="daytona"`) && !strings.HasSuffix(line, " 0") {
 			t.Errorf("a Daytona call counted: %s", line)
+		}
+	}
+}
+
+// TestCleanupDebtByProviderWithoutCredentials: with no provider at all,
+// the drain tries nothing, and the cleanup debt and the intents left live
+// are counted by the provider each intent names, from the journal.
+func TestCleanupDebtByProviderWithoutCredentials(t *testing.T) {
+	w := newWorld(t)
+	t.Setenv("DAYTONA_API_KEY", "")
+	t.Setenv("DAYTONA_API_URL", "")
+	w.cfg.MetricsAddr = "127.0.0.1:0"
+	log := slog.New(slog.NewTextHandler(&w.log, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	sc, err := Open(w.cfg, Options{Logger: log, Version: "test", Report: &w.log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sc.Close() })
+	if sc.reaper.Provider != nil {
+		t.Fatal("a provider without credentials")
+	}
+	for _, name := range []string{"daytona", "e2b", "e2b"} {
+		if _, _, err := sc.journal.Create(t.Context(), spool.NewIntent{Provider: name}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := sc.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.run(sc, "true"); err != nil {
+		t.Fatal(err)
+	}
+	text := scrapeText(sc.metricsServer.Addr())
+	for _, want := range []string{
+		`tether_unresolved_intents{provider="daytona"} 1`,
+		`tether_unresolved_intents{provider="e2b"} 2`,
+		`tether_drain_intents_total{provider="daytona",state="live"} 1`,
+		`tether_drain_intents_total{provider="e2b",state="live"} 2`,
+	} {
+		if !strings.Contains(text, want+"\n") {
+			t.Errorf("the scrape after the drain lacks %s", want)
 		}
 	}
 }

@@ -174,8 +174,9 @@ func TestE2BRenewalsCounted(t *testing.T) {
 }
 
 // TestCleanupDebtByProviderWithoutCredentials: with no provider at all,
-// the drain tries nothing, and the cleanup debt and the intents left live
-// are counted by the provider each intent names, from the journal.
+// the replay and the drain try nothing, and the cleanup debt (at start:
+// what an earlier run left) and the intents left live are counted by the
+// provider each intent names, from the journal.
 func TestCleanupDebtByProviderWithoutCredentials(t *testing.T) {
 	w := newWorld(t)
 	t.Setenv("DAYTONA_API_KEY", "")
@@ -190,9 +191,21 @@ func TestCleanupDebtByProviderWithoutCredentials(t *testing.T) {
 	if sc.reaper.Provider != nil {
 		t.Fatal("a provider without credentials")
 	}
+	var ids []string
 	for _, name := range []string{"daytona", "e2b", "e2b"} {
-		if _, _, err := sc.journal.Create(t.Context(), spool.NewIntent{Provider: name}); err != nil {
+		in, _, err := sc.journal.Create(t.Context(), spool.NewIntent{Provider: name})
+		if err != nil {
 			t.Fatal(err)
+		}
+		ids = append(ids, in.ID)
+	}
+	// At start, the debt is what an earlier run left (here: one of E2B's),
+	// by provider.
+	sc.replay(t.Context(), ids[2:])
+	start := scrapeText(sc.metricsServer.Addr())
+	for _, want := range []string{`tether_unresolved_intents{provider="daytona"} 0`, `tether_unresolved_intents{provider="e2b"} 1`} {
+		if !strings.Contains(start, want+"\n") {
+			t.Errorf("the scrape at start lacks %s", want)
 		}
 	}
 	if err := sc.Listen(); err != nil {

@@ -120,7 +120,7 @@ func TestRunMetricsAfterAReplayWithFaults(t *testing.T) {
 		{"DELETE calls", sumSeries(m, "tether_provider_calls_total", `provider="daytona"`, `op="delete"`), float64(after[daytonatest.RouteDelete] - before[daytonatest.RouteDelete])},
 		{"429 answers", sumSeries(m, "tether_provider_calls_total", `provider="daytona"`, `outcome="rate_limited"`), float64(limited)},
 		{"rate-limit waits", m[`tether_rate_limit_waits_total{provider="daytona"}`], float64(limited)},
-		{"gone intents", m[`tether_intents{state="gone"}`], n},
+		{"gone intents", m[`tether_intents{provider="daytona",state="gone"}`], n},
 		{"cleanup debt", sumSeries(m, "tether_unresolved_intents"), 0},
 		{"replayed gone", m[`tether_drain_intents_total{provider="daytona",state="gone"}`], n},
 	} {
@@ -251,7 +251,9 @@ func TestRunMetricsSplitByProvider(t *testing.T) {
 		{"E2B's intents left live", m[`tether_drain_intents_total{provider="e2b",state="live"}`], n},
 		{"Daytona's cleanup debt", m[`tether_unresolved_intents{provider="daytona"}`], 0},
 		{"E2B's cleanup debt", m[`tether_unresolved_intents{provider="e2b"}`], n},
-		{"live intents in the journal", m[`tether_intents{state="pending"}`] + m[`tether_intents{state="observed"}`] + m[`tether_intents{state="releasing"}`], n},
+		{"E2B's live intents in the journal", m[`tether_intents{provider="e2b",state="pending"}`] + m[`tether_intents{provider="e2b",state="observed"}`] + m[`tether_intents{provider="e2b",state="releasing"}`], n},
+		{"E2B's gone intents in the journal", m[`tether_intents{provider="e2b",state="gone"}`], 0},
+		{"Daytona's gone intents in the journal", m[`tether_intents{provider="daytona",state="gone"}`], n},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s: scraped %v, the simulator or journal says %v", c.what, c.got, c.want)

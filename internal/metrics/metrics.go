@@ -68,9 +68,10 @@ const (
 )
 
 // Journal is what the scrape reads of the journal: counts it keeps in
-// memory, and its file's size.
+// memory (by the provider each intent names, "" for none, and state), and
+// its file's size.
 type Journal interface {
-	Counts() (map[spool.State]int, error)
+	CountsByProvider() (map[string]map[spool.State]int, error)
 	Size() (int64, error)
 }
 
@@ -100,7 +101,7 @@ var (
 // text; Handler puts these in (docs/operations.md has the same table).
 var help = map[string]string{
 	"tether_build_info":                     "tether's version and the Go it was built with (always 1).",
-	"tether_intents":                        "Intents in the journal, by state (pending, observed and releasing are live).",
+	"tether_intents":                        "Intents in the journal, by provider and state (pending, observed and releasing are live).",
 	"tether_journal_size_bytes":             "Size of the journal file.",
 	"tether_intents_declared_total":         "Intents declared since start, by intake (proxy, socket, spool); idempotent retries not counted.",
 	"tether_provider_calls_total":           "Provider API calls tether made, by provider (daytona, e2b), operation and outcome (ok, not_found, conflict, rate_limited, unauthorized, unavailable, refused, canceled, error).",
@@ -155,7 +156,7 @@ type rendered struct {
 }
 
 type journalView struct {
-	counts map[spool.State]int
+	counts map[string]map[spool.State]int // by provider label
 	size   int64
 }
 
@@ -165,11 +166,13 @@ func New(j Journal, version string) *Metrics {
 	vm.ExposeMetadata(true) // TYPE lines: Prometheus needs them to tell a counter from a gauge
 	s := vm.NewSet()
 	m := &Metrics{set: s, j: j, scrapes: make(chan struct{}, DefaultMaxScrapes), providers: map[string]*providerSeries{}}
-	m.journal.Store(&journalView{counts: map[spool.State]int{}})
+	m.journal.Store(&journalView{counts: map[string]map[spool.State]int{}})
 
 	s.NewGauge(fmt.Sprintf(`tether_build_info{version=%s,goversion=%s}`, quote(version), quote(runtime.Version())), func() float64 { return 1 })
-	for _, st := range States {
-		s.NewGauge(`tether_intents{state=`+quote(string(st))+`}`, func() float64 { return float64(m.journal.Load().counts[st]) })
+	for _, p := range Providers {
+		for _, st := range States {
+			s.NewGauge(`tether_intents{provider=`+quote(p)+`,state=`+quote(string(st))+`}`, func() float64 { return float64(m.journal.Load().counts[p][st]) })
+		}
 	}
 	s.NewGauge("tether_journal_size_bytes", func() float64 { return float64(m.journal.Load().size) })
 	m.declared = map[string]*vm.Counter{}
@@ -289,9 +292,9 @@ func (m *Metrics) render() []byte {
 // write writes one scrape: the journal read once (from memory), tether's
 // series with their HELP text, then the Go runtime's and the process's.
 func (m *Metrics) write(buf *bytes.Buffer) {
-	v := &journalView{counts: map[spool.State]int{}}
-	if c, err := m.j.Counts(); err == nil {
-		v.counts = c
+	v := &journalView{}
+	if c, err := m.j.CountsByProvider(); err == nil {
+		v.counts = byLabel(c)
 	} else {
 		v.counts = m.journal.Load().counts // closed at exit: the last known
 	}
@@ -315,6 +318,22 @@ func (m *Metrics) write(buf *bytes.Buffer) {
 	}
 	vm.WriteGoMetrics(buf)
 	vm.WriteProcMetrics(buf)
+}
+
+// byLabel is the journal's counts by provider label: an intent that names
+// no provider is Daytona's.
+func byLabel(c map[string]map[spool.State]int) map[string]map[spool.State]int {
+	out := make(map[string]map[spool.State]int, len(c))
+	for name, n := range c {
+		l := providerLabel(name)
+		if out[l] == nil {
+			out[l] = make(map[spool.State]int, len(n))
+		}
+		for st, k := range n {
+			out[l][st] += k
+		}
+	}
+	return out
 }
 
 // Server serves GET /metrics on l until Close.

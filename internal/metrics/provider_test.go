@@ -192,6 +192,9 @@ func TestTwoCloudsCountedApart(t *testing.T) {
 		{"Daytona's intents left", sum(fams, "tether_drain_intents_total", "provider", "daytona", "state", "live"), 0},
 		{"E2B's cleanup debt", sum(fams, "tether_unresolved_intents", "provider", "e2b"), 1},
 		{"Daytona's cleanup debt", sum(fams, "tether_unresolved_intents", "provider", "daytona"), 0},
+		{"Daytona's intents gone, in the journal", sum(fams, "tether_intents", "provider", "daytona", "state", "gone"), n + 1},
+		{"E2B's intents gone, in the journal", sum(fams, "tether_intents", "provider", "e2b", "state", "gone"), n},
+		{"E2B's intents live, in the journal", sum(fams, "tether_intents", "provider", "e2b", "state", "releasing") + sum(fams, "tether_intents", "provider", "e2b", "state", "observed"), 1},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s: scraped %v, the simulator or the drain says %v", c.what, c.got, c.want)

@@ -113,7 +113,7 @@ func TestEveryDocumentedSeriesFromTheFirstScrape(t *testing.T) {
 		{"tether_unresolved_intents", np},
 		{"tether_leased_sandboxes", np},
 		{"tether_lease_at_risk_total", np},
-		{"tether_intents", len(metrics.States)},
+		{"tether_intents", np * len(metrics.States)},
 		{"tether_intents_declared_total", len(metrics.Intakes)},
 		{"tether_drain_intents_total", np * len(metrics.DrainStates)},
 	} {
@@ -183,11 +183,11 @@ type blockingJournal struct {
 	release chan struct{}
 }
 
-func (b *blockingJournal) Counts() (map[spool.State]int, error) {
+func (b *blockingJournal) CountsByProvider() (map[string]map[spool.State]int, error) {
 	b.reads.Add(1)
 	b.inside <- struct{}{}
 	<-b.release
-	return map[spool.State]int{}, nil
+	return nil, nil
 }
 func (b *blockingJournal) Size() (int64, error) { return 0, nil }
 
@@ -251,9 +251,9 @@ func TestScrapesAreLimited(t *testing.T) {
 // countingJournal counts the scrapes that read it.
 type countingJournal struct{ reads atomic.Int64 }
 
-func (c *countingJournal) Counts() (map[spool.State]int, error) {
+func (c *countingJournal) CountsByProvider() (map[string]map[spool.State]int, error) {
 	c.reads.Add(1)
-	return map[spool.State]int{}, nil
+	return nil, nil
 }
 func (c *countingJournal) Size() (int64, error) { return 0, nil }
 

@@ -65,8 +65,9 @@ func TestMetricsLingerAfterTheDrain(t *testing.T) {
 	for _, want := range []string{
 		`tether_drain_intents_total{provider="daytona",state="gone"} 1`,
 		`tether_drain_intents_total{provider="e2b",state="gone"} 0`,
-		`tether_intents{state="gone"} 1`,
-		`tether_intents{state="pending"} 0`,
+		`tether_intents{provider="daytona",state="gone"} 1`,
+		`tether_intents{provider="daytona",state="pending"} 0`,
+		`tether_intents{provider="e2b",state="gone"} 0`,
 		`tether_intents_declared_total{intake="proxy"} 1`,
 		`tether_intents_declared_total{intake="socket"} 0`,
 		`tether_unresolved_intents{provider="daytona"} 0`,

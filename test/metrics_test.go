@@ -225,11 +225,20 @@ func TestRunMetricsSplitByProvider(t *testing.T) {
 
 	addr := runWithMetrics(t, dir, journal, append(testutil.DaytonaEnv(dsrv), "E2B_API_URL="+esrv.URL, "E2B_API_KEY="+e2btest.DefaultKey)...)
 	var m map[string]float64
-	testutil.WaitFor(t, "the replay to end", func() bool {
+	testutil.WaitFor(t, "the replay to end and each provider's check", func() bool {
 		m = scrapeText(t, addr)
-		return m["tether_replay_duration_seconds_count"] == 1
+		return m["tether_replay_duration_seconds_count"] == 1 &&
+			sumSeries(m, "tether_provider_calls_total", `provider="daytona"`, `op="check"`) == 1 &&
+			sumSeries(m, "tether_provider_calls_total", `provider="e2b"`, `op="check"`) == 1
 	})
 	dAfter, eAfter := dsrv.Calls(), esrv.Calls()
+	total := func(before, after map[string]int) float64 {
+		n := 0
+		for route, k := range after {
+			n += k - before[route]
+		}
+		return float64(n)
+	}
 	dSaw := func(route string) float64 { return float64(dAfter[route] - dBefore[route]) }
 	eSaw := func(route string) float64 { return float64(eAfter[route] - eBefore[route]) }
 	calls := func(fragments ...string) float64 { return sumSeries(m, "tether_provider_calls_total", fragments...) }
@@ -237,6 +246,8 @@ func TestRunMetricsSplitByProvider(t *testing.T) {
 		what      string
 		got, want float64
 	}{
+		{"every Daytona call", calls(`provider="daytona"`), total(dBefore, dAfter)},
+		{"every E2B call", calls(`provider="e2b"`), total(eBefore, eAfter)},
 		{"Daytona GET /sandbox/{id}", calls(`provider="daytona"`, `op="get"`), dSaw(daytonatest.RouteGet)},
 		{"Daytona DELETE", calls(`provider="daytona"`, `op="delete"`), dSaw(daytonatest.RouteDelete)},
 		{"Daytona calls not ok", calls(`provider="daytona"`) - calls(`provider="daytona"`, `outcome="ok"`) - calls(`provider="daytona"`, `outcome="not_found"`), 0},
@@ -270,4 +281,35 @@ func TestRunMetricsSplitByProvider(t *testing.T) {
 	if live := esrv.Live(); live != n {
 		t.Errorf("E2B runs %d sandboxes, want the %d its refused kills left", live, n)
 	}
+}
+
+// TestRunMetricsE2BKeyExpired: tether run with Daytona's key good and
+// E2B's unknown to E2B (expired): the check at start shows E2B refusing
+// it, as E2B's, and Daytona's check as passed.
+func TestRunMetricsE2BKeyExpired(t *testing.T) {
+	t.Parallel()
+	dsrv := daytonatest.NewServer()
+	t.Cleanup(dsrv.Close)
+	esrv := e2btest.NewServer()
+	t.Cleanup(esrv.Close)
+	esrv.RemoveKey(e2btest.DefaultKey)
+	dir := shortDir(t, "tmex")
+	addr := runWithMetrics(t, dir, filepath.Join(dir, "journal.db"),
+		append(testutil.DaytonaEnv(dsrv), "E2B_API_URL="+esrv.URL, "E2B_API_KEY="+e2btest.DefaultKey)...)
+	refused := `tether_provider_calls_total{provider="e2b",op="check",outcome="unauthorized"}`
+	var m map[string]float64
+	testutil.WaitFor(t, "E2B's check to be counted", func() bool {
+		m = scrapeText(t, addr)
+		return m[refused] > 0
+	})
+	if m[refused] != float64(esrv.Calls()[e2btest.RouteList]) {
+		t.Errorf("E2B refused %v checks; the simulator saw %d lists", m[refused], esrv.Calls()[e2btest.RouteList])
+	}
+	if got := sumSeries(m, "tether_provider_calls_total", `provider="daytona"`, `outcome="unauthorized"`); got != 0 {
+		t.Errorf("Daytona's calls refused: %v; its key is good", got)
+	}
+	testutil.WaitFor(t, "Daytona's check to be counted", func() bool {
+		m = scrapeText(t, addr)
+		return m[`tether_provider_calls_total{provider="daytona",op="check",outcome="ok"}`] == 1
+	})
 }

@@ -84,8 +84,8 @@ var (
 	// lease.go): Daytona's leases and labels, E2B's look-up of every
 	// sandbox of a name and its timeout.
 	OpsOf = map[string][]string{
-		"daytona": {"get", "get_by_name", "list", "delete", "stop", "set_autostop", "list_page", "inspect", "renew", "set_autodelete", "set_labels"},
-		"e2b":     {"get", "get_by_name", "named", "list", "delete", "stop", "set_autostop", "set_timeout", "list_page", "inspect"},
+		"daytona": {"check", "get", "get_by_name", "list", "delete", "stop", "set_autostop", "list_page", "inspect", "renew", "set_autodelete", "set_labels"},
+		"e2b":     {"check", "get", "get_by_name", "named", "list", "delete", "stop", "set_autostop", "set_timeout", "list_page", "inspect"},
 	}
 	// Outcomes are what outcome names a call's result.
 	Outcomes = []string{"ok", "not_found", "conflict", "rate_limited", "unauthorized", "unavailable", "refused", "canceled", "error"}

@@ -11,7 +11,8 @@ import (
 // Provider wraps p so that every call is counted and timed under p's name
 // (the provider label). The wrapper keeps what p can do beyond the Provider
 // interface, and only that: its rate-limit knowledge (provider.Throttled),
-// its account listing (provider.Account), and the calls callers look for
+// its account listing (provider.Account), its start-up check
+// (provider.Checker), and the calls callers look for
 // by type — Daytona's leases and labels (provider.Leaser,
 // provider.Labeler), E2B's shared names and timeouts (provider.NameSharer,
 // SetTimeout) — so that the reaper takes the same paths with metrics as
@@ -42,6 +43,7 @@ var (
 	_ provider.Account      = (*measured)(nil)
 	_ provider.AccountBound = (*measured)(nil)
 	_ provider.SyncDeleter  = (*measured)(nil)
+	_ provider.Checker      = (*measured)(nil)
 )
 
 func (w *measured) Name() string    { return w.p.Name() }
@@ -121,6 +123,19 @@ func (w *measured) Inspect(ctx context.Context, id string) (provider.Listed, err
 	sb, err := a.Inspect(ctx, id)
 	w.observe("inspect", start, err)
 	return sb, err
+}
+
+// Check is the wrapped provider's start-up check, counted; nil when it has
+// none (as reaper.Precheck takes a provider without one).
+func (w *measured) Check(ctx context.Context) error {
+	c, ok := w.p.(provider.Checker)
+	if !ok {
+		return nil
+	}
+	start := time.Now()
+	err := c.Check(ctx)
+	w.observe("check", start, err)
+	return err
 }
 
 func (w *measured) NotFoundIsPerAccount() bool { return provider.NeedsAccount(w.p) }

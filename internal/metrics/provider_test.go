@@ -31,8 +31,8 @@ func newE2B(t *testing.T, srv *e2btest.Server) *e2b.Provider {
 // TestMeasuredKeepsEachProviderShape: the reaper chooses its path by what
 // a provider can do (a shared name's look-up for E2B, labels and leases
 // for Daytona), so the counted provider can do exactly what it wraps can.
-// The start-up check is not made through it; whether its 404 is per
-// account and its delete synchronous, it answers for what it wraps.
+// Whether its 404 is per account and its delete synchronous, it answers
+// for what it wraps.
 func TestMeasuredKeepsEachProviderShape(t *testing.T) {
 	j, err := spool.Open(filepath.Join(t.TempDir(), "journal.db"), spool.Options{})
 	if err != nil {
@@ -50,6 +50,7 @@ func TestMeasuredKeepsEachProviderShape(t *testing.T) {
 		"Account":       reflect.TypeFor[provider.Account](),
 		"Throttled":     reflect.TypeFor[provider.Throttled](),
 		"TimeoutSetter": reflect.TypeFor[metrics.TimeoutSetter](),
+		"Checker":       reflect.TypeFor[provider.Checker](),
 	}
 	for _, p := range []provider.Provider{day, newE2B(t, esrv)} {
 		w := m.Provider(p)

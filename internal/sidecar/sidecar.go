@@ -132,7 +132,7 @@ func Open(cfg config.Config, opts Options) (*Sidecar, error) {
 	if sc.providers.E2B != nil {
 		sc.intake.Others[e2b.ProviderName] = sc.providers.E2B.Account()
 	}
-	if err := sc.checkProviders(); err != nil {
+	if err := sc.checkProviders(list); err != nil { // counted with --metrics-addr
 		sc.Close()
 		return nil, err
 	}

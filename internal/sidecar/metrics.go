@@ -91,29 +91,36 @@ func (sc *Sidecar) replay(ctx context.Context, left []string) {
 	sc.metrics.ObserveReplay(rep.Elapsed, rep)
 }
 
-// observeDrain records the drain's report; the intents it could not try
-// (no provider) are counted by the provider each names, from the journal.
+// observeDrain records the drain's report. A drain that had no provider
+// tried none of the live intents: they are counted by the provider each
+// names from the journal's counts (kept in memory).
 func (sc *Sidecar) observeDrain(rep reaper.Report) {
 	if rep.NotTried > 0 {
 		rep.ByProvider = map[string]reaper.Tally{}
-		for name, n := range sc.liveByProvider(nil) {
-			rep.ByProvider[name] = reaper.Tally{Live: n}
+		counts, err := sc.journal.CountsByProvider()
+		if err != nil {
+			sc.log.Warn("metrics: the journal's counts could not be read; the cleanup debt is not set by provider", "err", err)
+		}
+		for name, n := range counts {
+			live := 0
+			for st, k := range n {
+				if st.Live() {
+					live += k
+				}
+			}
+			rep.ByProvider[name] = reaper.Tally{Live: live}
 		}
 	}
 	sc.metrics.ObserveDrain(rep)
 }
 
-// liveByProvider is the journal's live intents by the provider each names,
-// only those of ids when ids is not nil (read once, with --metrics-addr
-// only: at start, for what an earlier run left, and after a drain that had
-// no provider).
+// liveByProvider is the live intents of ids (what an earlier run left) by
+// the provider each names: one read of the journal's live intents, at
+// start, with --metrics-addr only.
 func (sc *Sidecar) liveByProvider(ids []string) map[string]int {
-	var only map[string]bool
-	if ids != nil {
-		only = make(map[string]bool, len(ids))
-		for _, id := range ids {
-			only[id] = true
-		}
+	only := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		only[id] = true
 	}
 	live, err := sc.journal.Live()
 	if err != nil {
@@ -122,7 +129,7 @@ func (sc *Sidecar) liveByProvider(ids []string) map[string]int {
 	}
 	n := map[string]int{}
 	for _, in := range live {
-		if only != nil && !only[in.ID] {
+		if !only[in.ID] {
 			continue
 		}
 		n[in.Provider]++

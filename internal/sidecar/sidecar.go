@@ -120,7 +120,7 @@ func Open(cfg config.Config, opts Options) (*Sidecar, error) {
 	sc.reaper = newReaperOf(cfg, j, list, log)
 	sc.intake = newIntake(cfg, j, sc.providers)
 	sc.intake.Delete, sc.intake.Observed = sc.deleteNow, sc.observed
-	if err := sc.checkProviders(); err != nil {
+	if err := sc.checkProviders(list); err != nil { // counted with --metrics-addr
 		sc.Close()
 		return nil, err
 	}
@@ -398,7 +398,7 @@ func (sc *Sidecar) AfterChild(ctx context.Context, st supervisor.Status) error {
 	sc.report = &rep
 	sc.mu.Unlock()
 	if sc.metrics != nil && (err == nil || errors.Is(err, reaper.ErrUnresolved)) {
-		sc.metrics.ObserveDrain(rep)
+		sc.observeDrain(rep) // metrics.go
 	}
 	sc.linger(ctx) // metrics.go
 	if errors.Is(err, reaper.ErrUnresolved) {

@@ -61,15 +61,25 @@ func (j *Journal) commitLoop() {
 				break fill
 			}
 		}
-		start := time.Now()
-		j.commit(batch)
-		j.stats.commits.Add(1)
-		j.stats.ops.Add(int64(len(batch)))
-		j.stats.busy.Add(int64(time.Since(start)))
+		j.commit(batch, time.Now())
 	}
 }
 
-func (j *Journal) commit(batch []*op) {
+// commit runs batch in one transaction (a refused op rolled back alone, the
+// others again) and counts it in Stats before any op's Wait returns, so
+// that Stats cover every change whose Wait has returned.
+func (j *Journal) commit(batch []*op, start time.Time) {
+	ops := len(batch)
+	count := func() {
+		j.stats.commits.Add(1)
+		j.stats.ops.Add(int64(ops))
+		j.stats.busy.Add(int64(time.Since(start)))
+	}
+	defer func() {
+		if len(batch) == 0 {
+			count() // every op was refused
+		}
+	}()
 	for len(batch) > 0 {
 		failed, ferr := -1, error(nil)
 		err := j.db.Update(func(tx *bolt.Tx) error {
@@ -94,6 +104,7 @@ func (j *Journal) commit(batch []*op) {
 			batch = append(batch[:failed:failed], batch[failed+1:]...)
 			continue
 		}
+		count()
 		for _, o := range batch {
 			if err != nil {
 				o.done <- fmt.Errorf("journal %s: commit: %w", j.path, err)

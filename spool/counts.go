@@ -1,8 +1,8 @@
 package spool
 
-// The intents by state, kept in memory: a metrics scrape must cost the same
-// on a journal of ten intents as on one of ten million, so it reads no
-// record. Every write or delete of a record goes through putRecord or
+// The intents by provider and state, kept in memory: a metrics scrape
+// must cost the same on a journal of ten intents as on one of ten million,
+// so it reads no record. Every write or delete of a record goes through putRecord or
 // deleteRecord, which note what it does to the counts; the counts move by
 // that once the transaction commits (bbolt runs a transaction's OnCommit
 // handlers after a successful commit only, so a batch rolled back to rerun
@@ -31,16 +31,27 @@ var keyCounts = []byte("counts") // meta: storedCounts
 // storedCounts is the meta bucket's copy of the counts.
 type storedCounts struct {
 	Tx int           `json:"tx"` // the transaction that wrote them
-	N  map[State]int `json:"n"`
+	N  map[State]int `json:"n"`  // by state
+	// P are the same by the provider each intent names. A copy without
+	// them (written by an older tether) is not taken: the journal is
+	// counted again.
+	P map[string]map[State]int `json:"p"`
 }
 
-// tally is a journal's intents by state, and what the write transaction
-// under way (tx) changes of them.
+// counted is what a record is counted under: the provider it names ("" for
+// none) and its state.
+type counted struct {
+	Provider string
+	State    State
+}
+
+// tally is a journal's intents by provider and state, and what the write
+// transaction under way (tx) changes of them.
 type tally struct {
 	mu      sync.Mutex
-	n       map[State]int
+	n       map[counted]int
 	tx      *bolt.Tx
-	pending map[State]int
+	pending map[counted]int
 }
 
 // tallies finds a journal's tally from inside one of its transactions
@@ -54,18 +65,62 @@ var tallies sync.Map // *bolt.DB → *tally
 // read. A record whose state cannot be read (a read that meets it will
 // quarantine it) is not counted. On a journal opened read-only, it scans.
 func (j *Journal) Counts() (map[State]int, error) {
+	n, err := j.counts()
+	return byState(n), err
+}
+
+// CountsByProvider is Counts by the provider each intent names ("" for
+// one that names none).
+func (j *Journal) CountsByProvider() (map[string]map[State]int, error) {
+	n, err := j.counts()
+	return byProvider(n), err
+}
+
+func (j *Journal) counts() (map[counted]int, error) {
 	if t, ok := tallies.Load(j.db); ok {
 		t := t.(*tally)
 		t.mu.Lock()
 		defer t.mu.Unlock()
 		return maps.Clone(t.n), nil
 	}
-	var n map[State]int
+	var n map[counted]int
 	err := j.view(func(tx *bolt.Tx) (err error) {
-		n, err = scanCounts(tx)
+		n, err = scanCounted(tx)
 		return err
 	})
 	return n, err
+}
+
+func byState(n map[counted]int) map[State]int {
+	out := map[State]int{}
+	for k, c := range n {
+		out[k.State] += c
+	}
+	return out
+}
+
+func byProvider(n map[counted]int) map[string]map[State]int {
+	out := map[string]map[State]int{}
+	for k, c := range n {
+		if out[k.Provider] == nil {
+			out[k.Provider] = map[State]int{}
+		}
+		out[k.Provider][k.State] += c
+	}
+	return out
+}
+
+// fromProviders is the tally of a stored copy's counts by provider.
+func fromProviders(p map[string]map[State]int) map[counted]int {
+	out := map[counted]int{}
+	for prov, n := range p {
+		for s, c := range n {
+			if c != 0 {
+				out[counted{prov, s}] = c
+			}
+		}
+	}
+	return out
 }
 
 // startCounting takes the counts the last commit stored, or scans for them
@@ -74,14 +129,14 @@ func (j *Journal) Counts() (map[State]int, error) {
 // it may make, and before the commit loop starts, so no change can fall
 // between the two.
 func (j *Journal) startCounting(scan bool) error {
-	var n map[State]int
+	var n map[counted]int
 	if err := j.db.View(func(tx *bolt.Tx) (err error) {
 		var s storedCounts
-		if v := tx.Bucket(bucketMeta).Get(keyCounts); !scan && v != nil && json.Unmarshal(v, &s) == nil && s.Tx == tx.ID() && s.N != nil {
-			n = s.N
+		if v := tx.Bucket(bucketMeta).Get(keyCounts); !scan && v != nil && json.Unmarshal(v, &s) == nil && s.Tx == tx.ID() && s.P != nil {
+			n = fromProviders(s.P)
 			return nil
 		}
-		n, err = scanCounts(tx)
+		n, err = scanCounted(tx)
 		return err
 	}); err != nil {
 		return fmt.Errorf("journal %s: count intents: %w", j.path, err)
@@ -110,7 +165,7 @@ func storeCounts(tx *bolt.Tx) error {
 		}
 	}
 	t.mu.Unlock()
-	raw, err := json.Marshal(storedCounts{Tx: tx.ID(), N: n})
+	raw, err := json.Marshal(storedCounts{Tx: tx.ID(), N: byState(n), P: byProvider(n)})
 	if err != nil {
 		return err
 	}
@@ -118,43 +173,59 @@ func storeCounts(tx *bolt.Tx) error {
 }
 
 func scanCounts(tx *bolt.Tx) (map[State]int, error) {
-	n := map[State]int{}
+	n, err := scanCounted(tx)
+	return byState(n), err
+}
+
+func scanCounted(tx *bolt.Tx) (map[counted]int, error) {
+	n := map[counted]int{}
 	err := tx.Bucket(bucketIntents).ForEach(func(_, v []byte) error {
-		if s, ok := countedState(v); ok {
-			n[s]++
+		if k, ok := countedAs(v); ok {
+			n[k]++
 		}
 		return nil
 	})
 	return n, err
 }
 
-// countedState is the state a record is counted under; ok is false for a
-// record whose state cannot be read. The scan and every change use it, so a
+// countedState is the state a record is counted under (countedAs).
+func countedState(v []byte) (State, bool) {
+	k, ok := countedAs(v)
+	return k.State, ok
+}
+
+// countedAs is what a record is counted under; ok is false for a record
+// whose state cannot be read. The scan and every change use it, so a
 // record is taken off the count it was put on, readable or not (a record
 // whose bytes flip after it was counted can leave its count one too high
-// until the next scan). It runs in
-// the commit loop for every write, so it finds the top-level "state" member
-// without decoding the record (topLevelString); a record it cannot walk is
-// decoded instead.
-func countedState(v []byte) (State, bool) {
+// until the next scan). It runs in the commit loop for every write, so it
+// finds the top-level "state" and "provider" members without decoding the
+// record (topLevelString, one walk each of a record of a few hundred
+// bytes); a record it cannot walk is decoded instead. A provider that is
+// not a string, or that the walk cannot read (an escape in it), counts as
+// none: the same record always counts the same.
+func countedAs(v []byte) (counted, bool) {
 	v, _, err := openRecord(v) // record.go: a record that fails its checksum is not counted
 	if v == nil || err != nil {
-		return "", false
+		return counted{}, false
 	}
 	s, ok := topLevelString(v, "state")
+	p, _ := topLevelString(v, "provider")
 	if !ok {
 		var r struct {
-			State State `json:"state"`
+			State    State `json:"state"`
+			Provider any   `json:"provider"`
 		}
 		if json.Unmarshal(v, &r) != nil {
-			return "", false
+			return counted{}, false
 		}
 		s = string(r.State)
+		p, _ = r.Provider.(string)
 	}
 	if !knownState(State(s)) {
-		return "", false
+		return counted{}, false
 	}
-	return State(s), true
+	return counted{Provider: p, State: State(s)}, true
 }
 
 // topLevelString returns the value of member key of the JSON object v when
@@ -293,8 +364,8 @@ func deleteRecord(tx *bolt.Tx, id []byte) error {
 // does to the counts, as part of tx. A failed write after it rolls the
 // whole transaction back, and the note with it.
 func count(tx *bolt.Tx, old, v []byte) {
-	from, okFrom := countedState(old)
-	to, okTo := countedState(v)
+	from, okFrom := countedAs(old)
+	to, okTo := countedAs(v)
 	if okFrom == okTo && from == to {
 		return
 	}
@@ -308,7 +379,7 @@ func count(tx *bolt.Tx, old, v []byte) {
 	if t.tx != tx {
 		// The first change of a new transaction: what an earlier one
 		// noted was applied at its commit, or dropped with its rollback.
-		t.tx, t.pending = tx, map[State]int{}
+		t.tx, t.pending = tx, map[counted]int{}
 		tx.OnCommit(func() {
 			t.mu.Lock()
 			defer t.mu.Unlock()

@@ -287,7 +287,7 @@ func TestCountsAtOpen(t *testing.T) {
 		}
 	}
 	raw(func(tx *bolt.Tx) error {
-		v, _ := json.Marshal(storedCounts{Tx: tx.ID(), N: map[State]int{Gone: 77}})
+		v, _ := json.Marshal(storedCounts{Tx: tx.ID(), N: map[State]int{Gone: 77}, P: map[string]map[State]int{"": {Gone: 77}}})
 		return tx.Bucket(bucketMeta).Put(keyCounts, v)
 	})
 	j = reopen()
@@ -381,4 +381,86 @@ func TestCountsFollowPruning(t *testing.T) {
 		t.Fatalf("pruned %d: %v", n, err)
 	}
 	checkCounts(t, j, "after pruning", map[State]int{Pending: 3})
+}
+
+// TestCountsByProvider: the counts by provider follow creates and changes
+// of intents of several providers (and of none), match the records, are
+// taken as stored at a reopen, and a stored copy without them (an older
+// tether's) is not taken: the journal is counted again.
+func TestCountsByProvider(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "journal.db")
+	j, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { j.Close() }()
+	check := func(step string, want map[string]map[State]int) {
+		t.Helper()
+		got, err := j.CountsByProvider()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var scan map[counted]int
+		if err := j.db.View(func(tx *bolt.Tx) (err error) {
+			scan, err = scanCounted(tx)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		eq := func(a, b map[string]map[State]int) bool {
+			return maps.EqualFunc(a, b, func(x, y map[State]int) bool { return maps.Equal(x, y) })
+		}
+		if !eq(got, want) {
+			t.Errorf("%s: counts by provider %v, want %v", step, got, want)
+		}
+		if s := byProvider(scan); !eq(got, s) {
+			t.Errorf("%s: counts by provider %v, the records say %v", step, got, s)
+		}
+	}
+	ids := map[string]string{}
+	for _, p := range []string{"daytona", "e2b", ""} {
+		in, _, err := j.Create(t.Context(), NewIntent{Provider: p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[p] = in.ID
+	}
+	if _, _, err := j.Create(t.Context(), NewIntent{Provider: "e2b"}); err != nil {
+		t.Fatal(err)
+	}
+	check("created", map[string]map[State]int{"daytona": {Pending: 1}, "e2b": {Pending: 2}, "": {Pending: 1}})
+	if _, err := j.Observe(ids["e2b"], "sb-1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.Transition(ids["daytona"], NeverCreated, ""); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]map[State]int{"daytona": {NeverCreated: 1}, "e2b": {Pending: 1, Observed: 1}, "": {Pending: 1}}
+	check("changed", want)
+	if got, _ := j.Counts(); !maps.Equal(got, map[State]int{Pending: 2, Observed: 1, NeverCreated: 1}) {
+		t.Errorf("counts by state %v", got)
+	}
+	j.Close()
+	if j, err = Open(path, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	check("reopened", want)
+	j.Close()
+
+	// A stored copy by state alone, made to look current: not taken.
+	db, err := bolt.Open(path, 0o600, &bolt.Options{NoFreelistSync: true, FreelistType: bolt.FreelistMapType})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Update(func(tx *bolt.Tx) error {
+		v, _ := json.Marshal(map[string]any{"tx": tx.ID(), "n": map[State]int{Gone: 77}})
+		return tx.Bucket(bucketMeta).Put(keyCounts, v)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if j, err = Open(path, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	check("reopened after an older tether", want)
 }

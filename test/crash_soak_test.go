@@ -35,10 +35,10 @@ import (
 // E2B: the first source draws the same cycles either way.
 //
 // Without TETHER_SOAK, a short soak runs (soakShortCycles, seed
-// soakDefaultSeed). TETHER_SOAK_FAULTS=404,destroy-lag (or all) adds two
-// faults outside the default mix: a transient 404 for a sandbox that
-// exists, and a deleted sandbox renamed DESTROYED_... while its state
-// still lags at started (docs/reliability.md says why they stay out).
+// soakDefaultSeed). TETHER_SOAK_FAULTS=404,destroy-lag (or all) raises two
+// faults of the default mix from their low rate to full strength: a
+// transient 404 for a sandbox that exists, and a deleted sandbox renamed
+// DESTROYED_... while its state still lags (docs/reliability.md).
 const (
 	envSoak         = "TETHER_SOAK"
 	envSoakSeed     = "TETHER_SOAK_SEED"
@@ -228,9 +228,13 @@ func drawCycle(rng *rand.Rand, extra map[string]bool) soakCase {
 		Starting:     time.Duration(pick(0, 0, 100)) * time.Millisecond,
 		RateModified: pick(0, 0.1),
 	}
-	// Drawn whether used or not, so that a seed draws the same cycles
-	// with and without them.
+	// A transient 404 for a sandbox that exists and the state lag after a
+	// delete, in half the cycles each: at a low rate by default (1% of
+	// the calls naming a sandbox, up to 50 ms), at full strength with
+	// TETHER_SOAK_FAULTS (5%, up to 200 ms). A seed draws the same cycles
+	// either way.
 	rate404, lag := pick(0, 0.05), time.Duration(pick(0, 200))*time.Millisecond
+	c.faults.Rate404, c.faults.DestroyLag = rate404/5, lag/4
 	if extra["404"] {
 		c.faults.Rate404 = rate404
 	}

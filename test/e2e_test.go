@@ -181,6 +181,9 @@ func newWorld(t *testing.T, opts ...daytonatest.Option) *world {
 		"DAYTONA_API_URL="+sim.URL,
 		"DAYTONA_API_KEY="+daytonatest.DefaultKey,
 		"TETHER_LOG_FORMAT=text",
+		// tether drain takes the spool directory first: this world's,
+		// never the machine's default (tether run gets --spool too).
+		"TETHER_SPOOL="+w.spool,
 		// The sample runner declares over the socket and calls Daytona
 		// itself, so these tests see tether without the zero-code proxy
 		// (which would learn every id at create time); the proxy has its

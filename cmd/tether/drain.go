@@ -30,10 +30,13 @@ func (*DrainCommand) Synopsis() string {
 	return "resolve every live intent of a journal now (no child), and report"
 }
 
-var drainUsage = `Usage: tether drain [--journal PATH] [--drain-timeout D] [--salvage-to NEW] [flags]
+var drainUsage = `Usage: tether drain [--journal PATH] [--spool DIR] [--drain-timeout D] [--salvage-to NEW] [flags]
 
 Deletes (or stops) every sandbox the journal still holds live, owner-verified
-and confirmed gone, with the Daytona credentials of the environment. With
+and confirmed gone, with the Daytona credentials of the environment. First
+it takes into the journal the files of the spool directory (--spool, the
+same default as tether run's), as tether run does: what a runner wrote that
+no tether took; a directory that does not exist is skipped. With
 --salvage-to, first copies what is readable of a damaged journal into NEW
 (same owner id; the damaged file is only read), then drains NEW.
 Intents whose sandbox names have not appeared wait until their
@@ -43,15 +46,16 @@ so. Before any call it checks the provider once: a URL nothing answers at
 (connection refused, a host that does not resolve) or a setup error
 (credentials, certificates) ends it at once, with nothing done.
 Exit: 0 when nothing live is left, ` + fmt.Sprint(ExitCodeUnresolved) + ` when intents stay live (quarantined
-records count as live), ` + fmt.Sprint(ExitCodeUsage) + ` for a usage error, a journal that cannot be opened, or
-a provider that cannot be reached or used (nothing done).
+records count as live), ` + fmt.Sprint(ExitCodeUsage) + ` for a usage error, a journal that cannot be opened, a
+spool directory that cannot be used, or a provider that cannot be reached or
+used (nothing done).
 `
 
 func (*DrainCommand) Run(ctx context.Context, args []string) error {
 	cfg := config.Default()
 	cfg.DrainTimeout = DefaultOfflineDrainTimeout
 	fs := newFlags("drain", drainUsage)
-	envErr := cfg.Bind(fs, config.Journal, config.Drain, config.Log)
+	envErr := cfg.Bind(fs, config.Journal, config.SpoolDir, config.Drain, config.Log)
 	salvageTo := fs.String("salvage-to", "", "copy what is readable of a damaged --journal into this new journal (same owner id; the damaged file is only read), then drain the new one")
 	if err := parseConfig(fs, args, 0, &cfg, envErr); err != nil {
 		return helped(err)
@@ -78,6 +82,9 @@ func (*DrainCommand) Run(ctx context.Context, args []string) error {
 		return &ExitError{Code: ExitCodeUsage, Err: fmt.Errorf("drain: %w", err)}
 	}
 	defer j.Close()
+	if err := sidecar.TakeSpool(ctx, cfg, j, ps, log); err != nil {
+		return &ExitError{Code: ExitCodeUsage, Err: fmt.Errorf("drain: %w", err)}
+	}
 	_, err = sidecar.DrainProviders(ctx, cfg, j, ps, log, os.Stderr)
 	// What ended before the retention goes now (the journal's own pruning
 	// may not finish in a short drain); the next open compacts the file if

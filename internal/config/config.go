@@ -203,6 +203,10 @@ const (
 	All = Supervise | Intake | Journal | Drain | Log
 )
 
+// SpoolDir is --spool alone, for a command that takes the spool's files
+// but serves no runner (tether drain); Intake has it too.
+const SpoolDir Group = Sweep << 1
+
 // Bind registers the settings of groups as flags on fs (all of them when no
 // group is given), each with its current value overridden by its
 // environment variable. It returns the errors found in the environment;
@@ -232,7 +236,11 @@ func (c *Config) Bind(fs *flag.FlagSet, groups ...Group) error {
 	}
 	if want&Intake != 0 {
 		b.string(&c.Socket, "socket", EnvSocket, "path of the Unix socket of the intent API")
+	}
+	if want&(Intake|SpoolDir) != 0 {
 		b.string(&c.Spool, "spool", EnvSpool, "spool directory for intent files")
+	}
+	if want&Intake != 0 {
 		if v, ok := os.LookupEnv(EnvLabels); ok && v != "" {
 			labels, err := ParseLabels(v)
 			if err != nil {

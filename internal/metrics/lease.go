@@ -2,60 +2,53 @@ package metrics
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/tether-run/tether/provider"
 )
 
+// leasing is a measured provider with leases and labels (Daytona).
+type leasing struct{ *measured }
+
 var (
-	_ provider.Leaser  = (*measured)(nil)
-	_ provider.Labeler = (*measured)(nil)
+	_ provider.Leaser  = (*leasing)(nil)
+	_ provider.Labeler = (*leasing)(nil)
 )
 
+func (w *leasing) SetAutoDelete(ctx context.Context, id string, minutes int) error {
+	start := time.Now()
+	err := w.p.(provider.Leaser).SetAutoDelete(ctx, id, minutes)
+	w.observe("set_autodelete", start, err)
+	return err
+}
+
+func (w *leasing) Renew(ctx context.Context, id string) error {
+	start := time.Now()
+	err := w.p.(provider.Leaser).Renew(ctx, id)
+	w.observe("renew", start, err)
+	return err
+}
+
+func (w *leasing) SetLabels(ctx context.Context, id string, labels map[string]string) error {
+	start := time.Now()
+	err := w.p.(provider.Labeler).SetLabels(ctx, id, labels)
+	w.observe("set_labels", start, err)
+	return err
+}
+
+// Lease is what the renewals of one provider's sandboxes report (the
+// lease.Observer of lease mode's renewer, for Daytona; E2B's timeout
+// renewals, for E2B).
+type Lease struct {
+	m    *Metrics
+	name string
+}
+
+// Lease is the lease series of provider name.
+func (m *Metrics) Lease(name string) Lease { return Lease{m: m, name: providerLabel(name)} }
+
 // LeaseAtRisk counts one sandbox whose renewals keep failing.
-func (m *Metrics) LeaseAtRisk() { m.atRisk.Inc() }
+func (l Lease) LeaseAtRisk() { l.m.series(l.name).atRisk.Inc() }
 
 // Leased sets how many sandboxes tether renews.
-func (m *Metrics) Leased(n int) { m.leased.Set(float64(n)) }
-
-func (w *measured) leaser() (provider.Leaser, error) {
-	l, ok := w.p.(provider.Leaser)
-	if !ok {
-		return nil, fmt.Errorf("provider %s cannot renew sandboxes", w.p.Name())
-	}
-	return l, nil
-}
-
-func (w *measured) SetAutoDelete(ctx context.Context, id string, minutes int) error {
-	l, err := w.leaser()
-	if err != nil {
-		return err
-	}
-	start := time.Now()
-	err = l.SetAutoDelete(ctx, id, minutes)
-	w.m.observe("set_autodelete", start, err)
-	return err
-}
-
-func (w *measured) Renew(ctx context.Context, id string) error {
-	l, err := w.leaser()
-	if err != nil {
-		return err
-	}
-	start := time.Now()
-	err = l.Renew(ctx, id)
-	w.m.observe("renew", start, err)
-	return err
-}
-
-func (w *measured) SetLabels(ctx context.Context, id string, labels map[string]string) error {
-	l, ok := w.p.(provider.Labeler)
-	if !ok {
-		return fmt.Errorf("provider %s cannot set labels", w.p.Name())
-	}
-	start := time.Now()
-	err := l.SetLabels(ctx, id, labels)
-	w.m.observe("set_labels", start, err)
-	return err
-}
+func (l Lease) Leased(n int) { l.m.series(l.name).leased.Set(float64(n)) }

@@ -35,18 +35,21 @@ func TestLeaseMetrics(t *testing.T) {
 	if err := l.SetAutoDelete(t.Context(), sb.ID, 0); err != nil {
 		t.Fatal(err)
 	}
-	m.Leased(7)
-	m.LeaseAtRisk()
+	m.Lease("daytona").Leased(7)
+	m.Lease("daytona").LeaseAtRisk()
 	fams := scrape(t, m.Handler())
 	for _, c := range []struct {
 		name   string
 		labels []string
 		want   float64
 	}{
-		{"tether_provider_calls_total", []string{"op", "renew", "outcome", "ok"}, 1},
-		{"tether_provider_calls_total", []string{"op", "set_autodelete", "outcome", "ok"}, 1},
-		{"tether_leased_sandboxes", nil, 7},
-		{"tether_lease_at_risk_total", nil, 1},
+		{"tether_provider_calls_total", []string{"provider", "daytona", "op", "renew", "outcome", "ok"}, 1},
+		{"tether_provider_calls_total", []string{"provider", "daytona", "op", "set_autodelete", "outcome", "ok"}, 1},
+		{"tether_provider_calls_total", []string{"provider", "e2b"}, 0},
+		{"tether_leased_sandboxes", []string{"provider", "daytona"}, 7},
+		{"tether_leased_sandboxes", []string{"provider", "e2b"}, 0},
+		{"tether_lease_at_risk_total", []string{"provider", "daytona"}, 1},
+		{"tether_lease_at_risk_total", []string{"provider", "e2b"}, 0},
 	} {
 		if got := sum(fams, c.name, c.labels...); got != c.want {
 			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)

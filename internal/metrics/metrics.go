@@ -1,10 +1,14 @@
 // Package metrics is tether's Prometheus endpoint (tether run
 // --metrics-addr): the journal's intents by state and its size; the
 // intents each intake declared; the provider calls tether made, by
-// operation and outcome, with their latency and the rate-limit waits the
-// provider asked for; how long the drain and the boot replay took; and the
-// cleanup debt — intents a drain or replay could not resolve, each possibly
-// a running sandbox.
+// provider, operation and outcome, with their latency and the rate-limit
+// waits the provider asked for; how long the drain and the boot replay
+// took; what they ended each provider's intents in, and the cleanup debt —
+// intents a drain or replay could not resolve, each possibly a running
+// sandbox; and the renewals of each provider (Daytona's leases, E2B's
+// timeouts). A run that guards Daytona and E2B shows each apart under the
+// provider label, whose values are few (Providers), as are each one's
+// operations (OpsOf).
 //
 // A scrape reads memory only (the journal keeps its counts by state as
 // intents change), so it costs the same on ten intents as on ten million;
@@ -64,43 +68,52 @@ const (
 )
 
 // Journal is what the scrape reads of the journal: counts it keeps in
-// memory, and its file's size.
+// memory (by the provider each intent names, "" for none, and state), and
+// its file's size.
 type Journal interface {
-	Counts() (map[spool.State]int, error)
+	CountsByProvider() (map[string]map[spool.State]int, error)
 	Size() (int64, error)
 }
 
 // The label values every series is created with at start.
 var (
-	// Ops are the provider calls measured (provider.go, lease.go).
-	Ops = []string{"get", "get_by_name", "list", "delete", "stop", "set_autostop", "list_page", "inspect", "renew", "set_autodelete"}
+	// Providers are the provider label's values: the clouds tether can
+	// use. An intent that names no provider is Daytona's.
+	Providers = []string{"daytona", "e2b"}
+	// OpsOf are the calls measured of each provider (provider.go,
+	// lease.go): Daytona's leases and labels, E2B's look-up of every
+	// sandbox of a name and its timeout.
+	OpsOf = map[string][]string{
+		"daytona": {"check", "get", "get_by_name", "list", "delete", "stop", "set_autostop", "list_page", "inspect", "renew", "set_autodelete", "set_labels"},
+		"e2b":     {"check", "get", "get_by_name", "named", "list", "delete", "stop", "set_autostop", "set_timeout", "list_page", "inspect"},
+	}
 	// Outcomes are what outcome names a call's result.
 	Outcomes = []string{"ok", "not_found", "conflict", "rate_limited", "unauthorized", "unavailable", "refused", "canceled", "error"}
 	// Intakes are the ways an intent is declared.
 	Intakes = []string{"proxy", "socket", "spool"}
 	// States are the journal's intent states.
 	States = []spool.State{spool.Pending, spool.Observed, spool.Releasing, spool.Gone, spool.Stopped, spool.Released, spool.NeverCreated, spool.Foreign}
-	// drainStates are what a drain or replay ends an intent in (live: left).
-	drainStates = []string{string(spool.Gone), string(spool.Stopped), string(spool.Released), string(spool.NeverCreated), string(spool.Foreign), "live"}
+	// DrainStates are what a drain or replay ends an intent in (live: left).
+	DrainStates = []string{string(spool.Gone), string(spool.Stopped), string(spool.Released), string(spool.NeverCreated), string(spool.Foreign), "live"}
 )
 
 // help is each family's HELP text. The library writes HELP lines without
 // text; Handler puts these in (docs/operations.md has the same table).
 var help = map[string]string{
 	"tether_build_info":                     "tether's version and the Go it was built with (always 1).",
-	"tether_intents":                        "Intents in the journal, by state (pending, observed and releasing are live).",
+	"tether_intents":                        "Intents in the journal, by provider and state (pending, observed and releasing are live).",
 	"tether_journal_size_bytes":             "Size of the journal file.",
 	"tether_intents_declared_total":         "Intents declared since start, by intake (proxy, socket, spool); idempotent retries not counted.",
-	"tether_provider_calls_total":           "Provider API calls tether made, by operation and outcome (ok, not_found, conflict, rate_limited, unauthorized, unavailable, refused, canceled, error).",
-	"tether_provider_call_duration_seconds": "Latency of provider API calls, by operation, failed ones included.",
-	"tether_rate_limit_waits_total":         "Provider answers of 429 (rate limited); each makes tether wait before it tries again.",
-	"tether_rate_limit_wait_seconds_total":  "Sum of the waits the provider asked for in its 429 answers (Retry-After).",
+	"tether_provider_calls_total":           "Provider API calls tether made, by provider (daytona, e2b), operation and outcome (ok, not_found, conflict, rate_limited, unauthorized, unavailable, refused, canceled, error).",
+	"tether_provider_call_duration_seconds": "Latency of provider API calls, by provider and operation, failed ones included.",
+	"tether_rate_limit_waits_total":         "Provider answers of 429 (rate limited), by provider; each makes tether wait before it tries again.",
+	"tether_rate_limit_wait_seconds_total":  "Sum of the waits the provider asked for in its 429 answers (Retry-After), by provider.",
 	"tether_drain_duration_seconds":         "How long each drain took (after the child ended, or tether drain).",
 	"tether_replay_duration_seconds":        "How long each boot replay took (the intents an earlier run left live).",
-	"tether_unresolved_intents":             "Cleanup debt: intents the last drain or replay left live (at start, those an earlier run left); each may be a running sandbox.",
-	"tether_drain_intents_total":            "Intents the drains and replays resolved or left, by the state they ended in (live: left unresolved).",
-	"tether_lease_at_risk_total":            "Lease mode: times a sandbox's renewals kept failing for a quarter of the lease; the provider may stop it under the live runner.",
-	"tether_leased_sandboxes":               "Lease mode: sandboxes whose leases tether renews now.",
+	"tether_unresolved_intents":             "Cleanup debt, by provider: intents the last drain or replay left live (at start, those an earlier run left); each may be a running sandbox.",
+	"tether_drain_intents_total":            "Intents the drains and replays resolved or left, by provider and the state they ended in (live: left unresolved).",
+	"tether_lease_at_risk_total":            "Renewals, by provider: times a sandbox's renewals kept failing (Daytona lease mode: for a quarter of the lease; E2B: a renewal of a capped timeout failed); the provider may end it under the live runner.",
+	"tether_leased_sandboxes":               "Renewals, by provider: sandboxes tether renews now (Daytona lease mode: leases; E2B: timeouts cut to --e2b-max-timeout).",
 }
 
 // Metrics are tether's series, in a set of their own.
@@ -115,15 +128,24 @@ type Metrics struct {
 	mu        sync.Mutex
 	rendering *rendered
 
+	declared map[string]*vm.Counter
+	drain    *vm.PrometheusHistogram
+	replay   *vm.PrometheusHistogram
+	// providers are each provider's series, by its label; one not in
+	// Providers is made when it is first seen (smu).
+	smu       sync.Mutex
+	providers map[string]*providerSeries
+}
+
+// providerSeries are the series of one provider.
+type providerSeries struct {
+	name        string
 	calls       map[[2]string]*vm.Counter // op, outcome
 	latency     map[string]*vm.PrometheusHistogram
-	declared    map[string]*vm.Counter
 	waits       *vm.Counter
 	waitSeconds *vm.FloatCounter
-	drain       *vm.PrometheusHistogram
-	replay      *vm.PrometheusHistogram
 	unresolved  *vm.Gauge
-	drainsLeft  map[string]*vm.Counter
+	drained     map[string]*vm.Counter // by DrainStates
 	atRisk      *vm.Counter
 	leased      *vm.Gauge
 }
@@ -134,7 +156,7 @@ type rendered struct {
 }
 
 type journalView struct {
-	counts map[spool.State]int
+	counts map[string]map[spool.State]int // by provider label
 	size   int64
 }
 
@@ -143,40 +165,75 @@ type journalView struct {
 func New(j Journal, version string) *Metrics {
 	vm.ExposeMetadata(true) // TYPE lines: Prometheus needs them to tell a counter from a gauge
 	s := vm.NewSet()
-	m := &Metrics{set: s, j: j, scrapes: make(chan struct{}, DefaultMaxScrapes)}
-	m.journal.Store(&journalView{counts: map[spool.State]int{}})
+	m := &Metrics{set: s, j: j, scrapes: make(chan struct{}, DefaultMaxScrapes), providers: map[string]*providerSeries{}}
+	m.journal.Store(&journalView{counts: map[string]map[spool.State]int{}})
 
 	s.NewGauge(fmt.Sprintf(`tether_build_info{version=%s,goversion=%s}`, quote(version), quote(runtime.Version())), func() float64 { return 1 })
-	for _, st := range States {
-		s.NewGauge(`tether_intents{state=`+quote(string(st))+`}`, func() float64 { return float64(m.journal.Load().counts[st]) })
+	for _, p := range Providers {
+		for _, st := range States {
+			s.NewGauge(`tether_intents{provider=`+quote(p)+`,state=`+quote(string(st))+`}`, func() float64 { return float64(m.journal.Load().counts[p][st]) })
+		}
 	}
 	s.NewGauge("tether_journal_size_bytes", func() float64 { return float64(m.journal.Load().size) })
 	m.declared = map[string]*vm.Counter{}
 	for _, in := range Intakes {
 		m.declared[in] = s.NewCounter(`tether_intents_declared_total{intake=` + quote(in) + `}`)
 	}
-	m.calls = map[[2]string]*vm.Counter{}
-	m.latency = map[string]*vm.PrometheusHistogram{}
-	for _, op := range Ops {
-		for _, oc := range Outcomes {
-			m.calls[[2]string{op, oc}] = s.NewCounter(`tether_provider_calls_total{op=` + quote(op) + `,outcome=` + quote(oc) + `}`)
-		}
-		m.latency[op] = s.NewPrometheusHistogramExt(`tether_provider_call_duration_seconds{op=`+quote(op)+`}`,
-			[]float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10})
-	}
-	m.waits = s.NewCounter("tether_rate_limit_waits_total")
-	m.waitSeconds = s.NewFloatCounter("tether_rate_limit_wait_seconds_total")
 	durations := []float64{0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120}
 	m.drain = s.NewPrometheusHistogramExt("tether_drain_duration_seconds", durations)
 	m.replay = s.NewPrometheusHistogramExt("tether_replay_duration_seconds", durations)
-	m.unresolved = s.NewGauge("tether_unresolved_intents", nil)
-	m.drainsLeft = map[string]*vm.Counter{}
-	for _, st := range drainStates {
-		m.drainsLeft[st] = s.NewCounter(`tether_drain_intents_total{state=` + quote(st) + `}`)
+	for _, p := range Providers {
+		m.series(p)
 	}
-	m.atRisk = s.NewCounter("tether_lease_at_risk_total")
-	m.leased = s.NewGauge("tether_leased_sandboxes", nil)
 	return m
+}
+
+// series are provider name's series (a label of providerLabel), made the
+// first time they are asked for.
+func (m *Metrics) series(name string) *providerSeries {
+	m.smu.Lock()
+	defer m.smu.Unlock()
+	if ps, ok := m.providers[name]; ok {
+		return ps
+	}
+	s, pl := m.set, `provider=`+quote(name)
+	ps := &providerSeries{
+		name:        name,
+		calls:       map[[2]string]*vm.Counter{},
+		latency:     map[string]*vm.PrometheusHistogram{},
+		waits:       s.NewCounter(`tether_rate_limit_waits_total{` + pl + `}`),
+		waitSeconds: s.NewFloatCounter(`tether_rate_limit_wait_seconds_total{` + pl + `}`),
+		unresolved:  s.NewGauge(`tether_unresolved_intents{`+pl+`}`, nil),
+		drained:     map[string]*vm.Counter{},
+		atRisk:      s.NewCounter(`tether_lease_at_risk_total{` + pl + `}`),
+		leased:      s.NewGauge(`tether_leased_sandboxes{`+pl+`}`, nil),
+	}
+	for _, op := range OpsOf[name] {
+		ps.addOp(s, op)
+	}
+	for _, st := range DrainStates {
+		ps.drained[st] = s.NewCounter(`tether_drain_intents_total{` + pl + `,state=` + quote(st) + `}`)
+	}
+	m.providers[name] = ps
+	return ps
+}
+
+// addOp makes op's series: its calls by outcome, and its latency.
+func (ps *providerSeries) addOp(s *vm.Set, op string) {
+	pl := `provider=` + quote(ps.name) + `,op=` + quote(op)
+	for _, oc := range Outcomes {
+		ps.calls[[2]string{op, oc}] = s.NewCounter(`tether_provider_calls_total{` + pl + `,outcome=` + quote(oc) + `}`)
+	}
+	ps.latency[op] = s.NewPrometheusHistogramExt(`tether_provider_call_duration_seconds{`+pl+`}`,
+		[]float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10})
+}
+
+// providerLabel is the provider label of a provider or intent named name.
+func providerLabel(name string) string {
+	if name == "" {
+		return Providers[0]
+	}
+	return name
 }
 
 func quote(v string) string { return strconv.Quote(v) }
@@ -235,9 +292,9 @@ func (m *Metrics) render() []byte {
 // write writes one scrape: the journal read once (from memory), tether's
 // series with their HELP text, then the Go runtime's and the process's.
 func (m *Metrics) write(buf *bytes.Buffer) {
-	v := &journalView{counts: map[spool.State]int{}}
-	if c, err := m.j.Counts(); err == nil {
-		v.counts = c
+	v := &journalView{}
+	if c, err := m.j.CountsByProvider(); err == nil {
+		v.counts = byLabel(c)
 	} else {
 		v.counts = m.journal.Load().counts // closed at exit: the last known
 	}
@@ -261,6 +318,22 @@ func (m *Metrics) write(buf *bytes.Buffer) {
 	}
 	vm.WriteGoMetrics(buf)
 	vm.WriteProcMetrics(buf)
+}
+
+// byLabel is the journal's counts by provider label: an intent that names
+// no provider is Daytona's.
+func byLabel(c map[string]map[spool.State]int) map[string]map[spool.State]int {
+	out := make(map[string]map[spool.State]int, len(c))
+	for name, n := range c {
+		l := providerLabel(name)
+		if out[l] == nil {
+			out[l] = make(map[spool.State]int, len(n))
+		}
+		for st, k := range n {
+			out[l][st] += k
+		}
+	}
+	return out
 }
 
 // Server serves GET /metrics on l until Close.
@@ -348,18 +421,52 @@ func (m *Metrics) ObserveReplay(elapsed time.Duration, rep reaper.Report) {
 	m.observeReport(rep)
 }
 
+// observeReport counts what the drain ended each provider's intents in,
+// and sets each provider's cleanup debt to what it left live.
 func (m *Metrics) observeReport(rep reaper.Report) {
-	m.unresolved.Set(float64(rep.Live()))
-	for state, n := range map[string]int{
-		string(spool.Gone): rep.Gone, string(spool.Stopped): rep.Stopped, string(spool.Released): rep.Released,
-		string(spool.NeverCreated): rep.NeverCreated, string(spool.Foreign): len(rep.Foreign), "live": rep.Live(),
-	} {
-		m.drainsLeft[state].Add(n)
+	byLabel := map[string]reaper.Tally{}
+	for name, t := range rep.ByProvider {
+		l := providerLabel(name)
+		sum := byLabel[l]
+		sum.Gone += t.Gone
+		sum.Stopped += t.Stopped
+		sum.Released += t.Released
+		sum.NeverCreated += t.NeverCreated
+		sum.Foreign += t.Foreign
+		sum.Live += t.Live
+		byLabel[l] = sum
 	}
+	live := map[string]int{}
+	for l, t := range byLabel {
+		ps := m.series(l)
+		for state, n := range map[string]int{
+			string(spool.Gone): t.Gone, string(spool.Stopped): t.Stopped, string(spool.Released): t.Released,
+			string(spool.NeverCreated): t.NeverCreated, string(spool.Foreign): t.Foreign, "live": t.Live,
+		} {
+			ps.drained[state].Add(n)
+		}
+		live[l] = t.Live
+	}
+	m.SetUnresolved(live)
 }
 
-// SetUnresolved sets the cleanup debt (e.g. at start: what an earlier run left).
-func (m *Metrics) SetUnresolved(n int) { m.unresolved.Set(float64(n)) }
+// SetUnresolved sets each provider's cleanup debt (e.g. at start: what an
+// earlier run left), by the provider its intents name ("" for Daytona); a
+// provider not in live has none.
+func (m *Metrics) SetUnresolved(live map[string]int) {
+	byLabel := map[string]int{}
+	for name, n := range live {
+		byLabel[providerLabel(name)] += n
+	}
+	for l := range byLabel {
+		m.series(l)
+	}
+	m.smu.Lock()
+	defer m.smu.Unlock()
+	for l, ps := range m.providers {
+		ps.unresolved.Set(float64(byLabel[l]))
+	}
+}
 
 // Declared counts one intent declared through intake (one of Intakes).
 func (m *Metrics) Declared(intake string) {
@@ -392,15 +499,25 @@ func outcome(err error) string {
 	return "error"
 }
 
-// observe records one call of op (one of Ops).
-func (m *Metrics) observe(op string, start time.Time, err error) {
-	m.latency[op].Update(time.Since(start).Seconds())
-	m.calls[[2]string{op, outcome(err)}].Inc()
+// observe records one call of op (one of OpsOf) to provider name.
+func (m *Metrics) observe(name, op string, start time.Time, err error) {
+	ps := m.series(name)
+	oc := outcome(err)
+	m.smu.Lock()
+	c, ok := ps.calls[[2]string{op, oc}]
+	if !ok {
+		ps.addOp(m.set, op) // an op OpsOf does not list: its series from now on
+		c = ps.calls[[2]string{op, oc}]
+	}
+	h := ps.latency[op]
+	m.smu.Unlock()
+	h.Update(time.Since(start).Seconds())
+	c.Inc()
 	var rl *provider.RateLimitError
 	if errors.As(err, &rl) {
-		m.waits.Inc()
-		m.waitSeconds.Add(rl.RetryAfter.Seconds())
+		ps.waits.Inc()
+		ps.waitSeconds.Add(rl.RetryAfter.Seconds())
 	} else if errors.Is(err, provider.ErrRateLimited) {
-		m.waits.Inc()
+		ps.waits.Inc()
 	}
 }

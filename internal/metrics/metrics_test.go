@@ -129,17 +129,17 @@ func TestScrapeAfterADrainWithFaults(t *testing.T) {
 		what      string
 		got, want float64
 	}{
-		{"GET /sandbox/{id} calls", sum(fams, "tether_provider_calls_total", "op", "get"), float64(after[daytonatest.RouteGet] - before[daytonatest.RouteGet])},
-		{"DELETE calls", sum(fams, "tether_provider_calls_total", "op", "delete"), float64(after[daytonatest.RouteDelete] - before[daytonatest.RouteDelete])},
-		{"429 answers", sum(fams, "tether_provider_calls_total", "outcome", "rate_limited"), float64(limited)},
-		{"rate-limit waits", sum(fams, "tether_rate_limit_waits_total"), float64(limited)},
-		{"rate-limit wait seconds", sum(fams, "tether_rate_limit_wait_seconds_total"), float64(limited)}, // Retry-After: 1 s each
+		{"GET /sandbox/{id} calls", sum(fams, "tether_provider_calls_total", "provider", "daytona", "op", "get"), float64(after[daytonatest.RouteGet] - before[daytonatest.RouteGet])},
+		{"DELETE calls", sum(fams, "tether_provider_calls_total", "provider", "daytona", "op", "delete"), float64(after[daytonatest.RouteDelete] - before[daytonatest.RouteDelete])},
+		{"429 answers", sum(fams, "tether_provider_calls_total", "provider", "daytona", "outcome", "rate_limited"), float64(limited)},
+		{"rate-limit waits", sum(fams, "tether_rate_limit_waits_total", "provider", "daytona"), float64(limited)},
+		{"rate-limit wait seconds", sum(fams, "tether_rate_limit_wait_seconds_total", "provider", "daytona"), float64(limited)}, // Retry-After: 1 s each
 		{"latency observations", sum(fams, "tether_provider_call_duration_seconds"), sum(fams, "tether_provider_calls_total")},
 		{"gone intents", sum(fams, "tether_intents", "state", "gone"), n},
 		{"live intents", sum(fams, "tether_intents", "state", "pending") + sum(fams, "tether_intents", "state", "observed") + sum(fams, "tether_intents", "state", "releasing"), 0},
 		{"cleanup debt", sum(fams, "tether_unresolved_intents"), 0},
 		{"drains", sum(fams, "tether_drain_duration_seconds"), 1},
-		{"drained gone", sum(fams, "tether_drain_intents_total", "state", "gone"), n},
+		{"drained gone", sum(fams, "tether_drain_intents_total", "provider", "daytona", "state", "gone"), n},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s: scraped %v, simulator or journal says %v", c.what, c.got, c.want)
@@ -175,7 +175,7 @@ func TestScrapeShowsCleanupDebt(t *testing.T) {
 	}
 	m := metrics.New(j, "test")
 	live, _ := j.Live()
-	m.SetUnresolved(len(live))
+	m.SetUnresolved(map[string]int{"": len(live)})
 	r := &reaper.Reaper{Journal: j}
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()

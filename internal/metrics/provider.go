@@ -8,66 +8,91 @@ import (
 	"github.com/tether-run/tether/provider"
 )
 
-// Provider wraps p so that every call is counted and timed. The wrapper
-// keeps what p can do beyond the Provider interface: its rate-limit
-// knowledge (provider.Throttled) and its account listing (provider.Account).
+// Provider wraps p so that every call is counted and timed under p's name
+// (the provider label). The wrapper keeps what p can do beyond the Provider
+// interface, and only that: its rate-limit knowledge (provider.Throttled),
+// its account listing (provider.Account), its start-up check
+// (provider.Checker), and the calls callers look for
+// by type — Daytona's leases and labels (provider.Leaser,
+// provider.Labeler), E2B's shared names and timeouts (provider.NameSharer,
+// SetTimeout) — so that the reaper takes the same paths with metrics as
+// without.
 func (m *Metrics) Provider(p provider.Provider) provider.Provider {
-	return &measured{p: p, m: m}
+	w := &measured{p: p, m: m, name: providerLabel(p.Name())}
+	_, leaser := p.(provider.Leaser)
+	_, labeler := p.(provider.Labeler)
+	_, sharer := p.(provider.NameSharer)
+	switch {
+	case leaser && labeler:
+		return &leasing{w}
+	case sharer:
+		return &sharing{w}
+	}
+	return w
 }
 
 type measured struct {
-	p provider.Provider
-	m *Metrics
+	p    provider.Provider
+	m    *Metrics
+	name string // the provider label
 }
 
 var (
-	_ provider.Provider  = (*measured)(nil)
-	_ provider.Throttled = (*measured)(nil)
-	_ provider.Account   = (*measured)(nil)
+	_ provider.Provider     = (*measured)(nil)
+	_ provider.Throttled    = (*measured)(nil)
+	_ provider.Account      = (*measured)(nil)
+	_ provider.AccountBound = (*measured)(nil)
+	_ provider.SyncDeleter  = (*measured)(nil)
+	_ provider.Checker      = (*measured)(nil)
 )
 
 func (w *measured) Name() string    { return w.p.Name() }
 func (w *measured) Account() string { return w.p.Account() }
 
+// observe records one call of op that started at start.
+func (w *measured) observe(op string, start time.Time, err error) {
+	w.m.observe(w.name, op, start, err)
+}
+
 func (w *measured) Get(ctx context.Context, id string) (provider.Sandbox, error) {
 	start := time.Now()
 	sb, err := w.p.Get(ctx, id)
-	w.m.observe("get", start, err)
+	w.observe("get", start, err)
 	return sb, err
 }
 
 func (w *measured) GetByName(ctx context.Context, name string) (provider.Sandbox, error) {
 	start := time.Now()
 	sb, err := w.p.GetByName(ctx, name)
-	w.m.observe("get_by_name", start, err)
+	w.observe("get_by_name", start, err)
 	return sb, err
 }
 
 func (w *measured) List(ctx context.Context, labels map[string]string) ([]provider.Sandbox, error) {
 	start := time.Now()
 	out, err := w.p.List(ctx, labels)
-	w.m.observe("list", start, err)
+	w.observe("list", start, err)
 	return out, err
 }
 
 func (w *measured) Delete(ctx context.Context, id string) error {
 	start := time.Now()
 	err := w.p.Delete(ctx, id)
-	w.m.observe("delete", start, err)
+	w.observe("delete", start, err)
 	return err
 }
 
 func (w *measured) Stop(ctx context.Context, id string) error {
 	start := time.Now()
 	err := w.p.Stop(ctx, id)
-	w.m.observe("stop", start, err)
+	w.observe("stop", start, err)
 	return err
 }
 
 func (w *measured) SetAutoStop(ctx context.Context, id string, minutes int) error {
 	start := time.Now()
 	err := w.p.SetAutoStop(ctx, id, minutes)
-	w.m.observe("set_autostop", start, err)
+	w.observe("set_autostop", start, err)
 	return err
 }
 
@@ -85,7 +110,7 @@ func (w *measured) ListPage(ctx context.Context, q provider.AccountQuery, cursor
 	}
 	start := time.Now()
 	page, next, err := a.ListPage(ctx, q, cursor)
-	w.m.observe("list_page", start, err)
+	w.observe("list_page", start, err)
 	return page, next, err
 }
 
@@ -96,10 +121,53 @@ func (w *measured) Inspect(ctx context.Context, id string) (provider.Listed, err
 	}
 	start := time.Now()
 	sb, err := a.Inspect(ctx, id)
-	w.m.observe("inspect", start, err)
+	w.observe("inspect", start, err)
 	return sb, err
+}
+
+// Check is the wrapped provider's start-up check, counted; nil when it has
+// none (as reaper.Precheck takes a provider without one).
+func (w *measured) Check(ctx context.Context) error {
+	c, ok := w.p.(provider.Checker)
+	if !ok {
+		return nil
+	}
+	start := time.Now()
+	err := c.Check(ctx)
+	w.observe("check", start, err)
+	return err
 }
 
 func (w *measured) NotFoundIsPerAccount() bool { return provider.NeedsAccount(w.p) }
 
 func (w *measured) DeletesSynchronously() bool { return provider.DeletesSynchronously(w.p) }
+
+// sharing is a measured provider on which several sandboxes may carry one
+// name and whose timeout tether sets (E2B).
+type sharing struct{ *measured }
+
+var _ provider.NameSharer = (*sharing)(nil)
+
+func (w *sharing) Named(ctx context.Context, name string) ([]provider.Sandbox, error) {
+	start := time.Now()
+	out, err := w.p.(provider.NameSharer).Named(ctx, name)
+	w.observe("named", start, err)
+	return out, err
+}
+
+// TimeoutSetter is a provider whose sandboxes end at a timeout tether sets
+// (E2B's POST /sandboxes/{id}/timeout): the cap and its renewals.
+type TimeoutSetter interface {
+	SetTimeout(ctx context.Context, id string, d time.Duration) error
+}
+
+func (w *sharing) SetTimeout(ctx context.Context, id string, d time.Duration) error {
+	t, ok := w.p.(TimeoutSetter)
+	if !ok {
+		return fmt.Errorf("provider %s has no timeout to set", w.p.Name())
+	}
+	start := time.Now()
+	err := t.SetTimeout(ctx, id, d)
+	w.observe("set_timeout", start, err)
+	return err
+}

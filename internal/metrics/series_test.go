@@ -97,15 +97,25 @@ func TestEveryDocumentedSeriesFromTheFirstScrape(t *testing.T) {
 			t.Errorf("%s: scraped, not documented in docs/operations.md", name)
 		}
 	}
+	ops := 0
+	for _, p := range metrics.Providers {
+		ops += len(metrics.OpsOf[p])
+	}
+	np := len(metrics.Providers)
 	for _, c := range []struct {
 		name string
 		want int
 	}{
-		{"tether_provider_calls_total", len(metrics.Ops) * len(metrics.Outcomes)},
-		{"tether_provider_call_duration_seconds", len(metrics.Ops)},
-		{"tether_intents", len(metrics.States)},
+		{"tether_provider_calls_total", ops * len(metrics.Outcomes)},
+		{"tether_provider_call_duration_seconds", ops},
+		{"tether_rate_limit_waits_total", np},
+		{"tether_rate_limit_wait_seconds_total", np},
+		{"tether_unresolved_intents", np},
+		{"tether_leased_sandboxes", np},
+		{"tether_lease_at_risk_total", np},
+		{"tether_intents", np * len(metrics.States)},
 		{"tether_intents_declared_total", len(metrics.Intakes)},
-		{"tether_drain_intents_total", 6},
+		{"tether_drain_intents_total", np * len(metrics.DrainStates)},
 	} {
 		if got := len(fams[c.name].GetMetric()); got != c.want {
 			t.Errorf("%s: %d series at start, want %d", c.name, got, c.want)
@@ -173,11 +183,11 @@ type blockingJournal struct {
 	release chan struct{}
 }
 
-func (b *blockingJournal) Counts() (map[spool.State]int, error) {
+func (b *blockingJournal) CountsByProvider() (map[string]map[spool.State]int, error) {
 	b.reads.Add(1)
 	b.inside <- struct{}{}
 	<-b.release
-	return map[spool.State]int{}, nil
+	return nil, nil
 }
 func (b *blockingJournal) Size() (int64, error) { return 0, nil }
 
@@ -241,9 +251,9 @@ func TestScrapesAreLimited(t *testing.T) {
 // countingJournal counts the scrapes that read it.
 type countingJournal struct{ reads atomic.Int64 }
 
-func (c *countingJournal) Counts() (map[spool.State]int, error) {
+func (c *countingJournal) CountsByProvider() (map[string]map[spool.State]int, error) {
 	c.reads.Add(1)
-	return map[spool.State]int{}, nil
+	return nil, nil
 }
 func (c *countingJournal) Size() (int64, error) { return 0, nil }
 

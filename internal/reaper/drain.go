@@ -53,6 +53,16 @@ type Report struct {
 	// the only intents left could not resolve before it.
 	StoppedEarly string
 	Elapsed      time.Duration
+	// ByProvider is the same by the provider each intent names ("" for
+	// one that names none: the reaper's first provider's), NotTried apart:
+	// the metrics' provider label.
+	ByProvider map[string]Tally
+}
+
+// Tally is what a drain ended one provider's intents in.
+type Tally struct {
+	Gone, Stopped, Released, NeverCreated, Foreign int
+	Live                                           int // left unresolved
 }
 
 // Live is the number of intents the drain left live.
@@ -121,23 +131,35 @@ func (rep *Report) add(in spool.Intent, err error) {
 	if err != nil {
 		it.LastError = err.Error()
 	}
+	if rep.ByProvider == nil {
+		rep.ByProvider = map[string]Tally{}
+	}
+	t := rep.ByProvider[in.Provider]
 	switch {
 	case in.Live():
 		rep.Unresolved = append(rep.Unresolved, it)
+		t.Live++
 	case in.State == spool.Gone:
 		rep.Gone++
+		t.Gone++
 	case in.State == spool.Stopped:
 		rep.Stopped++
+		t.Stopped++
 	case in.State == spool.Released:
 		rep.Released++
+		t.Released++
 	case in.State == spool.NeverCreated:
 		rep.NeverCreated++
+		t.NeverCreated++
 	case in.State == spool.Foreign:
 		rep.Foreign = append(rep.Foreign, it)
+		t.Foreign++
 	default:
 		it.LastError = "unknown state " + string(in.State)
 		rep.Unresolved = append(rep.Unresolved, it)
+		t.Live++
 	}
+	rep.ByProvider[in.Provider] = t
 }
 
 // progressQuietTicks is how many progress ticks without change pass

@@ -27,14 +27,15 @@ var ErrMisobserved = errors.New("the observed id and the intent's name disagree"
 
 // observedAbsent is the step after the intent's observed id answered 404.
 //
-// accepted says this reaper saw Daytona accept the intent's delete: then
-// the 404 is the end of that delete and needs no lookup. Otherwise — a
-// releasing intent included, since its delete may never have been sent or
-// accepted (a drain cut short, tether killed before the call) — the 404 is
-// proof only when the name holds nothing of ours: Daytona's access guard
-// answers 404 for any error it meets, and it renames a sandbox the moment
-// it accepts its deletion, so an accepted delete leaves nothing under the
-// name either.
+// accepted says this Resolve saw Daytona accept its own delete of the
+// intent's sandbox: then the 404 is the end of that delete and needs no
+// lookup. Otherwise — a releasing intent included, since its delete may
+// never have been sent or accepted (a drain cut short, tether killed
+// before the call), or may be an earlier run's still under way — the 404
+// is proof only when the name holds nothing of ours and the list does not
+// show the observed id (unlisted): Daytona's access guard answers 404 for
+// any error it meets, and it renames a sandbox the moment it accepts its
+// deletion, so a delete under way leaves nothing under the name either.
 func (r *Reaper) observedAbsent(ctx context.Context, p provider.Provider, in spool.Intent, accepted bool) (spool.Intent, error) {
 	if accepted {
 		return r.finish(in, spool.Gone)
@@ -49,13 +50,61 @@ func (r *Reaper) observedAbsent(ctx context.Context, p provider.Provider, in spo
 	case err != nil:
 		return in, err
 	case !ours:
-		return r.finish(in, spool.Gone)
+		return r.unlisted(ctx, p, in)
 	case sb.ID == in.SandboxID:
 		// One read says 404, the other finds it: a lagging replica, or
 		// a hiccup. Read again rather than conclude either way.
 		return in, fmt.Errorf("%w: sandbox %s answered 404 by id but is found by its name %s", ErrMisobserved, sb.ID, in.Name)
 	}
 	return r.adopt(in, sb, "answered 404")
+}
+
+// unlisted closes as gone an intent whose observed id answered 404 and
+// whose name holds nothing of ours, unless the provider's list, filtered by
+// the intent's label, still shows that id. On Daytona the list is evidence
+// independent of the 404: GET /sandbox has no access guard to turn an error
+// into 404 (sandbox.controller.ts:130-146; the read by id has one,
+// :358-382), and it shows every sandbox not yet destroyed
+// (sandbox-typeorm-search.adapter.ts:100-131,
+// sandbox-opensearch-search.adapter.ts:156-189), a destroying one under
+// its DESTROYED_ name with its labels kept (sandbox.entity.ts:317-323) —
+// all at v0.190.0. A sandbox still listed is still being destroyed, or the
+// 404s were the guard's: the next read tells which.
+func (r *Reaper) unlisted(ctx context.Context, p provider.Provider, in spool.Intent) (spool.Intent, error) {
+	sb, listed, err := r.listed(ctx, p, in)
+	switch {
+	case err != nil:
+		return in, err
+	case listed:
+		return in, fmt.Errorf("%w: sandbox %s answered 404 by id but is still listed (%s, %s)", ErrInProgress, sb.ID, sb.Name, sb.State)
+	}
+	return r.finish(in, spool.Gone)
+}
+
+// listed reports whether the provider lists in's observed sandbox among
+// those labelled with the intent's id, or, for a fork, with its parent's:
+// a fork carries its parent's labels until tether relabels it.
+func (r *Reaper) listed(ctx context.Context, p provider.Provider, in spool.Intent) (provider.Sandbox, bool, error) {
+	ids := []string{in.ID}
+	if in.ParentIntent != "" {
+		ids = append(ids, in.ParentIntent)
+	}
+	for _, id := range ids {
+		var items []provider.Sandbox
+		err := r.call(ctx, p, prioRead, provider.CallRead, "list sandboxes labelled "+spool.LabelIntent+"="+id+" (observed id "+in.SandboxID+" answered 404)", func(ctx context.Context) (err error) {
+			items, err = p.List(ctx, map[string]string{spool.LabelIntent: id})
+			return err
+		})
+		if err != nil {
+			return provider.Sandbox{}, false, err
+		}
+		for _, sb := range items {
+			if sb.ID == in.SandboxID && !sb.Gone() {
+				return sb, true, nil
+			}
+		}
+	}
+	return provider.Sandbox{}, false, nil
 }
 
 // observedNotOurs is the step after a read by the intent's observed id

@@ -388,9 +388,11 @@ func (r *Reaper) call(ctx context.Context, p provider.Provider, prio int, kind, 
 
 // progress is what one Resolve learned of its sandbox along the way.
 type progress struct {
-	// accepted: the provider accepted a delete of the sandbox (our DELETE
-	// answered 200, or a read showed it renamed for destruction). Only
-	// confirmation remains, and a 404 then is the end of it.
+	// accepted: the provider accepted this Resolve's delete of the sandbox
+	// (our DELETE answered 200). Only confirmation remains, and a 404 then
+	// is the end of it. A read that shows the sandbox renamed for
+	// destruction does not set it: that delete may be an earlier run's,
+	// still under way, and a 404 then may be the access guard's (notFound).
 	accepted bool
 	// notFound counts 404s of the observed id not yet confirmed.
 	notFound int
@@ -566,10 +568,11 @@ func (r *Reaper) step(ctx context.Context, p provider.Provider, in spool.Intent,
 	return r.act(ctx, p, in, sb, pr)
 }
 
-// notFound handles a 404 for the observed id. After a delete the provider
-// accepted, it is the end: gone. Otherwise one 404 is not enough (Daytona's
-// access guard answers 404 for any error it meets): a second read after
-// RecheckDelay must agree.
+// notFound handles a 404 for the observed id. After a delete of this
+// Resolve the provider accepted, it is the end: gone. Otherwise one 404 is
+// not enough (Daytona's access guard answers 404 for any error it meets): a
+// second read after RecheckDelay must agree, and then the name and the list
+// must show nothing of ours either (observedAbsent).
 func (r *Reaper) notFound(ctx context.Context, p provider.Provider, in spool.Intent, pr *progress, err error) (spool.Intent, error) {
 	pr.notFound++
 	if pr.accepted || pr.notFound >= 2 {
@@ -649,8 +652,9 @@ func (r *Reaper) act(ctx context.Context, p provider.Provider, in spool.Intent, 
 		// Daytona renames a sandbox the moment it accepts its delete, but
 		// its state lags (archived, archiving, paused, ... until the
 		// destroy action runs): a delete was accepted, ours or another's.
-		// Nothing more to send; confirm until 404.
-		pr.accepted = true
+		// Nothing more to send; confirm until the id answers 404 and the
+		// list no longer shows it (observedAbsent: unless this Resolve's
+		// own delete was accepted, a 404 alone may be the access guard's).
 		if in.State != spool.Releasing {
 			return r.transition(in, spool.Releasing, "")
 		}

@@ -2,12 +2,16 @@ package sidecar
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/tether-run/tether/internal/config"
+	"github.com/tether-run/tether/internal/intake/spooldir"
 	"github.com/tether-run/tether/internal/reaper"
 	"github.com/tether-run/tether/provider"
 	"github.com/tether-run/tether/spool"
@@ -57,4 +61,38 @@ func Drain(ctx context.Context, cfg config.Config, j *spool.Journal, prov provid
 	kept := keep.EndKept(dctx)
 	defer func() { <-kept }()
 	return r.DrainLive(dctx, j, w)
+}
+
+// TakeSpool is what `tether drain` does first: it takes the files in the
+// spool directory (cfg.Spool) into j once, as `tether run`'s spool intake
+// does (the same access rules; a refused file goes to rejected/ with its
+// reason). They are what a runner wrote that no tether took: it died
+// first, or the runner outlived it. Drained on the journal alone, the
+// sandbox such a file declares would not be found, and an intent whose
+// runner deleted its sandbox and released it in such a file would close
+// as never-created, a sandbox that existed. A spool directory that does not
+// exist is said and skipped; one that cannot be used is an error, and
+// nothing was taken from it. A delete op is left to the drain.
+func TakeSpool(ctx context.Context, cfg config.Config, j *spool.Journal, ps Providers, log *slog.Logger) error {
+	log = log.With("component", "spool")
+	if _, err := os.Stat(cfg.Spool); errors.Is(err, os.ErrNotExist) {
+		log.Info("spool: no spool directory; the journal alone is drained", "dir", cfg.Spool)
+		return nil
+	}
+	in := newIntake(cfg, j, ps)
+	in.Logger = log
+	t, err := (&spooldir.Reader{Intake: in, Dir: cfg.Spool}).Pass(ctx)
+	if err != nil {
+		return withSetting(err, "--spool", config.EnvSpool)
+	}
+	args := []any{"dir", cfg.Spool, "taken", t.Taken, "rejected", t.Rejected, "left", t.Left}
+	switch {
+	case t.Rejected > 0:
+		log.Warn("spool: took the files left there; rejected ones are in "+filepath.Join(cfg.Spool, spooldir.RejectedDir)+" with their reasons", args...)
+	case t.Left > 0:
+		log.Warn("spool: took the files left there; some stay for the next tether run or drain", args...)
+	default:
+		log.Info("spool: took the files left there", args...)
+	}
+	return nil
 }

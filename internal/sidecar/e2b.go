@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tether-run/tether/internal/intake/e2bproxy"
+	"github.com/tether-run/tether/internal/lease"
 	"github.com/tether-run/tether/provider"
 	"github.com/tether-run/tether/provider/e2b"
 	"github.com/tether-run/tether/spool"
@@ -29,27 +30,69 @@ const e2bRenewShare = 4
 
 // e2bKeeper renews the sandboxes whose timeout tether cut.
 type e2bKeeper struct {
-	p   *e2b.Provider
+	p   e2bTimeouts
 	j   *spool.Journal
 	max time.Duration
 	sc  *Sidecar
+	// obs is told how many sandboxes are renewed and when one's renewals
+	// fail (metrics); nil without them.
+	obs lease.Observer
 
-	mu   sync.Mutex
-	ends map[string]time.Time // intent id → the end its runner asked for
+	mu      sync.Mutex
+	ends    map[string]time.Time // intent id → the end its runner asked for
+	failing map[string]bool      // intent ids whose last renewal failed
+}
+
+// e2bTimeouts are the E2B calls the keeper makes (the E2B provider, counted
+// with --metrics-addr).
+type e2bTimeouts interface {
+	Get(ctx context.Context, id string) (provider.Sandbox, error)
+	SetTimeout(ctx context.Context, id string, d time.Duration) error
 }
 
 func (sc *Sidecar) openE2B() {
 	if sc.providers.E2B == nil {
 		return
 	}
-	sc.e2b = &e2bKeeper{p: sc.providers.E2B, j: sc.journal, max: sc.cfg.E2BMaxTimeout, sc: sc, ends: map[string]time.Time{}}
+	k := &e2bKeeper{p: sc.providers.E2B, j: sc.journal, max: sc.cfg.E2BMaxTimeout, sc: sc,
+		ends: map[string]time.Time{}, failing: map[string]bool{}}
+	if sc.metrics != nil {
+		k.obs = sc.metrics.Lease(e2b.ProviderName)
+		for _, p := range append([]provider.Provider{sc.reaper.Provider}, sc.reaper.Others...) {
+			if t, ok := p.(e2bTimeouts); ok && p != nil && p.Name() == e2b.ProviderName {
+				k.p = t // the reaper's: counted
+			}
+		}
+	}
+	sc.e2b = k
 }
 
 // note records that intent's sandbox was cut, and the end asked for.
 func (k *e2bKeeper) note(intentID string, end time.Time) {
 	k.mu.Lock()
 	k.ends[intentID] = end
+	k.leasedLocked()
 	k.mu.Unlock()
+}
+
+// leasedLocked tells the metrics how many sandboxes are renewed.
+func (k *e2bKeeper) leasedLocked() {
+	if k.obs != nil {
+		k.obs.Leased(len(k.ends))
+	}
+}
+
+// failed notes a failed renewal of intent id; the first of a run of them
+// is one sandbox at risk: a quarter of the cap has passed since its last
+// renewal, and three more failures end it under a live runner.
+func (k *e2bKeeper) failed(id string) {
+	k.mu.Lock()
+	first := !k.failing[id]
+	k.failing[id] = true
+	k.mu.Unlock()
+	if first && k.obs != nil {
+		k.obs.LeaseAtRisk()
+	}
 }
 
 // capObserved cuts the timeout of a newly observed sandbox of a socket or
@@ -130,7 +173,12 @@ func (k *e2bKeeper) renew(ctx context.Context) {
 		case errors.Is(err, provider.ErrNotFound):
 			k.forget(id) // killed, or paused: nothing to renew
 		case err != nil:
+			k.failed(id)
 			k.sc.log.Warn("e2b: renewal failed; retried next period", "intent", id, "sandbox", in.SandboxID, "err", err)
+		default:
+			k.mu.Lock()
+			delete(k.failing, id)
+			k.mu.Unlock()
 		}
 	}
 }
@@ -138,6 +186,8 @@ func (k *e2bKeeper) renew(ctx context.Context) {
 func (k *e2bKeeper) forget(id string) {
 	k.mu.Lock()
 	delete(k.ends, id)
+	delete(k.failing, id)
+	k.leasedLocked()
 	k.mu.Unlock()
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/tether-run/tether/internal/lease"
 	"github.com/tether-run/tether/internal/reaper"
 	"github.com/tether-run/tether/provider"
+	"github.com/tether-run/tether/provider/daytona"
 	"github.com/tether-run/tether/spool"
 	"github.com/tether-run/tether/supervisor"
 )
@@ -94,7 +95,7 @@ func (sc *Sidecar) leaseActor() supervisor.Actor {
 		Restore:    sc.lease.Apply,
 	}
 	if sc.metrics != nil {
-		r.Observer = sc.metrics
+		r.Observer = sc.metrics.Lease(daytona.ProviderName)
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	return supervisor.Actor{Name: "lease", Execute: func() error {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tether-run/tether/internal/metrics"
+	"github.com/tether-run/tether/internal/reaper"
 	"github.com/tether-run/tether/provider"
 )
 
@@ -80,12 +81,58 @@ func (sc *Sidecar) stopMetrics() {
 
 // replay is the boot replay, timed, with the cleanup debt it leaves.
 func (sc *Sidecar) replay(ctx context.Context, left []string) {
-	if sc.metrics != nil {
-		sc.metrics.SetUnresolved(len(left))
+	if sc.metrics != nil && len(left) > 0 {
+		sc.metrics.SetUnresolved(sc.liveByProvider(left))
 	}
 	rep := sc.reaper.Replay(ctx, left)
 	if sc.metrics == nil || len(left) == 0 || ctx.Err() != nil || sc.reaper.Provider == nil {
 		return // cut short, or nothing tried: the drain that follows reports
 	}
 	sc.metrics.ObserveReplay(rep.Elapsed, rep)
+}
+
+// observeDrain records the drain's report. A drain that had no provider
+// tried none of the live intents: they are counted by the provider each
+// names from the journal's counts (kept in memory).
+func (sc *Sidecar) observeDrain(rep reaper.Report) {
+	if rep.NotTried > 0 {
+		rep.ByProvider = map[string]reaper.Tally{}
+		counts, err := sc.journal.CountsByProvider()
+		if err != nil {
+			sc.log.Warn("metrics: the journal's counts could not be read; the cleanup debt is not set by provider", "err", err)
+		}
+		for name, n := range counts {
+			live := 0
+			for st, k := range n {
+				if st.Live() {
+					live += k
+				}
+			}
+			rep.ByProvider[name] = reaper.Tally{Live: live}
+		}
+	}
+	sc.metrics.ObserveDrain(rep)
+}
+
+// liveByProvider is the live intents of ids (what an earlier run left) by
+// the provider each names: one read of the journal's live intents, at
+// start, with --metrics-addr only.
+func (sc *Sidecar) liveByProvider(ids []string) map[string]int {
+	only := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		only[id] = true
+	}
+	live, err := sc.journal.Live()
+	if err != nil {
+		sc.log.Warn("metrics: the live intents could not be read; the cleanup debt is not set", "err", err)
+		return nil
+	}
+	n := map[string]int{}
+	for _, in := range live {
+		if !only[in.ID] {
+			continue
+		}
+		n[in.Provider]++
+	}
+	return n
 }

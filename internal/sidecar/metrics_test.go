@@ -2,7 +2,9 @@ package sidecar
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -12,6 +14,9 @@ import (
 
 	"github.com/tether-run/tether/internal/config"
 	"github.com/tether-run/tether/internal/testutil"
+	"github.com/tether-run/tether/provider/e2b"
+	"github.com/tether-run/tether/provider/e2b/e2btest"
+	"github.com/tether-run/tether/spool"
 	"github.com/tether-run/tether/supervisor"
 )
 
@@ -58,12 +63,15 @@ func TestMetricsLingerAfterTheDrain(t *testing.T) {
 		return strings.Contains(text, "tether_drain_duration_seconds_count 1\n")
 	})
 	for _, want := range []string{
-		`tether_drain_intents_total{state="gone"} 1`,
-		`tether_intents{state="gone"} 1`,
-		`tether_intents{state="pending"} 0`,
+		`tether_drain_intents_total{provider="daytona",state="gone"} 1`,
+		`tether_drain_intents_total{provider="e2b",state="gone"} 0`,
+		`tether_intents{provider="daytona",state="gone"} 1`,
+		`tether_intents{provider="daytona",state="pending"} 0`,
+		`tether_intents{provider="e2b",state="gone"} 0`,
 		`tether_intents_declared_total{intake="proxy"} 1`,
 		`tether_intents_declared_total{intake="socket"} 0`,
-		`tether_unresolved_intents 0`,
+		`tether_unresolved_intents{provider="daytona"} 0`,
+		`tether_unresolved_intents{provider="e2b"} 0`,
 	} {
 		if !strings.Contains(text, want+"\n") {
 			t.Errorf("the scrape after the drain lacks %s", want)
@@ -98,6 +106,124 @@ func (w *world) declaredThrough(sc *Sidecar, intake string) {
 		}
 		if !strings.Contains(text, want+"\n") {
 			w.t.Errorf("the scrape after the run lacks %s", want)
+		}
+	}
+}
+
+// TestE2BRenewalsCounted: with E2B configured, the timeout cap of an
+// observed E2B sandbox and its renewals are counted as E2B's calls (as the
+// simulator saw them), the capped sandbox as one E2B renews, and a run of
+// failed renewals as one sandbox at risk, E2B's; nothing of it is
+// Daytona's.
+func TestE2BRenewalsCounted(t *testing.T) {
+	w := newWorld(t)
+	esrv := e2btest.NewServer()
+	t.Cleanup(esrv.Close)
+	t.Setenv(e2b.EnvAPIURL, esrv.URL)
+	t.Setenv(e2b.EnvAPIKey, e2btest.DefaultKey)
+	w.cfg.MetricsAddr = "127.0.0.1:0"
+	w.cfg.E2BMaxTimeout = 10 * time.Minute
+	sc := w.open()
+	if sc.e2b == nil {
+		t.Fatal("E2B is not configured")
+	}
+	ctx := t.Context()
+	in, _, err := sc.journal.Create(ctx, spool.NewIntent{Provider: e2b.ProviderName, Account: sc.providers.E2B.Account()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := sc.providers.E2B.Create(ctx, in.Name, in.Labels, e2b.CreateOptions{Timeout: 50 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in, err = sc.journal.Observe(in.ID, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	before := esrv.Calls()
+	sc.e2b.capObserved(ctx, in)
+	sc.e2b.renew(ctx)
+	esrv.FailNext(e2btest.RouteTimeout, http.StatusUnauthorized, 2)
+	sc.e2b.renew(ctx)
+	sc.e2b.renew(ctx) // the same run of failures: still one at risk
+	after := esrv.Calls()
+	if rec, _ := esrv.Sandbox(sb.ID); time.Until(rec.EndAt) > 10*time.Minute {
+		t.Fatalf("the timeout was not capped: ends in %s", time.Until(rec.EndAt))
+	}
+	text := scrapeText(sc.metricsServer.Addr())
+	saw := func(route string) int { return after[route] - before[route] }
+	for _, want := range []string{
+		fmt.Sprintf(`tether_provider_calls_total{provider="e2b",op="get",outcome="ok"} %d`, saw(e2btest.RouteGet)),
+		fmt.Sprintf(`tether_provider_calls_total{provider="e2b",op="set_timeout",outcome="ok"} %d`, saw(e2btest.RouteTimeout)-2),
+		`tether_provider_calls_total{provider="e2b",op="set_timeout",outcome="unauthorized"} 2`,
+		`tether_leased_sandboxes{provider="e2b"} 1`,
+		`tether_lease_at_risk_total{provider="e2b"} 1`,
+		`tether_leased_sandboxes{provider="daytona"} 0`,
+		`tether_lease_at_risk_total{provider="daytona"} 0`,
+	} {
+		if !strings.Contains(text, want+"\n") {
+			t.Errorf("the scrape lacks %s", want)
+		}
+	}
+	if saw(e2btest.RouteTimeout) != 4 || saw(e2btest.RouteGet) != 1 {
+		t.Fatalf("E2B saw %v: want one read and four timeouts (the cap, three renewals)", after)
+	}
+	for _, line := range strings.Split(text, "\n") {
+		if strings.HasPrefix(line, `tether_provider_calls_total{provider="daytona"`) && !strings.HasSuffix(line, " 0") {
+			t.Errorf("a Daytona call counted: %s", line)
+		}
+	}
+}
+
+// TestCleanupDebtByProviderWithoutCredentials: with no provider at all,
+// the replay and the drain try nothing, and the cleanup debt (at start:
+// what an earlier run left) and the intents left live are counted by the
+// provider each intent names, from the journal.
+func TestCleanupDebtByProviderWithoutCredentials(t *testing.T) {
+	w := newWorld(t)
+	t.Setenv("DAYTONA_API_KEY", "")
+	t.Setenv("DAYTONA_API_URL", "")
+	w.cfg.MetricsAddr = "127.0.0.1:0"
+	log := slog.New(slog.NewTextHandler(&w.log, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	sc, err := Open(w.cfg, Options{Logger: log, Version: "test", Report: &w.log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sc.Close() })
+	if sc.reaper.Provider != nil {
+		t.Fatal("a provider without credentials")
+	}
+	var ids []string
+	for _, name := range []string{"daytona", "e2b", "e2b"} {
+		in, _, err := sc.journal.Create(t.Context(), spool.NewIntent{Provider: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, in.ID)
+	}
+	// At start, the debt is what an earlier run left (here: one of E2B's),
+	// by provider.
+	sc.replay(t.Context(), ids[2:])
+	start := scrapeText(sc.metricsServer.Addr())
+	for _, want := range []string{`tether_unresolved_intents{provider="daytona"} 0`, `tether_unresolved_intents{provider="e2b"} 1`} {
+		if !strings.Contains(start, want+"\n") {
+			t.Errorf("the scrape at start lacks %s", want)
+		}
+	}
+	if err := sc.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.run(sc, "true"); err != nil {
+		t.Fatal(err)
+	}
+	text := scrapeText(sc.metricsServer.Addr())
+	for _, want := range []string{
+		`tether_unresolved_intents{provider="daytona"} 1`,
+		`tether_unresolved_intents{provider="e2b"} 2`,
+		`tether_drain_intents_total{provider="daytona",state="live"} 1`,
+		`tether_drain_intents_total{provider="e2b",state="live"} 2`,
+	} {
+		if !strings.Contains(text, want+"\n") {
+			t.Errorf("the scrape after the drain lacks %s", want)
 		}
 	}
 }

@@ -27,7 +27,9 @@ const providerCheckDelay = 250 * time.Millisecond
 // unless --require-provider, which makes a missing provider (Daytona, when
 // there is no E2B one), a broken E2B setup the environment names, or a
 // failed check an error (tether run exits 125 before the child starts).
-func (sc *Sidecar) checkProviders() error {
+// list is the providers' list as the reaper has it (counted, with
+// --metrics-addr: a key that expired shows in its provider's series).
+func (sc *Sidecar) checkProviders(list []provider.Provider) error {
 	ps := sc.providers
 	if errors.Is(ps.DaytonaErr, daytona.ErrBadAPIURL) {
 		// Not a setup to go on with: the proxy would forward to it too.
@@ -45,7 +47,7 @@ func (sc *Sidecar) checkProviders() error {
 	if ps.E2BErr != nil {
 		sc.log.Warn("no E2B provider: E2B intents are refused, and the E2B proxy is off, until this is fixed", "problem", ps.E2BErr.Error())
 	}
-	for _, p := range ps.List() {
+	for _, p := range list {
 		c, ok := p.(provider.Checker)
 		if !ok {
 			continue

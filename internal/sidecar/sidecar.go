@@ -118,27 +118,33 @@ func Open(cfg config.Config, opts Options) (*Sidecar, error) {
 		return nil, err
 	}
 	sc.reaper = newReaperOf(cfg, j, list, log)
-	sc.intake = &intake.Intake{
-		Journal:  j,
-		Labels:   cfg.Labels,
-		Provider: daytona.ProviderName,
-		Others:   map[string]string{},
-		Delete:   sc.deleteNow,
-		Observed: sc.observed,
-	}
-	if sc.providers.Daytona != nil {
-		sc.intake.Account = sc.providers.Daytona.Account()
-	}
-	if sc.providers.E2B != nil {
-		sc.intake.Others[e2b.ProviderName] = sc.providers.E2B.Account()
-	}
-	if err := sc.checkProviders(); err != nil {
+	sc.intake = newIntake(cfg, j, sc.providers)
+	sc.intake.Delete, sc.intake.Observed = sc.deleteNow, sc.observed
+	if err := sc.checkProviders(list); err != nil { // counted with --metrics-addr
 		sc.Close()
 		return nil, err
 	}
 	sc.openLease() // lease.go
 	sc.openE2B()   // e2b.go
 	return sc, nil
+}
+
+// newIntake is the intake every way into j shares: the scope labels, and
+// Daytona (the default) and the other providers of ps with their accounts.
+func newIntake(cfg config.Config, j *spool.Journal, ps Providers) *intake.Intake {
+	in := &intake.Intake{
+		Journal:  j,
+		Labels:   cfg.Labels,
+		Provider: daytona.ProviderName,
+		Others:   map[string]string{},
+	}
+	if ps.Daytona != nil {
+		in.Account = ps.Daytona.Account()
+	}
+	if ps.E2B != nil {
+		in.Others[e2b.ProviderName] = ps.E2B.Account()
+	}
+	return in
 }
 
 // Close stops the hand-backs still under way (they stay pending in the
@@ -240,9 +246,16 @@ func (sc *Sidecar) Listen() error {
 
 	// What an earlier run left live is replayed in the background: the
 	// child must not wait for slow provider calls, nor for the intents to
-	// be read (only their ids are, here). Intents the child declares from
-	// now on are not part of it; the final drain takes all.
+	// be read (only their ids are, here). What it left is what the journal
+	// holds live now, and the intents declared in the spool files already
+	// there (an earlier runner's, which tether died before taking; the
+	// spool intake journals them). Intents the child declares from now on
+	// are not part of it; the final drain takes all.
 	left, err := sc.journal.LiveIDs()
+	var files int
+	if err == nil {
+		files, err = reader.MarkEarlier()
+	}
 	if err != nil {
 		l.Close()
 		stopReader()
@@ -253,9 +266,9 @@ func (sc *Sidecar) Listen() error {
 
 	spoolActor, readerDone := backgroundActor("spool", func() error { return reader.Run(readerCtx) }, stopReader)
 	replayActor, replayDone := backgroundActor("replay", func() error {
-		sc.awaitSpool(replayCtx, reader.CaughtUp(), len(left))
-		sc.replay(replayCtx, left) // metrics.go
-		<-replayCtx.Done()         // work that returns would end the group
+		sc.awaitSpool(replayCtx, reader.CaughtUp(), len(left), files)
+		sc.replay(replayCtx, union(left, reader.Earlier())) // metrics.go
+		<-replayCtx.Done()                                  // work that returns would end the group
 		return nil
 	}, stopReplay)
 	sc.settling = []settling{
@@ -310,9 +323,10 @@ const replayWaitsMsg = "replay: waiting for the spool intake to take the files a
 // the replay would otherwise decide on. A runner that deleted its sandbox
 // and released the intent in a file tether died before taking would get
 // its intent closed as never-created (its name, looked up, is absent), a
-// sandbox that existed.
-func (sc *Sidecar) awaitSpool(ctx context.Context, caughtUp <-chan struct{}, left int) {
-	if left == 0 {
+// sandbox that existed. And the intents those files declare are the
+// replay's too. With neither live intents nor files, it does not wait.
+func (sc *Sidecar) awaitSpool(ctx context.Context, caughtUp <-chan struct{}, left, files int) {
+	if left == 0 && files == 0 {
 		return
 	}
 	select {
@@ -320,11 +334,26 @@ func (sc *Sidecar) awaitSpool(ctx context.Context, caughtUp <-chan struct{}, lef
 		return
 	default:
 	}
-	sc.log.Debug(replayWaitsMsg, "component", "replay", "live", left)
+	sc.log.Debug(replayWaitsMsg, "component", "replay", "live", left, "files", files)
 	select {
 	case <-caughtUp:
 	case <-ctx.Done():
 	}
+}
+
+// union is ids followed by those of more it lacks, in order.
+func union(ids, more []string) []string {
+	seen := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		seen[id] = true
+	}
+	for _, id := range more {
+		if !seen[id] {
+			seen[id] = true
+			ids = append(ids, id)
+		}
+	}
+	return ids
 }
 
 // withLogger is the shared intake with a logger named for one intake.
@@ -369,7 +398,7 @@ func (sc *Sidecar) AfterChild(ctx context.Context, st supervisor.Status) error {
 	sc.report = &rep
 	sc.mu.Unlock()
 	if sc.metrics != nil && (err == nil || errors.Is(err, reaper.ErrUnresolved)) {
-		sc.metrics.ObserveDrain(rep)
+		sc.observeDrain(rep) // metrics.go
 	}
 	sc.linger(ctx) // metrics.go
 	if errors.Is(err, reaper.ErrUnresolved) {

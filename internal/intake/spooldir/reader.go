@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -81,6 +82,21 @@ type Reader struct {
 	// caughtUp is closed once the files in Dir when Run started are taken.
 	caughtUp     chan struct{}
 	caughtUpOnce sync.Once
+	// tally counts what Pass (or Run) did with the files it took.
+	tally Tally
+
+	// earlier are the names MarkEarlier found, until each is taken;
+	// earlierIDs the intents their files declared (Earlier).
+	mu         sync.Mutex
+	earlier    map[string]bool
+	earlierIDs []string
+}
+
+// Tally is what a Pass did: files journaled (and removed), files moved to
+// rejected/, and spool files still in the directory when it returned
+// (left for a retry after a journal failure, or renamed in meanwhile).
+type Tally struct {
+	Taken, Rejected, Left int
 }
 
 // CaughtUp returns a channel closed once Run has been through the files
@@ -95,6 +111,52 @@ type Reader struct {
 func (in *Reader) CaughtUp() <-chan struct{} {
 	in.caughtUpOnce.Do(func() { in.caughtUp = make(chan struct{}) })
 	return in.caughtUp
+}
+
+// MarkEarlier notes the spool files in Dir now. Called before the child
+// starts, it tells an earlier runner's files from this run's: once CaughtUp
+// is closed, Earlier returns the intents they declared. It returns how many
+// files it noted.
+func (in *Reader) MarkEarlier() (int, error) {
+	entries, err := os.ReadDir(in.Dir)
+	if err != nil {
+		return 0, fmt.Errorf("spool directory %s: %w", in.Dir, err)
+	}
+	names := map[string]bool{}
+	for _, e := range entries {
+		if isSpoolName(e.Name()) {
+			names[e.Name()] = true
+		}
+	}
+	in.mu.Lock()
+	in.earlier = names
+	in.mu.Unlock()
+	return len(names), nil
+}
+
+// Earlier returns the ids of the intents declared by the files
+// MarkEarlier noted that were journaled so far: every one of them once
+// CaughtUp is closed, but those a journal failure left for a retry. Run
+// takes each of those files in its first round: they were there before
+// its first listing.
+func (in *Reader) Earlier() []string {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return slices.Clone(in.earlierIDs)
+}
+
+// noteTaken records the intent a file MarkEarlier noted declared; a name
+// counts once, so a file of this run that reuses it later does not.
+func (in *Reader) noteTaken(p *pending) {
+	if p.op.Op != OpIntent {
+		return
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.earlier[p.name] {
+		delete(in.earlier, p.name)
+		in.earlierIDs = append(in.earlierIDs, p.result.ID)
+	}
 }
 
 // markCaughtUp closes CaughtUp's channel; only Run calls it.
@@ -200,6 +262,27 @@ func (in *Reader) Run(ctx context.Context) error {
 			return err
 		}
 	}
+}
+
+// Pass takes the spool files in Dir once, as Run's first round does, and
+// returns: `tether drain`, with no child to wait for, takes what a dead
+// runner left before it drains. Like Open it creates Dir if missing.
+func (in *Reader) Pass(ctx context.Context) (Tally, error) {
+	in.log = in.Log()
+	if err := in.Open(); err != nil {
+		return Tally{}, err
+	}
+	defer in.close()
+	in.stuck = map[string]bool{}
+	defer in.deletes.Wait()
+	if _, err := in.round(ctx); err != nil {
+		return in.tally, err
+	}
+	t := in.tally
+	if left, err := in.list(); err == nil {
+		t.Left = len(left)
+	}
+	return t, nil
 }
 
 // watch starts the inotify watcher on Dir; nil (polling every
@@ -372,9 +455,11 @@ func (in *Reader) take(ctx context.Context, names []string) (handled int, err er
 		}
 		handled++
 		if p.err != nil {
+			in.tally.Rejected++
 			in.reject(p.name, p.err)
 			continue
 		}
+		in.tally.Taken++
 		in.done(ctx, p)
 	}
 	return handled, nil
@@ -418,12 +503,13 @@ func (in *Reader) done(ctx context.Context, p *pending) {
 		in.log.Warn("spool: cannot remove a taken file (it will be taken again, harmlessly)", "file", p.name, "err", err)
 	}
 	in.log.Debug("spool: took file", "file", p.name, "op", p.op.Op, "intent", p.result.ID)
+	in.noteTaken(p)
 	in.Committed(p.change, p.result)
 	if p.op.Op != OpDelete || !p.result.Live() {
 		return
 	}
 	if in.Delete == nil {
-		in.log.Warn("spool: delete requested but no provider is configured; the drain will handle it", "intent", p.result.ID)
+		in.log.Info("spool: delete requested; the drain resolves it", "intent", p.result.ID)
 		return
 	}
 	id := p.result.ID

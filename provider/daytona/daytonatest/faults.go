@@ -154,6 +154,8 @@ type decision struct {
 }
 
 // sandboxRoutes are the routes that name a sandbox, behind the access guard.
+// The list is not among them: GET /sandbox has only the organization guard
+// (sandbox.controller.ts:130-146 at v0.190.0), so no spurious 404.
 var sandboxRoutes = []string{RouteGet, RouteDelete, RouteStart, RouteStop, RouteAutoStop, RouteAutoArchive, RouteAutoDelete, RouteLabels, RouteFork, RouteArchive}
 
 // setterRoutes update a sandbox with a conditional write.

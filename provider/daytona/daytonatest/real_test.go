@@ -131,6 +131,46 @@ func TestSpurious404(t *testing.T) {
 	}
 }
 
+// 2b. The list is another path than the read by id: no access guard, so
+// no spurious 404 (GET /sandbox is sandbox.controller.ts:130-146, without
+// the SandboxAccessGuard of GET /sandbox/{id}, :358-382). It shows a
+// deleted sandbox until it is destroyed, under its DESTROYED_ name with its
+// labels (sandbox-typeorm-search.adapter.ts:100-131, sandbox.entity.ts:317-323).
+func TestListShowsDestroyingWhereTheReadSays404(t *testing.T) {
+	s := newServer(t)
+	c := newClient(t, s, daytonatest.DefaultKey)
+	sb := c.create(t, "going", map[string]string{"tether-intent": "x"})
+	if _, _, err := c.api.SandboxAPI.DeleteSandbox(c.ctx, sb.GetId()).Execute(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Hold(sb.GetId(), "destroying", 0); err != nil {
+		t.Fatal(err)
+	}
+	s.SetFaults(daytonatest.Faults{Seed: 1, Rate404: 1})
+	if _, resp, _ := c.api.SandboxAPI.GetSandbox(c.ctx, sb.GetId()).Execute(); status(resp) != 404 {
+		t.Fatalf("read by id with every read faulted: %d, want 404", status(resp))
+	}
+	list := func() []apiclient.SandboxListItem {
+		t.Helper()
+		page, resp, err := c.api.SandboxAPI.ListSandboxes(c.ctx).Labels(`{"tether-intent":"x"}`).Execute()
+		if err != nil || status(resp) != 200 {
+			t.Fatalf("list: %d %v", status(resp), err)
+		}
+		return page.Items
+	}
+	items := list()
+	if len(items) != 1 || items[0].GetId() != sb.GetId() || !strings.HasPrefix(items[0].GetName(), "DESTROYED_going_") ||
+		items[0].GetState() != apiclient.SANDBOXSTATE_DESTROYING || items[0].GetDesiredState() != apiclient.SANDBOXDESIREDSTATE_DESTROYED {
+		t.Fatalf("list while destroying: %+v, want the sandbox renamed, destroying", items)
+	}
+	if err := s.Release(sb.GetId()); err != nil {
+		t.Fatal(err)
+	}
+	if items := list(); len(items) != 0 {
+		t.Fatalf("list once destroyed: %d items, want none", len(items))
+	}
+}
+
 // 3. Rate limits: per organization and throttler, with their own headers.
 func TestQuotaPerThrottler(t *testing.T) {
 	clk := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}

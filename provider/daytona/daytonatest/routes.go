@@ -879,6 +879,9 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 		}
 		// Destroyed sandboxes are never listed; ones deleted in an errored
 		// state only when asked (list-sandboxes-query.dto.ts:31-33, 80-91).
+		// A destroying one is, under its DESTROYED_ name, labels kept
+		// (sandbox-typeorm-search.adapter.ts:100-131,
+		// sandbox-opensearch-search.adapter.ts:156-189).
 		if !includeErrored && v.erroredDeleted() {
 			continue
 		}

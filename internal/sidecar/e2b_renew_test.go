@@ -49,7 +49,7 @@ func newRenewWorld(t *testing.T) *renewWorld {
 		t.Fatal(err)
 	}
 	sc := &Sidecar{log: slog.New(slog.NewTextHandler(&testutil.Buffer{}, nil))}
-	k := &e2bKeeper{p: p, j: j, max: 10 * time.Minute, sc: sc, ends: map[string]time.Time{}}
+	k := &e2bKeeper{p: p, j: j, max: 10 * time.Minute, sc: sc, ends: map[string]time.Time{}, failing: map[string]bool{}}
 	return &renewWorld{sim: sim, p: p, j: j, k: k, in: in}
 }
 

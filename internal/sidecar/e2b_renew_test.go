@@ -1,0 +1,127 @@
+package sidecar
+
+import (
+	"context"
+	"log/slog"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/tether-run/tether/internal/reaper"
+	"github.com/tether-run/tether/internal/testutil"
+	"github.com/tether-run/tether/provider/e2b"
+	"github.com/tether-run/tether/provider/e2b/e2btest"
+	"github.com/tether-run/tether/spool"
+)
+
+// renewWorld is an e2bKeeper over the simulated E2B API, with one live
+// intent whose sandbox asked for 60 s.
+type renewWorld struct {
+	sim *e2btest.Server
+	p   *e2b.Provider
+	j   *spool.Journal
+	k   *e2bKeeper
+	in  spool.Intent
+}
+
+func newRenewWorld(t *testing.T) *renewWorld {
+	t.Helper()
+	sim := e2btest.NewServer()
+	t.Cleanup(sim.Close)
+	p, err := e2b.New(e2b.Config{APIKey: e2btest.DefaultKey, APIURL: sim.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := spool.Open(filepath.Join(t.TempDir(), "journal.db"), spool.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { j.Close() })
+	in, _, err := j.Create(context.Background(), spool.NewIntent{Provider: e2b.ProviderName, Account: p.Account()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := p.Create(context.Background(), in.Name, in.Labels, e2b.CreateOptions{Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in, err = j.Observe(in.ID, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	sc := &Sidecar{log: slog.New(slog.NewTextHandler(&testutil.Buffer{}, nil))}
+	k := &e2bKeeper{p: p, j: j, max: 10 * time.Minute, sc: sc, ends: map[string]time.Time{}, failing: map[string]bool{}}
+	return &renewWorld{sim: sim, p: p, j: j, k: k, in: in}
+}
+
+func (w *renewWorld) endsIn(t *testing.T) time.Duration {
+	t.Helper()
+	rec, ok := w.sim.Sandbox(w.in.SandboxID)
+	if !ok {
+		t.Fatalf("no sandbox %s in the simulator's record", w.in.SandboxID)
+	}
+	return time.Until(rec.EndAt)
+}
+
+// A renewal never carries a sandbox past the end its runner asked for:
+// when that comes before the cap, the sandbox is set to end then, and is
+// renewed no more.
+func TestE2BRenewStopsAtTheAskedEnd(t *testing.T) {
+	w := newRenewWorld(t)
+	w.k.note(w.in.ID, time.Now().Add(90*time.Second))
+	w.k.renew(context.Background())
+	if d := w.endsIn(t); d > 91*time.Second || d < 30*time.Second {
+		t.Errorf("after the renewal the simulator's sandbox ends in %s, want the asked 90 s, not the cap %s", d, w.k.max)
+	}
+	if len(w.k.ends) != 0 {
+		t.Errorf("still renewing %v after the asked end was set", w.k.ends)
+	}
+}
+
+// A sandbox whose intent the runner released is not renewed: it is the
+// runner's, and it ends by the timeout it has.
+func TestE2BRenewSkipsReleased(t *testing.T) {
+	w := newRenewWorld(t)
+	w.k.note(w.in.ID, time.Now().Add(time.Hour))
+	if _, err := w.j.Release(w.in.ID, spool.OutcomeKept); err != nil {
+		t.Fatal(err)
+	}
+	w.k.renew(context.Background())
+	if d := w.endsIn(t); d > time.Minute {
+		t.Errorf("a released intent's sandbox was renewed: ends in %s, want its own minute", d)
+	}
+	if len(w.k.ends) != 0 {
+		t.Errorf("still renewing %v after the release", w.k.ends)
+	}
+}
+
+// A sandbox still wanted past the cap is set to the cap again.
+func TestE2BRenewUpToTheCap(t *testing.T) {
+	w := newRenewWorld(t)
+	w.k.note(w.in.ID, time.Now().Add(time.Hour))
+	w.k.renew(context.Background())
+	if d := w.endsIn(t); d > w.k.max || d < w.k.max-2*time.Minute {
+		t.Errorf("after the renewal the simulator's sandbox ends in %s, want the cap %s", d, w.k.max)
+	}
+	if _, ok := w.k.ends[w.in.ID]; !ok {
+		t.Error("no longer renewed while the runner still wants it")
+	}
+}
+
+// A newly observed sandbox of a socket or spool intent that asked for
+// longer than the cap is cut to it, once its metadata proves it the
+// intent's, and the end it asked for is kept for the renewals.
+func TestE2BCapObserved(t *testing.T) {
+	w := newRenewWorld(t)
+	w.k.sc.reaper = &reaper.Reaper{Journal: w.j, Provider: w.p}
+	if err := w.p.SetTimeout(context.Background(), w.in.SandboxID, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	asked := time.Now().Add(time.Hour)
+	w.k.capObserved(context.Background(), w.in)
+	if d := w.endsIn(t); d > w.k.max || d < w.k.max-2*time.Minute {
+		t.Errorf("the simulator's sandbox ends in %s, want the cap %s", d, w.k.max)
+	}
+	if end, ok := w.k.ends[w.in.ID]; !ok || end.Sub(asked) < -2*time.Minute || end.Sub(asked) > time.Minute {
+		t.Errorf("renewals told %v (%v), want about %s", end, ok, asked)
+	}
+}

@@ -83,7 +83,7 @@ var (
 	bucketMeta    = []byte("meta")
 	bucketIntents = []byte("intents") // id → JSON Intent
 	bucketKeys    = []byte("keys")    // idempotency key → id
-	bucketLive    = []byte("live")    // id → nothing, for the live ones only
+	bucketLive    = []byte("live")    // id → nothing, for the live ones only (and handback.go's index)
 	keyOwner      = []byte("owner")
 	keySchema     = []byte("schema")
 )
@@ -411,7 +411,7 @@ func initJournal(db *bolt.DB) (owner string, err error) {
 		if !isULID(owner) {
 			return fmt.Errorf("journal owner id %q is not a lower-case ULID: %w", truncate(owner), errOwnerDamaged)
 		}
-		for _, b := range [][]byte{bucketIntents, bucketKeys, bucketLive} {
+		for _, b := range [][]byte{bucketIntents, bucketKeys, bucketLive, bucketHandBack} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}

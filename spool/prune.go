@@ -11,7 +11,6 @@ package spool
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -107,23 +106,8 @@ func (j *Journal) prunable(cutoff time.Time, after []byte, batch int) (ids []str
 // mode's work on a sandbox released as kept outlives the intent's end).
 // Only the fields that decide it are decoded.
 func ended(v []byte, cutoff time.Time) bool {
-	js, _, err := openRecord(v)
-	if err != nil {
-		return false
-	}
-	var r struct {
-		State      State     `json:"state"`
-		UpdatedAt  time.Time `json:"updated_at"`
-		Outcome    string    `json:"outcome"`
-		SandboxID  string    `json:"sandbox_id"`
-		Lease      int       `json:"lease_minutes"`
-		HandedBack bool      `json:"handed_back"`
-	}
-	if json.Unmarshal(js, &r) != nil {
-		return false
-	}
-	pending := Intent{State: r.State, Outcome: r.Outcome, SandboxID: r.SandboxID, Lease: r.Lease, HandedBack: r.HandedBack}.HandBackPending()
-	return knownState(r.State) && !r.State.Live() && !pending && r.UpdatedAt.Before(cutoff)
+	r, ok := readHandBack(v) // handback.go
+	return ok && knownState(r.State) && !r.State.Live() && !r.pending() && r.UpdatedAt.Before(cutoff)
 }
 
 // pruneOne removes intent id if, read again inside the write transaction,

@@ -178,7 +178,7 @@ func (j *Journal) recount() (map[counted]int, error) {
 				return nil
 			}
 			n[c]++
-			if r, ok := readHandBack(v); c.State == Released && ok && r.pending() {
+			if c.State == Released && pendingRecord(v) { // handback.go
 				pending[string(k)] = true
 			}
 			return nil

@@ -87,6 +87,23 @@ func readHandBack(v []byte) (r handBack, ok bool) {
 	return r, true
 }
 
+// pendingRecord reports whether record v, of a released intent, waits for
+// its hand-back. Most released intents were deleted by their runner: the
+// walk that finds their outcome (topLevelString, counts.go) settles it
+// without decoding the record, which matters to the scan at open that
+// builds the index from every record.
+func pendingRecord(v []byte) bool {
+	js, _, err := openRecord(v)
+	if v == nil || err != nil {
+		return false
+	}
+	if o, ok := topLevelString(js, "outcome"); ok && o != OutcomeKept {
+		return false
+	}
+	r, ok := readHandBack(v)
+	return ok && r.pending()
+}
+
 // indexHandBack keeps intent id's entry in the index in step with its new
 // record v, of state to (ok false: unreadable), as part of tx. Only a
 // released intent can wait for a hand-back, so the record is decoded only
@@ -98,7 +115,7 @@ func indexHandBack(tx *bolt.Tx, id, v []byte, from, to counted, okFrom, okTo boo
 		return nil // being set up: startCounting builds it
 	}
 	if okTo && to.State == Released {
-		if r, ok := readHandBack(v); ok && r.pending() {
+		if pendingRecord(v) {
 			if err := b.Put(id, []byte{}); err != nil {
 				return fmt.Errorf("write %s/%s: %w", bucketHandBack, truncate(string(id)), err)
 			}

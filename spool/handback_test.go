@@ -395,3 +395,23 @@ func TestPendingHandBacksReadsNoHistory(t *testing.T) {
 		t.Fatalf("quarantine after All %+v, want %s", q, finished.ID)
 	}
 }
+
+// FuzzPendingRecord: the index's decision, which skips decoding a record
+// whose outcome the walk finds is not kept, is the decoded record's.
+func FuzzPendingRecord(f *testing.F) {
+	in := Plan("01hzzzzzzzzzzzzzzzzzzzzzzz", NewIntent{ID: "01hzzzzzzzzzzzzzzzzzzzzzzz", Lease: 2, Labels: map[string]string{"outcome": "deleted"}}, time.Now())
+	in.State, in.Outcome, in.SandboxID = Released, OutcomeKept, "sb-1"
+	v, _ := json.Marshal(in)
+	f.Add(v)
+	f.Add([]byte(`{"state":"released","outcome":"deleted","outcome":"kept","lease_minutes":2,"sandbox_id":"x"}`))
+	f.Add([]byte(`{"state":"released","outcome":"k\u0065pt","lease_minutes":2,"sandbox_id":"x"}`))
+	f.Add([]byte(`{"state":"released","outcome":"deleted","lease_minutes":"2"}`))
+	f.Fuzz(func(t *testing.T, js []byte) {
+		for _, v := range [][]byte{js, sealRecord(js)} {
+			r, ok := readHandBack(v)
+			if got, want := pendingRecord(v), ok && r.pending(); got != want {
+				t.Fatalf("pendingRecord(%q) = %v, decoded %v", v, got, want)
+			}
+		}
+	})
+}

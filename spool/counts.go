@@ -21,6 +21,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"strings"
 	"sync"
 
 	bolt "go.etcd.io/bbolt"
@@ -290,7 +291,10 @@ func countedAs(v []byte) (counted, bool) {
 // topLevelString returns the value of member key of the JSON object v when
 // it is a string without escapes (the last one, as encoding/json takes);
 // ok is false when v is not an object it can walk, or key is not such a
-// member.
+// member. encoding/json also takes a member whose name differs in case
+// ("STATE", "ſtate") or is escaped for key: any such member makes ok
+// false too, so a caller that decodes instead never reads another value
+// than encoding/json would. tether writes neither.
 func topLevelString(v []byte, key string) (string, bool) {
 	i := skipSpace(v, 0)
 	if i >= len(v) || v[i] != '{' {
@@ -312,7 +316,10 @@ func topLevelString(v []byte, key string) (string, bool) {
 			return "", false
 		}
 		i = skipSpace(v, i+1)
-		if plain && string(k) == key {
+		if !plain || string(k) != key && strings.EqualFold(string(k), key) {
+			return "", false
+		}
+		if string(k) == key {
 			s, end, plainVal := scanString(v, i)
 			if end < 0 || !plainVal {
 				return "", false

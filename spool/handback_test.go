@@ -406,6 +406,8 @@ func FuzzPendingRecord(f *testing.F) {
 	f.Add([]byte(`{"state":"released","outcome":"deleted","outcome":"kept","lease_minutes":2,"sandbox_id":"x"}`))
 	f.Add([]byte(`{"state":"released","outcome":"k\u0065pt","lease_minutes":2,"sandbox_id":"x"}`))
 	f.Add([]byte(`{"state":"released","outcome":"deleted","lease_minutes":"2"}`))
+	f.Add([]byte(`{"state":"released","outcome":"deleted","OUTCOME":"kept","lease_minutes":2,"sandbox_id":"x"}`))
+	f.Add([]byte(`{"state":"released","outcome":"deleted","\u006futcome":"kept","lease_minutes":2,"sandbox_id":"x"}`))
 	f.Fuzz(func(t *testing.T, js []byte) {
 		for _, v := range [][]byte{js, sealRecord(js)} {
 			r, ok := readHandBack(v)

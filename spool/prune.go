@@ -104,8 +104,28 @@ func (j *Journal) prunable(cutoff time.Time, after []byte, batch int) (ids []str
 // ended reports whether record v is readable (its checksum holds) and of
 // an intent that ended before cutoff, with no hand-back pending (lease
 // mode's work on a sandbox released as kept outlives the intent's end).
-// Only the fields that decide it are decoded.
+// A pass reads every record, and most are not due: one still live, or
+// changed since cutoff, is told by the walk that finds its top-level
+// state and updated_at (topLevelString, counts.go) without decoding it;
+// the others decode only the fields that decide it.
 func ended(v []byte, cutoff time.Time) bool {
+	js, _, err := openRecord(v)
+	if v == nil || err != nil {
+		return false
+	}
+	if s, ok := topLevelString(js, "state"); ok && State(s).Live() {
+		return false
+	}
+	if u, ok := topLevelString(js, "updated_at"); ok {
+		if at, err := time.Parse(time.RFC3339Nano, u); err == nil && !at.Before(cutoff) {
+			return false
+		}
+	}
+	return endedDecoded(v, cutoff)
+}
+
+// endedDecoded is ended, decoding the fields that decide it.
+func endedDecoded(v []byte, cutoff time.Time) bool {
 	r, ok := readHandBack(v) // handback.go
 	return ok && knownState(r.State) && !r.State.Live() && !r.pending() && r.UpdatedAt.Before(cutoff)
 }

@@ -256,7 +256,7 @@ func FuzzEnded(f *testing.F) {
 	f.Add([]byte(`{"state":"pending","ſtate":"gone","updated_at":"2001-09-09T01:46:40Z"}`), int64(2e9))
 	f.Add([]byte(`{"state":"gone","updated_at":"2031-01-01T00:00:00Z","upd\u0061ted_at":"2001-09-09T01:46:40Z"}`), int64(2e9))
 	f.Fuzz(func(t *testing.T, js []byte, cutoff int64) {
-		at := time.Unix(0, cutoff)
+		at := time.Unix(cutoff, 0)
 		for _, v := range [][]byte{js, sealRecord(js)} {
 			if got, want := ended(v, at), endedDecoded(v, at); got != want {
 				t.Fatalf("ended(%q, %s) = %v, decoded %v", v, at, got, want)

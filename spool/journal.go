@@ -83,7 +83,7 @@ var (
 	bucketMeta    = []byte("meta")
 	bucketIntents = []byte("intents") // id → JSON Intent
 	bucketKeys    = []byte("keys")    // idempotency key → id
-	bucketLive    = []byte("live")    // id → nothing, for the live ones only (and handback.go's index)
+	bucketLive    = []byte("live")    // id → nothing, for the live ones only
 	keyOwner      = []byte("owner")
 	keySchema     = []byte("schema")
 )

@@ -21,6 +21,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"strings"
 	"sync"
 
 	bolt "go.etcd.io/bbolt"
@@ -36,6 +37,22 @@ type storedCounts struct {
 	// them (written by an older tether) is not taken: the journal is
 	// counted again.
 	P map[string]map[State]int `json:"p"`
+	// HandBack says the index of pending hand-backs (handback.go) was
+	// kept in step with the records by the same transaction. A copy
+	// without it (an older tether's) is not taken either: the scan that
+	// counts the journal again builds the index.
+	HandBack bool `json:"handback"`
+}
+
+// readStoredCounts returns the counts the meta bucket holds, with ok set
+// when they are those of tx itself (no transaction came after the one that
+// stored them) and by provider.
+func readStoredCounts(tx *bolt.Tx) (s storedCounts, ok bool) {
+	v := tx.Bucket(bucketMeta).Get(keyCounts)
+	if v == nil || json.Unmarshal(v, &s) != nil {
+		return storedCounts{}, false
+	}
+	return s, s.Tx == tx.ID() && s.P != nil
 }
 
 // counted is what a record is counted under: the provider it names ("" for
@@ -130,19 +147,55 @@ func fromProviders(p map[string]map[State]int) map[counted]int {
 // between the two.
 func (j *Journal) startCounting(scan bool) error {
 	var n map[counted]int
-	if err := j.db.View(func(tx *bolt.Tx) (err error) {
-		var s storedCounts
-		if v := tx.Bucket(bucketMeta).Get(keyCounts); !scan && v != nil && json.Unmarshal(v, &s) == nil && s.Tx == tx.ID() && s.P != nil {
+	if err := j.db.View(func(tx *bolt.Tx) error {
+		if s, ok := readStoredCounts(tx); ok && !scan && s.HandBack && tx.Bucket(bucketHandBack) != nil {
 			n = fromProviders(s.P)
-			return nil
 		}
-		n, err = scanCounted(tx)
-		return err
+		return nil
 	}); err != nil {
 		return fmt.Errorf("journal %s: count intents: %w", j.path, err)
 	}
+	if n == nil {
+		var err error
+		if n, err = j.recount(); err != nil {
+			return fmt.Errorf("journal %s: count intents: %w", j.path, err)
+		}
+	}
 	tallies.Store(j.db, &tally{n: n})
 	return nil
+}
+
+// recount counts the intents by one scan, builds the index of pending
+// hand-backs (handback.go) from the same scan, and stores both, so the
+// next Open takes them as they are.
+func (j *Journal) recount() (map[counted]int, error) {
+	var n map[counted]int
+	err := j.db.Update(func(tx *bolt.Tx) error {
+		n = map[counted]int{}
+		pending := map[string]bool{}
+		if err := tx.Bucket(bucketIntents).ForEach(func(k, v []byte) error {
+			c, ok := countedAs(v)
+			if !ok {
+				return nil
+			}
+			n[c]++
+			if c.State == Released && pendingRecord(v) { // handback.go
+				pending[string(k)] = true
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		changed, err := rebuildHandBack(tx, pending)
+		if err != nil {
+			return err
+		}
+		if changed > 0 {
+			j.log.Info("journal: indexed the hand-backs still to do", "journal", j.path, "pending", len(pending), "entries_changed", changed)
+		}
+		return writeCounts(tx, n)
+	})
+	return n, err
 }
 
 // stopCounting forgets the tally (Close).
@@ -165,7 +218,14 @@ func storeCounts(tx *bolt.Tx) error {
 		}
 	}
 	t.mu.Unlock()
-	raw, err := json.Marshal(storedCounts{Tx: tx.ID(), N: byState(n), P: byProvider(n)})
+	return writeCounts(tx, n)
+}
+
+// writeCounts stores counts n, as they will be once tx commits, with tx's
+// id, in the meta bucket.
+func writeCounts(tx *bolt.Tx, n map[counted]int) error {
+	s := storedCounts{Tx: tx.ID(), N: byState(n), P: byProvider(n), HandBack: tx.Bucket(bucketHandBack) != nil}
+	raw, err := json.Marshal(s)
 	if err != nil {
 		return err
 	}
@@ -231,7 +291,10 @@ func countedAs(v []byte) (counted, bool) {
 // topLevelString returns the value of member key of the JSON object v when
 // it is a string without escapes (the last one, as encoding/json takes);
 // ok is false when v is not an object it can walk, or key is not such a
-// member.
+// member. encoding/json also takes a member whose name differs in case
+// ("STATE", "ſtate") or is escaped for key: any such member makes ok
+// false too, so a caller that decodes instead never reads another value
+// than encoding/json would. tether writes neither.
 func topLevelString(v []byte, key string) (string, bool) {
 	i := skipSpace(v, 0)
 	if i >= len(v) || v[i] != '{' {
@@ -253,7 +316,10 @@ func topLevelString(v []byte, key string) (string, bool) {
 			return "", false
 		}
 		i = skipSpace(v, i+1)
-		if plain && string(k) == key {
+		if !plain || string(k) != key && strings.EqualFold(string(k), key) {
+			return "", false
+		}
+		if string(k) == key {
 			s, end, plainVal := scanString(v, i)
 			if end < 0 || !plainVal {
 				return "", false
@@ -339,33 +405,36 @@ func skipValue(v []byte, i int) int {
 	return j
 }
 
-// putRecord writes record v of intent id, and counts the change.
+// putRecord writes record v of intent id, and counts the change and
+// indexes it (handback.go).
 func putRecord(tx *bolt.Tx, id, v []byte) error {
 	b := tx.Bucket(bucketIntents)
-	from, to := b.Get(id), v
-	count(tx, from, to)
+	from, okFrom := countedAs(b.Get(id))
+	to, okTo := countedAs(v)
+	count(tx, from, to, okFrom, okTo)
 	if err := b.Put(id, v); err != nil {
 		return fmt.Errorf("write %s/%s: %w", bucketIntents, truncate(string(id)), err)
 	}
-	return nil
+	return indexHandBack(tx, id, v, from, to, okFrom, okTo)
 }
 
-// deleteRecord deletes the record of intent id, and counts it gone.
+// deleteRecord deletes the record of intent id, and counts it gone and
+// takes it out of the index (handback.go).
 func deleteRecord(tx *bolt.Tx, id []byte) error {
 	b := tx.Bucket(bucketIntents)
-	count(tx, b.Get(id), nil)
+	from, okFrom := countedAs(b.Get(id))
+	count(tx, from, counted{}, okFrom, false)
 	if err := b.Delete(id); err != nil {
 		return fmt.Errorf("delete %s/%s: %w", bucketIntents, truncate(string(id)), err)
 	}
-	return nil
+	return unindexHandBack(tx, id)
 }
 
-// count notes what replacing record old by record v (nil: deleting it)
-// does to the counts, as part of tx. A failed write after it rolls the
-// whole transaction back, and the note with it.
-func count(tx *bolt.Tx, old, v []byte) {
-	from, okFrom := countedAs(old)
-	to, okTo := countedAs(v)
+// count notes what replacing a record counted as from by one counted as
+// to (okFrom, okTo false: none, or unreadable) does to the counts, as part
+// of tx. A failed write after it rolls the whole transaction back, and the
+// note with it.
+func count(tx *bolt.Tx, from, to counted, okFrom, okTo bool) {
 	if okFrom == okTo && from == to {
 		return
 	}

@@ -287,13 +287,22 @@ func TestCountsAtOpen(t *testing.T) {
 		}
 	}
 	raw(func(tx *bolt.Tx) error {
-		v, _ := json.Marshal(storedCounts{Tx: tx.ID(), N: map[State]int{Gone: 77}, P: map[string]map[State]int{"": {Gone: 77}}})
+		v, _ := json.Marshal(storedCounts{Tx: tx.ID(), N: map[State]int{Gone: 77}, P: map[string]map[State]int{"": {Gone: 77}}, HandBack: true})
 		return tx.Bucket(bucketMeta).Put(keyCounts, v)
 	})
 	j = reopen()
 	if got, _ := j.Counts(); !maps.Equal(got, map[State]int{Gone: 77}) {
 		t.Errorf("Open scanned (%v) though the stored counts were current", got)
 	}
+	j.Close()
+	// One that does not say the hand-back index was kept with it (an
+	// older tether's): scanned again.
+	raw(func(tx *bolt.Tx) error {
+		v, _ := json.Marshal(storedCounts{Tx: tx.ID(), N: map[State]int{Gone: 77}, P: map[string]map[State]int{"": {Gone: 77}}})
+		return tx.Bucket(bucketMeta).Put(keyCounts, v)
+	})
+	j = reopen()
+	checkCounts(t, j, "stored without the hand-back index", map[State]int{Pending: 3, Released: 1})
 	j.Close()
 
 	// A record written by something that keeps no counts: scanned again.

@@ -11,7 +11,6 @@ package spool
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -105,25 +104,30 @@ func (j *Journal) prunable(cutoff time.Time, after []byte, batch int) (ids []str
 // ended reports whether record v is readable (its checksum holds) and of
 // an intent that ended before cutoff, with no hand-back pending (lease
 // mode's work on a sandbox released as kept outlives the intent's end).
-// Only the fields that decide it are decoded.
+// A pass reads every record, and most are not due: one still live, or
+// changed since cutoff, is told by the walk that finds its top-level
+// state and updated_at (topLevelString, counts.go) without decoding it;
+// the others decode only the fields that decide it.
 func ended(v []byte, cutoff time.Time) bool {
 	js, _, err := openRecord(v)
-	if err != nil {
+	if v == nil || err != nil {
 		return false
 	}
-	var r struct {
-		State      State     `json:"state"`
-		UpdatedAt  time.Time `json:"updated_at"`
-		Outcome    string    `json:"outcome"`
-		SandboxID  string    `json:"sandbox_id"`
-		Lease      int       `json:"lease_minutes"`
-		HandedBack bool      `json:"handed_back"`
-	}
-	if json.Unmarshal(js, &r) != nil {
+	if s, ok := topLevelString(js, "state"); ok && State(s).Live() {
 		return false
 	}
-	pending := Intent{State: r.State, Outcome: r.Outcome, SandboxID: r.SandboxID, Lease: r.Lease, HandedBack: r.HandedBack}.HandBackPending()
-	return knownState(r.State) && !r.State.Live() && !pending && r.UpdatedAt.Before(cutoff)
+	if u, ok := topLevelString(js, "updated_at"); ok {
+		if at, err := time.Parse(time.RFC3339Nano, u); err == nil && !at.Before(cutoff) {
+			return false
+		}
+	}
+	return endedDecoded(v, cutoff)
+}
+
+// endedDecoded is ended, decoding the fields that decide it.
+func endedDecoded(v []byte, cutoff time.Time) bool {
+	r, ok := readHandBack(v) // handback.go
+	return ok && knownState(r.State) && !r.State.Live() && !r.pending() && r.UpdatedAt.Before(cutoff)
 }
 
 // pruneOne removes intent id if, read again inside the write transaction,

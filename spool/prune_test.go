@@ -2,6 +2,7 @@ package spool
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -238,4 +239,28 @@ func TestPruneOneReadsTheRecordAgain(t *testing.T) {
 	if _, err := j.Get(ended.ID); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("the ended intent after pruneOne: %v", err)
 	}
+}
+
+// FuzzEnded: what a prune pass decides without decoding a record is what
+// decoding it decides.
+func FuzzEnded(f *testing.F) {
+	in := Plan("01hzzzzzzzzzzzzzzzzzzzzzzz", NewIntent{ID: "01hzzzzzzzzzzzzzzzzzzzzzzz", Labels: map[string]string{"state": "pending"}}, time.Unix(1e9, 5))
+	in.State, in.Outcome = Released, OutcomeDeleted
+	v, _ := json.Marshal(in)
+	f.Add(v, int64(1e9))
+	f.Add(v, int64(2e9))
+	f.Add([]byte(`{"state":"gone","updated_at":"2001-09-09T01:46:40Z","updated_at":"2031-01-01T00:00:00Z"}`), int64(1.5e9))
+	f.Add([]byte(`{"state":"g\u006fne","updated_at":"2001-09-09T01:46:40+02:00"}`), int64(1e9))
+	f.Add([]byte(`{"state":"pending","state":"gone","updated_at":"2001-09-09T01:46:40.5Z"}`), int64(2e9))
+	f.Add([]byte(`{"state":"pending","STATE":"gone","updated_at":"2001-09-09T01:46:40Z"}`), int64(2e9))
+	f.Add([]byte(`{"state":"pending","ſtate":"gone","updated_at":"2001-09-09T01:46:40Z"}`), int64(2e9))
+	f.Add([]byte(`{"state":"gone","updated_at":"2031-01-01T00:00:00Z","upd\u0061ted_at":"2001-09-09T01:46:40Z"}`), int64(2e9))
+	f.Fuzz(func(t *testing.T, js []byte, cutoff int64) {
+		at := time.Unix(cutoff, 0)
+		for _, v := range [][]byte{js, sealRecord(js)} {
+			if got, want := ended(v, at), endedDecoded(v, at); got != want {
+				t.Fatalf("ended(%q, %s) = %v, decoded %v", v, at, got, want)
+			}
+		}
+	})
 }

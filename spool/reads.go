@@ -76,10 +76,10 @@ func (j *Journal) LiveCount() (int, error) {
 // records are quarantined as Live does.
 func (j *Journal) All() ([]Intent, error) { return j.scan(bucketIntents) }
 
-// scan decodes the intents whose ids are the keys of index (bucketLive, or
-// bucketIntents itself for all of them), in id order. Records it cannot
-// read, and ids of the live index with no record, are quarantined after
-// the read, not returned.
+// scan decodes the intents whose ids are the keys of index (bucketLive,
+// bucketHandBack, or bucketIntents itself for all of them), in id order.
+// Records it cannot read, and ids of an index with no record, are
+// quarantined after the read, not returned.
 func (j *Journal) scan(index []byte) ([]Intent, error) {
 	out := []Intent{}
 	bad := map[string]error{}
@@ -88,7 +88,7 @@ func (j *Journal) scan(index []byte) ([]Intent, error) {
 		return tx.Bucket(index).ForEach(func(k, v []byte) error {
 			if !bytes.Equal(index, bucketIntents) {
 				if v = intents.Get(k); v == nil {
-					bad[string(k)] = fmt.Errorf("the live index names intent %s, but it has no record", k)
+					bad[string(k)] = fmt.Errorf("the %s index names intent %s, but it has no record", index, k)
 					return nil
 				}
 			}

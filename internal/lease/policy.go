@@ -34,8 +34,11 @@ type Reaper interface {
 type Policy struct {
 	Reaper Reaper
 	// Journal is where pending hand-backs are found and marked done.
+	// PendingHandBacks reads only them (spool's index of them), never the
+	// journal's history: a start and a drain beside 100,000 finished
+	// intents cost what the few pending ones do.
 	Journal interface {
-		All() ([]spool.Intent, error)
+		PendingHandBacks() ([]spool.Intent, error)
 		MarkHandedBack(id string) (spool.Intent, error)
 	}
 	// AutoStop is the auto-stop (minutes) a kept sandbox gets back
@@ -100,20 +103,16 @@ func (p *Policy) Apply(in spool.Intent) {
 // to be handed back (a run, or a drain, that ended before Daytona
 // confirmed it). It does not wait.
 func (p *Policy) Resume() {
-	all, err := p.Journal.All()
+	pending, err := p.Journal.PendingHandBacks()
 	if err != nil {
 		p.log().Warn("lease: cannot read the journal for sandboxes to hand back; tried again at the drain", "err", err)
 		return
 	}
-	n := 0
-	for _, in := range all {
-		if in.HandBackPending() {
-			p.handBack(in)
-			n++
-		}
+	for _, in := range pending {
+		p.handBack(in)
 	}
-	if n > 0 {
-		p.log().Info("lease: handing back sandboxes released as kept that an earlier run did not finish", "sandboxes", n)
+	if len(pending) > 0 {
+		p.log().Info("lease: handing back sandboxes released as kept that an earlier run did not finish", "sandboxes", len(pending))
 	}
 }
 
@@ -198,7 +197,7 @@ func (p *Policy) handBackUntilConfirmed(ctx context.Context, in spool.Intent) {
 // when they are all done or ctx ends; those left stay pending in the
 // journal.
 func (p *Policy) EndKept(ctx context.Context) <-chan struct{} {
-	all, err := p.Journal.All()
+	pending, err := p.Journal.PendingHandBacks()
 	out := make(chan struct{})
 	if err != nil {
 		p.log().Warn("lease: cannot read the journal for sandboxes released as kept", "err", err)
@@ -206,10 +205,8 @@ func (p *Policy) EndKept(ctx context.Context) <-chan struct{} {
 		return out
 	}
 	var waits []<-chan struct{}
-	for _, in := range all {
-		if in.HandBackPending() {
-			waits = append(waits, p.handBack(in))
-		}
+	for _, in := range pending {
+		waits = append(waits, p.handBack(in))
 	}
 	go func() {
 		defer close(out)

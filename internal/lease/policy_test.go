@@ -1,9 +1,11 @@
 package lease_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -133,5 +135,82 @@ func TestPolicyEndKept(t *testing.T) {
 		if in, _ := j.Get(id); !in.HandedBack || in.HandBackPending() {
 			t.Errorf("intent %s: handed back %v, want journaled done", id, in.HandedBack)
 		}
+	}
+}
+
+// Resume and EndKept read the hand-backs still to do, not the journal's
+// history: beside hundreds of finished intents, one of them damaged, they
+// hand back the pending one and never meet the damaged record (a read of
+// every intent would quarantine it).
+func TestPolicyReadsNoHistory(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "journal.db")
+	j, err := spool.Open(path, spool.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	released := func(outcome string) spool.Intent {
+		in, _, err := j.Create(ctx, spool.NewIntent{Provider: "daytona", Lease: 2})
+		if err == nil {
+			_, err = j.Observe(in.ID, "sb-"+in.ID)
+		}
+		if err == nil {
+			in, err = j.Release(in.ID, outcome)
+		}
+		if err != nil {
+			t.Error(err)
+		}
+		return in
+	}
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Go(func() {
+			for range 16 {
+				released(spool.OutcomeDeleted)
+			}
+		})
+	}
+	wg.Wait()
+	damaged, pending := released(spool.OutcomeDeleted), released(spool.OutcomeKept)
+	j.Close()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	needle := []byte(`{"id":"` + damaged.ID + `"`)
+	if !bytes.Contains(b, needle) {
+		t.Fatal("record not found in the file")
+	}
+	b = bytes.ReplaceAll(b, needle, append([]byte("!"), needle[1:]...)) // its checksum fails
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if j, err = spool.Open(path, spool.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+
+	r := &policyReaper{}
+	p := &lease.Policy{Reaper: r, Journal: j, AutoStop: 15, CallTimeout: time.Second}
+	defer p.Close()
+	p.Resume()
+	wait, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	select {
+	case <-p.EndKept(wait):
+	case <-wait.Done():
+		t.Fatal("EndKept did not finish")
+	}
+	if got, want := r.got(), []string{"end(15) " + pending.ID}; !slices.Equal(got, want) {
+		t.Errorf("calls %v, want %v", got, want)
+	}
+	if q, _ := j.Quarantined(); len(q) != 0 {
+		t.Fatalf("the policy read the finished intents: %s quarantined", q[0].ID)
+	}
+	if _, err := j.All(); err != nil { // the damage is there for a read that meets it
+		t.Fatal(err)
+	}
+	if q, _ := j.Quarantined(); len(q) != 1 || q[0].ID != damaged.ID {
+		t.Fatalf("quarantine after All %+v, want %s", q, damaged.ID)
 	}
 }

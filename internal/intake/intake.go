@@ -115,3 +115,29 @@ func (in *Intake) Log() *slog.Logger {
 	}
 	return in.Logger
 }
+
+// RunnerDeclared reports whether a create names a live intent of this journal,
+// declared over the socket or a spool file, with that intent's name and
+// every one of its labels: the runner answers for that sandbox itself, so
+// a proxy does not rewrite or journal it again. Any other create, one whose
+// labels carry a tether owner among them (another journal's, or a copy of
+// an ended intent's), is the proxy's to journal.
+func (in *Intake) RunnerDeclared(labels map[string]string, name string) bool {
+	if labels[spool.LabelOwner] != in.Journal.Owner() {
+		return false
+	}
+	id := labels[spool.LabelIntent]
+	if spool.ValidateIntentID(id) != nil {
+		return false
+	}
+	it, err := in.Journal.Get(id)
+	if err != nil || !it.Live() || it.Name != name {
+		return false
+	}
+	for k, v := range it.Labels {
+		if got, ok := labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}

@@ -31,7 +31,7 @@ func (p *Proxy) create(w http.ResponseWriter, r *http.Request, rt route) {
 		writeError(w, http.StatusBadRequest, "tether proxy: "+err.Error())
 		return
 	}
-	if p.declared(cb) {
+	if p.RunnerDeclared(cb.labels, cb.name) {
 		setPath(r, rt.path)
 		p.core.PassBody(w, r, body)
 		return
@@ -45,31 +45,6 @@ func (p *Proxy) create(w http.ResponseWriter, r *http.Request, rt route) {
 		Refused:  func(status int, answer []byte) string { return refused(kindCreate, status, answer) },
 		Answered: p.answered(r, rt, kindCreate),
 	})
-}
-
-// declared reports whether a create names a live intent of this journal,
-// declared over the socket or a spool file, with that intent's name and
-// every one of its labels: the runner answers for that sandbox itself, so
-// the create is not tether's to rewrite or journal again. Any other create,
-// one whose labels carry a tether owner among them, is journaled.
-func (p *Proxy) declared(cb *createBody) bool {
-	if cb.labels[spool.LabelOwner] != p.Journal.Owner() {
-		return false
-	}
-	id := cb.labels[spool.LabelIntent]
-	if spool.ValidateIntentID(id) != nil {
-		return false
-	}
-	in, err := p.Journal.Get(id)
-	if err != nil || !in.Live() || in.Name != cb.name {
-		return false
-	}
-	for k, v := range in.Labels {
-		if got, ok := cb.labels[k]; !ok || got != v {
-			return false
-		}
-	}
-	return true
 }
 
 // rewrite is the body forwarded for intent in: the runner's, with tether's

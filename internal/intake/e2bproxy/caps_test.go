@@ -46,7 +46,11 @@ func TestResumeCapped(t *testing.T) {
 // the intent its metadata names, so that the sidecar renews it.
 func TestDeclaredCreateCappedIsRenewed(t *testing.T) {
 	w := newWorld(t)
-	md := map[string]string{spool.LabelOwner: w.j.Owner(), spool.LabelIntent: "x1", e2b.MetadataName: "tether-x1"}
+	in, _, err := w.j.Create(t.Context(), spool.NewIntent{Provider: "e2b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := spool.MergeLabels(in.Labels, map[string]string{e2b.MetadataName: in.Name})
 	asked := time.Now().Add(3000 * time.Second)
 	var sb created
 	if code := w.call("POST", "/sandboxes", map[string]any{"templateID": "base", "timeout": 3000, "metadata": md}, &sb); code != http.StatusCreated {
@@ -56,10 +60,13 @@ func TestDeclaredCreateCappedIsRenewed(t *testing.T) {
 		t.Errorf("simulator: lives %s, want the cap %s", rec.EndAt.Sub(rec.StartedAt), maxTimeout)
 	}
 	w.mu.Lock()
-	end, told := w.capped["x1"]
+	end, told := w.capped[in.ID]
 	w.mu.Unlock()
 	if d := end.Sub(asked); !told || d < -time.Second || d > time.Minute {
-		t.Errorf("Capped told for x1: %v, end %s; want the runner's %s", told, end, asked)
+		t.Errorf("Capped told for %s: %v, end %s; want the runner's %s", in.ID, told, end, asked)
+	}
+	if n, _ := w.j.LiveCount(); n != 1 {
+		t.Errorf("%d live intents, want the declared one alone", n)
 	}
 }
 

@@ -82,10 +82,6 @@ func parseTimed(b []byte, field string) (*body, error) {
 
 func isNull(raw json.RawMessage) bool { return strings.TrimSpace(string(raw)) == "null" }
 
-// declared reports whether the runner declared the sandbox to a tether
-// itself: its metadata carries an owner.
-func (c *body) declared() bool { return c.metadata[spool.LabelOwner] != "" }
-
 // capTimeout cuts the timeout to max (when max > 0 and the runner asked
 // for longer) and returns the end the runner asked for, or the zero time
 // when nothing was cut.
@@ -103,8 +99,12 @@ func (c *body) capTimeout(max time.Duration, now time.Time) time.Time {
 
 func (c *body) encode() ([]byte, error) { return json.Marshal(c.fields) }
 
-// create serves POST /sandboxes: a create the runner declared itself
-// passes with only its timeout capped; any other is journaled first,
+// create serves POST /sandboxes: a create the runner declared itself (over
+// the socket or a spool file: its metadata names a live intent of this
+// journal, with the intent's tether-name and every one of its labels)
+// passes with only its timeout capped; any other — one carrying another
+// journal's owner, or a copy of an ended intent's metadata, among them —
+// is journaled first,
 // rewritten with tether's metadata and the cap, forwarded, and its id
 // journaled (apiproxy).
 func (p *Proxy) create(w http.ResponseWriter, r *http.Request) {
@@ -117,7 +117,7 @@ func (p *Proxy) create(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "tether proxy: "+err.Error())
 		return
 	}
-	if c.declared() {
+	if p.RunnerDeclared(c.metadata, c.metadata[e2b.MetadataName]) {
 		end := c.capTimeout(p.MaxTimeout, time.Now())
 		if !end.IsZero() {
 			if raw, err = c.encode(); err != nil {

@@ -232,21 +232,68 @@ func TestKillMarksIntent(t *testing.T) {
 	}
 }
 
-// TestDeclaredCreatePasses: a create whose metadata already carries an
-// owner (declared over the socket) is not journaled again; only its
-// timeout is capped.
+// TestDeclaredCreatePasses: a create whose metadata names a live intent of
+// this journal, declared over the socket, with its tether-name and every
+// one of its labels, is not journaled again; only its timeout is capped.
+// A create that carries a tether owner but is not that — another journal's
+// owner, an ended intent's copy, a live intent's labels under another
+// name, an intent id this journal never had — is journaled like any other
+// (else its sandbox would be nobody's to drain).
 func TestDeclaredCreatePasses(t *testing.T) {
 	w := newWorld(t)
-	md := map[string]string{spool.LabelOwner: w.j.Owner(), spool.LabelIntent: "x1", e2b.MetadataName: "tether-x1"}
+	declare := func(labels map[string]string) spool.Intent {
+		in, _, err := w.j.Create(t.Context(), spool.NewIntent{Labels: labels, Provider: "e2b"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return in
+	}
+	metadataOf := func(in spool.Intent) map[string]string {
+		return spool.MergeLabels(in.Labels, map[string]string{e2b.MetadataName: in.Name})
+	}
+	in := declare(map[string]string{"run": "7"})
+	md := metadataOf(in)
 	if code := w.call("POST", "/sandboxes", map[string]any{"templateID": "base", "timeout": 3000, "metadata": md}, nil); code != http.StatusCreated {
 		t.Fatalf("create: %d", code)
 	}
-	if n, _ := w.j.LiveCount(); n != 0 {
-		t.Fatalf("%d intents journaled for a declared create", n)
+	if n, _ := w.j.LiveCount(); n != 1 {
+		t.Fatalf("%d live intents after a declared create, want its own 1", n)
 	}
 	a := w.arrivals()[0]
-	if got := a.body["metadata"].(map[string]any); len(got) != 3 || got[spool.LabelIntent] != "x1" || a.body["timeout"] != float64(600) {
+	if got := a.body["metadata"].(map[string]any); len(got) != len(md) || got[spool.LabelIntent] != in.ID || a.body["timeout"] != float64(600) {
 		t.Fatalf("forwarded %v", a.body)
+	}
+
+	ended := declare(nil)
+	if _, err := w.j.Release(ended.ID, spool.OutcomeDeleted); err != nil {
+		t.Fatal(err)
+	}
+	otherOwner := metadataOf(in)
+	otherOwner[spool.LabelOwner] = "01jforeignowner0000000000"
+	wrongName := metadataOf(in)
+	wrongName[e2b.MetadataName] = "tether-someone-else"
+	unknown := metadataOf(in)
+	unknown[spool.LabelIntent] = "01jneverdeclared000000000"
+	missingLabel := metadataOf(in)
+	delete(missingLabel, "run")
+	for name, md := range map[string]map[string]string{
+		"another journal's owner":  otherOwner,
+		"an ended intent's copy":   metadataOf(ended),
+		"a live intent, misnamed":  wrongName,
+		"an intent never declared": unknown,
+		"a label left out":         missingLabel,
+	} {
+		before, _ := w.j.LiveCount()
+		if code := w.call("POST", "/sandboxes", map[string]any{"templateID": "base", "timeout": 60, "metadata": md}, nil); code != http.StatusCreated {
+			t.Fatalf("%s: create %d", name, code)
+		}
+		if after, _ := w.j.LiveCount(); after != before+1 {
+			t.Errorf("%s: %d live intents after the create, want %d: journaled as its own", name, after, before+1)
+		}
+		last := w.arrivals()[len(w.arrivals())-1]
+		if got := last.body["metadata"].(map[string]any); got[spool.LabelOwner] != w.j.Owner() || got[spool.LabelIntent] == in.ID {
+			t.Errorf("%s: forwarded metadata %v, want this journal's owner and a new intent", name, got)
+		}
 	}
 }
 

@@ -33,7 +33,8 @@ func (*DrainCommand) Synopsis() string {
 var drainUsage = `Usage: tether drain [--journal PATH] [--spool DIR] [--drain-timeout D] [--salvage-to NEW] [flags]
 
 Deletes (or stops) every sandbox the journal still holds live, owner-verified
-and confirmed gone, with the Daytona credentials of the environment. First
+and confirmed gone, with the credentials of the environment (Daytona's, E2B's,
+or both: each intent with its own provider's). First
 it takes into the journal the files of the spool directory (--spool, the
 same default as tether run's), as tether run does: what a runner wrote that
 no tether took; a directory that does not exist is skipped. With
@@ -42,9 +43,10 @@ no tether took; a directory that does not exist is skipped. With
 Intents whose sandbox names have not appeared wait until their
 never-created horizon; when only such intents are left and their horizon
 falls after the deadline, the drain stops early (after ` + sidecar.DrainNameWaitGrace.String() + `) and says
-so. Before any call it checks the provider once: a URL nothing answers at
+so. Before any call it checks each provider once: a URL nothing answers at
 (connection refused, a host that does not resolve) or a setup error
-(credentials, certificates) ends it at once, with nothing done.
+(credentials, certificates) ends it at once, with nothing done, when no
+provider passes; when one of two fails, its intents stay live (exit ` + fmt.Sprint(ExitCodeUnresolved) + `).
 Exit: 0 when nothing live is left, ` + fmt.Sprint(ExitCodeUnresolved) + ` when intents stay live (quarantined
 records count as live), ` + fmt.Sprint(ExitCodeUsage) + ` for a usage error, a journal that cannot be opened, a
 spool directory that cannot be used, or a provider that cannot be reached or

@@ -47,8 +47,9 @@ var sweepUsage = `Usage: tether sweep [--yes] [--owner ID] [--label k=v]... [--o
 
 Lists every sandbox of the Daytona account, or with --provider e2b the E2B
 team (credentials from the environment, as for tether run), that carries a tether-owner label, and
-marks as stale those created more than --older-than ago AND idle (Daytona's
-last activity) for more than --idle-for. A sandbox labelled tether-keep
+marks as stale those created more than --older-than ago AND idle for more
+than --idle-for (Daytona's last activity; E2B reports none, so there only a
+paused sandbox, idle since it was paused, can be stale). A sandbox labelled tether-keep
 (true, 1 or yes, in any case) is never stale: tether labels so what it
 stops on purpose or hands back as kept; one without tether-owner is never
 touched.
@@ -57,7 +58,7 @@ Without --yes it is a dry run: it prints what it would delete and why, and
 changes nothing. A URL nothing answers at (connection refused, a host that
 does not resolve) ends the sweep at once. With --yes it deletes each stale sandbox after reading it
 again (still the same sandbox, still tether's, still stale), and waits until
-Daytona confirms it gone (404). Rate limits are honoured (Retry-After).
+the provider confirms it gone (404). Rate limits are honoured (Retry-After).
 
 Exit: 0 when every stale sandbox was deleted (or, in a dry run, listed),
 ` + fmt.Sprint(ExitCodeUnresolved) + ` when some were not confirmed deleted, ` + fmt.Sprint(ExitCodeUsage) + ` for a usage error, missing

@@ -70,7 +70,7 @@ func (c *Config) bindOperator(b *binder, want Group) {
 	if want&Sweep != 0 {
 		b.string(&c.SweepOwner, "owner", EnvSweepOwner, "sweep only sandboxes with this tether-owner (one journal's owner id); empty: every owner")
 		b.duration(&c.SweepOlderThan, "older-than", EnvSweepOlderThan, "sweep only sandboxes created longer ago than this")
-		b.duration(&c.SweepIdleFor, "idle-for", EnvSweepIdleFor, "sweep only sandboxes idle (Daytona's last activity) for longer than this")
+		b.duration(&c.SweepIdleFor, "idle-for", EnvSweepIdleFor, "sweep only sandboxes idle for longer than this (Daytona's last activity; on E2B only a paused sandbox, idle since it was paused)")
 		b.int(&c.SweepConcurrency, "concurrency", EnvSweepConcurrency, "provider calls in flight during the sweep")
 		b.duration(&c.SweepTimeout, "timeout", EnvSweepTimeout, "deadline of the whole sweep")
 		if want&Intake == 0 {

@@ -859,6 +859,22 @@ func (r *Reaper) Backstop(ctx context.Context, in spool.Intent) error {
 	return r.retryObserved(ctx, p, in, func(in spool.Intent) error { return r.backstopOnce(ctx, p, in) })
 }
 
+// OnObserved runs once, a step of the caller's on a newly observed
+// sandbox (E2B's timeout cap), as retryObserved does the backstop's: again
+// after a transient failure until ctx ends, and on the sandbox found by
+// name when the observed id answers 404 or is not the intent's (once
+// returns an error wrapping provider.ErrNotFound or ErrForeign then).
+func (r *Reaper) OnObserved(ctx context.Context, in spool.Intent, once func(spool.Intent) error) error {
+	if in.SandboxID == "" {
+		return fmt.Errorf("%s: no sandbox observed", in.Name)
+	}
+	p, err := r.providerFor(in)
+	if err != nil {
+		return fmt.Errorf("%s: %w", in.Name, err)
+	}
+	return r.retryObserved(ctx, p, in, once)
+}
+
 // retryObserved runs once, a step on a newly observed sandbox (the
 // backstop, the lease), until it succeeds, fails for good (not ours, not
 // found, a configuration error) or ctx ends, with backoff between tries. A

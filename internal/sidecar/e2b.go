@@ -3,6 +3,7 @@ package sidecar
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -96,30 +97,39 @@ func (k *e2bKeeper) failed(id string) {
 }
 
 // capObserved cuts the timeout of a newly observed sandbox of a socket or
-// spool intent, once its metadata proves it the intent's.
+// spool intent, once its metadata proves it the intent's. A failed read or
+// cut is tried again (backoff, Retry-After) until ctx ends: a sandbox left
+// with its long timeout would outlive a lost host by that much.
 func (k *e2bKeeper) capObserved(ctx context.Context, in spool.Intent) {
+	err := k.sc.reaper.OnObserved(ctx, in, func(in spool.Intent) error { return k.capOnce(ctx, in) })
+	if err != nil {
+		k.sc.log.Warn("e2b: timeout cap not applied", "intent", in.ID, "sandbox", in.SandboxID, "err", err)
+	}
+}
+
+// capOnce reads the sandbox, checks it is the intent's, and cuts its
+// timeout when it is longer than the cap.
+func (k *e2bKeeper) capOnce(ctx context.Context, in spool.Intent) error {
 	sb, err := k.p.Get(ctx, in.SandboxID)
 	if err != nil {
-		k.sc.log.Warn("e2b: timeout cap not applied: the sandbox could not be read", "intent", in.ID, "sandbox", in.SandboxID, "err", err)
-		return
+		return fmt.Errorf("read the sandbox: %w", err)
 	}
 	// The reaper's own check (id, name, every label): as the backstop's
 	// read does for Daytona, it also spares the drain a read of it.
 	if err := k.sc.reaper.Vouch(in, sb); err != nil {
-		k.sc.log.Warn("e2b: timeout cap not applied: the sandbox does not carry the intent's metadata", "intent", in.ID, "sandbox", in.SandboxID, "why", err)
-		return
+		return err // wraps reaper.ErrForeign when the metadata is not the intent's
 	}
 	// AutoStopMinutes is the time left, rounded up to a minute.
 	left := time.Duration(sb.AutoStopMinutes) * time.Minute
 	if sb.Stopped() || left <= k.max {
-		return
+		return nil
 	}
 	if err := k.p.SetTimeout(ctx, sb.ID, k.max); err != nil {
-		k.sc.log.Warn("e2b: timeout cap not applied", "intent", in.ID, "sandbox", sb.ID, "err", err)
-		return
+		return fmt.Errorf("cut the timeout: %w", err)
 	}
 	k.note(in.ID, time.Now().Add(left))
 	k.sc.log.Info("e2b: timeout capped; tether renews it while the runner lives", "intent", in.ID, "sandbox", sb.ID, "max", k.max)
+	return nil
 }
 
 // actor renews every cut sandbox each quarter of the cap while the child

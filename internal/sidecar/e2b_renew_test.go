@@ -125,3 +125,28 @@ func TestE2BCapObserved(t *testing.T) {
 		t.Errorf("renewals told %v (%v), want about %s", end, ok, asked)
 	}
 }
+
+// A cap whose read or cut fails for a moment (a 503, a 500) is tried again
+// until it holds: a sandbox left with the long timeout it asked for would
+// outlive a lost host by that much.
+func TestE2BCapObservedRetried(t *testing.T) {
+	w := newRenewWorld(t)
+	w.k.sc.reaper = &reaper.Reaper{Journal: w.j, Provider: w.p, RetryBase: time.Millisecond, RetryMax: 10 * time.Millisecond}
+	if err := w.p.SetTimeout(context.Background(), w.in.SandboxID, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	w.sim.FailNext(e2btest.RouteGet, 503, 1)
+	w.sim.FailNext(e2btest.RouteTimeout, 500, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.WaitBound)
+	defer cancel()
+	w.k.capObserved(ctx, w.in)
+	if d := w.endsIn(t); d > w.k.max || d < w.k.max-2*time.Minute {
+		t.Errorf("the simulator's sandbox ends in %s, want the cap %s after the failures", d, w.k.max)
+	}
+	if _, ok := w.k.ends[w.in.ID]; !ok {
+		t.Error("the cap held but is not renewed")
+	}
+	if n := w.sim.CallsFor(w.in.SandboxID)[e2btest.RouteTimeout]; n != 3+1 {
+		t.Errorf("%d timeout calls, want the setup's, two failed and the one that held", n)
+	}
+}

@@ -1,7 +1,9 @@
 package spool
 
 import (
+	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -44,8 +46,23 @@ func checkEnded(t *testing.T, j *Journal, when string, extra ...string) {
 	}
 	slices.Sort(want)
 	if got := endedEntries(t, j); !slices.Equal(got, want) {
-		t.Errorf("%s: the index holds %d entries %q, want %d %q", when, len(got), got, len(want), want)
+		t.Errorf("%s: the index holds %d entries %v, want %d %v", when, len(got), readable(got), len(want), readable(want))
 	}
+}
+
+// readable is entries of the index as id@time.
+func readable(entries []string) []string {
+	out := []string{}
+	for _, k := range entries {
+		if len(k) <= endedTimeLen {
+			out = append(out, fmt.Sprintf("%x", k))
+			continue
+		}
+		sec := int64(binary.BigEndian.Uint64([]byte(k[:8])) ^ 1<<63)
+		ns := int64(binary.BigEndian.Uint32([]byte(k[8:endedTimeLen])))
+		out = append(out, k[endedTimeLen:]+"@"+time.Unix(sec, ns).UTC().Format(time.RFC3339Nano))
+	}
+	return out
 }
 
 // The index of ended intents follows every change of a record: an end

@@ -1,6 +1,7 @@
 package spool
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -346,4 +347,33 @@ func TestPruneReadsNoHistory(t *testing.T) {
 	if got := endedEntries(t, j); !slices.Equal(got, before) || len(got) != 2000 {
 		t.Fatalf("the pass changed the index: %d entries, %d before", len(got), len(before))
 	}
+}
+
+// FuzzEndedKey: the index misses no record a pass would remove: every
+// record ended before a cutoff has an entry, at a time before the cutoff.
+func FuzzEndedKey(f *testing.F) {
+	in := Plan("01hzzzzzzzzzzzzzzzzzzzzzzz", NewIntent{ID: "01hzzzzzzzzzzzzzzzzzzzzzzz", Labels: map[string]string{"updated_at": "2031-01-01T00:00:00Z"}}, time.Unix(1e9, 5))
+	in.State, in.Outcome = Released, OutcomeDeleted
+	v, _ := json.Marshal(in)
+	f.Add(v, int64(1e9))
+	f.Add(v, int64(2e9))
+	f.Add([]byte(`{"state":"gone","updated_at":"2001-09-09T01:46:40Z","updated_at":"2031-01-01T00:00:00Z"}`), int64(1.5e9))
+	f.Add([]byte(`{"state":"gone","updated_at":"2001-09-09T01:46:40+02:00"}`), int64(1e9))
+	f.Add([]byte(`{"state":"gone","updated_at":"0001-01-01T00:00:00Z"}`), int64(-1e12))
+	f.Add([]byte(`{"state":"gone","updated_at":"1969-12-31T23:59:59.5Z"}`), int64(0))
+	f.Add([]byte(`{"state":"gone","updated_at":"2031-01-01T00:00:00Z","upd\u0061ted_at":"2001-09-09T01:46:40Z"}`), int64(2e9))
+	f.Add([]byte(`{"state":"released","outcome":"kept","lease_minutes":2,"sandbox_id":"x","updated_at":"2001-09-09T01:46:40Z"}`), int64(2e9))
+	f.Fuzz(func(t *testing.T, js []byte, cutoff int64) {
+		at := time.Unix(cutoff, 0)
+		for _, v := range [][]byte{js, sealRecord(js)} {
+			if !ended(v, at) {
+				continue
+			}
+			c, okC := countedAs(v)
+			k, ok := endedKey([]byte("id"), v, c, okC)
+			if !ok || bytes.Compare(k[:endedTimeLen], endedTime(at)) >= 0 {
+				t.Fatalf("ended(%q, %s), but its entry is %v (%v)", v, at, readable([]string{string(k)}), ok)
+			}
+		}
+	})
 }

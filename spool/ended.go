@@ -128,6 +128,7 @@ func newEndedBuilder(tx *bolt.Tx) (*endedBuilder, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create bucket %s: %w", bucketEnded, err)
 	}
+	b.FillPercent = appendFillPercent // the scan goes in id order, which is about the order of their ends
 	return &endedBuilder{b: b}, nil
 }
 

@@ -1,6 +1,8 @@
 // Package provider is the narrow view tether has of a sandbox cloud: the few
-// calls the reaper needs to find, verify, delete or stop a sandbox, and the
-// errors it can act on. Backends live in subpackages (provider/daytona); this
+// calls the reaper needs to find, verify, delete or stop a sandbox, the
+// errors it can act on, and the optional interfaces a backend may add (a
+// name several sandboxes share, an account-bound intent, a lease, labels).
+// Backends live in subpackages (provider/daytona, provider/e2b); this
 // package imports none of them and knows nothing of the journal.
 package provider
 

@@ -8,8 +8,9 @@ import "fmt"
 // add what their meaning rules out.
 
 // CloseRefusedCreate closes intent id as NeverCreated, with why as its last
-// error: the provider refused the create before doing anything (the Daytona
-// API proxy calls it on a 401, 403 or 429 to a create it journaled), so no
+// error: the provider refused the create before doing anything (an API
+// proxy calls it on such an answer to a create or fork it journaled, or
+// when the create was never sent), so no
 // sandbox can exist under the intent's name and the drain need not look for
 // one. An intent with an observed sandbox id certainly had its create run,
 // so it is refused with ErrIllegalTransition, as is one no longer pending or
@@ -25,8 +26,8 @@ func (j *Journal) CloseRefusedCreate(id, why string) (Intent, error) {
 
 // MarkDeleteRequested moves intent id to Releasing and clears its last
 // error: the runner asked the provider to delete the intent's sandbox and
-// the provider accepted (the Daytona API proxy calls it after passing on a
-// runner's successful DELETE). The drain then confirms the sandbox is gone
+// the provider accepted (an API proxy calls it after passing on a runner's
+// successful delete). The drain then confirms the sandbox is gone
 // instead of deleting it again. Marking it twice changes nothing more; an
 // intent that has ended (released or resolved meanwhile) is refused with
 // ErrIllegalTransition.

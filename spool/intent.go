@@ -11,10 +11,14 @@
 // buckets, owner), commit.go commits many changes in one transaction (group
 // commit, the Change API), changes.go and intake_changes.go are the changes
 // an intent goes through, reads.go reads intents back (one, the live ones,
-// a page), counts.go keeps the intents by state in memory, quarantine.go sets aside a record it cannot read,
-// damage.go refuses a damaged or emptied file and salvage.go copies what is
-// readable of one into a new journal. Package boltcheck reads bbolt's file
-// format for the last two; package durable is the directory fsync.
+// a page), counts.go keeps the intents by state in memory, record.go is a
+// record's checksummed encoding, quarantine.go sets aside a record it cannot
+// read, handback.go indexes the hand-backs still to do, prune.go removes what
+// ended before the retention and compact.go gives the freed pages back when
+// the journal is opened; damage.go refuses a damaged or emptied file and
+// salvage.go copies what is readable of one into a new journal. Package
+// boltcheck reads bbolt's file format for the last two; package durable is
+// the directory fsync.
 package spool
 
 import (

@@ -251,15 +251,7 @@ func drawCycle(rng *rand.Rand, extra map[string]bool) soakCase {
 // same path under E2B.
 func drawCloud(rng *rand.Rand, c *soakCase) {
 	e2bCycle := rng.IntN(3) == 0
-	pick := func(rates ...float64) float64 { return rates[rng.IntN(len(rates))] }
-	f := e2btest.Faults{
-		Seed:           rng.Int64(),
-		Latency:        time.Duration(pick(0, 0, 2, 10)) * time.Millisecond,
-		Rate5xx:        pick(0, 0.05, 0.15),
-		Rate429:        pick(0, 0, 0.05),
-		RateCreateLost: pick(0, 0.2),
-		RateKillFail:   pick(0, 0.1),
-	}
+	f := drawE2BFaults(rng)
 	if e2bCycle {
 		c.cloud, c.e2bFaults = cloudE2B, f
 	}

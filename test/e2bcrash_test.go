@@ -343,6 +343,20 @@ func TestE2BCrashPoints(t *testing.T) {
 	}
 }
 
+// drawE2BFaults draws one cycle's E2B faults: latency, 5xx, 429 with
+// Retry-After, lost create answers, kills that fail on the node.
+func drawE2BFaults(rng *rand.Rand) e2btest.Faults {
+	pick := func(rates ...float64) float64 { return rates[rng.IntN(len(rates))] }
+	return e2btest.Faults{
+		Seed:           rng.Int64(),
+		Latency:        time.Duration(pick(0, 0, 2, 10)) * time.Millisecond,
+		Rate5xx:        pick(0, 0.05, 0.15),
+		Rate429:        pick(0, 0, 0.05),
+		RateCreateLost: pick(0, 0.2),
+		RateKillFail:   pick(0, 0.1),
+	}
+}
+
 // The seeded E2B soak: one journal, one simulated E2B API, many cycles.
 // Each cycle seeds a random set of intents under random faults (latency,
 // 5xx, 429 with Retry-After, lost create answers, kills that fail on the
@@ -373,21 +387,13 @@ func TestE2BCrashSoak(t *testing.T) {
 	crashBinaries(t)
 	w := newE2BCWorld(t)
 	rng := rand.New(rand.NewPCG(seed, seed^0xe2b))
-	pick := func(v ...float64) float64 { return v[rng.IntN(len(v))] }
 	crashes := 0
 	for cycle := 1; cycle <= cycles; cycle++ {
 		var kinds []string
 		for range 1 + rng.IntN(6) {
 			kinds = append(kinds, e2bcKinds[rng.IntN(len(e2bcKinds))])
 		}
-		faults := e2btest.Faults{
-			Seed:           rng.Int64(),
-			Latency:        time.Duration(pick(0, 0, 2, 10)) * time.Millisecond,
-			Rate5xx:        pick(0, 0.05, 0.15),
-			Rate429:        pick(0, 0, 0.05),
-			RateCreateLost: pick(0, 0.2),
-			RateKillFail:   pick(0, 0.1),
-		}
+		faults := drawE2BFaults(rng)
 		point := ""
 		if rng.IntN(5) > 0 {
 			ps := e2bcPoints()

@@ -1,7 +1,8 @@
 // Package doctor checks, against the user's own Daytona account (and E2B
-// team, when E2B is configured: e2b.go), what tether will need there: credentials and where they come from, the API
-// reachable (over TLS, with the CA bundle in use), the key's permissions,
-// the rate-limit headroom the answers report, and the journal's directory.
+// team, when E2B is configured: e2b.go), what tether will need there:
+// credentials and where they come from, the API reachable (over TLS, with
+// the CA bundle in use), the key's permissions, the rate-limit headroom the
+// answers report, and the journal's directory.
 // With Live it also makes one full round trip on the account — declare an
 // intent, create the smallest sandbox, observe it, drain it, confirm it
 // gone — and cleans up whatever happens.

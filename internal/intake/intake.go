@@ -1,6 +1,7 @@
 // Package intake is what the ways into the journal share, and their parent
 // folder: the socket API (socket), the spool directory (spooldir) and the
-// providers' API proxies (daytonaproxy, over the provider-neutral apiproxy).
+// providers' API proxies (daytonaproxy and e2bproxy, over the
+// provider-neutral apiproxy).
 // It holds the journal as the intakes see it (Journal: the few calls they
 // may make), the scope labels and the provider and account every intent is
 // declared under, what follows a newly observed sandbox or a request to

@@ -28,6 +28,10 @@
 // Beside the renewer, Policy (policy.go) is what lease mode does to one
 // sandbox: the short auto-stop when it is observed, the hand-back, durable,
 // when the runner releases it as kept.
+//
+// Lease mode is Daytona's. An E2B sandbox is bounded by its own timeout,
+// which package sidecar cuts to --e2b-max-timeout and renews (e2b.go); it
+// reports to the same Observer.
 package lease
 
 import (

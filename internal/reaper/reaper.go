@@ -1,8 +1,12 @@
-// Package reaper resolves sandbox intents against a provider: it finds the
-// sandbox an intent stands for, proves it is ours (id, name, every ownership
-// label, account), journals what it learned before any destructive call,
-// deletes or stops it, and confirms the result. Drain resolves many intents
-// in parallel under one deadline and reports what is left.
+// Package reaper resolves sandbox intents against their providers: it finds
+// the sandbox an intent stands for with the provider the intent names
+// (Reaper.Provider, or one of Others), proves it is ours (id, name, every
+// ownership label, account), journals what it learned before any
+// destructive call, deletes or stops it, and confirms the result. Drain
+// resolves many intents in parallel under one deadline and reports what is
+// left, by provider; Replay is the drain at boot, Sweep judges an account's
+// stale sandboxes with no journal, and the backstop and the lease act on a
+// newly observed sandbox.
 //
 // The reaper is conservative in one direction only: it would rather leave a
 // sandbox live (and say so) than delete one it cannot prove is its own, or

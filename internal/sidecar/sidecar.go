@@ -1,12 +1,15 @@
 // Package sidecar is the lifecycle of `tether run`: what tether runs beside
 // the child. Open opens the journal (refusing one another tether holds),
-// the provider and the reaper, and checks the provider setup; Listen makes
-// the actors ready before the child starts (the intent API's socket, the
-// spool intake, the boot replay, the lease renewer, the Daytona API
-// proxy); Run runs the child under the supervisor with ChildEnv, and once
-// it is gone, drains every live intent under the one drain deadline
-// (drain.go); Close ends what is left. It only wires: each piece lives in
-// its own package, and cmd/tether keeps flags, output and exit codes.
+// the providers tether has credentials for (Daytona, E2B) and the reaper,
+// and checks each provider's setup; Listen makes the actors ready before
+// the child starts (the intent API's socket, the spool intake, the boot
+// replay of what an earlier run left, the lease renewer, the API proxies,
+// E2B's timeout renewals, e2b.go); Run runs the child under the supervisor
+// with ChildEnv, and once it is gone, drains every live intent under the
+// one drain deadline (drain.go); Close ends what is left. It also holds
+// what `tether drain` shares with it (OpenProviders, TakeSpool,
+// DrainProviders). It only wires: each piece lives in its own package, and
+// cmd/tether keeps flags, output and exit codes.
 package sidecar
 
 import (
@@ -196,8 +199,8 @@ func (sc *Sidecar) observed(in spool.Intent) {
 // ChildEnv is what the child learns of tether: where to declare intents,
 // the owner id and the scope labels tether verifies on every sandbox (so a
 // runner that writes spool files, or the CLI without a socket, knows the
-// exact labels to create the sandbox with), and, with the proxy on, the
-// Daytona API URL its SDK is to call. Complete once Listen has run.
+// exact labels to create the sandbox with), and, with the proxies on, the
+// Daytona and E2B API URLs its SDKs are to call. Complete once Listen has run.
 func (sc *Sidecar) ChildEnv() []string {
 	env := []string{
 		config.EnvSocket + "=" + sc.cfg.Socket,
@@ -217,8 +220,9 @@ func (sc *Sidecar) ChildEnv() []string {
 }
 
 // Listen makes the actors ready: the socket API, the spool intake, the boot
-// replay, the lease renewer (in lease mode) and the Daytona API proxy
-// (unless it is off). They are ready before the child starts, so its first
+// replay, the lease renewer (in lease mode), the Daytona API proxy (unless
+// it is off) and, with E2B credentials, E2B's timeout renewals and its API
+// proxy (unless it is off). They are ready before the child starts, so its first
 // request finds the socket. An error is a setting to change (the path or
 // address named), and nothing is left listening.
 func (sc *Sidecar) Listen() error {

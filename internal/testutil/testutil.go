@@ -2,8 +2,9 @@
 // bounded polls, a buffer one goroutine writes while the test reads it, the
 // tether binary (and other commands of the module) built once per `go test`
 // run, one process helper for the binaries the tests run, a pseudo-terminal,
-// the Daytona simulator with the real provider on it, and a bit flipped in a
-// journal record. Only tests import it.
+// the Daytona simulator with the real provider on it, a bit flipped in a
+// journal record, and WaitingParallel, more tests at once for a package
+// whose tests mostly wait. Only tests import it.
 package testutil
 
 import (

@@ -1,5 +1,5 @@
-// Package daytonaproxy is tether's third intake, beside the socket API and
-// the spool directory: a Daytona API proxy on loopback. tether points the
+// Package daytonaproxy is the zero-code intake for Daytona, beside the
+// socket API and the spool directory: a Daytona API proxy on loopback. tether points the
 // child's DAYTONA_API_URL at it, and every official Daytona SDK reads that
 // variable, so a runner that knows nothing of tether is covered
 // ("zero-code mode").

@@ -11,7 +11,9 @@
 // 404 like one that never existed; every sandbox has a timeout after which
 // it is killed, or paused when created with autoPause; a paused sandbox
 // keeps its snapshot until it is killed, which deletes the snapshot; DELETE
-// answers 204 and then 404; a create is in no store until the node answers
+// answers 204 and then 404; a fork boots count sandboxes that carry their
+// parent's metadata, each result a sandbox or the error that kept that
+// fork from starting; a create is in no store until the node answers
 // (GET and DELETE answer 404, the list omits it); the list (GET
 // /v2/sandboxes) filters by metadata and state and pages by an X-Next-Token
 // header; a team's concurrency limit answers 429 on create; routes can be

@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
 )
 
 // BenchmarkJournalCreate is Create alone (no HTTP) at 1, 16 and 64
@@ -44,5 +47,40 @@ func BenchmarkJournalCreate(b *testing.B) {
 			wg.Wait()
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "intents/s")
 		})
+	}
+}
+
+// BenchmarkPruneNothingDue is a prune pass beside 100,000 intents that
+// ended within the retention: what every Open with a Retention starts,
+// and every later pass, pays when nothing is due.
+func BenchmarkPruneNothingDue(b *testing.B) {
+	j, err := Open(filepath.Join(b.TempDir(), "journal.db"), Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer j.Close()
+	const n, perTx = 100_000, 5_000
+	now := time.Now().UTC()
+	for i := 0; i < n; i += perTx {
+		if _, err := j.Apply(b.Context(), &Change{run: func(tx *bolt.Tx) error {
+			for range perTx {
+				id := newID()
+				in := Plan(j.Owner(), NewIntent{ID: id, Labels: map[string]string{"n": fmt.Sprint(i)}}, now)
+				in.State, in.Outcome = Released, OutcomeDeleted
+				if err := store(tx, in); err != nil {
+					return err
+				}
+			}
+			return nil
+		}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cutoff := now.Add(-time.Hour)
+	b.ResetTimer()
+	for b.Loop() {
+		if got, err := j.Prune(b.Context(), cutoff, 0); got != 0 || err != nil {
+			b.Fatalf("pruned %d, %v", got, err)
+		}
 	}
 }

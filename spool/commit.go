@@ -89,6 +89,9 @@ func (j *Journal) commit(batch []*op, start time.Time) {
 			// page with its own pwrite before the fdatasync.
 			tx.Bucket(bucketIntents).FillPercent = appendFillPercent
 			tx.Bucket(bucketLive).FillPercent = appendFillPercent
+			if e := tx.Bucket(bucketEnded); e != nil {
+				e.FillPercent = appendFillPercent // keyed by end time: now, mostly
+			}
 			for i, o := range batch {
 				if err := o.fn(tx); err != nil {
 					failed, ferr = i, err

@@ -42,6 +42,8 @@ type storedCounts struct {
 	// without it (an older tether's) is not taken either: the scan that
 	// counts the journal again builds the index.
 	HandBack bool `json:"handback"`
+	// Ended says the same of the index of ended intents (ended.go).
+	Ended bool `json:"ended"`
 }
 
 // readStoredCounts returns the counts the meta bucket holds, with ok set
@@ -148,7 +150,7 @@ func fromProviders(p map[string]map[State]int) map[counted]int {
 func (j *Journal) startCounting(scan bool) error {
 	var n map[counted]int
 	if err := j.db.View(func(tx *bolt.Tx) error {
-		if s, ok := readStoredCounts(tx); ok && !scan && s.HandBack && tx.Bucket(bucketHandBack) != nil {
+		if s, ok := readStoredCounts(tx); ok && !scan && s.HandBack && s.Ended && tx.Bucket(bucketHandBack) != nil && tx.Bucket(bucketEnded) != nil {
 			n = fromProviders(s.P)
 		}
 		return nil
@@ -165,14 +167,20 @@ func (j *Journal) startCounting(scan bool) error {
 	return nil
 }
 
-// recount counts the intents by one scan, builds the index of pending
-// hand-backs (handback.go) from the same scan, and stores both, so the
-// next Open takes them as they are.
+// recount counts the intents by one scan, builds the indexes of pending
+// hand-backs (handback.go) and of ended intents (ended.go) from the same
+// scan, and stores all three, so the next Open takes them as they are.
 func (j *Journal) recount() (map[counted]int, error) {
 	var n map[counted]int
 	err := j.db.Update(func(tx *bolt.Tx) error {
 		n = map[counted]int{}
 		pending := map[string]bool{}
+		s, _ := readStoredCounts(tx)
+		wasEnded := s.Ended && tx.Bucket(bucketEnded) != nil
+		ended, err := newEndedBuilder(tx)
+		if err != nil {
+			return err
+		}
 		if err := tx.Bucket(bucketIntents).ForEach(func(k, v []byte) error {
 			c, ok := countedAs(v)
 			if !ok {
@@ -182,7 +190,7 @@ func (j *Journal) recount() (map[counted]int, error) {
 			if c.State == Released && pendingRecord(v) { // handback.go
 				pending[string(k)] = true
 			}
-			return nil
+			return ended.add(k, v, c)
 		}); err != nil {
 			return err
 		}
@@ -192,6 +200,9 @@ func (j *Journal) recount() (map[counted]int, error) {
 		}
 		if changed > 0 {
 			j.log.Info("journal: indexed the hand-backs still to do", "journal", j.path, "pending", len(pending), "entries_changed", changed)
+		}
+		if !wasEnded {
+			j.log.Info("journal: indexed the ended intents", "journal", j.path, "ended", ended.entries)
 		}
 		return writeCounts(tx, n)
 	})
@@ -224,7 +235,7 @@ func storeCounts(tx *bolt.Tx) error {
 // writeCounts stores counts n, as they will be once tx commits, with tx's
 // id, in the meta bucket.
 func writeCounts(tx *bolt.Tx, n map[counted]int) error {
-	s := storedCounts{Tx: tx.ID(), N: byState(n), P: byProvider(n), HandBack: tx.Bucket(bucketHandBack) != nil}
+	s := storedCounts{Tx: tx.ID(), N: byState(n), P: byProvider(n), HandBack: tx.Bucket(bucketHandBack) != nil, Ended: tx.Bucket(bucketEnded) != nil}
 	raw, err := json.Marshal(s)
 	if err != nil {
 		return err
@@ -406,12 +417,18 @@ func skipValue(v []byte, i int) int {
 }
 
 // putRecord writes record v of intent id, and counts the change and
-// indexes it (handback.go).
+// indexes it (handback.go, ended.go).
 func putRecord(tx *bolt.Tx, id, v []byte) error {
 	b := tx.Bucket(bucketIntents)
-	from, okFrom := countedAs(b.Get(id))
+	old := b.Get(id)
+	from, okFrom := countedAs(old)
 	to, okTo := countedAs(v)
 	count(tx, from, to, okFrom, okTo)
+	// The index's entry is found from the old record, which the Put below
+	// may overwrite in place: it is settled first.
+	if err := indexEnded(tx, id, old, v, from, to, okFrom, okTo); err != nil {
+		return err
+	}
 	if err := b.Put(id, v); err != nil {
 		return fmt.Errorf("write %s/%s: %w", bucketIntents, truncate(string(id)), err)
 	}
@@ -419,11 +436,15 @@ func putRecord(tx *bolt.Tx, id, v []byte) error {
 }
 
 // deleteRecord deletes the record of intent id, and counts it gone and
-// takes it out of the index (handback.go).
+// takes it out of the indexes (handback.go, ended.go).
 func deleteRecord(tx *bolt.Tx, id []byte) error {
 	b := tx.Bucket(bucketIntents)
-	from, okFrom := countedAs(b.Get(id))
+	old := b.Get(id)
+	from, okFrom := countedAs(old)
 	count(tx, from, counted{}, okFrom, false)
+	if err := indexEnded(tx, id, old, nil, from, counted{}, okFrom, false); err != nil {
+		return err
+	}
 	if err := b.Delete(id); err != nil {
 		return fmt.Errorf("delete %s/%s: %w", bucketIntents, truncate(string(id)), err)
 	}

@@ -287,7 +287,7 @@ func TestCountsAtOpen(t *testing.T) {
 		}
 	}
 	raw(func(tx *bolt.Tx) error {
-		v, _ := json.Marshal(storedCounts{Tx: tx.ID(), N: map[State]int{Gone: 77}, P: map[string]map[State]int{"": {Gone: 77}}, HandBack: true})
+		v, _ := json.Marshal(storedCounts{Tx: tx.ID(), N: map[State]int{Gone: 77}, P: map[string]map[State]int{"": {Gone: 77}}, HandBack: true, Ended: true})
 		return tx.Bucket(bucketMeta).Put(keyCounts, v)
 	})
 	j = reopen()

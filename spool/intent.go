@@ -13,9 +13,9 @@
 // an intent goes through, reads.go reads intents back (one, the live ones,
 // a page), counts.go keeps the intents by state in memory, record.go is a
 // record's checksummed encoding, quarantine.go sets aside a record it cannot
-// read, handback.go indexes the hand-backs still to do, prune.go removes what
-// ended before the retention and compact.go gives the freed pages back when
-// the journal is opened; damage.go refuses a damaged or emptied file and
+// read, handback.go indexes the hand-backs still to do, ended.go the intents
+// that ended, by their end, prune.go removes what ended before the retention
+// and compact.go gives the freed pages back when the journal is opened; damage.go refuses a damaged or emptied file and
 // salvage.go copies what is readable of one into a new journal. Package
 // boltcheck reads bbolt's file format for the last two; package durable is
 // the directory fsync.

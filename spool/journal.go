@@ -411,7 +411,7 @@ func initJournal(db *bolt.DB) (owner string, err error) {
 		if !isULID(owner) {
 			return fmt.Errorf("journal owner id %q is not a lower-case ULID: %w", truncate(owner), errOwnerDamaged)
 		}
-		for _, b := range [][]byte{bucketIntents, bucketKeys, bucketLive, bucketHandBack} {
+		for _, b := range [][]byte{bucketIntents, bucketKeys, bucketLive, bucketHandBack, bucketEnded} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}

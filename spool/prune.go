@@ -6,7 +6,8 @@ package spool
 // questions, and then pruned, in small transactions through the group
 // commit so no intake waits behind a long one. What pruning frees, bbolt
 // reuses; a file left mostly free is compacted at the next Open
-// (compact.go).
+// (compact.go). A pass reads the index of ended intents (ended.go) up to
+// its cutoff: it costs what it removes, and nothing when nothing is due.
 
 import (
 	"bytes"
@@ -38,13 +39,21 @@ func (j *Journal) Prune(ctx context.Context, cutoff time.Time, batch int) (int, 
 	if batch <= 0 {
 		batch = DefaultPruneBatch
 	}
+	indexed := false
+	if err := j.view(func(tx *bolt.Tx) error { indexed = endedIndexed(tx); return nil }); err != nil {
+		return 0, err
+	}
+	prunable := j.prunable
+	if !indexed {
+		prunable = j.prunableScan // a read-only open of a journal whose last writer kept no index
+	}
 	pruned := 0
 	var after []byte
 	for {
 		if err := ctx.Err(); err != nil {
 			return pruned, err
 		}
-		ids, next, err := j.prunable(cutoff, after, batch)
+		ids, entries, next, err := prunable(cutoff, after, batch)
 		if err != nil {
 			return pruned, err
 		}
@@ -61,7 +70,7 @@ func (j *Journal) Prune(ctx context.Context, cutoff time.Time, batch int) (int, 
 						n++
 					}
 				}
-				return nil
+				return dropEntries(tx, entries)
 			}}); err != nil {
 				return pruned, err
 			}
@@ -74,10 +83,53 @@ func (j *Journal) Prune(ctx context.Context, cutoff time.Time, batch int) (int, 
 	}
 }
 
-// prunable reads up to batch ids of ended intents older than cutoff, from
-// the first key after after; next is where the following call starts (nil
-// at the end of the bucket).
-func (j *Journal) prunable(cutoff time.Time, after []byte, batch int) (ids []string, next []byte, err error) {
+// prunable reads up to batch entries of the index of ended intents whose
+// time is before cutoff, from the first one after after: the ids they name
+// and the entries themselves, for dropEntries; next is where the following
+// call starts (nil past the last entry before cutoff).
+func (j *Journal) prunable(cutoff time.Time, after []byte, batch int) (ids []string, entries [][]byte, next []byte, err error) {
+	end := endedTime(cutoff)
+	err = j.view(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketEnded).Cursor()
+		k, _ := c.First()
+		if after != nil {
+			k, _ = c.Seek(after)
+			if k != nil && bytes.Equal(k, after) {
+				k, _ = c.Next()
+			}
+		}
+		for ; k != nil && len(k) > endedTimeLen && bytes.Compare(k[:endedTimeLen], end) < 0; k, _ = c.Next() {
+			entries = append(entries, append([]byte(nil), k...))
+			ids = append(ids, string(k[endedTimeLen:]))
+			if len(ids) == batch {
+				next = entries[len(entries)-1]
+				return nil
+			}
+		}
+		return nil
+	})
+	return ids, entries, next, err
+}
+
+// dropEntries removes the index entries a pass reached, as part of tx.
+// pruneOne took out those of the intents it removed; what is left names a
+// record that is gone, changed or unreadable, or one that a pass never
+// removes (it does not decode whole): none has anything left to tell a
+// pass.
+func dropEntries(tx *bolt.Tx, entries [][]byte) error {
+	b := tx.Bucket(bucketEnded)
+	for _, k := range entries {
+		if err := b.Delete(k); err != nil {
+			return fmt.Errorf("delete %s/%s: %w", bucketEnded, truncate(string(k[endedTimeLen:])), err)
+		}
+	}
+	return nil
+}
+
+// prunableScan is prunable without the index: it reads every record, for
+// the ids of ended intents older than cutoff, from the first key after
+// after.
+func (j *Journal) prunableScan(cutoff time.Time, after []byte, batch int) (ids []string, _ [][]byte, next []byte, err error) {
 	err = j.view(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketIntents).Cursor()
 		k, v := c.First()
@@ -98,16 +150,16 @@ func (j *Journal) prunable(cutoff time.Time, after []byte, batch int) (ids []str
 		}
 		return nil
 	})
-	return ids, next, err
+	return ids, nil, next, err
 }
 
 // ended reports whether record v is readable (its checksum holds) and of
 // an intent that ended before cutoff, with no hand-back pending (lease
 // mode's work on a sandbox released as kept outlives the intent's end).
-// A pass reads every record, and most are not due: one still live, or
-// changed since cutoff, is told by the walk that finds its top-level
-// state and updated_at (topLevelString, counts.go) without decoding it;
-// the others decode only the fields that decide it.
+// A pass without the index reads every record, and most are not due: one
+// still live, or changed since cutoff, is told by the walk that finds its
+// top-level state and updated_at (topLevelString, counts.go) without
+// decoding it; the others decode only the fields that decide it.
 func ended(v []byte, cutoff time.Time) bool {
 	js, _, err := openRecord(v)
 	if v == nil || err != nil {

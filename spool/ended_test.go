@@ -17,16 +17,22 @@ import (
 // endedEntries is what the index of ended intents holds, in its order.
 func endedEntries(t *testing.T, j *Journal) []string {
 	t.Helper()
-	out := []string{}
+	return keysOf(t, j, bucketEnded)
+}
+
+// keysOf are the keys of one of the journal's buckets, in its order.
+func keysOf(t *testing.T, j *Journal, bucket []byte) []string {
+	t.Helper()
+	keys := []string{}
 	if err := j.view(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketEnded).ForEach(func(k, _ []byte) error {
-			out = append(out, string(k))
+		return tx.Bucket(bucket).ForEach(func(k, _ []byte) error {
+			keys = append(keys, string(k))
 			return nil
 		})
 	}); err != nil {
 		t.Fatal(err)
 	}
-	return out
+	return keys
 }
 
 // checkEnded: the index names exactly the intents whose decoded records

@@ -118,16 +118,7 @@ func released(t *testing.T, j *Journal, lease int, outcome string) Intent {
 // indexed is what the hand-back index names, read from its bucket.
 func indexed(t *testing.T, j *Journal) []string {
 	t.Helper()
-	ids := []string{}
-	if err := j.view(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketHandBack).ForEach(func(k, _ []byte) error {
-			ids = append(ids, string(k))
-			return nil
-		})
-	}); err != nil {
-		t.Fatal(err)
-	}
-	return ids
+	return keysOf(t, j, bucketHandBack)
 }
 
 // checkPending: the index names exactly the intents whose records say a

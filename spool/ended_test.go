@@ -229,26 +229,9 @@ func TestEndedIndexBuiltAtOpen(t *testing.T) {
 	j.Close()
 	olderTether := func(change func(tx *bolt.Tx) error) {
 		t.Helper()
-		db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second, NoFreelistSync: true, FreelistType: bolt.FreelistMapType})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer db.Close()
-		if err := db.Update(func(tx *bolt.Tx) error {
-			if err := change(tx); err != nil {
-				return err
-			}
-			// The counts as a tether with the hand-back index but not
-			// this one stores them.
-			n, err := scanCounted(tx)
-			if err != nil {
-				return err
-			}
-			v, _ := json.Marshal(storedCounts{Tx: tx.ID(), N: byState(n), P: byProvider(n), HandBack: true})
-			return tx.Bucket(bucketMeta).Put(keyCounts, v)
-		}); err != nil {
-			t.Fatal(err)
-		}
+		// The counts as a tether with the hand-back index but not this
+		// one stores them.
+		writeAsOlderTether(t, path, storedCounts{HandBack: true}, change)
 	}
 
 	// Before the index: no bucket at all.

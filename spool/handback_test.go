@@ -267,26 +267,9 @@ func TestHandBackIndexBuiltAtOpen(t *testing.T) {
 	j.Close()
 	olderTether := func(change func(tx *bolt.Tx) error) {
 		t.Helper()
-		db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second, NoFreelistSync: true, FreelistType: bolt.FreelistMapType})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer db.Close()
-		if err := db.Update(func(tx *bolt.Tx) error {
-			if err := change(tx); err != nil {
-				return err
-			}
-			// The counts as an older tether stores them: current, by
-			// provider, and silent about the index.
-			n, err := scanCounted(tx)
-			if err != nil {
-				return err
-			}
-			v, _ := json.Marshal(storedCounts{Tx: tx.ID(), N: byState(n), P: byProvider(n)})
-			return tx.Bucket(bucketMeta).Put(keyCounts, v)
-		}); err != nil {
-			t.Fatal(err)
-		}
+		// The counts as an older tether stores them: current, by
+		// provider, and silent about the index.
+		writeAsOlderTether(t, path, storedCounts{}, change)
 	}
 	rewrite := func(tx *bolt.Tx, id string, change func(*Intent)) error {
 		in, err := load(tx, id)
@@ -407,4 +390,29 @@ func FuzzPendingRecord(f *testing.F) {
 			}
 		}
 	})
+}
+
+// writeAsOlderTether changes the journal at path as a tether that keeps
+// only what flags says would (its indexes' flags, HandBack and Ended): the
+// change, then the counts stored as current with those flags.
+func writeAsOlderTether(t *testing.T, path string, flags storedCounts, change func(tx *bolt.Tx) error) {
+	t.Helper()
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second, NoFreelistSync: true, FreelistType: bolt.FreelistMapType})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.Update(func(tx *bolt.Tx) error {
+		if err := change(tx); err != nil {
+			return err
+		}
+		n, err := scanCounted(tx)
+		if err != nil {
+			return err
+		}
+		v, _ := json.Marshal(storedCounts{Tx: tx.ID(), N: byState(n), P: byProvider(n), HandBack: flags.HandBack, Ended: flags.Ended})
+		return tx.Bucket(bucketMeta).Put(keyCounts, v)
+	}); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -19,6 +19,7 @@ package spool
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"strings"
@@ -140,6 +141,34 @@ func fromProviders(p map[string]map[State]int) map[counted]int {
 		}
 	}
 	return out
+}
+
+// countsTrusted reports whether the counts stored in db are current and
+// its indexes kept in step with them: what startCounting takes as is.
+func countsTrusted(db *bolt.DB) bool {
+	trusted := false
+	db.View(func(tx *bolt.Tx) error {
+		s, ok := readStoredCounts(tx)
+		trusted = ok && s.HandBack && s.Ended && tx.Bucket(bucketHandBack) != nil && tx.Bucket(bucketEnded) != nil
+		return nil
+	})
+	return trusted
+}
+
+// restampCounts stores again, under the current transaction, the counts a
+// compaction copied: bolt.Compact copies every bucket as it is, the counts
+// and the indexes with them, but the new file's transaction ids start anew.
+// It spares a compacted journal the scan that rebuilds them (and the
+// growth of the file that rebuilding its indexes at once would cause).
+func restampCounts(db *bolt.DB) error {
+	return db.Update(func(tx *bolt.Tx) error {
+		v := tx.Bucket(bucketMeta).Get(keyCounts)
+		var s storedCounts
+		if v == nil || json.Unmarshal(v, &s) != nil || s.P == nil {
+			return errors.New("no stored counts to keep")
+		}
+		return writeCounts(tx, fromProviders(s.P))
+	})
 }
 
 // startCounting takes the counts the last commit stored, or scans for them

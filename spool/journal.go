@@ -173,13 +173,18 @@ func Open(path string, opts Options) (j *Journal, err error) {
 		hit = func(string) {}
 	}
 	removeStaleCompaction(path)
-	recount := false // a compacted file's transaction ids start anew: its stored counts prove nothing
+	recount := false
 	if size, used, worth := mostlyFree(db, path); worth {
 		start := time.Now()
+		trusted := countsTrusted(db) // counts.go
 		if ndb, err := compact(db, path, opts.LockTimeout, hit); err != nil {
 			log.Warn("journal: could not compact the journal; it keeps its size", "journal", path, "err", err)
 		} else {
-			db, recount = ndb, true
+			// A compacted file's transaction ids start anew, so its stored
+			// counts no longer prove themselves current; the copy holds
+			// them and the indexes exactly as they were.
+			db = ndb
+			recount = !trusted || restampCounts(db) != nil
 			after, _, _ := mostlyFree(db, path)
 			log.Info("journal: compacted", "journal", path, "bytes_before", size, "bytes_in_use", used, "bytes_after", after, "took", time.Since(start).Round(time.Millisecond))
 		}

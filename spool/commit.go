@@ -69,17 +69,9 @@ func (j *Journal) commitLoop() {
 // others again) and counts it in Stats before any op's Wait returns, so
 // that Stats cover every change whose Wait has returned.
 func (j *Journal) commit(batch []*op, start time.Time) {
-	ops := len(batch)
-	count := func() {
-		j.stats.commits.Add(1)
-		j.stats.ops.Add(int64(ops))
-		j.stats.busy.Add(int64(time.Since(start)))
-	}
-	defer func() {
-		if len(batch) == 0 {
-			count() // every op was refused
-		}
-	}()
+	j.stats.commits.Add(1)
+	j.stats.ops.Add(int64(len(batch)))
+	defer func() { j.stats.busy.Add(int64(time.Since(start))) }()
 	for len(batch) > 0 {
 		failed, ferr := -1, error(nil)
 		err := j.db.Update(func(tx *bolt.Tx) error {
@@ -107,7 +99,6 @@ func (j *Journal) commit(batch []*op, start time.Time) {
 			batch = append(batch[:failed:failed], batch[failed+1:]...)
 			continue
 		}
-		count()
 		for _, o := range batch {
 			if err != nil {
 				o.done <- fmt.Errorf("journal %s: commit: %w", j.path, err)

@@ -132,10 +132,17 @@ type world struct {
 var computing = make(chan struct{}, 1)
 
 // computes makes t wait until no other test that computes runs, and holds
-// the turn until t ends.
+// the turn until t ends. The wait has its own bound: the two others, each
+// bounded by its own waits, end well within it.
 func computes(t *testing.T) {
 	t.Helper()
-	computing <- struct{}{}
+	bound := time.NewTimer(3 * testutil.ExitBound)
+	defer bound.Stop()
+	select {
+	case computing <- struct{}{}:
+	case <-bound.C:
+		t.Fatalf("no turn to compute within %s: another computing test holds it", 3*testutil.ExitBound)
+	}
 	t.Cleanup(func() { <-computing })
 }
 

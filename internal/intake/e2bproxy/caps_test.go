@@ -89,7 +89,7 @@ func TestForkOfAnotherSandboxCapped(t *testing.T) {
 	if got := a[len(a)-1].body["timeout"]; got != float64(maxTimeout/time.Second) {
 		t.Errorf("fork forwarded with timeout %v, want it capped to %s", got, maxTimeout)
 	}
-	if rec, _ := w.sim.Sandbox(results[0].Sandbox.SandboxID); time.Until(rec.EndAt) > maxTimeout {
-		t.Errorf("the fork ends in %s, past the cap", time.Until(rec.EndAt))
+	if rec, ok := w.sim.Sandbox(results[0].Sandbox.SandboxID); !ok || rec.State != e2btest.StateRunning || time.Until(rec.EndAt) > maxTimeout {
+		t.Errorf("the fork in the simulator's record: %v, %s, ends in %s; want running within the cap", ok, rec.State, time.Until(rec.EndAt))
 	}
 }

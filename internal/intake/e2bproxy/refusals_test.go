@@ -41,10 +41,21 @@ func TestForkOfAGoneParentCloses(t *testing.T) {
 	if code := w.call("POST", "/sandboxes/"+sb.SandboxID+"/fork", map[string]any{"count": 2}, nil); code != http.StatusNotFound {
 		t.Fatalf("fork of a gone parent: %d, want 404", code)
 	}
-	live, _ := w.j.Live()
-	for _, in := range live {
-		if in.ParentIntent == parent.ID {
+	all, err := w.j.All()
+	if err != nil {
+		t.Fatal(err)
+	}
+	forks := 0
+	for _, in := range all {
+		if in.ParentIntent != parent.ID {
+			continue
+		}
+		forks++
+		if in.Live() {
 			t.Errorf("fork intent %s still %s after E2B's 404", in.ID, in.State)
 		}
+	}
+	if forks != 2 {
+		t.Errorf("%d fork intents journaled, want the 2 asked for (each journaled before the call, then closed)", forks)
 	}
 }

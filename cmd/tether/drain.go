@@ -37,7 +37,8 @@ and confirmed gone, with the credentials of the environment (Daytona's, E2B's,
 or both: each intent with its own provider's). First
 it takes into the journal the files of the spool directory (--spool, the
 same default as tether run's), as tether run does: what a runner wrote that
-no tether took; a directory that does not exist is skipped. With
+no tether took; a directory that does not exist, or one a live tether run
+takes now, is skipped. With
 --salvage-to, first copies what is readable of a damaged journal into NEW
 (same owner id; the damaged file is only read), then drains NEW.
 Intents whose sandbox names have not appeared wait until their

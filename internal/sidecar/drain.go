@@ -82,6 +82,11 @@ func TakeSpool(ctx context.Context, cfg config.Config, j *spool.Journal, ps Prov
 	in := newIntake(cfg, j, ps)
 	in.Logger = log
 	t, err := (&spooldir.Reader{Intake: in, Dir: cfg.Spool}).Pass(ctx)
+	if errors.Is(err, spooldir.ErrBusy) {
+		// A live tether run takes them: they are its runner's.
+		log.Warn("spool: a tether takes this spool directory's files now; they are left to it, and the journal alone is drained", "dir", cfg.Spool)
+		return nil
+	}
 	if err != nil {
 		return withSetting(err, "--spool", config.EnvSpool)
 	}

@@ -2,6 +2,7 @@ package sidecar
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -220,4 +221,37 @@ func (w *world) leftInSpool(owner, id string) string {
 		w.t.Fatal(err)
 	}
 	return sb.ID
+}
+
+// A tether drain of another journal while a tether run takes the same
+// spool directory leaves its files to the run: they are its runner's, and
+// taken into the drain's journal they would be drained from under it.
+// Once the run's reader is gone, a drain takes them.
+func TestDrainLeavesALiveRunsSpool(t *testing.T) {
+	w := newWorld(t)
+	w.cfg.Spool = filepath.Join(w.dir, "shared")
+	w.leftInSpool(w.journalOwner(), "runs")
+	live := &spooldir.Reader{Dir: w.cfg.Spool}
+	if err := live.Open(); err != nil {
+		t.Fatal(err)
+	}
+	if err := (&spooldir.Reader{Dir: w.cfg.Spool}).Open(); !errors.Is(err, spooldir.ErrBusy) {
+		t.Fatalf("a second reader of a taken spool directory: %v, want ErrBusy", err)
+	}
+	if err := w.drain(); err != nil {
+		t.Fatalf("drain: %v", err)
+	}
+	if in, err := w.journalGet("runs"); err == nil {
+		t.Errorf("the drain took the live run's file: intent %s is %s", in.ID, in.State)
+	}
+	if !strings.Contains(w.log.String(), "they are left to it") {
+		t.Errorf("the drain did not say it left the spool to the live tether:\n%s", w.log.String())
+	}
+	live.Close()
+	if err := w.drain(); err != nil {
+		t.Fatalf("drain after the run: %v", err)
+	}
+	if _, err := w.journalGet("runs"); err != nil {
+		t.Errorf("the drain after the run did not take the file: %v", err)
+	}
 }

@@ -52,6 +52,17 @@ func (in *Reader) Open() error {
 		dir.Close()
 		return fmt.Errorf("spool directory %s: %w", in.Dir, err)
 	}
+	// One reader at a time: a second (a tether drain of another journal,
+	// a second tether run) would take the live runner's files into its
+	// own journal. The lock goes with the descriptor: a tether that dies,
+	// even by SIGKILL, leaves none.
+	if err := unix.Flock(int(dir.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		dir.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return fmt.Errorf("spool directory %s: %w", in.Dir, ErrBusy)
+		}
+		return fmt.Errorf("spool directory %s: lock: %w", in.Dir, err)
+	}
 	if err := unix.Mkdirat(int(dir.Fd()), RejectedDir, 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
 		dir.Close()
 		return fmt.Errorf("spool directory %s: create %s/: %w", in.Dir, RejectedDir, err)
@@ -74,6 +85,13 @@ func (in *Reader) Open() error {
 	in.dir, in.rejected = dir, rej
 	return nil
 }
+
+// ErrBusy: another tether takes this spool directory's files now.
+var ErrBusy = errors.New("another tether takes this spool directory's files now (a tether run, or a tether drain); one reader at a time")
+
+// Close releases the directory and its lock that Open took, for a caller
+// that opened the reader without Run or Pass (which release them).
+func (in *Reader) Close() { in.close() }
 
 // close releases the directories Open opened.
 func (in *Reader) close() {

@@ -134,6 +134,11 @@ func (in *Intake) RunnerDeclared(labels map[string]string, name string) bool {
 	if err != nil || !it.Live() || it.Name != name {
 		return false
 	}
+	if it.Provider != "" && it.Provider != in.Provider {
+		// Another cloud's intent (a socket declaration names none, so
+		// Daytona's): the drain would look for this sandbox there.
+		return false
+	}
 	for k, v := range it.Labels {
 		if got, ok := labels[k]; !ok || got != v {
 			return false

@@ -276,12 +276,17 @@ func TestDeclaredCreatePasses(t *testing.T) {
 	unknown[spool.LabelIntent] = "01jneverdeclared000000000"
 	missingLabel := metadataOf(in)
 	delete(missingLabel, "run")
+	daytonas, _, err := w.j.Create(t.Context(), spool.NewIntent{Provider: "daytona"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for name, md := range map[string]map[string]string{
 		"another journal's owner":  otherOwner,
 		"an ended intent's copy":   metadataOf(ended),
 		"a live intent, misnamed":  wrongName,
 		"an intent never declared": unknown,
 		"a label left out":         missingLabel,
+		"a Daytona intent's":       metadataOf(daytonas),
 	} {
 		before, _ := w.j.LiveCount()
 		if code := w.call("POST", "/sandboxes", map[string]any{"templateID": "base", "timeout": 60, "metadata": md}, nil); code != http.StatusCreated {

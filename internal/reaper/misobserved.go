@@ -135,11 +135,7 @@ func (r *Reaper) observedNotOurs(ctx context.Context, p provider.Provider, in sp
 // the intent's: the name, every label, any id. A sandbox already destroyed
 // is not: its absence is what a 404 claims. The caller holds nameLock.
 func (r *Reaper) underName(ctx context.Context, p provider.Provider, in spool.Intent) (provider.Sandbox, bool, error) {
-	var sb provider.Sandbox
-	err := r.call(ctx, p, prioRead, provider.CallRead, "look up name "+in.Name+" (observed id "+in.SandboxID+" not ours or absent)", func(ctx context.Context) (err error) {
-		sb, err = r.byName(ctx, p, in)
-		return err
-	})
+	sb, err := r.byName(ctx, p, in, prioRead, "look up name "+in.Name+" (observed id "+in.SandboxID+" not ours or absent)")
 	if errors.Is(err, provider.ErrNotFound) {
 		return provider.Sandbox{}, false, nil
 	}

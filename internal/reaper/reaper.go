@@ -608,10 +608,7 @@ func (r *Reaper) observeByName(ctx context.Context, p provider.Provider, in spoo
 		return in, sb, false, err
 	}
 	defer unlock()
-	err = r.call(ctx, p, prioRead, provider.CallRead, "look up name "+in.Name, func(ctx context.Context) (err error) {
-		sb, err = r.byName(ctx, p, in)
-		return err
-	})
+	sb, err = r.byName(ctx, p, in, prioRead, "look up name "+in.Name)
 	if errors.Is(err, provider.ErrNotFound) {
 		horizon := orDefault(r.NeverCreatedHorizon, DefaultNeverCreatedHorizon)
 		if age := r.now().Sub(in.CreatedAt); age >= horizon {

@@ -8,26 +8,51 @@ import (
 	"github.com/tether-run/tether/spool"
 )
 
-// byName is the sandbox a never-observed intent's name finds. Where one
-// name may be carried by several sandboxes (provider.NameSharer: E2B forks
-// carry their parent's metadata, and the proxy journals each fork as an
-// intent of the parent's name), it is the first started of them that no
-// other intent holds and that is the intent's by every label; failing
-// that, the first one no other intent holds (mismatch then says why it is
-// not ours). Every intent of a fork whose answer was lost thus finds a
-// sandbox of its own, and a parent's sandbox is never taken for a fork's.
-func (r *Reaper) byName(ctx context.Context, p provider.Provider, in spool.Intent) (provider.Sandbox, error) {
+// byName is the sandbox a never-observed intent's name finds: lookUpName's
+// provider call, made as one call of prio (it holds a slot of the drain's
+// concurrency), then pickNamed, which may read the journal, outside it.
+func (r *Reaper) byName(ctx context.Context, p provider.Provider, in spool.Intent, prio int, what string) (provider.Sandbox, error) {
+	var all []provider.Sandbox
+	shared := false
+	err := r.call(ctx, p, prio, provider.CallRead, what, func(ctx context.Context) (err error) {
+		all, shared, err = lookUpName(ctx, p, in.Name)
+		return err
+	})
+	if err != nil {
+		return provider.Sandbox{}, err
+	}
+	return r.pickNamed(in, all, shared)
+}
+
+// lookUpName is every sandbox under name, and whether the provider lets
+// several share a name (provider.NameSharer: E2B forks carry their
+// parent's metadata); else the one GetByName finds.
+func lookUpName(ctx context.Context, p provider.Provider, name string) ([]provider.Sandbox, bool, error) {
 	ns, ok := p.(provider.NameSharer)
 	if !ok {
-		return p.GetByName(ctx, in.Name)
+		sb, err := p.GetByName(ctx, name)
+		if err != nil {
+			return nil, false, err
+		}
+		return []provider.Sandbox{sb}, false, nil
 	}
-	all, err := ns.Named(ctx, in.Name)
-	switch {
-	case err != nil:
-		return provider.Sandbox{}, err
-	case len(all) == 0:
-		return provider.Sandbox{}, fmt.Errorf("look up name %s: %w", in.Name, provider.ErrNotFound)
-	case len(all) == 1 && in.ParentIntent == "":
+	all, err := ns.Named(ctx, name)
+	if err == nil && len(all) == 0 {
+		err = fmt.Errorf("look up name %s: %w", name, provider.ErrNotFound)
+	}
+	return all, true, err
+}
+
+// pickNamed is in's sandbox among all, those under its name. Where one
+// name may be carried by several sandboxes (shared; the proxy journals
+// each fork as an intent of the parent's name), it is the first started of
+// them that no other intent holds and that is the intent's by every label;
+// failing that, the first one no other intent holds (mismatch then says
+// why it is not ours). Every intent of a fork whose answer was lost thus
+// finds a sandbox of its own, and a parent's sandbox is never taken for a
+// fork's.
+func (r *Reaper) pickNamed(in spool.Intent, all []provider.Sandbox, shared bool) (provider.Sandbox, error) {
+	if !shared || (len(all) == 1 && in.ParentIntent == "") {
 		// The name is this intent's own (tether-<id>, or the runner's):
 		// its one sandbox is its own, or a fork of it that outlived it,
 		// ours either way. The journal is not read, so that a replay of

@@ -185,6 +185,13 @@ func (w *world) assertGone(label string, ids []string) {
 			w.t.Errorf("sandbox %s (%s): state %s, delete requested %v; want destroyed", id, sb.Name, sb.State, sb.DeleteRequested)
 		}
 	}
+	// Beyond the ids the runner printed: the simulator's record holds
+	// nothing else alive but the neighbours.
+	for _, sb := range w.sim.Sandboxes() {
+		if sb.State != "destroyed" && !slices.Contains(w.neighbours, sb.ID) {
+			w.t.Errorf("sandbox %s (%s in %s, labels %v) is %s: neither the runner's (all ended) nor a neighbour", sb.ID, sb.Name, sb.Org, sb.Labels, sb.State)
+		}
+	}
 	w.checkNeighbours()
 }
 

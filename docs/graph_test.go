@@ -112,7 +112,7 @@ func layer(pkg string) int {
 	case strings.HasPrefix(pkg, "provider/") && strings.Contains(pkg, "test"):
 		return 5 // simulators: nothing of tether but the provider they stand in for
 	default:
-		return 7 // spool, provider, supervisor and their subpackages
+		return 7 // journal, intent, provider, supervisor and their subpackages
 	}
 }
 
@@ -122,8 +122,12 @@ func forbidden(from, to string) string {
 	switch {
 	case under(to, "cmd"):
 		return "nothing imports a command"
-	case under(from, "spool") && !under(to, "spool"):
-		return "the journal imports nothing of tether's but its own subpackages"
+	case under(from, "intent"):
+		return "the intent vocabulary imports nothing of tether's"
+	case under(from, "journal") && !under(to, "journal") && to != "intent":
+		return "the journal imports nothing of tether's but the intent vocabulary and its own subpackages"
+	case under(from, "intentapi") && (under(to, "journal") || strings.HasPrefix(to, "internal/")):
+		return "the public intent API speaks the intent vocabulary; it links no storage and nothing internal"
 	case under(from, "provider") && !under(to, "provider"):
 		return "a provider knows nothing of the journal, the intakes or the supervisor"
 	case under(from, "supervisor") && !under(to, "supervisor"):
@@ -196,9 +200,13 @@ func TestForbiddenImports(t *testing.T) {
 		from, to string
 		bad      bool
 	}{
-		{"spool", "internal/crashpoint", true},
-		{"spool", "spool/durable", false},
-		{"provider/daytona", "spool", true},
+		{"journal", "internal/crashpoint", true},
+		{"journal", "journal/durable", false},
+		{"journal", "intent", false},
+		{"intent", "journal", true},
+		{"intentapi", "intent", false},
+		{"intentapi", "journal", true},
+		{"provider/daytona", "journal", true},
 		{"provider/daytona/daytonatest", "provider", false},
 		{"supervisor", "internal/config", true},
 		{"internal/reaper", "cmd/tether", true},

@@ -5,9 +5,9 @@ import (
 	"os/exec"
 	"testing"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/provider/e2b"
 	"github.com/tether-run/tether/provider/e2b/e2btest"
-	"github.com/tether-run/tether/spool"
 )
 
 // e2bZeroCodeRunners are the E2B zero-code examples: they know only
@@ -69,7 +69,7 @@ func TestE2BZeroCodeExamples(t *testing.T) {
 					if len(all) != len(created) {
 						t.Errorf("the simulator holds %d sandboxes, want the runner's %d", len(all), len(created))
 					}
-					byIntent := map[string]spool.Intent{}
+					byIntent := map[string]intent.Intent{}
 					for _, in := range intents {
 						byIntent[in.ID] = in
 					}
@@ -84,8 +84,8 @@ func TestE2BZeroCodeExamples(t *testing.T) {
 						if n := sim.CallsFor(sb.ID)[e2btest.RouteKill]; n != 1 {
 							t.Errorf("sandbox %s received %d DELETEs, want 1", sb.ID, n)
 						}
-						in, ok := byIntent[sb.Metadata[spool.LabelIntent]]
-						if sb.Metadata[spool.LabelOwner] != owner || !ok || sb.Metadata[e2b.MetadataName] != in.Name || in.SandboxID != sb.ID {
+						in, ok := byIntent[sb.Metadata[intent.LabelIntent]]
+						if sb.Metadata[intent.LabelOwner] != owner || !ok || sb.Metadata[e2b.MetadataName] != in.Name || in.SandboxID != sb.ID {
 							t.Errorf("sandbox %s: metadata %v; want tether's owner %s, an intent of the journal, its name, and the intent observed with this id (%+v)", sb.ID, sb.Metadata, owner, in)
 						}
 						if (j == job) != (sb.Metadata["job"] == job) {
@@ -96,7 +96,7 @@ func TestE2BZeroCodeExamples(t *testing.T) {
 						t.Errorf("the journal holds %d intents, want one per create, %d", len(intents), len(created))
 					}
 					for _, in := range intents {
-						if in.State != spool.Gone || in.Provider != e2b.ProviderName {
+						if in.State != intent.Gone || in.Provider != e2b.ProviderName {
 							t.Errorf("intent %s (%s) is %s of provider %q, want gone of %q", in.ID, in.Name, in.State, in.Provider, e2b.ProviderName)
 						}
 					}

@@ -17,10 +17,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/testutil"
 
+	"github.com/tether-run/tether/journal"
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
-	"github.com/tether-run/tether/spool"
 )
 
 // waitBound bounds every wait for one event.
@@ -92,7 +93,7 @@ func TestExamples(t *testing.T) {
 				w.eventuallyDestroyed("done")
 				w.assertDestroyed("done", sandboxes)
 				for _, in := range w.intents() {
-					if in.State != spool.Released {
+					if in.State != intent.Released {
 						t.Errorf("intent %s is %s, want released (the runner did its own cleanup)", in.ID, in.State)
 					}
 				}
@@ -115,7 +116,7 @@ func TestExamples(t *testing.T) {
 				}
 				w.assertDestroyed("killed", sandboxes)
 				for _, in := range w.intents() {
-					if in.State != spool.Gone {
+					if in.State != intent.Gone {
 						t.Errorf("intent %s is %s, want gone", in.ID, in.State)
 					}
 				}
@@ -157,7 +158,7 @@ func (w *world) assertDestroyed(label string, want int) {
 			w.t.Errorf("sandbox %s (%s): %s, delete requested %v; want destroyed", sb.ID, sb.Name, sb.State, sb.DeleteRequested)
 		}
 		// A delete renames the sandbox DESTROYED_<name>_<ms>, as Daytona does.
-		if sb.Labels[spool.LabelIntent] == "" || !strings.Contains(sb.Name, "tether-"+sb.Labels[spool.LabelIntent]) {
+		if sb.Labels[intent.LabelIntent] == "" || !strings.Contains(sb.Name, "tether-"+sb.Labels[intent.LabelIntent]) {
 			w.t.Errorf("sandbox %s was not created with tether's name and labels: %s %v", sb.ID, sb.Name, sb.Labels)
 		}
 	}
@@ -185,9 +186,9 @@ func (w *world) eventuallyDestroyed(label string) {
 }
 
 // intents reads the journal once tether has exited.
-func (w *world) intents() []spool.Intent {
+func (w *world) intents() []intent.Intent {
 	w.t.Helper()
-	j, err := spool.Open(w.journal, spool.Options{})
+	j, err := journal.Open(w.journal, journal.Options{})
 	if err != nil {
 		w.t.Fatal(err)
 	}

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
-	"github.com/tether-run/tether/spool"
 )
 
 // snippetDocs are the docs whose shell, Node and Python blocks must run
@@ -360,7 +360,7 @@ func runFragment(t *testing.T, sn snippet, script string) {
 	}
 	sandboxes := map[string]bool{} // id → destroyed
 	for _, sb := range w.sim.Sandboxes() {
-		if sb.Labels[spool.LabelIntent] != "" && strings.Contains(sb.Name, "tether-"+sb.Labels[spool.LabelIntent]) {
+		if sb.Labels[intent.LabelIntent] != "" && strings.Contains(sb.Name, "tether-"+sb.Labels[intent.LabelIntent]) {
 			sandboxes[sb.ID] = sb.State == "destroyed" && sb.DeleteRequested
 		}
 	}
@@ -369,9 +369,9 @@ func runFragment(t *testing.T, sn snippet, script string) {
 		switch {
 		case in.SandboxID == "" || !created:
 			t.Errorf("intent %s: observed sandbox %q, want one created with its name and labels", in.ID, in.SandboxID)
-		case in.State != spool.Released && in.State != spool.Gone:
+		case in.State != intent.Released && in.State != intent.Gone:
 			t.Errorf("intent %s is %s, want released or gone", in.ID, in.State)
-		case in.State == spool.Gone && !destroyed:
+		case in.State == intent.Gone && !destroyed:
 			t.Errorf("intent %s is gone but its sandbox %s is not destroyed", in.ID, in.SandboxID)
 		}
 	}

@@ -11,8 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-run/tether/intent"
+	"github.com/tether-run/tether/journal"
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
-	"github.com/tether-run/tether/spool"
 )
 
 // zeroCodeRunners are the zero-code variants: they know only
@@ -73,7 +74,7 @@ func TestZeroCodeExamples(t *testing.T) {
 						if !ok {
 							t.Fatalf("sandbox %s is not in the simulator", id)
 						}
-						in := sb.Labels[spool.LabelIntent]
+						in := sb.Labels[intent.LabelIntent]
 						want := "tether-" + in
 						if id == created.named(name) {
 							want = name
@@ -87,7 +88,7 @@ func TestZeroCodeExamples(t *testing.T) {
 							now = strings.TrimPrefix(now, "DESTROYED_")
 							now = now[:max(strings.LastIndex(now, "_"), 0)]
 						}
-						if in == "" || sb.Labels[spool.LabelOwner] == "" || now != want || sbName != want {
+						if in == "" || sb.Labels[intent.LabelOwner] == "" || now != want || sbName != want {
 							t.Errorf("sandbox %s: name %q (the runner was told %q) labels %v; want %q with tether's labels", id, sb.Name, sbName, sb.Labels, want)
 						}
 					}
@@ -111,8 +112,8 @@ func TestZeroCodeExamples(t *testing.T) {
 						if n := w.sim.CallsFor(sb.ID)[daytonatest.RouteDelete]; n != 1 {
 							t.Errorf("sandbox %s (%s) received %d DELETEs, want 1", sb.ID, sb.Name, n)
 						}
-						if sb.Labels[spool.LabelOwner] != owner {
-							t.Errorf("sandbox %s: owner label %q, want the journal's %q", sb.ID, sb.Labels[spool.LabelOwner], owner)
+						if sb.Labels[intent.LabelOwner] != owner {
+							t.Errorf("sandbox %s: owner label %q, want the journal's %q", sb.ID, sb.Labels[intent.LabelOwner], owner)
 						}
 						// A delete renames a sandbox DESTROYED_<name>_<ms>, as Daytona does.
 						if sb.ID == created.named(name) && (sb.Labels["job"] != name || !strings.HasPrefix(sb.Name, "DESTROYED_"+name+"_")) {
@@ -127,7 +128,7 @@ func TestZeroCodeExamples(t *testing.T) {
 					}
 					journaledName := false
 					for _, in := range intents {
-						if in.State != spool.Gone {
+						if in.State != intent.Gone {
 							t.Errorf("intent %s (%s) is %s, want gone", in.ID, in.Name, in.State)
 						}
 						journaledName = journaledName || (in.Name == name && in.SandboxID == created.named(name))
@@ -223,9 +224,9 @@ func childOf(t *testing.T, pid int) int {
 }
 
 // ownerAndIntents reads the journal's owner and intents once tether has exited.
-func (w *world) ownerAndIntents() (string, []spool.Intent) {
+func (w *world) ownerAndIntents() (string, []intent.Intent) {
 	w.t.Helper()
-	j, err := spool.Open(w.journal, spool.Options{})
+	j, err := journal.Open(w.journal, journal.Options{})
 	if err != nil {
 		w.t.Fatal(err)
 	}

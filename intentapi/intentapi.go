@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tether-run/tether/spool"
+	"github.com/tether-run/tether/intent"
 )
 
 // MaxBody bounds a request body. The largest valid create request (64
@@ -27,7 +27,7 @@ const ReplayHeader = "Tether-Idempotent-Replay"
 // CreateRequest is the body of POST /v1/intents.
 type CreateRequest struct {
 	Labels  map[string]string `json:"labels,omitempty"`
-	OnDrain spool.OnDrain     `json:"on_drain,omitempty"`
+	OnDrain intent.OnDrain    `json:"on_drain,omitempty"`
 	Key     string            `json:"key,omitempty"`
 	// Provider is the cloud the sandbox is created in ("daytona", the
 	// default, or "e2b"); tether must have credentials for it.
@@ -66,8 +66,8 @@ type Intent struct {
 	Name      string            `json:"name"`
 	Labels    map[string]string `json:"labels"`
 	Provider  string            `json:"provider"`
-	OnDrain   spool.OnDrain     `json:"on_drain"`
-	State     spool.State       `json:"state"`
+	OnDrain   intent.OnDrain    `json:"on_drain"`
+	State     intent.State      `json:"state"`
 	SandboxID string            `json:"sandbox_id"`
 	Key       string            `json:"key,omitempty"`
 	Attempts  int               `json:"attempts,omitempty"`
@@ -77,7 +77,7 @@ type Intent struct {
 }
 
 // View is the wire form of a journaled intent.
-func View(in spool.Intent) Intent {
+func View(in intent.Intent) Intent {
 	return Intent{
 		ID: in.ID, Name: in.Name, Labels: in.Labels, Provider: in.Provider, OnDrain: in.OnDrain,
 		State: in.State, SandboxID: in.SandboxID, Key: in.Key, Attempts: in.Attempts,
@@ -100,7 +100,7 @@ type ListQuery struct {
 	// Cursor is the previous page's NextCursor.
 	Cursor string
 	// States filters by state; empty means the live states.
-	States []spool.State
+	States []intent.State
 	// Newest pages from the newest intent to the oldest (order=desc).
 	Newest bool
 }
@@ -111,7 +111,7 @@ func (q ListQuery) Values() url.Values {
 	if q.Limit > 0 {
 		v.Set("limit", strconv.Itoa(q.Limit))
 	} else {
-		v.Set("limit", strconv.Itoa(spool.DefaultPageLimit))
+		v.Set("limit", strconv.Itoa(intent.DefaultPageLimit))
 	}
 	if q.Cursor != "" {
 		v.Set("cursor", q.Cursor)

@@ -13,11 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/testutil"
 
 	"github.com/tether-run/tether/intentapi"
 	"github.com/tether-run/tether/internal/intake/socket"
-	"github.com/tether-run/tether/spool"
 )
 
 // fds counts the open file descriptors of process pid.
@@ -123,5 +123,5 @@ func socketUnderAbuse(t *testing.T, nofile int) {
 		t.Fatalf("tether exited %d, want 143; stderr:\n%s", code, p.stderr)
 	}
 	w.assertDestroyed(sb.ID, sb2.ID)
-	w.assertJournal(spool.Gone, in.ID, after.ID)
+	w.assertJournal(intent.Gone, in.ID, after.ID)
 }

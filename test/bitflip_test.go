@@ -4,8 +4,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/testutil"
-	"github.com/tether-run/tether/spool"
+	"github.com/tether-run/tether/journal"
 )
 
 // TestFlippedBitsInRecords, as the issue reproduced it: one bit flipped in
@@ -17,14 +18,14 @@ import (
 func TestFlippedBitsInRecords(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
-	j, err := spool.Open(w.journal, spool.Options{})
+	j, err := journal.Open(w.journal, journal.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var victims []spool.Intent
+	var victims []intent.Intent
 	var sandboxes []string
 	for i := range 3 {
-		in, _, err := j.Create(t.Context(), spool.NewIntent{Labels: map[string]string{"e2e": "yes"}})
+		in, _, err := j.Create(t.Context(), intent.Declaration{Labels: map[string]string{"e2e": "yes"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -37,7 +38,7 @@ func TestFlippedBitsInRecords(t *testing.T) {
 		}
 		victims = append(victims, in)
 	}
-	healthy, _, err := j.Create(t.Context(), spool.NewIntent{Labels: map[string]string{"e2e": "yes"}})
+	healthy, _, err := j.Create(t.Context(), intent.Declaration{Labels: map[string]string{"e2e": "yes"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,8 +49,8 @@ func TestFlippedBitsInRecords(t *testing.T) {
 	j.Close()
 
 	testutil.FlipBitAfter(t, w.journal, victims[0].ID, `"name":"tether-`)
-	testutil.FlipBitAfter(t, w.journal, victims[1].ID, `"`+spool.LabelOwner+`":"`)
-	testutil.FlipBitAfter(t, w.journal, victims[2].ID, `"`+spool.LabelOwner+`":"`)
+	testutil.FlipBitAfter(t, w.journal, victims[1].ID, `"`+intent.LabelOwner+`":"`)
+	testutil.FlipBitAfter(t, w.journal, victims[2].ID, `"`+intent.LabelOwner+`":"`)
 
 	code, stderr := w.runTether("drain", "--journal", w.journal, "--drain-timeout", drainTimeout, "--never-created-after", "1ms")
 	if code != 3 {
@@ -70,5 +71,5 @@ func TestFlippedBitsInRecords(t *testing.T) {
 		}
 	}
 	w.assertDestroyed(healthy.SandboxID)
-	w.assertJournal(spool.Gone, healthy.ID)
+	w.assertJournal(intent.Gone, healthy.ID)
 }

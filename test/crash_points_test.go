@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/testutil"
 
 	"github.com/tether-run/tether/internal/crashpoint"
-	"github.com/tether-run/tether/spool"
 )
 
 // The crash-point matrix: for every named crash point (internal/crashpoint)
@@ -260,8 +260,8 @@ func runCrashCase(t *testing.T, c crashCase, newRunner bool) {
 // account tells it apart from ours.
 func (w *world) plantOtherAccount() {
 	id := newIntentID()
-	w.plant(otherOrg, spool.NamePrefix+id, map[string]string{
-		spool.LabelOwner: w.owner, spool.LabelIntent: id, "e2e": "yes", "runner": "crash",
+	w.plant(otherOrg, intent.NamePrefix+id, map[string]string{
+		intent.LabelOwner: w.owner, intent.LabelIntent: id, "e2e": "yes", "runner": "crash",
 	})
 }
 
@@ -319,9 +319,9 @@ func spoolWaiting(left map[string]string, id string) bool {
 // E2B's, is held to the name rec has for the sandbox).
 func (w *world) checkAcked(rec simRecord, intake string, out runnerOut) {
 	w.t.Helper()
-	journal := w.intents()
-	byName := map[string]spool.Intent{}
-	for _, in := range journal {
+	recorded := w.intents()
+	byName := map[string]intent.Intent{}
+	for _, in := range recorded {
 		byName[in.Name] = in
 	}
 	left := w.spoolLeft()
@@ -329,15 +329,15 @@ func (w *world) checkAcked(rec simRecord, intake string, out runnerOut) {
 	for _, l := range out.lines {
 		switch {
 		case l.how == "acked":
-			if _, ok := journal[l.intent]; !ok {
+			if _, ok := recorded[l.intent]; !ok {
 				w.t.Errorf("invariant 4: intent %s (%s) was acknowledged but is not in the journal", l.intent, l.name)
 			}
 		case l.how == "observed" && intake == "socket":
-			if in := journal[l.intent]; in.SandboxID != l.sandbox {
+			if in := recorded[l.intent]; in.SandboxID != l.sandbox {
 				w.t.Errorf("invariant 4: the observe of %s on intent %s was acknowledged, the journal has %q", l.sandbox, l.intent, in.SandboxID)
 			}
 		case l.how == "written" || (l.how == "observed" && intake == "spool"):
-			if _, ok := journal[l.intent]; !ok && !waiting(l.intent) {
+			if _, ok := recorded[l.intent]; !ok && !waiting(l.intent) {
 				w.t.Errorf("invariant 4: the spool file of intent %s was taken but the intent is not in the journal", l.intent)
 			}
 		case l.how == "created" && intake == "proxy":
@@ -369,14 +369,14 @@ func (w *world) checkAcked(rec simRecord, intake string, out runnerOut) {
 // and it returns how many sandboxes of ours the simulators hold.
 func (w *world) checkInvariants(rec simRecord, final bool) int {
 	w.t.Helper()
-	journal := w.intents()
+	recorded := w.intents()
 	if final {
 		// The deletes the runner made itself (and released) finish; those
 		// of tether were confirmed before it said gone, so they are not
 		// waited for.
 		testutil.Eventually(w.t, "the runner's deletes finish", func() (bool, string) {
 			for _, sb := range rec.ours() {
-				if sb.deleting && journal[sb.intent].State == spool.Released {
+				if sb.deleting && recorded[sb.intent].State == intent.Released {
 					return false, fmt.Sprintf("sandbox %s is %s", sb.id, sb.state)
 				}
 			}
@@ -386,26 +386,26 @@ func (w *world) checkInvariants(rec simRecord, final bool) int {
 	ours := rec.ours()
 	left := w.spoolLeft()
 	for _, sb := range ours {
-		in, ok := journal[sb.intent]
+		in, ok := recorded[sb.intent]
 		switch {
 		case !ok && !final && spoolWaiting(left, sb.intent):
 			// Its spool file waits for the next tether run to take it.
 		case !ok:
 			w.t.Errorf("invariant 1: sandbox %s (%s, %s) carries our labels but no intent in the journal", sb.id, sb.name, sb.state)
-		case !sb.ended && in.State == spool.Released && sb.deleting:
+		case !sb.ended && in.State == intent.Released && sb.deleting:
 			// The runner deleted it and said so; the cloud is at it.
 		case !sb.ended && (final || !in.Live()):
 			w.t.Errorf("invariant 1: sandbox %s (%s) of intent %s is %s; the journal says %s (%s)", sb.id, sb.name, sb.intent, sb.state, in.State, in.LastError)
-		case sb.ended && final && in.State == spool.NeverCreated && sb.unseen && in.SandboxID == "":
+		case sb.ended && final && in.State == intent.NeverCreated && sb.unseen && in.SandboxID == "":
 			// The runner deleted it before reporting it, and the failed
 			// delete hid it from every answer: never-created is all
 			// tether can see, and nothing leaks.
-		case sb.ended && final && in.State != spool.Gone && in.State != spool.Released:
+		case sb.ended && final && in.State != intent.Gone && in.State != intent.Released:
 			w.t.Errorf("invariant 1: sandbox %s of intent %s is deleted but the journal never confirmed it: %s (%s)", sb.id, sb.intent, in.State, in.LastError)
 		}
 	}
-	for _, in := range journal {
-		if in.State != spool.Gone && in.State != spool.NeverCreated {
+	for _, in := range recorded {
+		if in.State != intent.Gone && in.State != intent.NeverCreated {
 			continue
 		}
 		for _, sb := range ours {
@@ -420,7 +420,7 @@ func (w *world) checkInvariants(rec simRecord, final bool) int {
 		}
 	}
 	if final {
-		for _, in := range journal {
+		for _, in := range recorded {
 			if in.Live() {
 				w.t.Errorf("intent %s (%s) is still live after the last drain: %s, %s", in.ID, in.Name, in.State, in.LastError)
 			}
@@ -457,7 +457,7 @@ func TestCrashPointsCompaction(t *testing.T) {
 				t.Fatalf("after the crash the journal holds %d intents, want the %d live", len(ro), len(live))
 			}
 			for _, in := range ro {
-				if want, ok := live[in.ID]; !ok || in.State != spool.Observed || in.SandboxID != want.SandboxID {
+				if want, ok := live[in.ID]; !ok || in.State != intent.Observed || in.SandboxID != want.SandboxID {
 					t.Fatalf("after the crash: %+v", in)
 				}
 			}
@@ -469,7 +469,7 @@ func TestCrashPointsCompaction(t *testing.T) {
 			for _, in := range live {
 				w.assertDestroyed(in.SandboxID)
 			}
-			w.assertJournal(spool.Gone, slices.Collect(maps.Keys(live))...)
+			w.assertJournal(intent.Gone, slices.Collect(maps.Keys(live))...)
 			if _, err := os.Lstat(w.journal + ".compact"); !errors.Is(err, os.ErrNotExist) {
 				t.Errorf("the compaction's copy is left after the restart: %v", err)
 			}

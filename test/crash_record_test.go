@@ -4,10 +4,10 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
 	"github.com/tether-run/tether/provider/e2b"
 	"github.com/tether-run/tether/provider/e2b/e2btest"
-	"github.com/tether-run/tether/spool"
 )
 
 // The crash invariants (checkInvariants, checkAcked) read a simulator's
@@ -52,10 +52,10 @@ func (r daytonaRecord) ours() []recSandbox {
 	r.w.mu.Unlock()
 	var out []recSandbox
 	for _, sb := range r.w.sim.Sandboxes() {
-		if _, ok := planted[sb.ID]; ok || sb.Org != daytonatest.DefaultOrg || (sb.Labels[spool.LabelOwner] != r.w.owner && !runnerMade(sb.Labels)) {
+		if _, ok := planted[sb.ID]; ok || sb.Org != daytonatest.DefaultOrg || (sb.Labels[intent.LabelOwner] != r.w.owner && !runnerMade(sb.Labels)) {
 			continue
 		}
-		out = append(out, recSandbox{id: sb.ID, name: sb.Name, intent: sb.Labels[spool.LabelIntent], state: sb.State,
+		out = append(out, recSandbox{id: sb.ID, name: sb.Name, intent: sb.Labels[intent.LabelIntent], state: sb.State,
 			ended: sb.State == "destroyed", deleting: sb.DeleteRequested && sb.State != "destroyed"})
 	}
 	return out
@@ -63,7 +63,7 @@ func (r daytonaRecord) ours() []recSandbox {
 
 func (r daytonaRecord) sandbox(id string) (recSandbox, bool) {
 	sb, ok := r.w.sim.Sandbox(id)
-	return recSandbox{id: sb.ID, name: sb.Name, intent: sb.Labels[spool.LabelIntent], state: sb.State, ended: sb.State == "destroyed"}, ok
+	return recSandbox{id: sb.ID, name: sb.Name, intent: sb.Labels[intent.LabelIntent], state: sb.State, ended: sb.State == "destroyed"}, ok
 }
 
 func (r daytonaRecord) checkForeign() { r.w.checkForeignUntouched() }
@@ -76,7 +76,7 @@ func (r e2bRecord) view(sb e2btest.Sandbox) recSandbox {
 	if sb.KillReason != "" {
 		state += " (" + sb.KillReason + ")"
 	}
-	return recSandbox{id: sb.ID, name: sb.Metadata[e2b.MetadataName], intent: sb.Metadata[spool.LabelIntent], state: state,
+	return recSandbox{id: sb.ID, name: sb.Metadata[e2b.MetadataName], intent: sb.Metadata[intent.LabelIntent], state: state,
 		ended:    sb.State == e2btest.StateKilled && (sb.KillReason == e2btest.KillRequest || sb.Orphaned),
 		deleting: sb.State == e2btest.StateKilling, unseen: sb.Orphaned}
 }
@@ -84,7 +84,7 @@ func (r e2bRecord) view(sb e2btest.Sandbox) recSandbox {
 func (r e2bRecord) ours() []recSandbox {
 	var out []recSandbox
 	for _, sb := range r.w.e2b.Sandboxes() {
-		if sb.Team == e2btest.DefaultTeam && (sb.Metadata[spool.LabelOwner] == r.w.owner || runnerMade(sb.Metadata)) && !slices.Contains(r.w.neighbours, sb.ID) {
+		if sb.Team == e2btest.DefaultTeam && (sb.Metadata[intent.LabelOwner] == r.w.owner || runnerMade(sb.Metadata)) && !slices.Contains(r.w.neighbours, sb.ID) {
 			out = append(out, r.view(sb))
 		}
 	}
@@ -106,7 +106,7 @@ func (r e2bRecord) checkForeign() {
 		switch {
 		case slices.Contains(r.w.neighbours, sb.ID) && (sb.State != e2btest.StateRunning || touched > 0):
 			t.Errorf("neighbour %s (team %s, metadata %v) was touched: %s, %d kills and pauses sent to it", sb.ID, sb.Team, sb.Metadata, sb.State, touched)
-		case touched > 0 && (sb.Team != e2btest.DefaultTeam || sb.Metadata[spool.LabelOwner] != r.w.owner):
+		case touched > 0 && (sb.Team != e2btest.DefaultTeam || sb.Metadata[intent.LabelOwner] != r.w.owner):
 			t.Errorf("sandbox %s (team %s, metadata %v) was sent %d kills and pauses but is not this tether's", sb.ID, sb.Team, sb.Metadata, touched)
 		}
 	}

@@ -305,9 +305,9 @@ func (w *world) soakCycle(rec simRecord, c soakCase, tetherBin, runnerBin string
 // still alive whose intent is live.
 func (w *world) checkReport(stderr string) (live int) {
 	t := w.t
-	journal := w.intents()
+	recorded := w.intents()
 	rep, ok := parseReport(stderr)
-	for id, in := range journal {
+	for id, in := range recorded {
 		if !in.Live() {
 			continue
 		}

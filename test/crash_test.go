@@ -12,11 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/testutil"
 
 	"github.com/tether-run/tether/intentapi"
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
-	"github.com/tether-run/tether/spool"
 )
 
 // intentNew runs `tether intent new` against the running tether, as a
@@ -105,13 +105,13 @@ func TestCrashReplay(t *testing.T) {
 	// first run cleans anything up.
 	testutil.Eventually(t, "the runner dies with tether", func() (bool, string) { return dead(out.pid) })
 
-	journal := w.intents()
+	recorded := w.intents()
 	var live, observed int
-	for _, in := range journal {
+	for _, in := range recorded {
 		if in.Live() {
 			live++
 		}
-		if in.State == spool.Observed {
+		if in.State == intent.Observed {
 			observed++
 		}
 	}
@@ -125,7 +125,7 @@ func TestCrashReplay(t *testing.T) {
 	}
 	var lateSandboxes []string
 	for _, in := range late {
-		lateSandboxes = append(lateSandboxes, w.plantOurs(journal[in.ID].Name, journal[in.ID].Labels).ID)
+		lateSandboxes = append(lateSandboxes, w.plantOurs(recorded[in.ID].Name, recorded[in.ID].Labels).ID)
 	}
 
 	p2 := w.run([]string{"--drain-timeout", drainTimeout}, "--sandboxes", "0")
@@ -152,7 +152,7 @@ func TestCrashReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, in := range ins {
-		if in.State != spool.Pending || in.SandboxID != "" {
+		if in.State != intent.Pending || in.SandboxID != "" {
 			t.Errorf("never-seen intent %s: state %s, sandbox %q; want pending with none", in.ID, in.State, in.SandboxID)
 		}
 	}
@@ -161,13 +161,13 @@ func TestCrashReplay(t *testing.T) {
 	// somebody else that took the third name.
 	var stragglers []string
 	for _, in := range unseen {
-		stragglers = append(stragglers, w.plantOurs(journal[in.ID].Name, journal[in.ID].Labels).ID)
+		stragglers = append(stragglers, w.plantOurs(recorded[in.ID].Name, recorded[in.ID].Labels).ID)
 	}
 	labels := map[string]string{}
-	for k, v := range journal[impostor.ID].Labels {
+	for k, v := range recorded[impostor.ID].Labels {
 		labels[k] = v
 	}
-	labels[spool.LabelOwner] = "somebody-else"
+	labels[intent.LabelOwner] = "somebody-else"
 	w.plant(daytonatest.DefaultOrg, impostor.Name, labels)
 
 	testutil.Eventually(t, "the replay resolves the stragglers", func() (bool, string) {
@@ -186,8 +186,8 @@ func TestCrashReplay(t *testing.T) {
 	for _, in := range append(late, unseen...) {
 		gone = append(gone, in.ID)
 	}
-	w.assertJournal(spool.Gone, gone...)
-	w.assertJournal(spool.Foreign, impostor.ID)
+	w.assertJournal(intent.Gone, gone...)
+	w.assertJournal(intent.Foreign, impostor.ID)
 	if !strings.Contains(p2.stderr.String(), "replay: done") && !strings.Contains(p2.stderr.String(), "replay: resolving") {
 		t.Errorf("the restarted tether did not log its replay:\n%s", p2.stderr)
 	}
@@ -237,8 +237,8 @@ func TestOfflineDrain(t *testing.T) {
 		t.Errorf("report's unresolved %v, want only %s (%s), pending, no sandbox", rep.unresolved, pending.ID, pending.Name)
 	}
 	w.assertDestroyed(ids(left, sandboxOf)...)
-	w.assertJournal(spool.Gone, ids(left, intentOf)...)
-	w.assertJournal(spool.Pending, pending.ID)
+	w.assertJournal(intent.Gone, ids(left, intentOf)...)
+	w.assertJournal(intent.Pending, pending.ID)
 
 	// Its create lands at last; the next cron run of the drain takes it.
 	sb := w.plantOurs(pending.Name, pending.Labels)
@@ -251,7 +251,7 @@ func TestOfflineDrain(t *testing.T) {
 		t.Errorf("report: %d intents, %d left, counts %v; want the 1 gone", rep.total, rep.left, rep.counts)
 	}
 	w.assertDestroyed(sb.ID)
-	w.assertJournal(spool.Gone, pending.ID)
+	w.assertJournal(intent.Gone, pending.ID)
 
 	// Nothing left: a third run has nothing to do.
 	if code, stderr := w.runTether("drain", "--journal", w.journal); code != 0 {

@@ -11,7 +11,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/tether-run/tether/spool"
+	"github.com/tether-run/tether/intent"
+	"github.com/tether-run/tether/journal"
 )
 
 // Damaged journals, as the issue reproduced them: truncated, pages
@@ -27,20 +28,20 @@ const damagedIntents = 120
 
 // acknowledged journals damagedIntents intents, as a runner would have them
 // acknowledged, each with its sandbox started in the simulator.
-func (w *world) acknowledged() map[string]spool.Intent {
+func (w *world) acknowledged() map[string]intent.Intent {
 	w.t.Helper()
-	j, err := spool.Open(w.journal, spool.Options{})
+	j, err := journal.Open(w.journal, journal.Options{})
 	if err != nil {
 		w.t.Fatal(err)
 	}
 	defer j.Close()
-	out := map[string]spool.Intent{}
+	out := map[string]intent.Intent{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	errs := make(chan error, damagedIntents)
 	for i := range damagedIntents {
 		wg.Go(func() {
-			in, _, err := j.Create(w.t.Context(), spool.NewIntent{Labels: map[string]string{"e2e": "yes", "n": fmt.Sprint(i), "pad": strings.Repeat("p", 150)}})
+			in, _, err := j.Create(w.t.Context(), intent.Declaration{Labels: map[string]string{"e2e": "yes", "n": fmt.Sprint(i), "pad": strings.Repeat("p", 150)}})
 			if err != nil {
 				errs <- err
 				return
@@ -104,7 +105,7 @@ func (w *world) refused(advice ...string) {
 // salvageAndDrain runs `tether drain --salvage-to` and checks, in the
 // simulator, that every intent it salvaged had its sandbox deleted and that
 // every acknowledged intent is either salvaged or damaged beyond reading.
-func (w *world) salvageAndDrain(acked map[string]spool.Intent) (salvaged map[string]spool.Intent) {
+func (w *world) salvageAndDrain(acked map[string]intent.Intent) (salvaged map[string]intent.Intent) {
 	w.t.Helper()
 	dst := filepath.Join(w.dir, "salvaged.db")
 	code, stderr := w.runTether("drain", "--journal", w.journal, "--salvage-to", dst, "--drain-timeout", drainTimeout)
@@ -114,7 +115,7 @@ func (w *world) salvageAndDrain(acked map[string]spool.Intent) (salvaged map[str
 	if !strings.Contains(stderr, "tether: salvage: ") {
 		w.t.Fatalf("no salvage report:\n%s", stderr)
 	}
-	j, err := spool.Open(dst, spool.Options{})
+	j, err := journal.Open(dst, journal.Options{})
 	if err != nil {
 		w.t.Fatalf("open the salvaged journal: %v", err)
 	}
@@ -126,7 +127,7 @@ func (w *world) salvageAndDrain(acked map[string]spool.Intent) (salvaged map[str
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	salvaged = map[string]spool.Intent{}
+	salvaged = map[string]intent.Intent{}
 	var destroyed []string
 	for _, in := range all {
 		if _, ok := acked[in.ID]; !ok {
@@ -201,7 +202,7 @@ func TestOneBadRecord(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
 	acked := w.acknowledged()
-	var victim spool.Intent
+	var victim intent.Intent
 	for _, in := range acked {
 		victim = in
 		break
@@ -248,7 +249,7 @@ func TestEmptiedJournal(t *testing.T) {
 	if err := os.Truncate(w.journal, 0); err != nil {
 		t.Fatal(err)
 	}
-	w.refused("empty", w.owner, w.journal+spool.MarkerSuffix)
+	w.refused("empty", w.owner, w.journal+journal.MarkerSuffix)
 	if code, stderr := w.runTether("drain", "--journal", w.journal); code != 125 || !strings.Contains(stderr, "empty") {
 		t.Fatalf("tether drain of an emptied journal: exit %d, stderr:\n%s", code, stderr)
 	}

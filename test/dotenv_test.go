@@ -7,8 +7,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
-	"github.com/tether-run/tether/spool"
 )
 
 // The TypeScript and Python SDKs read DAYTONA_* from the environment, then
@@ -58,7 +58,7 @@ func TestDotEnvChoosesTheUpstreamAndTethersCredentials(t *testing.T) {
 	}
 	w.assertDestroyed(created[0].sandbox)
 	for _, in := range w.intents() {
-		if in.State != spool.Gone {
+		if in.State != intent.Gone {
 			t.Errorf("intent %s: %s (%s)", in.ID, in.State, in.LastError)
 		}
 	}

@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/intentapi"
 	"github.com/tether-run/tether/provider/e2b"
 	"github.com/tether-run/tether/provider/e2b/e2btest"
-	"github.com/tether-run/tether/spool"
 )
 
 // E2B end to end: the real tether binary against the simulated E2B API
@@ -72,9 +72,9 @@ func newE2BWorld(t *testing.T, opts ...e2btest.Option) *e2bWorld {
 		team string
 		md   map[string]string
 	}{
-		{e2btest.DefaultTeam, map[string]string{spool.LabelOwner: "someone-else", spool.LabelIntent: newIntentID(), e2b.MetadataName: "tether-x"}},
-		{e2btest.DefaultTeam, map[string]string{spool.LabelOwner: w.owner, spool.LabelIntent: newIntentID(), e2b.MetadataName: "tether-y"}},
-		{otherE2BTeam, map[string]string{spool.LabelOwner: w.owner, spool.LabelIntent: newIntentID(), e2b.MetadataName: "tether-z"}},
+		{e2btest.DefaultTeam, map[string]string{intent.LabelOwner: "someone-else", intent.LabelIntent: newIntentID(), e2b.MetadataName: "tether-x"}},
+		{e2btest.DefaultTeam, map[string]string{intent.LabelOwner: w.owner, intent.LabelIntent: newIntentID(), e2b.MetadataName: "tether-y"}},
+		{otherE2BTeam, map[string]string{intent.LabelOwner: w.owner, intent.LabelIntent: newIntentID(), e2b.MetadataName: "tether-z"}},
 	} {
 		sb := w.e2b.AddSandbox(seed.team, e2btest.SeedSandbox{Metadata: seed.md, Timeout: 50 * time.Minute})
 		w.neighbours = append(w.neighbours, sb.ID)
@@ -127,7 +127,7 @@ func TestE2BZeroCodeRunnerKilled(t *testing.T) {
 	}
 	for i, id := range created {
 		sb, _ := w.e2b.Sandbox(id)
-		if sb.Metadata[spool.LabelOwner] != w.owner || sb.Metadata["runner"] != "zero-code" || sb.Metadata["e2e"] != "yes" || !strings.HasPrefix(sb.Metadata[e2b.MetadataName], spool.NamePrefix) {
+		if sb.Metadata[intent.LabelOwner] != w.owner || sb.Metadata["runner"] != "zero-code" || sb.Metadata["e2e"] != "yes" || !strings.HasPrefix(sb.Metadata[e2b.MetadataName], intent.NamePrefix) {
 			t.Errorf("sandbox %s metadata %v: want tether's owner, scope and name beside the runner's", id, sb.Metadata)
 		}
 		if life := sb.EndAt.Sub(sb.StartedAt); i >= 5 && life > 10*time.Minute {
@@ -373,9 +373,9 @@ func TestE2BSweep(t *testing.T) {
 	t.Parallel()
 	w := newE2BWorld(t)
 	owner := w.e2b.AddSandbox(e2btest.DefaultTeam, e2btest.SeedSandbox{Paused: true,
-		Metadata: map[string]string{spool.LabelOwner: "a-dead-run", spool.LabelIntent: newIntentID(), e2b.MetadataName: "tether-old"}})
+		Metadata: map[string]string{intent.LabelOwner: "a-dead-run", intent.LabelIntent: newIntentID(), e2b.MetadataName: "tether-old"}})
 	running := w.e2b.AddSandbox(e2btest.DefaultTeam, e2btest.SeedSandbox{Timeout: 50 * time.Minute,
-		Metadata: map[string]string{spool.LabelOwner: "a-dead-run", spool.LabelIntent: newIntentID(), e2b.MetadataName: "tether-run"}})
+		Metadata: map[string]string{intent.LabelOwner: "a-dead-run", intent.LabelIntent: newIntentID(), e2b.MetadataName: "tether-run"}})
 	noOwner := w.e2b.AddSandbox(e2btest.DefaultTeam, e2btest.SeedSandbox{Paused: true, Metadata: map[string]string{"app": "x"}})
 	time.Sleep(50 * time.Millisecond)
 	code, stderr := w.runTether("sweep", "--provider", "e2b", "--yes", "--owner", "a-dead-run", "--older-than", "10ms", "--idle-for", "10ms")

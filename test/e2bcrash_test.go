@@ -13,10 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/crashpoint"
+	"github.com/tether-run/tether/journal"
 	"github.com/tether-run/tether/provider/e2b"
 	"github.com/tether-run/tether/provider/e2b/e2btest"
-	"github.com/tether-run/tether/spool"
 )
 
 // The crash-point matrix and the soak for the E2B provider, at the drain:
@@ -72,9 +73,9 @@ func newE2BCWorld(t *testing.T) *e2bcWorld {
 	w.owner = j.Owner()
 	j.Close()
 	// Same team, tether's keys, another owner: foreign.
-	w.plant(e2btest.DefaultTeam, map[string]string{spool.LabelOwner: "someone-else", spool.LabelIntent: newIntentID(), e2b.MetadataName: "tether-x"})
+	w.plant(e2btest.DefaultTeam, map[string]string{intent.LabelOwner: "someone-else", intent.LabelIntent: newIntentID(), e2b.MetadataName: "tether-x"})
 	// Same team, our owner, an intent this journal never had.
-	w.plant(e2btest.DefaultTeam, map[string]string{spool.LabelOwner: w.owner, spool.LabelIntent: newIntentID(), e2b.MetadataName: "tether-y"})
+	w.plant(e2btest.DefaultTeam, map[string]string{intent.LabelOwner: w.owner, intent.LabelIntent: newIntentID(), e2b.MetadataName: "tether-y"})
 	return w
 }
 
@@ -87,9 +88,9 @@ func (w *e2bcWorld) provider(key string) *e2b.Provider {
 	return p
 }
 
-func (w *e2bcWorld) open() *spool.Journal {
+func (w *e2bcWorld) open() *journal.Journal {
 	w.t.Helper()
-	j, err := spool.Open(w.journal, spool.Options{})
+	j, err := journal.Open(w.journal, journal.Options{})
 	if err != nil {
 		w.t.Fatalf("open the journal: %v", err)
 	}
@@ -125,14 +126,14 @@ func (w *e2bcWorld) seed(kinds ...string) {
 	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
 	defer cancel()
 	for _, kind := range kinds {
-		p, on := w.p, spool.DrainDelete
+		p, on := w.p, intent.DrainDelete
 		switch kind {
 		case e2bcElsewhere:
 			p = w.other
 		case e2bcStop:
-			on = spool.DrainStop
+			on = intent.DrainStop
 		}
-		in, _, err := j.Create(ctx, spool.NewIntent{Labels: map[string]string{"runner": "e2bcrash"}, Provider: e2b.ProviderName, Account: p.Account(), OnDrain: on})
+		in, _, err := j.Create(ctx, intent.Declaration{Labels: map[string]string{"runner": "e2bcrash"}, Provider: e2b.ProviderName, Account: p.Account(), OnDrain: on})
 		if err != nil {
 			w.t.Fatalf("declare: %v", err)
 		}
@@ -246,15 +247,15 @@ func (w *e2bcWorld) check(final bool) (ours int) {
 	if err != nil {
 		t.Fatalf("read the journal: %v", err)
 	}
-	journal := make(map[string]spool.Intent, len(all))
+	recorded := make(map[string]intent.Intent, len(all))
 	for _, in := range all {
-		journal[in.ID] = in
+		recorded[in.ID] = in
 	}
 	byIntent := map[string][]e2btest.Sandbox{}
 	for _, sb := range w.srv.Sandboxes() {
 		calls := w.srv.CallsFor(sb.ID)
 		want, ok := w.untouchable[sb.ID]
-		if !ok && w.elsewhere[sb.Metadata[spool.LabelIntent]] && sb.Team == e2bcOtherTeam {
+		if !ok && w.elsewhere[sb.Metadata[intent.LabelIntent]] && sb.Team == e2bcOtherTeam {
 			// The other account's sandbox of an intent declared under it
 			// (its create's answer may have been lost).
 			want, ok = e2btest.StateRunning, true
@@ -266,19 +267,19 @@ func (w *e2bcWorld) check(final bool) (ours int) {
 			}
 			continue
 		}
-		if sb.Team != e2btest.DefaultTeam || sb.Metadata[spool.LabelOwner] != w.owner {
+		if sb.Team != e2btest.DefaultTeam || sb.Metadata[intent.LabelOwner] != w.owner {
 			t.Errorf("sandbox %s (team %s, %v) is no one's", sb.ID, sb.Team, sb.Metadata)
 			continue
 		}
 		ours++
-		id := sb.Metadata[spool.LabelIntent]
+		id := sb.Metadata[intent.LabelIntent]
 		byIntent[id] = append(byIntent[id], sb)
-		in, ok := journal[id]
+		in, ok := recorded[id]
 		alive := sb.State != e2btest.StateKilled
 		switch {
 		case !ok:
 			t.Errorf("leak: sandbox %s carries intent %s, which the journal does not have", sb.ID, id)
-		case in.OnDrain == spool.DrainStop && in.State == spool.Stopped:
+		case in.OnDrain == intent.DrainStop && in.State == intent.Stopped:
 			if sb.State != e2btest.StatePaused || !sb.Snapshot {
 				t.Errorf("intent %s is stopped, its sandbox %s is %s (snapshot %v): a stop must pause, not kill", id, sb.ID, sb.State, sb.Snapshot)
 			}
@@ -286,26 +287,26 @@ func (w *e2bcWorld) check(final bool) (ours int) {
 			t.Errorf("leak: sandbox %s of intent %s is %s; the journal says %s (%s)", sb.ID, id, sb.State, in.State, in.LastError)
 		case !alive && sb.KillReason != e2btest.KillRequest && !sb.Orphaned:
 			t.Errorf("sandbox %s of intent %s ended by %s, not by a request", sb.ID, id, sb.KillReason)
-		case !alive && final && in.State != spool.Gone && in.State != spool.Released:
+		case !alive && final && in.State != intent.Gone && in.State != intent.Released:
 			t.Errorf("sandbox %s of intent %s was killed, but the journal never confirmed it: %s (%s)", sb.ID, id, in.State, in.LastError)
 		}
 	}
-	for id, in := range journal {
+	for id, in := range recorded {
 		if w.elsewhere[id] {
-			if in.State != spool.Pending && in.State != spool.Observed {
+			if in.State != intent.Pending && in.State != intent.Observed {
 				t.Errorf("intent %s, declared under the other account, is %s (%s): only its own account may end it", id, in.State, in.LastError)
 			}
 			continue
 		}
 		switch in.State {
-		case spool.Gone, spool.NeverCreated:
+		case intent.Gone, intent.NeverCreated:
 			// No false gone: nothing of it lives.
 			for _, sb := range byIntent[id] {
 				if sb.State != e2btest.StateKilled {
 					t.Errorf("false %s: intent %s, but its sandbox %s is %s", in.State, id, sb.ID, sb.State)
 				}
 			}
-		case spool.Foreign:
+		case intent.Foreign:
 			t.Errorf("intent %s closed foreign (%s): every sandbox of this world carries its intent's metadata", id, in.LastError)
 		}
 		if final && in.Live() {

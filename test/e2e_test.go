@@ -26,6 +26,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/testutil"
 
 	"github.com/oklog/ulid/v2"
@@ -33,8 +34,8 @@ import (
 	"github.com/tether-run/tether/examples/go/samplerunner"
 	"github.com/tether-run/tether/intentapi"
 	"github.com/tether-run/tether/intentapi/client"
+	"github.com/tether-run/tether/journal"
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
-	"github.com/tether-run/tether/spool"
 )
 
 // Bounds of every wait: the one set of internal/testutil. They are far
@@ -170,7 +171,7 @@ func newWorld(t *testing.T, opts ...daytonatest.Option) *world {
 	// Open the journal once to learn its owner id, as an operator could
 	// from a volume, so that foreign sandboxes can be planted with this
 	// very owner's label before tether ever starts.
-	j, err := spool.Open(w.journal, spool.Options{})
+	j, err := journal.Open(w.journal, journal.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,10 +216,10 @@ func (w *world) plantNeighbours() {
 	otherOwner := newIntentID()
 	id1, id2 := newIntentID(), newIntentID()
 	w.plant(daytonatest.DefaultOrg, "tether-"+id1, map[string]string{
-		spool.LabelOwner: otherOwner, spool.LabelIntent: id1, "run": "e2e",
+		intent.LabelOwner: otherOwner, intent.LabelIntent: id1, "run": "e2e",
 	})
 	w.plant(daytonatest.DefaultOrg, "tether-"+id2, map[string]string{
-		spool.LabelOwner: w.owner, spool.LabelIntent: id2, "run": "another-run",
+		intent.LabelOwner: w.owner, intent.LabelIntent: id2, "run": "another-run",
 	})
 }
 
@@ -277,8 +278,8 @@ func (w *world) checkForeignUntouched() {
 		if !sb.DeleteRequested {
 			continue
 		}
-		if sb.Org != daytonatest.DefaultOrg || sb.Labels[spool.LabelOwner] != w.owner {
-			t.Errorf("sandbox %s (%s in %s, owner %q) was deleted but is not this tether's", sb.ID, sb.Name, sb.Org, sb.Labels[spool.LabelOwner])
+		if sb.Org != daytonatest.DefaultOrg || sb.Labels[intent.LabelOwner] != w.owner {
+			t.Errorf("sandbox %s (%s in %s, owner %q) was deleted but is not this tether's", sb.ID, sb.Name, sb.Org, sb.Labels[intent.LabelOwner])
 		}
 	}
 }
@@ -568,7 +569,7 @@ func (w *world) eventuallyDestroyed(ids ...string) {
 func (w *world) ours() []daytonatest.Sandbox {
 	var out []daytonatest.Sandbox
 	for _, sb := range w.sim.Sandboxes() {
-		if sb.Org == daytonatest.DefaultOrg && sb.Labels[spool.LabelOwner] == w.owner && sb.Labels["run"] != "another-run" {
+		if sb.Org == daytonatest.DefaultOrg && sb.Labels[intent.LabelOwner] == w.owner && sb.Labels["run"] != "another-run" {
 			out = append(out, sb)
 		}
 	}
@@ -578,7 +579,7 @@ func (w *world) ours() []daytonatest.Sandbox {
 // byIntent finds our sandbox (destroyed or not) created for intent id.
 func (w *world) byIntent(id string) (daytonatest.Sandbox, bool) {
 	for _, sb := range w.ours() {
-		if sb.Labels[spool.LabelIntent] == id {
+		if sb.Labels[intent.LabelIntent] == id {
 			return sb, true
 		}
 	}
@@ -586,9 +587,9 @@ func (w *world) byIntent(id string) (daytonatest.Sandbox, bool) {
 }
 
 // intents reads the journal (tether must have exited), by id.
-func (w *world) intents() map[string]spool.Intent {
+func (w *world) intents() map[string]intent.Intent {
 	w.t.Helper()
-	j, err := spool.Open(w.journal, spool.Options{})
+	j, err := journal.Open(w.journal, journal.Options{})
 	if err != nil {
 		w.t.Fatalf("open the journal: %v", err)
 	}
@@ -597,7 +598,7 @@ func (w *world) intents() map[string]spool.Intent {
 	if err != nil {
 		w.t.Fatalf("read the journal: %v", err)
 	}
-	out := make(map[string]spool.Intent, len(all))
+	out := make(map[string]intent.Intent, len(all))
 	for _, in := range all {
 		out[in.ID] = in
 	}
@@ -605,7 +606,7 @@ func (w *world) intents() map[string]spool.Intent {
 }
 
 // assertJournal: each intent id is in the journal in state want.
-func (w *world) assertJournal(want spool.State, ids ...string) {
+func (w *world) assertJournal(want intent.State, ids ...string) {
 	w.t.Helper()
 	all := w.intents()
 	for _, id := range ids {

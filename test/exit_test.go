@@ -6,9 +6,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/testutil"
-
-	"github.com/tether-run/tether/spool"
 )
 
 // TestChildEndDrains: however the runner ends — a clean exit, a crash, a
@@ -49,13 +48,13 @@ func TestChildEndDrains(t *testing.T) {
 				t.Fatalf("runner created %d sandboxes it did not clean up, want 4: %+v", len(left), out.lines)
 			}
 			w.assertDestroyed(ids(left, sandboxOf)...)
-			w.assertJournal(spool.Gone, ids(left, intentOf)...)
+			w.assertJournal(intent.Gone, ids(left, intentOf)...)
 			released := out.of("released")
 			if len(released) != 1 {
 				t.Fatalf("runner released %d, want 1: %+v", len(released), out.lines)
 			}
 			w.eventuallyDestroyed(ids(released, sandboxOf)...) // by the runner itself, asynchronously
-			w.assertJournal(spool.Released, ids(released, intentOf)...)
+			w.assertJournal(intent.Released, ids(released, intentOf)...)
 
 			rep := mustReport(t, p.stderr.String())
 			if rep.total != 4 || rep.left != 0 || rep.counts["gone"] != 4 || rep.counts["unresolved"] != 0 {
@@ -89,7 +88,7 @@ func TestSigtermDrainsFifty(t *testing.T) {
 		t.Fatalf("tether exited %d, want 143; stderr:\n%s", code, p.stderr)
 	}
 	w.assertDestroyed(ids(created, sandboxOf)...)
-	w.assertJournal(spool.Gone, ids(created, intentOf)...)
+	w.assertJournal(intent.Gone, ids(created, intentOf)...)
 	rep := mustReport(t, p.stderr.String())
 	if rep.total != 50 || rep.left != 0 || rep.counts["gone"] != 50 {
 		t.Errorf("report: %d intents, %d left, counts %v; want 50 gone", rep.total, rep.left, rep.counts)
@@ -125,8 +124,8 @@ func TestOnUnresolved(t *testing.T) {
 				t.Fatalf("runner: %+v", out.lines)
 			}
 			w.assertDestroyed(ids(created, sandboxOf)...)
-			w.assertJournal(spool.Gone, ids(created, intentOf)...)
-			w.assertJournal(spool.Pending, declared[0].intent)
+			w.assertJournal(intent.Gone, ids(created, intentOf)...)
+			w.assertJournal(intent.Pending, declared[0].intent)
 
 			rep := mustReport(t, p.stderr.String())
 			if rep.total != 3 || rep.left != 1 || rep.counts["gone"] != 2 {
@@ -199,7 +198,7 @@ func TestRepeatedSignalDuringDrain(t *testing.T) {
 	if sb, _ := w.sim.Sandbox(held); sb.State != "destroyed" {
 		t.Errorf("held sandbox %s is %s", held, sb.State)
 	}
-	w.assertJournal(spool.Gone, ids(created, intentOf)...)
+	w.assertJournal(intent.Gone, ids(created, intentOf)...)
 }
 
 // TestRunnerCleansUpInGrace: a runner with its own shutdown handler gets
@@ -219,7 +218,7 @@ func TestRunnerCleansUpInGrace(t *testing.T) {
 	}
 	// Released, not gone: the runner did the work, not tether's drain,
 	// which had nothing left to report.
-	w.assertJournal(spool.Released, ids(created, intentOf)...)
+	w.assertJournal(intent.Released, ids(created, intentOf)...)
 	if rep, ok := parseReport(p.stderr.String()); ok {
 		t.Errorf("the drain had work left after the runner released everything: %+v", rep)
 	}

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
-	"github.com/tether-run/tether/spool"
 )
 
 // Routes the random 429s and 5xx apply to: every call tether makes. The
@@ -47,14 +47,14 @@ func TestFaultsConverge(t *testing.T) {
 	}
 	// Every intent, lost creates included, had exactly one sandbox, and the
 	// simulator says it is destroyed.
-	journal := w.intents()
+	recorded := w.intents()
 	ours := w.ours()
 	if len(ours) != 15 {
 		t.Errorf("the simulator holds %d sandboxes of ours, want 15", len(ours))
 	}
 	for _, l := range out.lines {
-		in := journal[l.intent]
-		if in.State != spool.Gone {
+		in := recorded[l.intent]
+		if in.State != intent.Gone {
 			t.Errorf("intent %s (%s, %s by the runner): journal state %s (%s)", l.intent, l.name, l.how, in.State, in.LastError)
 		}
 		sb, ok := w.byIntent(l.intent)
@@ -106,7 +106,7 @@ func TestFaultsReportExactly(t *testing.T) {
 		t.Fatalf("tether exited %d, want 143; stderr:\n%s", code, p.stderr)
 	}
 	rep := mustReport(t, p.stderr.String())
-	journal := w.intents()
+	recorded := w.intents()
 
 	mustBeLeft := append(ids(stuck, intentOf), ids(declared, intentOf)...)
 	for _, id := range mustBeLeft {
@@ -119,21 +119,21 @@ func TestFaultsReportExactly(t *testing.T) {
 	}
 	// The report is the journal's truth ...
 	for _, l := range out.lines {
-		in := journal[l.intent]
+		in := recorded[l.intent]
 		it, named := rep.unresolved[l.intent]
 		switch {
 		case in.Live() != named:
 			t.Errorf("intent %s: journal state %s, but named in the report: %v", l.intent, in.State, named)
 		case named && (it.state != string(in.State) || it.sandbox != orDash(in.SandboxID) || it.name != in.Name || it.why == ""):
 			t.Errorf("report line %+v does not match the journal's %s %s %s", it, in.Name, in.State, in.SandboxID)
-		case !named && in.State != spool.Gone:
+		case !named && in.State != intent.Gone:
 			t.Errorf("intent %s: journal state %s, want gone", l.intent, in.State)
 		}
 	}
 	// ... and the simulator's: every sandbox of ours still alive is named
 	// in the report, under its own id.
 	for _, sb := range w.ours() {
-		id := sb.Labels[spool.LabelIntent]
+		id := sb.Labels[intent.LabelIntent]
 		it, named := rep.unresolved[id]
 		switch {
 		case sb.State == "destroyed":
@@ -149,7 +149,7 @@ func TestFaultsReportExactly(t *testing.T) {
 		}
 	}
 	for _, l := range stuck {
-		if it := rep.unresolved[l.intent]; it.state != string(spool.Releasing) || it.sandbox != l.sandbox {
+		if it := rep.unresolved[l.intent]; it.state != string(intent.Releasing) || it.sandbox != l.sandbox {
 			t.Errorf("stuck intent %s: report line %+v, want releasing sandbox %s", l.intent, it, l.sandbox)
 		}
 	}
@@ -163,7 +163,7 @@ func TestFaultsReportExactly(t *testing.T) {
 	}
 	var late []string
 	for _, l := range declared {
-		late = append(late, w.plantOurs(journal[l.intent].Name, journal[l.intent].Labels).ID)
+		late = append(late, w.plantOurs(recorded[l.intent].Name, recorded[l.intent].Labels).ID)
 	}
 	code, stderr := w.runTether("drain", "--journal", w.journal)
 	if code != 0 {
@@ -181,7 +181,7 @@ func TestFaultsReportExactly(t *testing.T) {
 			t.Errorf("stuck sandbox %s is %s after the offline drain", l.sandbox, sb.State)
 		}
 	}
-	w.assertJournal(spool.Gone, ids(out.lines, intentOf)...)
+	w.assertJournal(intent.Gone, ids(out.lines, intentOf)...)
 }
 
 func orDash(s string) string {

@@ -21,9 +21,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/intake/spooldir"
 	"github.com/tether-run/tether/internal/testutil"
-	"github.com/tether-run/tether/spool"
+	"github.com/tether-run/tether/journal"
 )
 
 const nobody = 65534
@@ -98,7 +99,7 @@ func (w *world) goodIntent(id string) string {
 	if _, err := spooldir.Write(w.spool, spooldir.FileOp{Op: spooldir.OpIntent, ID: id}); err != nil {
 		w.t.Fatal(err)
 	}
-	sb := w.plantOurs(spool.NamePrefix+id, map[string]string{spool.LabelOwner: w.owner, spool.LabelIntent: id, "e2e": "yes"})
+	sb := w.plantOurs(intent.NamePrefix+id, map[string]string{intent.LabelOwner: w.owner, intent.LabelIntent: id, "e2e": "yes"})
 	if _, err := spooldir.Write(w.spool, spooldir.FileOp{Op: spooldir.OpObserve, ID: id, SandboxID: sb.ID}); err != nil {
 		w.t.Fatal(err)
 	}
@@ -207,7 +208,7 @@ func TestHostileSpool(t *testing.T) {
 		t.Fatalf("report: %+v; want %d gone, none left", rep, len(sandboxes))
 	}
 	w.assertDestroyed(sandboxes...)
-	j, err := spool.Open(w.journal, spool.Options{})
+	j, err := journal.Open(w.journal, journal.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -331,7 +332,7 @@ func TestHostileSpoolTenThousandFiles(t *testing.T) {
 	if len(stderr) > 32<<10 {
 		t.Fatalf("stderr is %d bytes for %d intents; want it bounded:\n%.4000s", len(stderr), n, stderr)
 	}
-	j, err := spool.Open(w.journal, spool.Options{})
+	j, err := journal.Open(w.journal, journal.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -359,7 +360,7 @@ func TestScaleNoProvider(t *testing.T) {
 	computes(t)
 	const n = 10000
 	w := newWorld(t)
-	j, err := spool.Open(w.journal, spool.Options{})
+	j, err := journal.Open(w.journal, journal.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -367,7 +368,7 @@ func TestScaleNoProvider(t *testing.T) {
 	for g := range 32 {
 		wg.Go(func() {
 			for i := g; i < n; i += 32 {
-				if _, _, err := j.Create(context.Background(), spool.NewIntent{Labels: map[string]string{"i": fmt.Sprint(i)}, Provider: "daytona"}); err != nil {
+				if _, _, err := j.Create(context.Background(), intent.Declaration{Labels: map[string]string{"i": fmt.Sprint(i)}, Provider: "daytona"}); err != nil {
 					t.Error(err)
 					return
 				}
@@ -394,7 +395,7 @@ func TestScaleNoProvider(t *testing.T) {
 	if lines := strings.Count(stderr, "\n"); lines > 6 || !strings.Contains(stderr, fmt.Sprintf("%d left live", n)) || !strings.Contains(stderr, "no provider") {
 		t.Fatalf("%d lines on stderr; want at most 6 saying %d left live for want of a provider:\n%.4000s", lines, n, stderr)
 	}
-	j, err = spool.Open(w.journal, spool.Options{})
+	j, err = journal.Open(w.journal, journal.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -495,9 +496,9 @@ func TestHostileSpoolNonRootTether(t *testing.T) {
 	os.Chown(tmp, nobody, nobody)
 	os.Rename(tmp, filepath.Join(spoolDir, "mine.json"))
 
-	journal := filepath.Join(home, "journal.db")
+	journalPath := filepath.Join(home, "journal.db")
 	cmdline := w.tetherFor(nob)
-	cmd := exec.Command(cmdline[0], append(cmdline[1:], "run", "--journal", journal, "--socket", filepath.Join(home, "t.sock"), "--spool", spoolDir,
+	cmd := exec.Command(cmdline[0], append(cmdline[1:], "run", "--journal", journalPath, "--socket", filepath.Join(home, "t.sock"), "--spool", spoolDir,
 		"--", "/bin/sh", "-c", `while ls "$TETHER_SPOOL" | grep -q '\.json$'; do sleep 0.05; done`)...)
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/nonexistent"}
 	out, err := cmd.CombinedOutput()
@@ -510,12 +511,12 @@ func TestHostileSpoolNonRootTether(t *testing.T) {
 	}
 	// Root refuses a journal another uid owns (it could have changed it):
 	// the test takes over the one nobody's tether left before reading it.
-	for _, p := range []string{home, journal, journal + spool.MarkerSuffix} {
+	for _, p := range []string{home, journalPath, journalPath + journal.MarkerSuffix} {
 		if err := os.Chown(p, 0, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
-	j, err := spool.Open(journal, spool.Options{})
+	j, err := journal.Open(journalPath, journal.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,8 +16,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tether-run/tether/spool"
-	"github.com/tether-run/tether/spool/access"
+	"github.com/tether-run/tether/journal"
+	"github.com/tether-run/tether/journal/access"
 )
 
 // planter is uid 1000, as in the issue: another local user.
@@ -46,7 +46,7 @@ func TestJournalPlantedByAnotherUser(t *testing.T) {
 		// plant runs as uid 1000 in the shared directory shared; it
 		// returns the journal path root's tether is given and the path
 		// the refusal must name.
-		plant func(t *testing.T, shared string) (journal, named string)
+		plant func(t *testing.T, shared string) (journalPath, named string)
 		why   string
 	}{
 		{"journal pre-created 0666", func(t *testing.T, shared string) (string, string) {
@@ -56,8 +56,8 @@ func TestJournalPlantedByAnotherUser(t *testing.T) {
 		}, "owned by uid 1000"},
 		{"symlink at the marker's tmp", func(t *testing.T, shared string) (string, string) {
 			j := filepath.Join(shared, "journal.db")
-			asPlanter(t, "ln", "-s", filepath.Join(filepath.Dir(shared), "victim"), j+spool.MarkerSuffix+".tmp")
-			return j, j + spool.MarkerSuffix + ".tmp"
+			asPlanter(t, "ln", "-s", filepath.Join(filepath.Dir(shared), "victim"), j+journal.MarkerSuffix+".tmp")
+			return j, j + journal.MarkerSuffix + ".tmp"
 		}, "it is a symbolic link"},
 		{"symlink at the journal", func(t *testing.T, shared string) (string, string) {
 			j := filepath.Join(shared, "journal.db")
@@ -66,8 +66,8 @@ func TestJournalPlantedByAnotherUser(t *testing.T) {
 		}, "it is a symbolic link"},
 		{"marker pre-created", func(t *testing.T, shared string) (string, string) {
 			j := filepath.Join(shared, "journal.db")
-			asPlanter(t, "/bin/sh", "-c", "umask 077; echo 01jd5v2k9m0s8f4r7q3x6y1z2a > "+j+spool.MarkerSuffix)
-			return j, j + spool.MarkerSuffix
+			asPlanter(t, "/bin/sh", "-c", "umask 077; echo 01jd5v2k9m0s8f4r7q3x6y1z2a > "+j+journal.MarkerSuffix)
+			return j, j + journal.MarkerSuffix
 		}, "owned by uid 1000"},
 		{"per-uid directory pre-created", func(t *testing.T, shared string) (string, string) {
 			d := filepath.Join(shared, "uid-0")
@@ -90,11 +90,11 @@ func TestJournalPlantedByAnotherUser(t *testing.T) {
 			if err := os.WriteFile(victim, []byte("root's own\n"), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			journal, named := tc.plant(t, shared)
+			journalPath, named := tc.plant(t, shared)
 			before := snapshot(t, w.dir, shared)
 			sharedBefore := snapshot(t, shared, "")
 
-			w.journal = journal
+			w.journal = journalPath
 			code, stderr, ran := w.childRan()
 			if code != 125 || ran {
 				t.Fatalf("exit %d (want 125), child ran %v; stderr:\n%s", code, ran, stderr)
@@ -132,7 +132,7 @@ func TestJournalInASharedDirectory(t *testing.T) {
 			t.Fatalf("exit %d, child ran %v; stderr:\n%s", code, ran, stderr)
 		}
 	}
-	for _, p := range []string{w.journal, w.journal + spool.MarkerSuffix} {
+	for _, p := range []string{w.journal, w.journal + journal.MarkerSuffix} {
 		fi, err := os.Lstat(p)
 		if err != nil {
 			t.Fatal(err)

@@ -44,15 +44,15 @@ func waitHealthy(t *testing.T, sock string, p *testutil.Proc) {
 func TestJournalHeldByAnotherTether(t *testing.T) {
 	t.Parallel()
 	dir := shortDir(t, "tlock")
-	journal := filepath.Join(dir, "journal.db")
-	holder := testutil.Start(t, exec.Command(bin.tether, "run", "--journal", journal, "--socket", filepath.Join(dir, "a.sock"),
+	journalPath := filepath.Join(dir, "journal.db")
+	holder := testutil.Start(t, exec.Command(bin.tether, "run", "--journal", journalPath, "--socket", filepath.Join(dir, "a.sock"),
 		"--spool", filepath.Join(dir, "a"), "--", "sleep", "600"))
 	waitHealthy(t, filepath.Join(dir, "a.sock"), holder)
 	start := time.Now()
-	code, _, stderr := testutil.Run(t, exec.Command(bin.tether, "run", "--journal", journal, "--socket", filepath.Join(dir, "b.sock"),
+	code, _, stderr := testutil.Run(t, exec.Command(bin.tether, "run", "--journal", journalPath, "--socket", filepath.Join(dir, "b.sock"),
 		"--spool", filepath.Join(dir, "b"), "--", "true"))
-	if code != supervisor.ExitCodeOwnError || !strings.Contains(stderr, journal) {
-		t.Fatalf("second tether: exit %d, stderr %q; want exit %d naming %s", code, stderr, supervisor.ExitCodeOwnError, journal)
+	if code != supervisor.ExitCodeOwnError || !strings.Contains(stderr, journalPath) {
+		t.Fatalf("second tether: exit %d, stderr %q; want exit %d naming %s", code, stderr, supervisor.ExitCodeOwnError, journalPath)
 	}
 	// "At once": the second does not wait for the lock (bbolt's open would
 	// otherwise block until the holder exits, an hour here).

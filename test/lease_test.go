@@ -10,12 +10,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/intentapi"
 	"github.com/tether-run/tether/internal/testutil"
 
+	"github.com/tether-run/tether/journal"
 	"github.com/tether-run/tether/provider"
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
-	"github.com/tether-run/tether/spool"
 )
 
 // Lease mode on a sped-up clock: the simulator's minute and tether's
@@ -59,7 +60,7 @@ func TestLeaseModeOutlivesNoHost(t *testing.T) {
 	for _, r := range []struct {
 		l       runnerLine
 		outcome string
-	}{{gone, spool.OutcomeDeleted}, {kept, spool.OutcomeKept}} {
+	}{{gone, intent.OutcomeDeleted}, {kept, intent.OutcomeKept}} {
 		renewed[r.l.sandbox] = w.sim.CallsFor(r.l.sandbox)[daytonatest.RouteLastActivity]
 		if _, err := w.client().Release(ctx, r.l.intent, r.outcome); err != nil {
 			t.Fatal(err)
@@ -343,7 +344,7 @@ func TestLeaseModeKeptIsKept(t *testing.T) {
 	defer cancel()
 	// One the drain stops on purpose, declared and created as a runner
 	// would.
-	toStop, err := w.client().CreateIntent(ctx, intentapi.CreateRequest{OnDrain: spool.DrainStop})
+	toStop, err := w.client().CreateIntent(ctx, intentapi.CreateRequest{OnDrain: intent.DrainStop})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -355,7 +356,7 @@ func TestLeaseModeKeptIsKept(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.sim.SetFaults(daytonatest.Faults{Rate429: 1, RetryAfter: time.Second, Routes: []string{daytonatest.RouteAutoStop}})
-	if _, err := w.client().Release(ctx, kept.intent, spool.OutcomeKept); err != nil {
+	if _, err := w.client().Release(ctx, kept.intent, intent.OutcomeKept); err != nil {
 		t.Fatal(err)
 	}
 	if code := p.stop(syscall.SIGTERM); code != 0 && code != 128+int(syscall.SIGTERM) {
@@ -364,7 +365,7 @@ func TestLeaseModeKeptIsKept(t *testing.T) {
 	if !strings.Contains(p.stderr.String(), "not handed back") {
 		t.Errorf("tether run did not say the hand-back was left pending:\n%s", p.stderr)
 	}
-	j, err := spool.OpenReadOnly(w.journal, time.Second)
+	j, err := journal.OpenReadOnly(w.journal, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -382,7 +383,7 @@ func TestLeaseModeKeptIsKept(t *testing.T) {
 	if sb.DeleteRequested || sb.AutoStopInterval != 15 || sb.AutoDeleteInterval != -1 || sb.Labels[provider.LabelKeep] != "true" {
 		t.Fatalf("the kept sandbox after tether drain: %s, auto-stop %d, auto-delete %d, labels %v", sb.State, sb.AutoStopInterval, sb.AutoDeleteInterval, sb.Labels)
 	}
-	if j, err = spool.OpenReadOnly(w.journal, time.Second); err != nil {
+	if j, err = journal.OpenReadOnly(w.journal, time.Second); err != nil {
 		t.Fatal(err)
 	}
 	in, err = j.Get(kept.intent)

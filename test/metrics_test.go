@@ -13,12 +13,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/testutil"
+	"github.com/tether-run/tether/journal"
 	"github.com/tether-run/tether/provider/daytona"
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
 	"github.com/tether-run/tether/provider/e2b"
 	"github.com/tether-run/tether/provider/e2b/e2btest"
-	"github.com/tether-run/tether/spool"
 )
 
 // scrapeText reads addr's /metrics and returns each sample line's value by
@@ -77,13 +78,13 @@ func TestRunMetricsAfterAReplayWithFaults(t *testing.T) {
 	srv.AddKey("metrics-key", daytonatest.DefaultOrg)
 	prov := testutil.DaytonaProvider(t, srv, func(c *daytona.Config) { c.APIKey = "metrics-key" })
 	dir := shortDir(t, "tmet")
-	journal := filepath.Join(dir, "journal.db")
-	j, err := spool.Open(journal, spool.Options{})
+	journalPath := filepath.Join(dir, "journal.db")
+	j, err := journal.Open(journalPath, journal.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < n; i++ {
-		in, _, err := j.Create(t.Context(), spool.NewIntent{Provider: prov.Name(), Account: prov.Account()})
+		in, _, err := j.Create(t.Context(), intent.Declaration{Provider: prov.Name(), Account: prov.Account()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -99,7 +100,7 @@ func TestRunMetricsAfterAReplayWithFaults(t *testing.T) {
 	before := srv.Calls()
 	srv.SetFaults(daytonatest.Faults{Seed: 11, Rate429: 0.15, Rate5xx: 0.15, RetryAfter: time.Second})
 
-	addr := runWithMetrics(t, dir, journal, "DAYTONA_API_URL="+srv.URL, "DAYTONA_API_KEY=metrics-key")
+	addr := runWithMetrics(t, dir, journalPath, "DAYTONA_API_URL="+srv.URL, "DAYTONA_API_KEY=metrics-key")
 
 	var m map[string]float64
 	testutil.WaitFor(t, "the replay to end", func() bool {
@@ -141,9 +142,9 @@ func TestRunMetricsAfterAReplayWithFaults(t *testing.T) {
 // runWithMetrics starts tether run --metrics-addr on journal with env
 // added (the providers' variables) and a child that sleeps, and returns
 // the endpoint's address.
-func runWithMetrics(t *testing.T, dir, journal string, env ...string) string {
+func runWithMetrics(t *testing.T, dir, journalPath string, env ...string) string {
 	t.Helper()
-	cmd := exec.Command(bin.tether, "run", "--journal", journal, "--socket", filepath.Join(dir, "t.sock"),
+	cmd := exec.Command(bin.tether, "run", "--journal", journalPath, "--socket", filepath.Join(dir, "t.sock"),
 		"--spool", filepath.Join(dir, "spool"), "--daytona-proxy=false", "--daytona-autostop", "15",
 		"--metrics-addr", "127.0.0.1:0", "--", "sleep", "600")
 	cmd.Env = append(append(os.Environ(), env...), "TETHER_LOG_FORMAT=text")
@@ -183,8 +184,8 @@ func TestRunMetricsSplitByProvider(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := shortDir(t, "tmsp")
-	journal := filepath.Join(dir, "journal.db")
-	j, err := spool.Open(journal, spool.Options{})
+	journalPath := filepath.Join(dir, "journal.db")
+	j, err := journal.Open(journalPath, journal.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +195,7 @@ func TestRunMetricsSplitByProvider(t *testing.T) {
 			if name == e2b.ProviderName {
 				acct = ep.Account()
 			}
-			in, _, err := j.Create(t.Context(), spool.NewIntent{Provider: name, Account: acct})
+			in, _, err := j.Create(t.Context(), intent.Declaration{Provider: name, Account: acct})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -223,7 +224,7 @@ func TestRunMetricsSplitByProvider(t *testing.T) {
 	esrv.Inject(e2btest.RouteKill, limited, e2btest.Scripted{Status: http.StatusTooManyRequests, RetryAfter: time.Second})
 	esrv.Inject(e2btest.RouteKill, 100, e2btest.Scripted{Status: http.StatusUnauthorized, Message: "Invalid API key"})
 
-	addr := runWithMetrics(t, dir, journal, append(testutil.DaytonaEnv(dsrv), "E2B_API_URL="+esrv.URL, "E2B_API_KEY="+e2btest.DefaultKey)...)
+	addr := runWithMetrics(t, dir, journalPath, append(testutil.DaytonaEnv(dsrv), "E2B_API_URL="+esrv.URL, "E2B_API_KEY="+e2btest.DefaultKey)...)
 	var m map[string]float64
 	testutil.WaitFor(t, "the replay to end and each provider's check", func() bool {
 		m = scrapeText(t, addr)

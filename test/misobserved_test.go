@@ -7,10 +7,10 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/testutil"
 
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
-	"github.com/tether-run/tether/spool"
 )
 
 // TestMistypedObservedID: a runner declares an intent, creates the sandbox
@@ -80,7 +80,7 @@ func TestMistypedObservedID(t *testing.T) {
 				t.Fatalf("report: gone %d, left %d; want 1, 0:\n%s", rep.counts["gone"], rep.left, p.stderr)
 			}
 			got := w.intents()[in.ID]
-			if got.State != spool.Gone || got.SandboxID != sb.ID || len(got.Replaced) != 1 || got.Replaced[0] != typo {
+			if got.State != intent.Gone || got.SandboxID != sb.ID || len(got.Replaced) != 1 || got.Replaced[0] != typo {
 				t.Fatalf("journal: %s sandbox %s replaced %v; want gone, %s, [%s]", got.State, got.SandboxID, got.Replaced, sb.ID, typo)
 			}
 		})

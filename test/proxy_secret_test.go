@@ -12,8 +12,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
-	"github.com/tether-run/tether/spool"
 )
 
 // otherUser is the uid of another local user, as on a shared host.
@@ -146,12 +146,12 @@ func TestProxyServesOnlyItsRunner(t *testing.T) {
 		t.Fatalf("tether exited %d; stderr:\n%s", code, p.stderr)
 	}
 	w.assertDestroyed(created[0].sandbox)
-	journal := w.intents()
-	if len(journal) != 1 {
-		t.Errorf("the journal holds %d intents, want the runner's 1: %v", len(journal), journal)
+	recorded := w.intents()
+	if len(recorded) != 1 {
+		t.Errorf("the journal holds %d intents, want the runner's 1: %v", len(recorded), recorded)
 	}
-	for _, in := range journal {
-		if in.State != spool.Gone {
+	for _, in := range recorded {
+		if in.State != intent.Gone {
 			t.Errorf("intent %s: %s", in.ID, in.State)
 		}
 	}

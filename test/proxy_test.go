@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/testutil"
 
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
-	"github.com/tether-run/tether/spool"
 )
 
 // The zero-code runner (test/proxyrunner) knows nothing of tether: only
@@ -69,17 +69,17 @@ func TestProxyZeroCodeRunnerKilled(t *testing.T) {
 		t.Errorf("the simulator holds %d sandboxes of ours, want 20", len(ours))
 	}
 	for _, sb := range ours {
-		in := sb.Labels[spool.LabelIntent]
+		in := sb.Labels[intent.LabelIntent]
 		if sb.Labels["runner"] != "zero-code" || sb.Labels["e2e"] != "yes" || in == "" || !strings.HasPrefix(sb.Name, "DESTROYED_tether-"+in+"_") {
 			t.Errorf("sandbox %s: name %q labels %v: want tether-<intent> with the runner's and tether's labels", sb.ID, sb.Name, sb.Labels)
 		}
 	}
-	journal := w.intents()
-	if len(journal) != 20 {
-		t.Errorf("journal holds %d intents, want 20", len(journal))
+	recorded := w.intents()
+	if len(recorded) != 20 {
+		t.Errorf("journal holds %d intents, want 20", len(recorded))
 	}
-	for _, in := range journal {
-		if in.State != spool.Gone {
+	for _, in := range recorded {
+		if in.State != intent.Gone {
 			t.Errorf("intent %s (%s): %s (%s)", in.ID, in.Name, in.State, in.LastError)
 		}
 	}
@@ -162,16 +162,16 @@ func TestProxyKeepsTheRunnersNameAndLabels(t *testing.T) {
 	if !ok {
 		t.Fatal("no such sandbox")
 	}
-	in := sb.Labels[spool.LabelIntent]
-	if sb.Name != "agent-7" || sb.Labels["job"] != "j-agent-7" || sb.Labels["runner"] != "zero-code" || sb.Labels["e2e"] != "yes" || sb.Labels[spool.LabelOwner] != w.owner || in == "" {
+	in := sb.Labels[intent.LabelIntent]
+	if sb.Name != "agent-7" || sb.Labels["job"] != "j-agent-7" || sb.Labels["runner"] != "zero-code" || sb.Labels["e2e"] != "yes" || sb.Labels[intent.LabelOwner] != w.owner || in == "" {
 		t.Fatalf("sandbox %q labels %v", sb.Name, sb.Labels)
 	}
 	if code := p.stop(syscall.SIGTERM); code != 128+int(syscall.SIGTERM) {
 		t.Fatalf("tether exited %d; stderr:\n%s", code, p.stderr)
 	}
 	w.assertDestroyed(sb.ID)
-	journal := w.intents()
-	if got := journal[in]; got.Name != "agent-7" || got.State != spool.Gone {
+	recorded := w.intents()
+	if got := recorded[in]; got.Name != "agent-7" || got.State != intent.Gone {
 		t.Errorf("intent %s: name %q state %s", in, got.Name, got.State)
 	}
 }
@@ -196,8 +196,8 @@ func TestProxySpoofedCreateIsJournaled(t *testing.T) {
 	if spoofed.AutoStopInterval == 0 {
 		t.Errorf("the spoofed create runs with auto-stop off")
 	}
-	if in := spoofed.Labels[spool.LabelIntent]; in == "" || in == first.Labels[spool.LabelIntent] {
-		t.Errorf("spoofed sandbox labels %v: want an intent of its own (the first's is %s)", spoofed.Labels, first.Labels[spool.LabelIntent])
+	if in := spoofed.Labels[intent.LabelIntent]; in == "" || in == first.Labels[intent.LabelIntent] {
+		t.Errorf("spoofed sandbox labels %v: want an intent of its own (the first's is %s)", spoofed.Labels, first.Labels[intent.LabelIntent])
 	}
 	if code := p.stop(syscall.SIGTERM); code != 128+int(syscall.SIGTERM) {
 		t.Fatalf("tether exited %d; stderr:\n%s", code, p.stderr)
@@ -205,7 +205,7 @@ func TestProxySpoofedCreateIsJournaled(t *testing.T) {
 	w.assertDestroyed(first.ID, spoofed.ID)
 	gone := 0
 	for _, in := range w.intents() {
-		if in.State == spool.Gone {
+		if in.State == intent.Gone {
 			gone++
 		}
 	}

@@ -4,8 +4,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
-	"github.com/tether-run/tether/spool"
 )
 
 // The calls an unchanged runner makes after its creates, through the
@@ -48,7 +48,7 @@ func TestProxyCallsAfterTheCreate(t *testing.T) {
 			// the setters met the backstop, the forks are their own.
 			for _, l := range append(created, forked...) {
 				sb, _ := w.sim.Sandbox(l.sandbox)
-				if sb.Labels[spool.LabelOwner] != w.owner || sb.Labels["e2e"] != "yes" || sb.Labels[spool.LabelIntent] == "" {
+				if sb.Labels[intent.LabelOwner] != w.owner || sb.Labels["e2e"] != "yes" || sb.Labels[intent.LabelIntent] == "" {
 					t.Errorf("sandbox %s labels %v: tether's labels lost", l.sandbox, sb.Labels)
 				}
 				if sb.AutoStopInterval == 0 {
@@ -97,18 +97,18 @@ func TestProxyCallsAfterTheCreate(t *testing.T) {
 			if n := w.sim.Calls()[daytonatest.RouteDelete]; n < 5 || n > 7 {
 				t.Errorf("Daytona received %d deletes, want 5 to 7", n)
 			}
-			journal := w.intents()
+			recorded := w.intents()
 			forks := 0
-			for _, in := range journal {
-				if in.State != spool.Gone {
+			for _, in := range recorded {
+				if in.State != intent.Gone {
 					t.Errorf("intent %s (%s): %s (%s)", in.ID, in.Name, in.State, in.LastError)
 				}
 				if in.ParentIntent != "" {
 					forks++
 				}
 			}
-			if len(journal) != 5 || forks != 2 {
-				t.Errorf("journal: %d intents, %d forks; want 5 and 2", len(journal), forks)
+			if len(recorded) != 5 || forks != 2 {
+				t.Errorf("journal: %d intents, %d forks; want 5 and 2", len(recorded), forks)
 			}
 			rep := mustReport(t, p.stderr.String())
 			if rep.total != 5 || rep.left != 0 || rep.counts["gone"] != 5 {
@@ -140,7 +140,7 @@ func TestProxyRefusedCreateLeavesNoPhantom(t *testing.T) {
 	}
 	never := 0
 	for _, in := range w.intents() {
-		if in.State == spool.NeverCreated {
+		if in.State == intent.NeverCreated {
 			never++
 		}
 	}

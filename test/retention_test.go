@@ -9,7 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tether-run/tether/spool"
+	"github.com/tether-run/tether/intent"
+	"github.com/tether-run/tether/journal"
 )
 
 // journalWithHistory journals ended intents (released by the runner, with
@@ -17,9 +18,9 @@ import (
 // sandbox started in the simulator. With prune, the ended ones are pruned
 // as a tether with a short retention would have, leaving the file mostly
 // free. It returns the live intents and the file's size.
-func (w *world) journalWithHistory(ended, live int, prune bool) (map[string]spool.Intent, int64) {
+func (w *world) journalWithHistory(ended, live int, prune bool) (map[string]intent.Intent, int64) {
 	w.t.Helper()
-	j, err := spool.Open(w.journal, spool.Options{})
+	j, err := journal.Open(w.journal, journal.Options{})
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -34,10 +35,10 @@ func (w *world) journalWithHistory(ended, live int, prune bool) (map[string]spoo
 	for range 64 {
 		wg.Go(func() {
 			for i := range next {
-				in, _, err := j.Create(w.t.Context(), spool.NewIntent{Labels: map[string]string{"e2e": "yes", "n": fmt.Sprint(i),
+				in, _, err := j.Create(w.t.Context(), intent.Declaration{Labels: map[string]string{"e2e": "yes", "n": fmt.Sprint(i),
 					"pad": strings.Repeat("p", 250), "pad2": strings.Repeat("q", 250)}})
 				if err == nil {
-					_, err = j.Release(in.ID, spool.OutcomeDeleted)
+					_, err = j.Release(in.ID, intent.OutcomeDeleted)
 				}
 				if err != nil {
 					errs <- err
@@ -51,9 +52,9 @@ func (w *world) journalWithHistory(ended, live int, prune bool) (map[string]spoo
 	for err := range errs {
 		w.t.Fatal(err)
 	}
-	out := map[string]spool.Intent{}
+	out := map[string]intent.Intent{}
 	for range live {
-		in, _, err := j.Create(w.t.Context(), spool.NewIntent{Labels: map[string]string{"e2e": "yes"}})
+		in, _, err := j.Create(w.t.Context(), intent.Declaration{Labels: map[string]string{"e2e": "yes"}})
 		if err != nil {
 			w.t.Fatal(err)
 		}
@@ -127,9 +128,9 @@ func TestRetentionPrunesAndCompacts(t *testing.T) {
 
 // readIntents reads every intent of the journal without writing to it (an
 // Open could compact it).
-func (w *world) readIntents() []spool.Intent {
+func (w *world) readIntents() []intent.Intent {
 	w.t.Helper()
-	j, err := spool.OpenReadOnly(w.journal, 0)
+	j, err := journal.OpenReadOnly(w.journal, 0)
 	if err != nil {
 		w.t.Fatal(err)
 	}

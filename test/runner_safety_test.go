@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/testutil"
 
 	"os"
@@ -17,7 +18,6 @@ import (
 	"github.com/tether-run/tether/intentapi"
 
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
-	"github.com/tether-run/tether/spool"
 )
 
 // TestRestartReusingKeysLeaksNothing: a runner that is restarted (docker
@@ -90,7 +90,7 @@ func TestSpoolRunnerWithScopeLabels(t *testing.T) {
 	}
 	in := decodeIntentJSON(t, raw)
 	if in.ID != "job-7" || in.Name != "tether-job-7" || in.Labels["team"] != "x" || in.Labels["e2e"] != "yes" ||
-		in.Labels["step"] != "build" || in.Labels[spool.LabelOwner] != w.owner || in.Labels[spool.LabelIntent] != "job-7" {
+		in.Labels["step"] != "build" || in.Labels[intent.LabelOwner] != w.owner || in.Labels[intent.LabelIntent] != "job-7" {
 		t.Fatalf("the CLI printed %+v", in)
 	}
 	off := 0
@@ -114,7 +114,7 @@ func TestSpoolRunnerWithScopeLabels(t *testing.T) {
 		t.Fatalf("tether exited %d:\n%s", code, p.stderr)
 	}
 	w.assertDestroyed(sb.ID)
-	w.assertJournal(spool.Gone, in.ID)
+	w.assertJournal(intent.Gone, in.ID)
 	if strings.Contains(p.stderr.String(), "foreign") && !strings.Contains(p.stderr.String(), "foreign        0") {
 		t.Fatalf("the spool runner's sandbox was judged foreign:\n%s", p.stderr)
 	}

@@ -68,12 +68,12 @@ func TestStartSaysWhere(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { os.RemoveAll(dir) })
-		journal := dir + "/journal.db"
-		code, stderr := w.runTether("run", "--journal", journal, "--socket", w.socket, "--spool", w.spool, "--", "true")
+		journalPath := dir + "/journal.db"
+		code, stderr := w.runTether("run", "--journal", journalPath, "--socket", w.socket, "--spool", w.spool, "--", "true")
 		if code != 0 {
 			t.Fatalf("tether exited %d:\n%s", code, stderr)
 		}
-		if lineWith(stderr, "level=WARN", "will not survive", "tmpfs", "journal="+journal) == "" {
+		if lineWith(stderr, "level=WARN", "will not survive", "tmpfs", "journal="+journalPath) == "" {
 			t.Errorf("no warning that a journal in memory will not survive:\n%s", stderr)
 		}
 		if lineWith(stderr, "where this run keeps its state", "daytona_proxy=off") == "" {

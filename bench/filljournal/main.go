@@ -12,7 +12,8 @@ import (
 	"os"
 
 	"github.com/tether-run/tether/bench/internal/fill"
-	"github.com/tether-run/tether/spool"
+	"github.com/tether-run/tether/intent"
+	"github.com/tether-run/tether/journal"
 )
 
 func main() {
@@ -28,8 +29,8 @@ func main() {
 
 // declareLive journals n live intents under provider in a new journal.
 func declareLive(path string, n int, provider string) error {
-	return fill.Journal(path, n, func(j *spool.Journal, i int) error {
-		_, _, err := j.Create(context.Background(), spool.NewIntent{
+	return fill.Journal(path, n, func(j *journal.Journal, i int) error {
+		_, _, err := j.Create(context.Background(), intent.Declaration{
 			Labels:   map[string]string{"bench": "scale", "n": fmt.Sprint(i)},
 			Provider: provider,
 		})

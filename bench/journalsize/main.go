@@ -16,7 +16,8 @@ import (
 	"time"
 
 	"github.com/tether-run/tether/bench/internal/fill"
-	"github.com/tether-run/tether/spool"
+	"github.com/tether-run/tether/intent"
+	"github.com/tether-run/tether/journal"
 )
 
 func main() {
@@ -43,7 +44,7 @@ func run(path string, n, opens int) error {
 	}
 	report("full", timeOpens(path, opens))
 
-	j, err := spool.Open(path, spool.Options{})
+	j, err := journal.Open(path, journal.Options{})
 	if err != nil {
 		return err
 	}
@@ -56,7 +57,7 @@ func run(path string, n, opens int) error {
 	if err := j.Close(); err != nil {
 		return err
 	}
-	fmt.Printf("pruned %d intents in %s (%d transactions of at most %d)\n", pruned, took.Round(time.Millisecond), (pruned+spool.DefaultPruneBatch-1)/spool.DefaultPruneBatch, spool.DefaultPruneBatch)
+	fmt.Printf("pruned %d intents in %s (%d transactions of at most %d)\n", pruned, took.Round(time.Millisecond), (pruned+journal.DefaultPruneBatch-1)/journal.DefaultPruneBatch, journal.DefaultPruneBatch)
 	fi, _ := os.Stat(path)
 	fmt.Printf("%-34s %9d KiB %12s\n", "pruned, mostly free", fi.Size()>>10, "-")
 	report("first open: compacts", timeOpens(path, 1))
@@ -70,7 +71,7 @@ func timeOpens(path string, k int) time.Duration {
 	var ds []time.Duration
 	for range k {
 		start := time.Now()
-		j, err := spool.Open(path, spool.Options{})
+		j, err := journal.Open(path, journal.Options{})
 		d := time.Since(start)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "journalsize:", err)
@@ -86,13 +87,13 @@ func timeOpens(path string, k int) time.Duration {
 // journalReleased journals n intents in a new journal, each released by
 // the runner at once, with labels of a typical runner's size.
 func journalReleased(path string, n int) error {
-	return fill.Journal(path, n, func(j *spool.Journal, i int) error {
-		in, _, err := j.Create(context.Background(), spool.NewIntent{
+	return fill.Journal(path, n, func(j *journal.Journal, i int) error {
+		in, _, err := j.Create(context.Background(), intent.Declaration{
 			Labels: map[string]string{"bench": "retention", "n": fmt.Sprint(i), "team": strings.Repeat("t", 32), "job": strings.Repeat("j", 64)},
 			Key:    fmt.Sprint("job-", i),
 		})
 		if err == nil {
-			_, err = j.Release(in.ID, spool.OutcomeDeleted)
+			_, err = j.Release(in.ID, intent.OutcomeDeleted)
 		}
 		return err
 	})

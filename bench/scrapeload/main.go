@@ -28,8 +28,9 @@ import (
 	"time"
 
 	"github.com/tether-run/tether/bench/internal/fill"
+	"github.com/tether-run/tether/intent"
+	"github.com/tether-run/tether/journal"
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
-	"github.com/tether-run/tether/spool"
 )
 
 const envChild = "SCRAPELOAD_CHILD" // the child's output file
@@ -46,15 +47,15 @@ func main() {
 	n := flag.Int("n", 10, "finished intents in the journal")
 	scrapes := flag.Int("scrapes", 1000, "scrapes fired at once")
 	timeout := flag.Duration("timeout", 60*time.Second, "a scrape not answered within this fails")
-	journal := flag.String("journal", "", "journal to use (filled with -n intents if missing; copied, never changed)")
+	journalFlag := flag.String("journal", "", "journal to use (filled with -n intents if missing; copied, never changed)")
 	flag.Parse()
-	if err := run(*tether, *n, *scrapes, *timeout, *journal); err != nil {
+	if err := run(*tether, *n, *scrapes, *timeout, *journalFlag); err != nil {
 		fmt.Fprintln(os.Stderr, "scrapeload:", err)
 		os.Exit(1)
 	}
 }
 
-func run(tether string, n, scrapes int, timeout time.Duration, journal string) error {
+func run(tether string, n, scrapes int, timeout time.Duration, journalPath string) error {
 	if tether == "" {
 		return fmt.Errorf("-tether is required")
 	}
@@ -63,16 +64,16 @@ func run(tether string, n, scrapes int, timeout time.Duration, journal string) e
 		return err
 	}
 	defer os.RemoveAll(dir)
-	if journal == "" {
-		journal = filepath.Join(dir, "filled.db")
+	if journalPath == "" {
+		journalPath = filepath.Join(dir, "filled.db")
 	}
-	if _, err := os.Stat(journal); err != nil {
-		if err := fillReleased(journal, n); err != nil {
+	if _, err := os.Stat(journalPath); err != nil {
+		if err := fillReleased(journalPath, n); err != nil {
 			return err
 		}
 	}
 	work := filepath.Join(dir, "journal.db")
-	if err := copyFile(journal, work); err != nil {
+	if err := copyFile(journalPath, work); err != nil {
 		return err
 	}
 	sim := daytonatest.NewServer()
@@ -168,10 +169,10 @@ func run(tether string, n, scrapes int, timeout time.Duration, journal string) e
 // fillReleased journals n intents in a new journal, each released at once
 // (finished, as history is).
 func fillReleased(path string, n int) error {
-	return fill.Journal(path, n, func(j *spool.Journal, _ int) error {
-		in, _, err := j.Create(context.Background(), spool.NewIntent{Labels: map[string]string{"bench": "scrapeload"}, Provider: "daytona"})
+	return fill.Journal(path, n, func(j *journal.Journal, _ int) error {
+		in, _, err := j.Create(context.Background(), intent.Declaration{Labels: map[string]string{"bench": "scrapeload"}, Provider: "daytona"})
 		if err == nil {
-			_, err = j.Release(in.ID, spool.OutcomeDeleted)
+			_, err = j.Release(in.ID, intent.OutcomeDeleted)
 		}
 		return err
 	})

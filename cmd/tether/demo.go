@@ -19,8 +19,9 @@ import (
 	"time"
 
 	"github.com/tether-run/tether/examples/go/samplerunner"
+	"github.com/tether-run/tether/intent"
+	"github.com/tether-run/tether/journal"
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
-	"github.com/tether-run/tether/spool"
 	"github.com/tether-run/tether/supervisor"
 )
 
@@ -320,7 +321,7 @@ func (d *demo) rowsOf(run int) []demoRow {
 // table prints one row per sandbox: whether tether's journal and the
 // simulated Daytona agree that it is gone, and by which path it went.
 func (d *demo) table() (bool, error) {
-	j, err := spool.Open(d.journal(), spool.Options{})
+	j, err := journal.Open(d.journal(), journal.Options{})
 	if err != nil {
 		return false, fmt.Errorf("demo: read the journal: %w", err)
 	}
@@ -353,7 +354,7 @@ func (d *demo) table() (bool, error) {
 		if r.how != "created" {
 			created += ", " + r.how
 		}
-		ok := state == string(spool.Gone) && daytonaState == "destroyed"
+		ok := state == string(intent.Gone) && daytonaState == "destroyed"
 		all = all && ok
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.name, created, ended, state, daytonaState, d.mark(ok))
 	}

@@ -8,10 +8,11 @@ import (
 	"os"
 	"time"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/config"
 	"github.com/tether-run/tether/internal/reaper"
 	"github.com/tether-run/tether/internal/sidecar"
-	"github.com/tether-run/tether/spool"
+	"github.com/tether-run/tether/journal"
 )
 
 // DefaultOfflineDrainTimeout is the deadline of `tether drain`: no docker
@@ -112,7 +113,7 @@ func (*DrainCommand) Run(ctx context.Context, args []string) error {
 // salvage copies what is readable of the journal at src into a new journal
 // at dst, and reports what it could not.
 func salvage(src, dst string, w io.Writer) error {
-	rep, err := spool.Salvage(src, dst)
+	rep, err := journal.Salvage(src, dst)
 	if err != nil {
 		return err
 	}
@@ -128,7 +129,7 @@ func salvage(src, dst string, w io.Writer) error {
 		fmt.Fprintf(w, "tether: salvage: damage: %s\n", d)
 	}
 	if len(rep.Damage) > 0 {
-		fmt.Fprintf(w, "tether: salvage: records in the damaged parts are lost and cannot be named; their sandboxes carry the label %s=%s\n", spool.LabelOwner, rep.Owner)
+		fmt.Fprintf(w, "tether: salvage: records in the damaged parts are lost and cannot be named; their sandboxes carry the label %s=%s\n", intent.LabelOwner, rep.Owner)
 	}
 	if n := len(rep.Quarantined); n > 0 {
 		fmt.Fprintf(w, "tether: salvage: %d records could not be read; they are quarantined in %s and reported by every drain\n", n, dst)

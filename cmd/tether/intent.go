@@ -12,11 +12,11 @@ import (
 
 	"github.com/oklog/ulid/v2"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/intentapi"
 	"github.com/tether-run/tether/intentapi/client"
 	"github.com/tether-run/tether/internal/config"
 	"github.com/tether-run/tether/internal/intake/spooldir"
-	"github.com/tether-run/tether/spool"
 )
 
 // DefaultIntentTimeout bounds one `tether intent` call. It exceeds the
@@ -84,25 +84,25 @@ var intentSubs = map[string]intentSub{
 	"new": {
 		flags: func(fs *flag.FlagSet, a *intentArgs) {
 			fs.Var(config.LabelFlag(a.labels), "label", "label k=v for the sandbox; repeatable")
-			fs.StringVar(&a.onDrain, "on-drain", string(spool.DrainDelete), "what the drain does with the sandbox: delete or stop")
+			fs.StringVar(&a.onDrain, "on-drain", string(intent.DrainDelete), "what the drain does with the sandbox: delete or stop")
 			fs.StringVar(&a.key, "key", "", "idempotency key: the same key again returns the same live intent")
 			fs.StringVar(&a.provider, "provider", "", "the cloud of the sandbox: daytona (the default) or e2b")
 		},
 		validate: func(a *intentArgs) error {
-			err := errors.Join(spool.ValidateLabels(a.labels), spool.ValidateOnDrain(spool.OnDrain(a.onDrain)))
+			err := errors.Join(intent.ValidateLabels(a.labels), intent.ValidateOnDrain(intent.OnDrain(a.onDrain)))
 			if a.key != "" {
-				err = errors.Join(err, spool.ValidateKey(a.key))
+				err = errors.Join(err, intent.ValidateKey(a.key))
 			}
 			return err
 		},
 		socket: func(ctx context.Context, cl *client.Client, a *intentArgs) error {
-			return printed(cl.CreateIntent(ctx, intentapi.CreateRequest{Labels: a.labels, OnDrain: spool.OnDrain(a.onDrain), Key: a.key, Provider: a.provider}))
+			return printed(cl.CreateIntent(ctx, intentapi.CreateRequest{Labels: a.labels, OnDrain: intent.OnDrain(a.onDrain), Key: a.key, Provider: a.provider}))
 		},
 		spool: spoolNew,
 	},
 	"observe": {
 		args:     []string{"ID", "SANDBOX_ID"},
-		validate: func(a *intentArgs) error { return spool.ValidateSandboxID(a.pos[1]) },
+		validate: func(a *intentArgs) error { return intent.ValidateSandboxID(a.pos[1]) },
 		socket: func(ctx context.Context, cl *client.Client, a *intentArgs) error {
 			return printed(cl.Observe(ctx, a.pos[0], a.pos[1]))
 		},
@@ -113,9 +113,9 @@ var intentSubs = map[string]intentSub{
 	"release": {
 		args: []string{"ID"},
 		flags: func(fs *flag.FlagSet, a *intentArgs) {
-			fs.StringVar(&a.outcome, "outcome", spool.OutcomeDeleted, "what the runner did: deleted or kept")
+			fs.StringVar(&a.outcome, "outcome", intent.OutcomeDeleted, "what the runner did: deleted or kept")
 		},
-		validate: func(a *intentArgs) error { return spool.ValidateOutcome(a.outcome) },
+		validate: func(a *intentArgs) error { return intent.ValidateOutcome(a.outcome) },
 		socket: func(ctx context.Context, cl *client.Client, a *intentArgs) error {
 			return printed(cl.Release(ctx, a.pos[0], a.outcome))
 		},
@@ -142,7 +142,7 @@ var intentSubs = map[string]intentSub{
 		socket: func(ctx context.Context, cl *client.Client, a *intentArgs) error {
 			// Page by page, so a journal of many live intents is never
 			// held in memory at once, on either side.
-			q := intentapi.ListQuery{Limit: spool.MaxPageLimit}
+			q := intentapi.ListQuery{Limit: intent.MaxPageLimit}
 			for {
 				p, err := cl.ListPage(ctx, q)
 				if err != nil {
@@ -192,7 +192,7 @@ func (c *IntentCommand) Run(ctx context.Context, args []string) error {
 	// Check what the request carries here, so a typo is a usage error and
 	// the spool never gets a file tether would reject.
 	for _, id := range pos[:min(len(pos), 1)] {
-		if err := spool.ValidateIntentID(id); err != nil {
+		if err := intent.ValidateIntentID(id); err != nil {
 			return usageError(fs, err)
 		}
 	}
@@ -241,15 +241,15 @@ func spoolNew(dir string, a *intentArgs) error {
 	if id == "" {
 		id = strings.ToLower(ulid.Make().String())
 	}
-	if err := spool.ValidateIntentID(id); err != nil {
+	if err := intent.ValidateIntentID(id); err != nil {
 		return &ExitError{Code: ExitCodeUsage, Err: fmt.Errorf("intent new: --key: without a socket the key is the intent id, and so the sandbox name: %w", err)}
 	}
-	f := spooldir.FileOp{Op: spooldir.OpIntent, ID: id, Labels: a.labels, OnDrain: spool.OnDrain(a.onDrain), Provider: a.provider}
+	f := spooldir.FileOp{Op: spooldir.OpIntent, ID: id, Labels: a.labels, OnDrain: intent.OnDrain(a.onDrain), Provider: a.provider}
 	if err := writeSpool(dir, f); err != nil {
 		return err
 	}
-	n := spool.NewIntent{ID: id, Labels: spool.MergeLabels(scope, a.labels), OnDrain: f.OnDrain, Provider: f.Provider}
-	printJSON(intentapi.View(spool.Plan(owner, n, time.Now().UTC())))
+	n := intent.Declaration{ID: id, Labels: intent.MergeLabels(scope, a.labels), OnDrain: f.OnDrain, Provider: f.Provider}
+	printJSON(intentapi.View(intent.Plan(owner, n, time.Now().UTC())))
 	return nil
 }
 

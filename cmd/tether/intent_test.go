@@ -10,32 +10,33 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/intake"
 	"github.com/tether-run/tether/internal/intake/socket"
 	"github.com/tether-run/tether/internal/intake/spooldir"
 	"github.com/tether-run/tether/internal/testutil"
-	"github.com/tether-run/tether/spool"
+	"github.com/tether-run/tether/journal"
 )
 
 // intentServer serves the intent API on a real socket in this process; the
 // binary under test is the real tether, talking to it.
-func intentServer(t *testing.T) (sock string, j *spool.Journal) {
+func intentServer(t *testing.T) (sock string, j *journal.Journal) {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "tint")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	j, err = spool.Open(filepath.Join(dir, "journal.db"), spool.Options{})
+	j, err = journal.Open(filepath.Join(dir, "journal.db"), journal.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := &socket.Server{Intake: &intake.Intake{Journal: j, Labels: map[string]string{"scope": "test"},
-		Delete: func(ctx context.Context, id string) (spool.Intent, error) {
-			if _, err := j.Transition(id, spool.Releasing, ""); err != nil {
-				return spool.Intent{}, err
+		Delete: func(ctx context.Context, id string) (intent.Intent, error) {
+			if _, err := j.Transition(id, intent.Releasing, ""); err != nil {
+				return intent.Intent{}, err
 			}
-			return j.Transition(id, spool.Gone, "")
+			return j.Transition(id, intent.Gone, "")
 		}}}
 	sock = filepath.Join(dir, "tether.sock")
 	l, err := s.Listen(sock)
@@ -54,9 +55,9 @@ func tetherIntent(t *testing.T, env []string, args ...string) (string, string, i
 	return tetherCmd(t, env, append([]string{"intent"}, args...)...)
 }
 
-func decodeIntent(t *testing.T, out string) spool.Intent {
+func decodeIntent(t *testing.T, out string) intent.Intent {
 	t.Helper()
-	var in spool.Intent
+	var in intent.Intent
 	if err := json.Unmarshal([]byte(out), &in); err != nil {
 		t.Fatalf("not an intent: %q: %v", out, err)
 	}
@@ -72,7 +73,7 @@ func TestIntentCommandOverSocket(t *testing.T) {
 		t.Fatalf("new: exit %d: %s", code, errOut)
 	}
 	in := decodeIntent(t, out)
-	if in.State != spool.Pending || in.Labels["team"] != "a" || in.Labels["scope"] != "test" || in.OnDrain != spool.DrainStop {
+	if in.State != intent.Pending || in.Labels["team"] != "a" || in.Labels["scope"] != "test" || in.OnDrain != intent.DrainStop {
 		t.Fatalf("new: %+v", in)
 	}
 	if got, err := j.Get(in.ID); err != nil || got.Key != "k1" {
@@ -102,7 +103,7 @@ func TestIntentCommandOverSocket(t *testing.T) {
 	}
 	// Flags may follow the arguments.
 	out, errOut, code = tetherIntent(t, env, "release", in.ID, "--outcome", "kept")
-	if rel := decodeIntent(t, out); code != 0 || rel.State != spool.Released {
+	if rel := decodeIntent(t, out); code != 0 || rel.State != intent.Released {
 		t.Fatalf("release: %d %s %s", code, out, errOut)
 	}
 	if got, _ := j.Get(in.ID); got.Outcome != "kept" {
@@ -112,7 +113,7 @@ func TestIntentCommandOverSocket(t *testing.T) {
 	out, _, _ = tetherIntent(t, env, "new")
 	d := decodeIntent(t, out)
 	out, errOut, code = tetherIntent(t, env, "delete", d.ID)
-	if code != 0 || decodeIntent(t, out).State != spool.Gone {
+	if code != 0 || decodeIntent(t, out).State != intent.Gone {
 		t.Fatalf("delete: %d %s %s", code, out, errOut)
 	}
 	_, errOut, code = tetherIntent(t, env, "get", "01arz3ndektsv4rrffq69g5fav")
@@ -158,7 +159,7 @@ func TestIntentCommandUsage(t *testing.T) {
 func TestIntentCommandSpool(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "spool")
 	os.MkdirAll(dir, 0o700)
-	j, err := spool.Open(filepath.Join(t.TempDir(), "journal.db"), spool.Options{})
+	j, err := journal.Open(filepath.Join(t.TempDir(), "journal.db"), journal.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +170,7 @@ func TestIntentCommandSpool(t *testing.T) {
 		t.Fatalf("new: %d %s", code, errOut)
 	}
 	in := decodeIntent(t, out)
-	if spool.ValidateIntentID(in.ID) != nil || in.Name != "tether-"+in.ID || in.Labels[spool.LabelIntent] != in.ID ||
+	if intent.ValidateIntentID(in.ID) != nil || in.Name != "tether-"+in.ID || in.Labels[intent.LabelIntent] != in.ID ||
 		in.Labels["scope"] != "s" || in.Labels["team"] != "a" {
 		t.Fatalf("spool new: %+v", in)
 	}
@@ -198,7 +199,7 @@ func TestIntentCommandSpool(t *testing.T) {
 	for {
 		got, err1 := j.Get(in.ID)
 		run, err2 := j.Get("my-run")
-		if err1 == nil && err2 == nil && got.SandboxID == "sb-9" && run.State == spool.Released {
+		if err1 == nil && err2 == nil && got.SandboxID == "sb-9" && run.State == intent.Released {
 			break
 		}
 		if time.Now().After(deadline) {

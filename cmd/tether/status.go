@@ -13,10 +13,11 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/intentapi"
 	"github.com/tether-run/tether/intentapi/client"
 	"github.com/tether-run/tether/internal/config"
-	"github.com/tether-run/tether/spool"
+	"github.com/tether-run/tether/journal"
 )
 
 // Settings of `tether status`.
@@ -34,10 +35,10 @@ const (
 )
 
 // finishedStates are the states an intent ends in.
-var finishedStates = []spool.State{spool.Gone, spool.Stopped, spool.Released, spool.NeverCreated, spool.Foreign}
+var finishedStates = []intent.State{intent.Gone, intent.Stopped, intent.Released, intent.NeverCreated, intent.Foreign}
 
 // liveStates are the states of an unresolved intent, in the order counted.
-var liveStates = []spool.State{spool.Pending, spool.Observed, spool.Releasing}
+var liveStates = []intent.State{intent.Pending, intent.Observed, intent.Releasing}
 
 // StatusCommand is `tether status`: what a journal holds, read beside a
 // running tether (through its socket) or from a journal left behind.
@@ -100,18 +101,18 @@ func (*StatusCommand) Run(ctx context.Context, args []string) error {
 	socket := fs.String("socket", os.Getenv(config.EnvSocket), "socket of a running tether to ask ($"+config.EnvSocket+"; default: the socket tether run listens on, if one is there)")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of the table")
 	recent := fs.Int("recent", DefaultStatusRecent, "finished intents to show after the live ones (0: none)")
-	limit := fs.Int("limit", DefaultStatusLimit, "live intents to show on one page (1 to "+fmt.Sprint(spool.MaxPageLimit)+")")
+	limit := fs.Int("limit", DefaultStatusLimit, "live intents to show on one page (1 to "+fmt.Sprint(intent.MaxPageLimit)+")")
 	token := fs.String("page-token", "", "show the page of live intents that starts after this one (the next-page token status printed)")
 	all := fs.Bool("all", false, "show every live intent, not one page")
 	timeout := fs.Duration("timeout", DefaultStatusTimeout, "bound on the whole call")
 	if err := parseConfig(fs, args, 0, &cfg, envErr); err != nil {
 		return helped(err)
 	}
-	if *recent < 0 || *recent > spool.MaxPageLimit {
-		return usageError(fs, fmt.Errorf("--recent %d: must be between 0 and %d", *recent, spool.MaxPageLimit))
+	if *recent < 0 || *recent > intent.MaxPageLimit {
+		return usageError(fs, fmt.Errorf("--recent %d: must be between 0 and %d", *recent, intent.MaxPageLimit))
 	}
-	if *limit < 1 || *limit > spool.MaxPageLimit {
-		return usageError(fs, fmt.Errorf("--limit %d: must be between 1 and %d", *limit, spool.MaxPageLimit))
+	if *limit < 1 || *limit > intent.MaxPageLimit {
+		return usageError(fs, fmt.Errorf("--limit %d: must be between 1 and %d", *limit, intent.MaxPageLimit))
 	}
 	if *all && *token != "" {
 		return usageError(fs, errors.New("--all and --page-token: give one (--all shows every page)"))
@@ -143,16 +144,16 @@ func isSet(fs *flag.FlagSet, name string) bool {
 // readStatus chooses where to read: the socket when one is given, else the
 // journal read-only, else (the journal is held by a live tether, or there
 // is none at the default path) the default socket.
-func readStatus(ctx context.Context, journal string, journalGiven bool, socket string, q statusQuery) (statusReport, error) {
+func readStatus(ctx context.Context, journalPath string, journalGiven bool, socket string, q statusQuery) (statusReport, error) {
 	if socket != "" {
 		return statusFromSocket(ctx, socket, q)
 	}
-	j, err := spool.OpenReadOnly(journal, 0)
+	j, err := journal.OpenReadOnly(journalPath, 0)
 	if err == nil {
 		defer j.Close()
 		return statusFromJournal(j, q)
 	}
-	held := errors.Is(err, spool.ErrLocked)
+	held := errors.Is(err, journal.ErrLocked)
 	missing := errors.Is(err, os.ErrNotExist)
 	if !held && !(missing && !journalGiven) {
 		return statusReport{}, err
@@ -160,16 +161,16 @@ func readStatus(ctx context.Context, journal string, journalGiven bool, socket s
 	found, tried := config.FindSocket()
 	if found == "" {
 		if held {
-			return statusReport{}, fmt.Errorf("journal %s is held by a running tether, and no socket at %s: give its --socket", journal, strings.Join(tried, " or "))
+			return statusReport{}, fmt.Errorf("journal %s is held by a running tether, and no socket at %s: give its --socket", journalPath, strings.Join(tried, " or "))
 		}
-		return statusReport{}, fmt.Errorf("no journal at %s and no socket at %s (give --journal or --socket)", journal, strings.Join(tried, " or "))
+		return statusReport{}, fmt.Errorf("no journal at %s and no socket at %s (give --journal or --socket)", journalPath, strings.Join(tried, " or "))
 	}
 	return statusFromSocket(ctx, found, q)
 }
 
 // statusFromJournal counts the live intents by state (a scan of the live
 // index, bounded by live work, not history) and reads the page asked for.
-func statusFromJournal(j *spool.Journal, q statusQuery) (statusReport, error) {
+func statusFromJournal(j *journal.Journal, q statusQuery) (statusReport, error) {
 	rep := statusReport{Owner: j.Owner(), Source: "journal", Path: j.Path(), Counts: map[string]int{}, Live: []intentapi.Intent{}, Recent: []intentapi.Intent{}}
 	counts, err := j.LiveCountByState()
 	if err != nil {
@@ -179,7 +180,7 @@ func statusFromJournal(j *spool.Journal, q statusQuery) (statusReport, error) {
 		rep.Counts[string(st)] = n
 		rep.LiveTotal += n
 	}
-	pq := spool.PageQuery{Limit: q.limit, After: q.token}
+	pq := journal.PageQuery{Limit: q.limit, After: q.token}
 	for {
 		p, err := j.ListPage(pq)
 		if err != nil {
@@ -195,7 +196,7 @@ func statusFromJournal(j *spool.Journal, q statusQuery) (statusReport, error) {
 		pq.After = p.Next
 	}
 	if q.recent > 0 {
-		p, err := j.ListPage(spool.PageQuery{States: finishedStates, Limit: q.recent, Reverse: true})
+		p, err := j.ListPage(journal.PageQuery{States: finishedStates, Limit: q.recent, Reverse: true})
 		if err != nil {
 			return rep, err
 		}

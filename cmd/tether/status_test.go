@@ -14,11 +14,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/intentapi"
 	"github.com/tether-run/tether/intentapi/client"
 	"github.com/tether-run/tether/internal/config"
 	"github.com/tether-run/tether/internal/testutil"
-	"github.com/tether-run/tether/spool"
+	"github.com/tether-run/tether/journal"
 )
 
 // tetherCmd runs the real binary with args and env (TETHER_* cleared) and
@@ -43,15 +44,15 @@ func tetherCmd(t *testing.T, env []string, args ...string) (string, string, int)
 
 // deadJournal leaves a journal as a dead container would: two live intents
 // (one tether failed on), one gone.
-func deadJournal(t *testing.T, path string) (owner string, live []spool.Intent, gone spool.Intent) {
+func deadJournal(t *testing.T, path string) (owner string, live []intent.Intent, gone intent.Intent) {
 	t.Helper()
-	j, err := spool.Open(path, spool.Options{})
+	j, err := journal.Open(path, journal.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer j.Close()
 	for i := 0; i < 3; i++ {
-		in, _, err := j.Create(t.Context(), spool.NewIntent{Labels: map[string]string{"run": "7"}})
+		in, _, err := j.Create(t.Context(), intent.Declaration{Labels: map[string]string{"run": "7"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -67,10 +68,10 @@ func deadJournal(t *testing.T, path string) (owner string, live []spool.Intent, 
 		case 1:
 			live = append(live, in)
 		case 2:
-			if _, err := j.Transition(in.ID, spool.Releasing, ""); err != nil {
+			if _, err := j.Transition(in.ID, intent.Releasing, ""); err != nil {
 				t.Fatal(err)
 			}
-			if gone, err = j.Transition(in.ID, spool.Gone, ""); err != nil {
+			if gone, err = j.Transition(in.ID, intent.Gone, ""); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -79,11 +80,11 @@ func deadJournal(t *testing.T, path string) (owner string, live []spool.Intent, 
 }
 
 func TestStatusOfADeadJournal(t *testing.T) {
-	journal := filepath.Join(t.TempDir(), "journal.db")
-	owner, live, gone := deadJournal(t, journal)
-	before, _ := os.ReadFile(journal)
+	journalPath := filepath.Join(t.TempDir(), "journal.db")
+	owner, live, gone := deadJournal(t, journalPath)
+	before, _ := os.ReadFile(journalPath)
 
-	out, errOut, code := tetherCmd(t, nil, "status", "--journal", journal)
+	out, errOut, code := tetherCmd(t, nil, "status", "--journal", journalPath)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -101,7 +102,7 @@ func TestStatusOfADeadJournal(t *testing.T) {
 		t.Fatalf("table:\n%s", out)
 	}
 	for i, want := range []struct {
-		in    spool.Intent
+		in    intent.Intent
 		state string
 	}{{live[0], "observed"}, {live[1], "pending"}, {gone, "gone"}} {
 		f := strings.Fields(rows[i+1])
@@ -112,12 +113,12 @@ func TestStatusOfADeadJournal(t *testing.T) {
 	if !strings.Contains(rows[1], "sb-0") || !strings.Contains(rows[1], "HTTP 503") || strings.Fields(rows[1])[4] != "1" {
 		t.Fatalf("failed intent's row lacks sandbox, attempts or error: %q", rows[1])
 	}
-	after, _ := os.ReadFile(journal)
+	after, _ := os.ReadFile(journalPath)
 	if !bytes.Equal(before, after) {
 		t.Fatal("status changed the journal file")
 	}
 
-	out, _, code = tetherCmd(t, nil, "status", "--journal", journal, "--json", "--recent", "0")
+	out, _, code = tetherCmd(t, nil, "status", "--journal", journalPath, "--json", "--recent", "0")
 	var rep statusReport
 	if code != 0 || json.Unmarshal([]byte(out), &rep) != nil {
 		t.Fatalf("--json: exit %d: %s", code, out)
@@ -143,8 +144,8 @@ func TestStatusBesideARunningTether(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
-	journal, sock := filepath.Join(dir, "journal.db"), filepath.Join(dir, "t.sock")
-	run := exec.Command(tetherBin, "run", "--journal", journal, "--socket", sock, "--spool", filepath.Join(dir, "spool"),
+	journalPath, sock := filepath.Join(dir, "journal.db"), filepath.Join(dir, "t.sock")
+	run := exec.Command(tetherBin, "run", "--journal", journalPath, "--socket", sock, "--spool", filepath.Join(dir, "spool"),
 		"--daytona-proxy=false", "--", "sleep", "600")
 	run.Env = append(os.Environ(), "DAYTONA_API_KEY=", "DAYTONA_JWT_TOKEN=")
 	if err := run.Start(); err != nil {
@@ -185,7 +186,7 @@ func TestStatusBesideARunningTether(t *testing.T) {
 		return
 	}
 	start := time.Now()
-	_, errOut, code = tetherCmd(t, nil, "status", "--journal", journal)
+	_, errOut, code = tetherCmd(t, nil, "status", "--journal", journalPath)
 	if code != ExitCodeUsage || !strings.Contains(errOut, "held by a running tether") {
 		t.Fatalf("held journal: exit %d: %s", code, errOut)
 	}
@@ -198,14 +199,14 @@ func TestStatusBesideARunningTether(t *testing.T) {
 // counts of all of them and one page, with the token of the next; the
 // pages together, and --all, are every live intent once.
 func TestStatusPages(t *testing.T) {
-	journal := filepath.Join(t.TempDir(), "journal.db")
-	j, err := spool.Open(journal, spool.Options{})
+	journalPath := filepath.Join(t.TempDir(), "journal.db")
+	j, err := journal.Open(journalPath, journal.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	const n = 25
 	for i := range n {
-		in, _, err := j.Create(t.Context(), spool.NewIntent{})
+		in, _, err := j.Create(t.Context(), intent.Declaration{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -217,7 +218,7 @@ func TestStatusPages(t *testing.T) {
 	}
 	j.Close()
 
-	out, errOut, code := tetherCmd(t, nil, "status", "--journal", journal, "--limit", "10")
+	out, errOut, code := tetherCmd(t, nil, "status", "--journal", journalPath, "--limit", "10")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -230,7 +231,7 @@ func TestStatusPages(t *testing.T) {
 		if page > n {
 			t.Fatal("the pages do not end")
 		}
-		args := []string{"status", "--journal", journal, "--limit", "10", "--json"}
+		args := []string{"status", "--journal", journalPath, "--limit", "10", "--json"}
 		if token != "" {
 			args = append(args, "--page-token", token)
 		}
@@ -255,12 +256,12 @@ func TestStatusPages(t *testing.T) {
 	if len(seen) != n {
 		t.Fatalf("the pages showed %d of %d", len(seen), n)
 	}
-	out, _, code = tetherCmd(t, nil, "status", "--journal", journal, "--limit", "10", "--all", "--json")
+	out, _, code = tetherCmd(t, nil, "status", "--journal", journalPath, "--limit", "10", "--all", "--json")
 	var rep statusReport
 	if code != 0 || json.Unmarshal([]byte(out), &rep) != nil || len(rep.Live) != n || rep.NextPageToken != "" {
 		t.Fatalf("--all: exit %d, %d live, next %q", code, len(rep.Live), rep.NextPageToken)
 	}
-	if _, errOut, code := tetherCmd(t, nil, "status", "--journal", journal, "--all", "--page-token", "x"); code != ExitCodeUsage || !strings.Contains(errOut, "--all and --page-token") {
+	if _, errOut, code := tetherCmd(t, nil, "status", "--journal", journalPath, "--all", "--page-token", "x"); code != ExitCodeUsage || !strings.Contains(errOut, "--all and --page-token") {
 		t.Fatalf("--all with --page-token: exit %d: %s", code, errOut)
 	}
 }

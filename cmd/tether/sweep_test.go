@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/reaper"
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
-	"github.com/tether-run/tether/spool"
 )
 
 // TestSweepCommand runs the real binary against the simulator: a dry run
@@ -22,9 +22,9 @@ func TestSweepCommand(t *testing.T) {
 	env := []string{"DAYTONA_API_URL=" + srv.URL, "DAYTONA_API_KEY=sweep-key", "DAYTONA_JWT_TOKEN="}
 
 	offset.Store(int64(-3 * 24 * time.Hour))
-	owned := map[string]string{spool.LabelOwner: "01owner", spool.LabelIntent: "a"}
+	owned := map[string]string{intent.LabelOwner: "01owner", intent.LabelIntent: "a"}
 	stale, _ := srv.AddSandbox(daytonatest.DefaultOrg, daytonatest.SeedSandbox{Name: "tether-stale", Labels: owned})
-	keep, _ := srv.AddSandbox(daytonatest.DefaultOrg, daytonatest.SeedSandbox{Name: "tether-keep", Labels: map[string]string{spool.LabelOwner: "01owner", reaper.LabelKeep: "true"}})
+	keep, _ := srv.AddSandbox(daytonatest.DefaultOrg, daytonatest.SeedSandbox{Name: "tether-keep", Labels: map[string]string{intent.LabelOwner: "01owner", reaper.LabelKeep: "true"}})
 	unowned, _ := srv.AddSandbox(daytonatest.DefaultOrg, daytonatest.SeedSandbox{Name: "someone-elses", Labels: map[string]string{"team": "x"}})
 	offset.Store(int64(-10 * time.Minute))
 	young, _ := srv.AddSandbox(daytonatest.DefaultOrg, daytonatest.SeedSandbox{Name: "tether-young", Labels: owned})

@@ -17,8 +17,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/reaper"
-	"github.com/tether-run/tether/spool"
 )
 
 // Config holds every setting of tether run (and the subset other subcommands use).
@@ -288,8 +288,8 @@ func addLabel(m map[string]string, kv string) error {
 	if !ok || k == "" {
 		return fmt.Errorf("label %q: want k=v", kv)
 	}
-	if strings.HasPrefix(k, spool.NamePrefix) {
-		return fmt.Errorf("label %q: keys starting with %s are reserved for ownership labels", kv, spool.NamePrefix)
+	if strings.HasPrefix(k, intent.NamePrefix) {
+		return fmt.Errorf("label %q: keys starting with %s are reserved for ownership labels", kv, intent.NamePrefix)
 	}
 	m[k] = v
 	return nil
@@ -372,7 +372,7 @@ func (c *Config) Validate() error {
 	}
 	// Scope labels go on every intent; checked here so a bad one stops
 	// tether at start instead of failing every create with a 400.
-	if err := spool.ValidateLabels(c.Labels); err != nil {
+	if err := intent.ValidateLabels(c.Labels); err != nil {
 		bad("--label: %v", err)
 	}
 	for k, v := range c.Labels {

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"syscall"
 
-	"github.com/tether-run/tether/spool/access"
+	"github.com/tether-run/tether/journal/access"
 )
 
 // The well-known directories: tether's journal and socket as root, and as

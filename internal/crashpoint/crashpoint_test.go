@@ -7,7 +7,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/tether-run/tether/spool"
+	"github.com/tether-run/tether/journal"
 )
 
 // envChild makes the test binary a child that hits a point three times.
@@ -61,7 +61,7 @@ func TestHit(t *testing.T) {
 // The journal's points are named in package spool, which imports nothing
 // of internal/: the names must agree.
 func TestJournalPointNames(t *testing.T) {
-	if CompactBeforeRename != spool.CrashCompactBeforeRename || CompactAfterRename != spool.CrashCompactAfterRename {
-		t.Fatalf("crashpoint %q, %q; spool %q, %q", CompactBeforeRename, CompactAfterRename, spool.CrashCompactBeforeRename, spool.CrashCompactAfterRename)
+	if CompactBeforeRename != journal.CrashCompactBeforeRename || CompactAfterRename != journal.CrashCompactAfterRename {
+		t.Fatalf("crashpoint %q, %q; spool %q, %q", CompactBeforeRename, CompactAfterRename, journal.CrashCompactBeforeRename, journal.CrashCompactAfterRename)
 	}
 }

@@ -19,7 +19,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tether-run/tether/spool"
+	"github.com/tether-run/tether/journal"
 )
 
 // The permissions tether needs on an API key
@@ -285,8 +285,8 @@ func journalCheck(path string) (Verdict, string) {
 	case err == nil && !fi.Mode().IsRegular():
 		return Fail, "not a regular file: the journal must be a file of its own"
 	case err == nil:
-		j, err := spool.OpenReadOnly(path, 0)
-		if errors.Is(err, spool.ErrLocked) {
+		j, err := journal.OpenReadOnly(path, 0)
+		if errors.Is(err, journal.ErrLocked) {
 			return Pass, "held by a running tether"
 		}
 		if err != nil {

@@ -8,9 +8,10 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/reaper"
+	"github.com/tether-run/tether/journal"
 	"github.com/tether-run/tether/provider"
-	"github.com/tether-run/tether/spool"
 )
 
 // livePoll is the pause between the cleanup's reads of a sandbox it
@@ -30,7 +31,7 @@ func (r *run) live(parent context.Context) {
 		return
 	}
 	defer os.RemoveAll(dir)
-	j, err := spool.Open(filepath.Join(dir, "journal.db"), spool.Options{Logger: r.o.Logger.With("component", "journal")})
+	j, err := journal.Open(filepath.Join(dir, "journal.db"), journal.Options{Logger: r.o.Logger.With("component", "journal")})
 	if err != nil {
 		r.report(Step{Name: "live: declare", Verdict: Fail, Detail: err.Error()})
 		return
@@ -38,7 +39,7 @@ func (r *run) live(parent context.Context) {
 	defer j.Close()
 
 	var (
-		in        spool.Intent
+		in        intent.Intent
 		sandboxID string
 		created   bool // a create was sent: the sandbox may exist
 		confirmed bool // the sandbox is confirmed gone
@@ -55,7 +56,7 @@ func (r *run) live(parent context.Context) {
 	}()
 
 	if r.timed("live: declare", func() (Verdict, string) {
-		in, _, err = j.Create(ctx, spool.NewIntent{Labels: map[string]string{LabelDoctor: LabelDoctorValue}, Provider: r.prov.Name(), Account: r.prov.Account()})
+		in, _, err = j.Create(ctx, intent.Declaration{Labels: map[string]string{LabelDoctor: LabelDoctorValue}, Provider: r.prov.Name(), Account: r.prov.Account()})
 		if err != nil {
 			return Fail, err.Error()
 		}
@@ -85,9 +86,9 @@ func (r *run) live(parent context.Context) {
 		if err != nil {
 			return Fail, why(err)
 		}
-		if sb.Labels[spool.LabelOwner] != j.Owner() || sb.Labels[spool.LabelIntent] != in.ID {
+		if sb.Labels[intent.LabelOwner] != j.Owner() || sb.Labels[intent.LabelIntent] != in.ID {
 			return Fail, fmt.Sprintf("sandbox %s does not carry the intent's labels (%s=%q, %s=%q): tether could not prove it its own", sb.ID,
-				spool.LabelOwner, sb.Labels[spool.LabelOwner], spool.LabelIntent, sb.Labels[spool.LabelIntent])
+				intent.LabelOwner, sb.Labels[intent.LabelOwner], intent.LabelIntent, sb.Labels[intent.LabelIntent])
 		}
 		return Pass, fmt.Sprintf("id journaled; the sandbox reads back %s with the intent's ownership labels", sb.State)
 	}) != Pass {
@@ -96,7 +97,7 @@ func (r *run) live(parent context.Context) {
 
 	if r.timed("live: drain", func() (Verdict, string) {
 		rp := &reaper.Reaper{Journal: j, Provider: r.prov, Logger: r.o.Logger.With("component", "reaper")}
-		rep := rp.Drain(ctx, []spool.Intent{in})
+		rep := rp.Drain(ctx, []intent.Intent{in})
 		if rep.Gone != 1 {
 			why := "not resolved before the deadline"
 			if len(rep.Unresolved) > 0 {

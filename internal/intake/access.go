@@ -3,7 +3,7 @@ package intake
 import (
 	"os"
 
-	"github.com/tether-run/tether/spool/access"
+	"github.com/tether-run/tether/journal/access"
 )
 
 // Who may use tether is one rule, shared by both intakes and the journal so

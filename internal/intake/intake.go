@@ -12,7 +12,8 @@ import (
 	"context"
 	"log/slog"
 
-	"github.com/tether-run/tether/spool"
+	"github.com/tether-run/tether/intent"
+	"github.com/tether-run/tether/journal"
 )
 
 // Journal is the journal as an intake may use it: declare, observe,
@@ -27,28 +28,28 @@ type Journal interface {
 	// Declaring, observing and releasing, at once or as queued changes
 	// (the spool directory submits a file's change and waits for it
 	// later, so many files share one commit).
-	Create(ctx context.Context, n spool.NewIntent) (in spool.Intent, created bool, err error)
-	Observe(id, sandboxID string) (spool.Intent, error)
-	Release(id, outcome string) (spool.Intent, error)
-	PrepareCreate(n spool.NewIntent) (*spool.Change, error)
-	PrepareObserve(id, sandboxID string) (*spool.Change, error)
-	PrepareRelease(id, outcome string) (*spool.Change, error)
-	PrepareGet(id string) (*spool.Change, error)
-	Submit(c *spool.Change) error
-	Apply(ctx context.Context, c *spool.Change) (spool.Intent, error)
+	Create(ctx context.Context, n intent.Declaration) (in intent.Intent, created bool, err error)
+	Observe(id, sandboxID string) (intent.Intent, error)
+	Release(id, outcome string) (intent.Intent, error)
+	PrepareCreate(n intent.Declaration) (*journal.Change, error)
+	PrepareObserve(id, sandboxID string) (*journal.Change, error)
+	PrepareRelease(id, outcome string) (*journal.Change, error)
+	PrepareGet(id string) (*journal.Change, error)
+	Submit(c *journal.Change) error
+	Apply(ctx context.Context, c *journal.Change) (intent.Intent, error)
 
 	// The proxies' two state changes.
-	CloseRefusedCreate(id, why string) (spool.Intent, error)
-	MarkDeleteRequested(id string) (spool.Intent, error)
+	CloseRefusedCreate(id, why string) (intent.Intent, error)
+	MarkDeleteRequested(id string) (intent.Intent, error)
 
 	// Reading.
-	Get(id string) (spool.Intent, error)
-	Live() ([]spool.Intent, error)
+	Get(id string) (intent.Intent, error)
+	Live() ([]intent.Intent, error)
 	LiveCount() (int, error)
-	ListPage(q spool.PageQuery) (spool.Page, error)
+	ListPage(q journal.PageQuery) (journal.Page, error)
 }
 
-var _ Journal = (*spool.Journal)(nil)
+var _ Journal = (*journal.Journal)(nil)
 
 // Intake is the journal-facing half of every intake. The zero Logger
 // discards.
@@ -67,10 +68,10 @@ type Intake struct {
 	Lease int
 	// Delete resolves one intent now: verified delete, confirmed gone. Nil
 	// when tether has no provider; the intent is then left for the drain.
-	Delete func(ctx context.Context, id string) (spool.Intent, error)
+	Delete func(ctx context.Context, id string) (intent.Intent, error)
 	// Observed is called in its own goroutine after a sandbox id was newly
 	// journaled (the auto-stop backstop). May be nil.
-	Observed func(spool.Intent)
+	Observed func(intent.Intent)
 	// Declared is called once per intent this intake newly declared (not
 	// for an idempotent retry): the metrics' count per intake. May be nil.
 	Declared func()
@@ -79,16 +80,16 @@ type Intake struct {
 
 // NewIntent is the declaration a request makes: its labels over the scope
 // labels, under this intake's provider and account.
-func (in *Intake) NewIntent(labels map[string]string, onDrain spool.OnDrain, key, id string) spool.NewIntent {
-	return spool.NewIntent{
-		Key: key, ID: id, Labels: spool.MergeLabels(in.Labels, labels), OnDrain: onDrain,
+func (in *Intake) NewIntent(labels map[string]string, onDrain intent.OnDrain, key, id string) intent.Declaration {
+	return intent.Declaration{
+		Key: key, ID: id, Labels: intent.MergeLabels(in.Labels, labels), OnDrain: onDrain,
 		Provider: in.Provider, Account: in.Account, Lease: in.Lease,
 	}
 }
 
 // Declare journals n (Journal.Create) and counts it as declared through
 // this intake when it made a new intent.
-func (in *Intake) Declare(ctx context.Context, n spool.NewIntent) (spool.Intent, bool, error) {
+func (in *Intake) Declare(ctx context.Context, n intent.Declaration) (intent.Intent, bool, error) {
 	i, created, err := in.Journal.Create(ctx, n)
 	if err == nil && created && in.Declared != nil {
 		in.Declared()
@@ -99,7 +100,7 @@ func (in *Intake) Declare(ctx context.Context, n spool.NewIntent) (spool.Intent,
 // Committed is called with every change an intake saw committed: a newly
 // created intent is counted as declared, a newly recorded sandbox id starts
 // Observed.
-func (in *Intake) Committed(c *spool.Change, result spool.Intent) {
+func (in *Intake) Committed(c *journal.Change, result intent.Intent) {
 	if c.Created() && in.Declared != nil {
 		in.Declared()
 	}
@@ -123,11 +124,11 @@ func (in *Intake) Log() *slog.Logger {
 // labels carry a tether owner among them (another journal's, or a copy of
 // an ended intent's), is the proxy's to journal.
 func (in *Intake) RunnerDeclared(labels map[string]string, name string) bool {
-	if labels[spool.LabelOwner] != in.Journal.Owner() {
+	if labels[intent.LabelOwner] != in.Journal.Owner() {
 		return false
 	}
-	id := labels[spool.LabelIntent]
-	if spool.ValidateIntentID(id) != nil {
+	id := labels[intent.LabelIntent]
+	if intent.ValidateIntentID(id) != nil {
 		return false
 	}
 	it, err := in.Journal.Get(id)

@@ -6,7 +6,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/tether-run/tether/spool"
+	"github.com/tether-run/tether/intent"
 )
 
 // ErrUnknownProvider: a declaration names a provider tether has no
@@ -19,14 +19,14 @@ var ErrUnknownProvider = errors.New("unknown provider")
 // (the socket's and the spool file's optional "provider"): "" or the
 // Intake's own Provider is that provider under its Account; any other
 // must be one of Others, and gets that provider's account.
-func (in *Intake) NewIntentOf(provider string, labels map[string]string, onDrain spool.OnDrain, key, id string) (spool.NewIntent, error) {
+func (in *Intake) NewIntentOf(provider string, labels map[string]string, onDrain intent.OnDrain, key, id string) (intent.Declaration, error) {
 	n := in.NewIntent(labels, onDrain, key, id)
 	if provider == "" || provider == in.Provider {
 		return n, nil
 	}
 	account, ok := in.Others[provider]
 	if !ok {
-		return spool.NewIntent{}, fmt.Errorf("%w %.40q: tether has credentials for %s", ErrUnknownProvider, provider, in.providerNames())
+		return intent.Declaration{}, fmt.Errorf("%w %.40q: tether has credentials for %s", ErrUnknownProvider, provider, in.providerNames())
 	}
 	// The lease (lease mode) is the default provider's: another provider
 	// has its own backstop.

@@ -11,9 +11,10 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/lease"
+	"github.com/tether-run/tether/journal"
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
-	"github.com/tether-run/tether/spool"
 )
 
 // TestBenchLease is a benchmark, not a test: it measures lease mode at the
@@ -95,13 +96,13 @@ func TestBenchLease(t *testing.T) {
 //
 //	go test -run '^$' -bench ScanJournal -benchtime 20x ./internal/lease
 func BenchmarkScanJournal(b *testing.B) {
-	j, err := spool.Open(filepath.Join(b.TempDir(), "journal.db"), spool.Options{})
+	j, err := journal.Open(filepath.Join(b.TempDir(), "journal.db"), journal.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer j.Close()
 	for i := 0; i < 10_000; i++ { // the last of each 500 is waited for
-		c, err := j.PrepareCreate(spool.NewIntent{Labels: map[string]string{"run": "bench"}})
+		c, err := j.PrepareCreate(intent.Declaration{Labels: map[string]string{"run": "bench"}})
 		if err != nil {
 			b.Fatal(err)
 		}

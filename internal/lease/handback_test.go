@@ -11,20 +11,21 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/lease"
 	"github.com/tether-run/tether/internal/reaper"
+	"github.com/tether-run/tether/journal"
 	"github.com/tether-run/tether/provider"
 	"github.com/tether-run/tether/provider/daytona"
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
-	"github.com/tether-run/tether/spool"
 )
 
 // handBackReaper is the reaper as the sidecar hands it to the policy.
 type handBackReaper struct{ *reaper.Reaper }
 
-func (r handBackReaper) ApplyLease(context.Context, spool.Intent) error { return nil }
-func (r handBackReaper) Backstop(context.Context, spool.Intent) error   { return nil }
-func (r handBackReaper) EndLease(ctx context.Context, in spool.Intent, autoStop int) error {
+func (r handBackReaper) ApplyLease(context.Context, intent.Intent) error { return nil }
+func (r handBackReaper) Backstop(context.Context, intent.Intent) error   { return nil }
+func (r handBackReaper) EndLease(ctx context.Context, in intent.Intent, autoStop int) error {
 	err := r.Reaper.EndLease(ctx, in, autoStop)
 	if errors.Is(err, reaper.ErrForeign) || errors.Is(err, provider.ErrNotFound) {
 		return fmt.Errorf("%w: %w", lease.ErrNotOurs, err)
@@ -38,9 +39,9 @@ func (r handBackReaper) EndLease(ctx context.Context, in spool.Intent, autoStop 
 // Daytona provider over the simulator, served in memory.
 type keptWorld struct {
 	sim     *daytonatest.Server
-	j       *spool.Journal
+	j       *journal.Journal
 	r       *reaper.Reaper
-	intents []spool.Intent
+	intents []intent.Intent
 }
 
 func newKeptWorld(t *testing.T, n int, opts ...daytonatest.Option) *keptWorld {
@@ -55,7 +56,7 @@ func newKeptWorld(t *testing.T, n int, opts ...daytonatest.Option) *keptWorld {
 	if err != nil {
 		t.Fatal(err)
 	}
-	j, err := spool.Open(filepath.Join(t.TempDir(), "journal.db"), spool.Options{})
+	j, err := journal.Open(filepath.Join(t.TempDir(), "journal.db"), journal.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +64,7 @@ func newKeptWorld(t *testing.T, n int, opts ...daytonatest.Option) *keptWorld {
 	w := &keptWorld{sim: sim, j: j, r: &reaper.Reaper{Journal: j, Provider: prov, Logger: slog.New(slog.DiscardHandler)}}
 	stop := leaseMinutes
 	for range n {
-		in, _, err := j.Create(context.Background(), spool.NewIntent{Provider: daytona.ProviderName, Account: prov.Account(), Lease: leaseMinutes})
+		in, _, err := j.Create(context.Background(), intent.Declaration{Provider: daytona.ProviderName, Account: prov.Account(), Lease: leaseMinutes})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -74,7 +75,7 @@ func newKeptWorld(t *testing.T, n int, opts ...daytonatest.Option) *keptWorld {
 		if _, err := j.Observe(in.ID, sb.ID); err != nil {
 			t.Fatal(err)
 		}
-		if in, err = j.Release(in.ID, spool.OutcomeKept); err != nil {
+		if in, err = j.Release(in.ID, intent.OutcomeKept); err != nil {
 			t.Fatal(err)
 		}
 		w.intents = append(w.intents, in)
@@ -88,7 +89,7 @@ func (w *keptWorld) policy() *lease.Policy {
 
 // assertHandedBack: the simulator shows the sandbox handed back (auto-stop
 // 15, auto-delete never, the keep label), alive, and the journal says done.
-func (w *keptWorld) assertHandedBack(t *testing.T, in spool.Intent) {
+func (w *keptWorld) assertHandedBack(t *testing.T, in intent.Intent) {
 	t.Helper()
 	sb, _ := w.sim.Sandbox(in.SandboxID)
 	if sb.State != "started" || sb.AutoStopInterval != 15 || sb.AutoDeleteInterval != -1 || !provider.KeepValue(sb.Labels[provider.LabelKeep]) {

@@ -44,8 +44,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/provider"
-	"github.com/tether-run/tether/spool"
 )
 
 // Defaults, as shares of the lease (the auto-stop interval as a duration).
@@ -86,8 +86,8 @@ const (
 
 // Journal is what the renewer reads of the journal.
 type Journal interface {
-	Live() ([]spool.Intent, error)
-	Get(id string) (spool.Intent, error)
+	Live() ([]intent.Intent, error)
+	Get(id string) (intent.Intent, error)
 }
 
 // Observer is told what the renewer sees, for metrics. May be nil.
@@ -127,7 +127,7 @@ type Renewer struct {
 	// Kept, if set, is called in a goroutine of its own with each intent
 	// the renewer stops renewing because the runner released it as kept
 	// (spool.OutcomeKept): the sandbox is the runner's from then on.
-	Kept func(spool.Intent)
+	Kept func(intent.Intent)
 
 	// Rescue is the auto-stop (minutes) a sandbox gets when its renewals
 	// keep failing and its lease is about to run out (default
@@ -141,7 +141,7 @@ type Renewer struct {
 	// sandbox's intent once its renewals succeed again, to give it its
 	// lease back (the policy's Apply: renew, let it settle, set the short
 	// auto-stop).
-	Restore func(spool.Intent)
+	Restore func(intent.Intent)
 }
 
 // entry is one sandbox being renewed.
@@ -174,9 +174,9 @@ type entry struct {
 type result struct {
 	intent string
 	err    error
-	drop   bool         // the intent is no longer observed with that sandbox
-	gone   spool.Intent // the intent as the journal has it then, if it has it
-	until  time.Time    // the quota is spent until then: nothing was sent
+	drop   bool          // the intent is no longer observed with that sandbox
+	gone   intent.Intent // the intent as the journal has it then, if it has it
+	until  time.Time     // the quota is spent until then: nothing was sent
 }
 
 // loop is one Run: its settings, resolved once, and its state, owned by
@@ -417,7 +417,7 @@ func (l *loop) scan(now time.Time) {
 	account := r.Provider.Account()
 	seen := make(map[string]bool, len(live))
 	for _, in := range live {
-		if in.State != spool.Observed || in.SandboxID == "" || (in.Account != "" && in.Account != account) {
+		if in.State != intent.Observed || in.SandboxID == "" || (in.Account != "" && in.Account != account) {
 			continue
 		}
 		if in.Provider != "" && in.Provider != r.Provider.Name() {
@@ -427,7 +427,7 @@ func (l *loop) scan(now time.Time) {
 		if e, ok := l.entries[in.ID]; ok && e.sandbox == in.SandboxID {
 			continue
 		}
-		l.entries[in.ID] = &entry{intent: in.ID, sandbox: in.SandboxID, owner: in.Labels[spool.LabelOwner], next: now.Add(l.period - l.early()), lastOK: now}
+		l.entries[in.ID] = &entry{intent: in.ID, sandbox: in.SandboxID, owner: in.Labels[intent.LabelOwner], next: now.Add(l.period - l.early()), lastOK: now}
 	}
 	for id, e := range l.entries {
 		if !seen[id] && !e.busy {
@@ -449,7 +449,7 @@ func (l *loop) scan(now time.Time) {
 func (l *loop) renew(ctx context.Context, e entry) result {
 	r := l.r
 	in, err := r.Journal.Get(e.intent)
-	if err != nil || in.State != spool.Observed || in.SandboxID != e.sandbox {
+	if err != nil || in.State != intent.Observed || in.SandboxID != e.sandbox {
 		return result{intent: e.intent, drop: true, gone: in}
 	}
 	if until := l.held(provider.CallRenew); !until.IsZero() {
@@ -503,8 +503,8 @@ func (l *loop) holdFor(err error) {
 }
 
 // released hands an intent the runner released as kept to Kept.
-func (r *Renewer) released(in spool.Intent) {
-	if r.Kept != nil && in.State == spool.Released && in.Outcome == spool.OutcomeKept && in.SandboxID != "" {
+func (r *Renewer) released(in intent.Intent) {
+	if r.Kept != nil && in.State == intent.Released && in.Outcome == intent.OutcomeKept && in.SandboxID != "" {
 		go r.Kept(in)
 	}
 }
@@ -554,7 +554,7 @@ func (l *loop) census(ctx context.Context, byOwner map[string][]entry) []verdict
 		}
 		listed := map[string]bool{}
 		if owner != "" {
-			sbs, err := r.Provider.List(ctx, map[string]string{spool.LabelOwner: owner})
+			sbs, err := r.Provider.List(ctx, map[string]string{intent.LabelOwner: owner})
 			l.holdFor(err)
 			if err != nil {
 				r.log().Debug("lease census: cannot list the sandboxes; checking again in a lease", "owner", owner, "err", err)
@@ -646,7 +646,7 @@ func (l *loop) rescueDue(ctx context.Context, now time.Time) {
 			"intent", e.intent, "sandbox", e.sandbox, "last_renewed", now.Sub(e.lastOK).Round(time.Millisecond), "lease", l.r.Lease, "auto_stop_minutes", l.rescueMinutes)
 		go func(e entry) {
 			res := rescued{intent: e.intent, sandbox: e.sandbox}
-			if in, err := l.r.Journal.Get(e.intent); err != nil || in.State != spool.Observed || in.SandboxID != e.sandbox {
+			if in, err := l.r.Journal.Get(e.intent); err != nil || in.State != intent.Observed || in.SandboxID != e.sandbox {
 				res.skipped = true
 			} else {
 				res.err = l.r.Provider.SetAutoStop(ctx, e.sandbox, l.rescueMinutes)

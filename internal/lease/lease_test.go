@@ -13,11 +13,12 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/lease"
+	"github.com/tether-run/tether/journal"
 	"github.com/tether-run/tether/provider"
 	"github.com/tether-run/tether/provider/daytona"
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
-	"github.com/tether-run/tether/spool"
 )
 
 // These tests run in a synctest bubble: the simulator's clock and the
@@ -51,15 +52,15 @@ func (t handlerTransport) RoundTrip(req *http.Request) (resp *http.Response, err
 }
 
 // journal is an in-memory lease.Journal.
-type journal struct {
+type memJournal struct {
 	mu      sync.Mutex
-	intents map[string]spool.Intent
+	intents map[string]intent.Intent
 }
 
-func (j *journal) Live() ([]spool.Intent, error) {
+func (j *memJournal) Live() ([]intent.Intent, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	var out []spool.Intent
+	var out []intent.Intent
 	for _, in := range j.intents {
 		if in.State.Live() {
 			out = append(out, in)
@@ -68,17 +69,17 @@ func (j *journal) Live() ([]spool.Intent, error) {
 	return out, nil
 }
 
-func (j *journal) Get(id string) (spool.Intent, error) {
+func (j *memJournal) Get(id string) (intent.Intent, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	in, ok := j.intents[id]
 	if !ok {
-		return in, spool.ErrNotFound
+		return in, journal.ErrNotFound
 	}
 	return in, nil
 }
 
-func (j *journal) set(id string, st spool.State) {
+func (j *memJournal) set(id string, st intent.State) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	in := j.intents[id]
@@ -97,7 +98,7 @@ func (o *observer) Leased(int)   {}
 type world struct {
 	sim      *daytonatest.Server
 	prov     *daytona.Provider
-	journal  *journal
+	journal  *memJournal
 	observer *observer
 	ids      []string // sandbox ids, by intent "i<n>"
 	spent    *atomic.Int64
@@ -124,19 +125,19 @@ func newWorldStop(t *testing.T, n, autoStop int, opts ...daytonatest.Option) *wo
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &world{sim: sim, prov: prov, journal: &journal{intents: map[string]spool.Intent{}}, observer: &observer{}, spent: spent}
+	w := &world{sim: sim, prov: prov, journal: &memJournal{intents: map[string]intent.Intent{}}, observer: &observer{}, spent: spent}
 	stop, del := autoStop, provider.LeaseAutoDelete(-1, leaseMinutes)
 	for i := 0; i < n; i++ {
 		sb, err := sim.AddSandbox(daytonatest.DefaultOrg, daytonatest.SeedSandbox{
 			Name: fmt.Sprintf("tether-i%d", i), AutoStopInterval: &stop, AutoDeleteInterval: &del,
-			Labels: map[string]string{spool.LabelOwner: testOwner, spool.LabelIntent: fmt.Sprintf("i%d", i)},
+			Labels: map[string]string{intent.LabelOwner: testOwner, intent.LabelIntent: fmt.Sprintf("i%d", i)},
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
 		id := fmt.Sprintf("i%d", i)
-		w.journal.intents[id] = spool.Intent{ID: id, State: spool.Observed, SandboxID: sb.ID, Provider: daytona.ProviderName, Account: prov.Account(),
-			Labels: map[string]string{spool.LabelOwner: testOwner, spool.LabelIntent: id}}
+		w.journal.intents[id] = intent.Intent{ID: id, State: intent.Observed, SandboxID: sb.ID, Provider: daytona.ProviderName, Account: prov.Account(),
+			Labels: map[string]string{intent.LabelOwner: testOwner, intent.LabelIntent: id}}
 		w.ids = append(w.ids, sb.ID)
 	}
 	return w
@@ -310,7 +311,7 @@ func TestReleasedIsNotRenewed(t *testing.T) {
 		defer stop()
 		time.Sleep(leaseMinutes * time.Minute)
 		synctest.Wait()
-		w.journal.set("i0", spool.Released)
+		w.journal.set("i0", intent.Released)
 		before := w.sim.CallsFor(w.ids[0])[daytonatest.RouteLastActivity]
 		if before == 0 {
 			t.Fatal("the sandbox was never renewed before its release")
@@ -339,13 +340,13 @@ func TestKeptIsHandedBack(t *testing.T) {
 		var mu sync.Mutex
 		var kept []string
 		r := w.renewer()
-		r.Kept = func(in spool.Intent) { mu.Lock(); kept = append(kept, in.ID); mu.Unlock() }
+		r.Kept = func(in intent.Intent) { mu.Lock(); kept = append(kept, in.ID); mu.Unlock() }
 		stop := start(r)
 		time.Sleep(time.Minute)
 		w.journal.mu.Lock()
-		for id, out := range map[string]string{"i0": spool.OutcomeKept, "i1": spool.OutcomeDeleted} {
+		for id, out := range map[string]string{"i0": intent.OutcomeKept, "i1": intent.OutcomeDeleted} {
 			in := w.journal.intents[id]
-			in.State, in.Outcome = spool.Released, out
+			in.State, in.Outcome = intent.Released, out
 			w.journal.intents[id] = in
 		}
 		w.journal.mu.Unlock()
@@ -435,7 +436,7 @@ func TestReleasedBetweenScansIsNotRenewed(t *testing.T) {
 		stop := start(r)
 		time.Sleep(leaseMinutes * time.Minute)
 		synctest.Wait()
-		w.journal.set("i0", spool.Released)
+		w.journal.set("i0", intent.Released)
 		before := w.sim.CallsFor(w.ids[0])[daytonatest.RouteLastActivity]
 		other := w.sim.CallsFor(w.ids[1])[daytonatest.RouteLastActivity]
 		if before == 0 {
@@ -525,7 +526,7 @@ func TestRescueOutlastsARenewalStorm(t *testing.T) {
 		var mu sync.Mutex
 		restored := map[string]int{}
 		r := w.renewer()
-		r.Restore = func(in spool.Intent) { mu.Lock(); restored[in.ID]++; mu.Unlock() }
+		r.Restore = func(in intent.Intent) { mu.Lock(); restored[in.ID]++; mu.Unlock() }
 		stop := start(r)
 		time.Sleep(leaseMinutes * time.Minute)
 		w.sim.SetFaults(daytonatest.Faults{Rate429: 1, RetryAfter: 5 * time.Second, Routes: []string{daytonatest.RouteLastActivity}})

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tether-run/tether/spool"
+	"github.com/tether-run/tether/intent"
 )
 
 // ErrNotOurs is what Reaper.ApplyLease wraps when the sandbox is not ours
@@ -18,9 +18,9 @@ var ErrNotOurs = errors.New("the sandbox is not ours or is gone")
 // the sidecar): put a sandbox under its lease, hand it back, or fall back
 // to the long auto-stop backstop.
 type Reaper interface {
-	ApplyLease(ctx context.Context, in spool.Intent) error
-	EndLease(ctx context.Context, in spool.Intent, autoStop int) error
-	Backstop(ctx context.Context, in spool.Intent) error
+	ApplyLease(ctx context.Context, in intent.Intent) error
+	EndLease(ctx context.Context, in intent.Intent, autoStop int) error
+	Backstop(ctx context.Context, in intent.Intent) error
 }
 
 // Policy is lease mode as tether run applies it beside the Renewer: a newly
@@ -38,8 +38,8 @@ type Policy struct {
 	// journal's history: a start and a drain beside 100,000 finished
 	// intents cost what the few pending ones do.
 	Journal interface {
-		PendingHandBacks() ([]spool.Intent, error)
-		MarkHandedBack(id string) (spool.Intent, error)
+		PendingHandBacks() ([]intent.Intent, error)
+		MarkHandedBack(id string) (intent.Intent, error)
 	}
 	// AutoStop is the auto-stop (minutes) a kept sandbox gets back
 	// (--daytona-auto-stop).
@@ -80,7 +80,7 @@ func (p *Policy) log() *slog.Logger {
 // Apply puts a newly observed sandbox under lease mode (the backstop of
 // lease mode: a short auto-stop rather than a long one), under
 // CallTimeout plus Settle.
-func (p *Policy) Apply(in spool.Intent) {
+func (p *Policy) Apply(in intent.Intent) {
 	log := p.log()
 	ctx, cancel := context.WithTimeout(context.Background(), p.CallTimeout+p.Settle)
 	defer cancel()
@@ -120,15 +120,15 @@ func (p *Policy) Resume() {
 // runner released as kept. It does not wait. The renewer renewed it, so it
 // is under a lease even if its intent does not say so (declared by a
 // tether that did not journal leases yet).
-func (p *Policy) Kept(in spool.Intent) {
-	if in.State == spool.Released && in.Outcome == spool.OutcomeKept && in.SandboxID != "" && !in.HandedBack {
+func (p *Policy) Kept(in intent.Intent) {
+	if in.State == intent.Released && in.Outcome == intent.OutcomeKept && in.SandboxID != "" && !in.HandedBack {
 		p.handBack(in)
 	}
 }
 
 // handBack starts the hand-back of in, unless one is under way already,
 // and returns the channel closed when it ends.
-func (p *Policy) handBack(in spool.Intent) <-chan struct{} {
+func (p *Policy) handBack(in intent.Intent) <-chan struct{} {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.started {
@@ -159,7 +159,7 @@ func (p *Policy) handBack(in spool.Intent) <-chan struct{} {
 // keep label), tries again with backoff until Daytona confirms it or ctx
 // ends, and journals it done. What ctx cut short stays pending in the
 // journal for the next run or `tether drain`.
-func (p *Policy) handBackUntilConfirmed(ctx context.Context, in spool.Intent) {
+func (p *Policy) handBackUntilConfirmed(ctx context.Context, in intent.Intent) {
 	log := p.log().With("intent", in.ID, "sandbox", in.SandboxID)
 	base, max := orDefault(p.RetryBase, DefaultHandBackRetryBase), orDefault(p.RetryMax, DefaultHandBackRetryMax)
 	wait := base

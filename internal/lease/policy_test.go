@@ -12,8 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/lease"
-	"github.com/tether-run/tether/spool"
+	"github.com/tether-run/tether/journal"
 )
 
 // policyReaper records what the policy asks of the reaper and answers
@@ -24,23 +25,23 @@ type policyReaper struct {
 	calls    []string
 }
 
-func (r *policyReaper) note(call string, in spool.Intent) {
+func (r *policyReaper) note(call string, in intent.Intent) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.calls = append(r.calls, call+" "+in.ID)
 }
 
-func (r *policyReaper) ApplyLease(_ context.Context, in spool.Intent) error {
+func (r *policyReaper) ApplyLease(_ context.Context, in intent.Intent) error {
 	r.note("apply", in)
 	return r.applyErr
 }
 
-func (r *policyReaper) EndLease(_ context.Context, in spool.Intent, autoStop int) error {
+func (r *policyReaper) EndLease(_ context.Context, in intent.Intent, autoStop int) error {
 	r.note(fmt.Sprintf("end(%d)", autoStop), in)
 	return nil
 }
 
-func (r *policyReaper) Backstop(_ context.Context, in spool.Intent) error {
+func (r *policyReaper) Backstop(_ context.Context, in intent.Intent) error {
 	r.note("backstop", in)
 	return nil
 }
@@ -57,7 +58,7 @@ func (r *policyReaper) got() []string {
 // unless the sandbox is not ours or is gone: then there is nothing to
 // protect.
 func TestPolicyApply(t *testing.T) {
-	in := spool.Intent{ID: "a", SandboxID: "sb-a"}
+	in := intent.Intent{ID: "a", SandboxID: "sb-a"}
 	for _, tc := range []struct {
 		name string
 		err  error
@@ -84,14 +85,14 @@ func TestPolicyApply(t *testing.T) {
 // nothing else: not one released as deleted, not a live one, not one
 // declared outside lease mode, not one handed back already.
 func TestPolicyEndKept(t *testing.T) {
-	j, err := spool.Open(filepath.Join(t.TempDir(), "journal.db"), spool.Options{})
+	j, err := journal.Open(filepath.Join(t.TempDir(), "journal.db"), journal.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer j.Close()
-	declare := func(outcome string, lease int) spool.Intent {
+	declare := func(outcome string, lease int) intent.Intent {
 		t.Helper()
-		in, _, err := j.Create(context.Background(), spool.NewIntent{Provider: "daytona", Lease: lease})
+		in, _, err := j.Create(context.Background(), intent.Declaration{Provider: "daytona", Lease: lease})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -108,14 +109,14 @@ func TestPolicyEndKept(t *testing.T) {
 	r := &policyReaper{}
 	p := &lease.Policy{Reaper: r, Journal: j, AutoStop: 15, CallTimeout: time.Second}
 	defer p.Close()
-	unleased := declare(spool.OutcomeKept, 0)
-	done := declare(spool.OutcomeKept, 2)
+	unleased := declare(intent.OutcomeKept, 0)
+	done := declare(intent.OutcomeKept, 2)
 	if _, err := j.MarkHandedBack(done.ID); err != nil {
 		t.Fatal(err)
 	}
-	kept := declare(spool.OutcomeKept, 2)
-	seen := declare(spool.OutcomeKept, 2)
-	declare(spool.OutcomeDeleted, 2)
+	kept := declare(intent.OutcomeKept, 2)
+	seen := declare(intent.OutcomeKept, 2)
+	declare(intent.OutcomeDeleted, 2)
 	declare("", 2) // still live
 	p.Kept(seen)   // the renewer saw this one first
 
@@ -144,13 +145,13 @@ func TestPolicyEndKept(t *testing.T) {
 // every intent would quarantine it).
 func TestPolicyReadsNoHistory(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "journal.db")
-	j, err := spool.Open(path, spool.Options{})
+	j, err := journal.Open(path, journal.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	released := func(outcome string) spool.Intent {
-		in, _, err := j.Create(ctx, spool.NewIntent{Provider: "daytona", Lease: 2})
+	released := func(outcome string) intent.Intent {
+		in, _, err := j.Create(ctx, intent.Declaration{Provider: "daytona", Lease: 2})
 		if err == nil {
 			_, err = j.Observe(in.ID, "sb-"+in.ID)
 		}
@@ -166,12 +167,12 @@ func TestPolicyReadsNoHistory(t *testing.T) {
 	for range 32 {
 		wg.Go(func() {
 			for range 16 {
-				released(spool.OutcomeDeleted)
+				released(intent.OutcomeDeleted)
 			}
 		})
 	}
 	wg.Wait()
-	damaged, pending := released(spool.OutcomeDeleted), released(spool.OutcomeKept)
+	damaged, pending := released(intent.OutcomeDeleted), released(intent.OutcomeKept)
 	j.Close()
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -185,7 +186,7 @@ func TestPolicyReadsNoHistory(t *testing.T) {
 	if err := os.WriteFile(path, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if j, err = spool.Open(path, spool.Options{}); err != nil {
+	if j, err = journal.Open(path, journal.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	defer j.Close()

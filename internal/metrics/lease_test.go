@@ -1,20 +1,21 @@
 package metrics_test
 
 import (
-	"github.com/tether-run/tether/internal/testutil"
 	"path/filepath"
 	"testing"
 
+	"github.com/tether-run/tether/internal/testutil"
+
 	"github.com/tether-run/tether/internal/metrics"
+	"github.com/tether-run/tether/journal"
 	"github.com/tether-run/tether/provider"
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
-	"github.com/tether-run/tether/spool"
 )
 
 // The counted provider keeps lease mode's calls (and counts them); the
 // lease collectors show what the renewer reported.
 func TestLeaseMetrics(t *testing.T) {
-	j, err := spool.Open(filepath.Join(t.TempDir(), "journal.db"), spool.Options{})
+	j, err := journal.Open(filepath.Join(t.TempDir(), "journal.db"), journal.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,9 +40,9 @@ import (
 
 	vm "github.com/VictoriaMetrics/metrics"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/reaper"
 	"github.com/tether-run/tether/provider"
-	"github.com/tether-run/tether/spool"
 )
 
 // Settings of the endpoint.
@@ -71,7 +71,7 @@ const (
 // memory (by the provider each intent names, "" for none, and state), and
 // its file's size.
 type Journal interface {
-	CountsByProvider() (map[string]map[spool.State]int, error)
+	CountsByProvider() (map[string]map[intent.State]int, error)
 	Size() (int64, error)
 }
 
@@ -92,9 +92,9 @@ var (
 	// Intakes are the ways an intent is declared.
 	Intakes = []string{"proxy", "socket", "spool"}
 	// States are the journal's intent states.
-	States = []spool.State{spool.Pending, spool.Observed, spool.Releasing, spool.Gone, spool.Stopped, spool.Released, spool.NeverCreated, spool.Foreign}
+	States = []intent.State{intent.Pending, intent.Observed, intent.Releasing, intent.Gone, intent.Stopped, intent.Released, intent.NeverCreated, intent.Foreign}
 	// DrainStates are what a drain or replay ends an intent in (live: left).
-	DrainStates = []string{string(spool.Gone), string(spool.Stopped), string(spool.Released), string(spool.NeverCreated), string(spool.Foreign), "live"}
+	DrainStates = []string{string(intent.Gone), string(intent.Stopped), string(intent.Released), string(intent.NeverCreated), string(intent.Foreign), "live"}
 )
 
 // help is each family's HELP text. The library writes HELP lines without
@@ -156,7 +156,7 @@ type rendered struct {
 }
 
 type journalView struct {
-	counts map[string]map[spool.State]int // by provider label
+	counts map[string]map[intent.State]int // by provider label
 	size   int64
 }
 
@@ -166,7 +166,7 @@ func New(j Journal, version string) *Metrics {
 	vm.ExposeMetadata(true) // TYPE lines: Prometheus needs them to tell a counter from a gauge
 	s := vm.NewSet()
 	m := &Metrics{set: s, j: j, scrapes: make(chan struct{}, DefaultMaxScrapes), providers: map[string]*providerSeries{}}
-	m.journal.Store(&journalView{counts: map[string]map[spool.State]int{}})
+	m.journal.Store(&journalView{counts: map[string]map[intent.State]int{}})
 
 	s.NewGauge(fmt.Sprintf(`tether_build_info{version=%s,goversion=%s}`, quote(version), quote(runtime.Version())), func() float64 { return 1 })
 	for _, p := range Providers {
@@ -322,12 +322,12 @@ func (m *Metrics) write(buf *bytes.Buffer) {
 
 // byLabel is the journal's counts by provider label: an intent that names
 // no provider is Daytona's.
-func byLabel(c map[string]map[spool.State]int) map[string]map[spool.State]int {
-	out := make(map[string]map[spool.State]int, len(c))
+func byLabel(c map[string]map[intent.State]int) map[string]map[intent.State]int {
+	out := make(map[string]map[intent.State]int, len(c))
 	for name, n := range c {
 		l := providerLabel(name)
 		if out[l] == nil {
-			out[l] = make(map[spool.State]int, len(n))
+			out[l] = make(map[intent.State]int, len(n))
 		}
 		for st, k := range n {
 			out[l][st] += k
@@ -440,8 +440,8 @@ func (m *Metrics) observeReport(rep reaper.Report) {
 	for l, t := range byLabel {
 		ps := m.series(l)
 		for state, n := range map[string]int{
-			string(spool.Gone): t.Gone, string(spool.Stopped): t.Stopped, string(spool.Released): t.Released,
-			string(spool.NeverCreated): t.NeverCreated, string(spool.Foreign): t.Foreign, "live": t.Live,
+			string(intent.Gone): t.Gone, string(intent.Stopped): t.Stopped, string(intent.Released): t.Released,
+			string(intent.NeverCreated): t.NeverCreated, string(intent.Foreign): t.Foreign, "live": t.Live,
 		} {
 			ps.drained[state].Add(n)
 		}

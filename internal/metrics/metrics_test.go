@@ -3,7 +3,6 @@ package metrics_test
 import (
 	"context"
 	"fmt"
-	"github.com/tether-run/tether/internal/testutil"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -11,15 +10,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-run/tether/intent"
+	"github.com/tether-run/tether/internal/testutil"
+
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
 	"github.com/tether-run/tether/internal/metrics"
 	"github.com/tether-run/tether/internal/reaper"
+	"github.com/tether-run/tether/journal"
 	"github.com/tether-run/tether/provider/daytona"
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
-	"github.com/tether-run/tether/spool"
 )
 
 // scrape reads the endpoint as Prometheus would: its text format.
@@ -87,14 +89,14 @@ func TestScrapeAfterADrainWithFaults(t *testing.T) {
 	const key = "metrics-key"
 	srv.AddKey(key, daytonatest.DefaultOrg)
 	prov := testutil.DaytonaProvider(t, srv, func(c *daytona.Config) { c.APIKey = key })
-	journal := filepath.Join(t.TempDir(), "journal.db")
-	j, err := spool.Open(journal, spool.Options{})
+	journalPath := filepath.Join(t.TempDir(), "journal.db")
+	j, err := journal.Open(journalPath, journal.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer j.Close()
 	for i := 0; i < n; i++ {
-		in, _, err := j.Create(t.Context(), spool.NewIntent{Labels: map[string]string{"run": "m"}, Provider: prov.Name(), Account: prov.Account()})
+		in, _, err := j.Create(t.Context(), intent.Declaration{Labels: map[string]string{"run": "m"}, Provider: prov.Name(), Account: prov.Account()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -154,7 +156,7 @@ func TestScrapeAfterADrainWithFaults(t *testing.T) {
 			t.Errorf("sandbox %s is %s", sb.ID, sb.State)
 		}
 	}
-	fi, _ := os.Stat(journal)
+	fi, _ := os.Stat(journalPath)
 	if got := sum(fams, "tether_journal_size_bytes"); got != float64(fi.Size()) {
 		t.Errorf("journal size %v, file is %d bytes", got, fi.Size())
 	}
@@ -163,13 +165,13 @@ func TestScrapeAfterADrainWithFaults(t *testing.T) {
 // TestScrapeShowsCleanupDebt: a drain without a reachable provider leaves
 // its intents live, and the scrape says so.
 func TestScrapeShowsCleanupDebt(t *testing.T) {
-	j, err := spool.Open(filepath.Join(t.TempDir(), "journal.db"), spool.Options{})
+	j, err := journal.Open(filepath.Join(t.TempDir(), "journal.db"), journal.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer j.Close()
 	for i := 0; i < 3; i++ {
-		if _, _, err := j.Create(t.Context(), spool.NewIntent{}); err != nil {
+		if _, _, err := j.Create(t.Context(), intent.Declaration{}); err != nil {
 			t.Fatal(err)
 		}
 	}

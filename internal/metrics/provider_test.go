@@ -9,14 +9,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/metrics"
 	"github.com/tether-run/tether/internal/reaper"
 	"github.com/tether-run/tether/internal/testutil"
+	"github.com/tether-run/tether/journal"
 	"github.com/tether-run/tether/provider"
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
 	"github.com/tether-run/tether/provider/e2b"
 	"github.com/tether-run/tether/provider/e2b/e2btest"
-	"github.com/tether-run/tether/spool"
 )
 
 func newE2B(t *testing.T, srv *e2btest.Server) *e2b.Provider {
@@ -34,7 +35,7 @@ func newE2B(t *testing.T, srv *e2btest.Server) *e2b.Provider {
 // Whether its 404 is per account and its delete synchronous, it answers
 // for what it wraps.
 func TestMeasuredKeepsEachProviderShape(t *testing.T) {
-	j, err := spool.Open(filepath.Join(t.TempDir(), "journal.db"), spool.Options{})
+	j, err := journal.Open(filepath.Join(t.TempDir(), "journal.db"), journal.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +69,7 @@ func TestMeasuredKeepsEachProviderShape(t *testing.T) {
 // twoClouds is a journal, Daytona and E2B simulators, and a reaper over
 // both clouds' counted providers.
 type twoClouds struct {
-	j    *spool.Journal
+	j    *journal.Journal
 	m    *metrics.Metrics
 	dsrv *daytonatest.Server
 	esrv *e2btest.Server
@@ -79,7 +80,7 @@ type twoClouds struct {
 
 func newTwoClouds(t *testing.T) *twoClouds {
 	t.Helper()
-	j, err := spool.Open(filepath.Join(t.TempDir(), "journal.db"), spool.Options{})
+	j, err := journal.Open(filepath.Join(t.TempDir(), "journal.db"), journal.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +103,7 @@ func (w *twoClouds) observed(t *testing.T, n int) {
 	t.Helper()
 	for range n {
 		for _, p := range []provider.Provider{w.day, w.e2b} {
-			in, _, err := w.j.Create(t.Context(), spool.NewIntent{Labels: map[string]string{"run": "m"}, Provider: p.Name(), Account: p.Account()})
+			in, _, err := w.j.Create(t.Context(), intent.Declaration{Labels: map[string]string{"run": "m"}, Provider: p.Name(), Account: p.Account()})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -16,9 +16,10 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/metrics"
 	"github.com/tether-run/tether/internal/testutil"
-	"github.com/tether-run/tether/spool"
+	"github.com/tether-run/tether/journal"
 )
 
 // documented reads docs/operations.md's table of metrics: name → type and
@@ -60,7 +61,7 @@ func documented(t *testing.T) map[string]struct {
 // can be known in advance is there at 0; and no tether series is
 // undocumented.
 func TestEveryDocumentedSeriesFromTheFirstScrape(t *testing.T) {
-	j, err := spool.Open(filepath.Join(t.TempDir(), "journal.db"), spool.Options{})
+	j, err := journal.Open(filepath.Join(t.TempDir(), "journal.db"), journal.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +136,7 @@ func TestEveryDocumentedSeriesFromTheFirstScrape(t *testing.T) {
 // TestScrapeFollowsTheJournal: the intents by state a scrape shows follow
 // creates, observes, releases and the intakes' declarations.
 func TestScrapeFollowsTheJournal(t *testing.T) {
-	j, err := spool.Open(filepath.Join(t.TempDir(), "journal.db"), spool.Options{})
+	j, err := journal.Open(filepath.Join(t.TempDir(), "journal.db"), journal.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +144,7 @@ func TestScrapeFollowsTheJournal(t *testing.T) {
 	m := metrics.New(j, "test")
 	var ids []string
 	for range 5 {
-		in, _, err := j.Create(t.Context(), spool.NewIntent{})
+		in, _, err := j.Create(t.Context(), intent.Declaration{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -154,7 +155,7 @@ func TestScrapeFollowsTheJournal(t *testing.T) {
 	if _, err := j.Observe(ids[0], "sb-0"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := j.Release(ids[1], spool.OutcomeDeleted); err != nil {
+	if _, err := j.Release(ids[1], intent.OutcomeDeleted); err != nil {
 		t.Fatal(err)
 	}
 	fams := scrape(t, m.Handler())
@@ -183,7 +184,7 @@ type blockingJournal struct {
 	release chan struct{}
 }
 
-func (b *blockingJournal) CountsByProvider() (map[string]map[spool.State]int, error) {
+func (b *blockingJournal) CountsByProvider() (map[string]map[intent.State]int, error) {
 	b.reads.Add(1)
 	b.inside <- struct{}{}
 	<-b.release
@@ -251,7 +252,7 @@ func TestScrapesAreLimited(t *testing.T) {
 // countingJournal counts the scrapes that read it.
 type countingJournal struct{ reads atomic.Int64 }
 
-func (c *countingJournal) CountsByProvider() (map[string]map[spool.State]int, error) {
+func (c *countingJournal) CountsByProvider() (map[string]map[intent.State]int, error) {
 	c.reads.Add(1)
 	return nil, nil
 }

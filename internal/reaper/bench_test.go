@@ -9,10 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/reaper"
+	"github.com/tether-run/tether/journal"
 	"github.com/tether-run/tether/provider/daytona"
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
-	"github.com/tether-run/tether/spool"
 )
 
 // benchLatency is the simulated API latency of every call.
@@ -55,7 +56,7 @@ func benchDrain(b *testing.B, n int, faults daytonatest.Faults) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	j, err := spool.Open(filepath.Join(b.TempDir(), "journal.db"), spool.Options{})
+	j, err := journal.Open(filepath.Join(b.TempDir(), "journal.db"), journal.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -116,8 +117,8 @@ func benchDrain(b *testing.B, n int, faults daytonatest.Faults) {
 // plant declares n intents and puts their sandboxes in the simulator
 // directly; every other one is observed (and verified by the backstop's
 // read), the rest are found by name.
-func plant(b *testing.B, srv *daytonatest.Server, j *spool.Journal, r *reaper.Reaper, account string, n int) []spool.Intent {
-	intents := make([]spool.Intent, n)
+func plant(b *testing.B, srv *daytonatest.Server, j *journal.Journal, r *reaper.Reaper, account string, n int) []intent.Intent {
+	intents := make([]intent.Intent, n)
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
 	sem := make(chan struct{}, 64)
@@ -125,7 +126,7 @@ func plant(b *testing.B, srv *daytonatest.Server, j *spool.Journal, r *reaper.Re
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			in, _, err := j.Create(context.Background(), spool.NewIntent{Labels: map[string]string{"bench": "drain"}, Provider: "daytona", Account: account})
+			in, _, err := j.Create(context.Background(), intent.Declaration{Labels: map[string]string{"bench": "drain"}, Provider: "daytona", Account: account})
 			if err != nil {
 				errs <- err
 				return

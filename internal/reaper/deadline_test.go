@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
-	"github.com/tether-run/tether/spool"
 )
 
 // TestDrainReturnsAtItsDeadlineWhileIntentsWaitToRetry: every read fails
@@ -23,9 +23,9 @@ func TestDrainReturnsAtItsDeadlineWhileIntentsWaitToRetry(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
 	w.r.RetryBase, w.r.RetryMax = time.Hour, time.Hour
-	var intents []spool.Intent
+	var intents []intent.Intent
 	for range 3 {
-		in := w.intent(scope, spool.DrainDelete)
+		in := w.intent(scope, intent.DrainDelete)
 		intents = append(intents, w.observe(in, w.create(in).ID))
 	}
 	w.srv.SetFaults(daytonatest.Faults{Rate5xx: 1, Routes: []string{daytonatest.RouteGet, daytonatest.RouteList}})

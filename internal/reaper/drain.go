@@ -11,9 +11,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/crashpoint"
+	"github.com/tether-run/tether/journal"
 	"github.com/tether-run/tether/provider"
-	"github.com/tether-run/tether/spool"
 )
 
 // Item is one intent in a Report: what an operator needs to find it again.
@@ -21,7 +22,7 @@ type Item struct {
 	Name      string
 	ID        string
 	SandboxID string
-	State     spool.State
+	State     intent.State
 	LastError string
 }
 
@@ -85,14 +86,14 @@ func (rep Report) WriteLines(w io.Writer, max int) {
 		return
 	}
 	for _, l := range []struct {
-		state spool.State
+		state intent.State
 		n     int
 	}{
-		{spool.Gone, rep.Gone},
-		{spool.Stopped, rep.Stopped},
-		{spool.Released, rep.Released},
-		{spool.NeverCreated, rep.NeverCreated},
-		{spool.Foreign, len(rep.Foreign)},
+		{intent.Gone, rep.Gone},
+		{intent.Stopped, rep.Stopped},
+		{intent.Released, rep.Released},
+		{intent.NeverCreated, rep.NeverCreated},
+		{intent.Foreign, len(rep.Foreign)},
 		{"unresolved", len(rep.Unresolved)},
 	} {
 		fmt.Fprintf(w, "  %-14s %d\n", l.state, l.n)
@@ -126,7 +127,7 @@ func orNone(s string) string {
 	return s
 }
 
-func (rep *Report) add(in spool.Intent, err error) {
+func (rep *Report) add(in intent.Intent, err error) {
 	it := Item{Name: in.Name, ID: in.ID, SandboxID: in.SandboxID, State: in.State, LastError: in.LastError}
 	if err != nil {
 		it.LastError = err.Error()
@@ -139,19 +140,19 @@ func (rep *Report) add(in spool.Intent, err error) {
 	case in.Live():
 		rep.Unresolved = append(rep.Unresolved, it)
 		t.Live++
-	case in.State == spool.Gone:
+	case in.State == intent.Gone:
 		rep.Gone++
 		t.Gone++
-	case in.State == spool.Stopped:
+	case in.State == intent.Stopped:
 		rep.Stopped++
 		t.Stopped++
-	case in.State == spool.Released:
+	case in.State == intent.Released:
 		rep.Released++
 		t.Released++
-	case in.State == spool.NeverCreated:
+	case in.State == intent.NeverCreated:
 		rep.NeverCreated++
 		t.NeverCreated++
-	case in.State == spool.Foreign:
+	case in.State == intent.Foreign:
 		rep.Foreign = append(rep.Foreign, it)
 		t.Foreign++
 	default:
@@ -167,7 +168,7 @@ func (rep *Report) add(in spool.Intent, err error) {
 const progressQuietTicks = 9
 
 type outcome struct {
-	in  spool.Intent
+	in  intent.Intent
 	err error
 	// skipped: a replay cut short never tried this intent; the drain that
 	// follows reports it.
@@ -181,14 +182,14 @@ type outcome struct {
 // a panic in one is reported as that intent's error. A running drain logs
 // its progress every ProgressInterval while something moves, and one line
 // per intent it leaves live.
-func (r *Reaper) Drain(ctx context.Context, intents []spool.Intent) Report {
+func (r *Reaper) Drain(ctx context.Context, intents []intent.Intent) Report {
 	return r.drain(ctx, intents, false)
 }
 
 // drain is Drain; a replay (the boot replay) stops at once when ctx ends,
 // without reading what it did not try, and leaves the per-intent lines to
 // the drain that takes over.
-func (r *Reaper) drain(ctx context.Context, intents []spool.Intent, replay bool) Report {
+func (r *Reaper) drain(ctx context.Context, intents []intent.Intent, replay bool) Report {
 	start := time.Now()
 	log := r.log()
 	results := make([]outcome, len(intents))
@@ -316,7 +317,7 @@ func (r *Reaper) drain(ctx context.Context, intents []spool.Intent, replay bool)
 // delete a sandbox while its forks live (sandbox.service.ts:2020-2029), and
 // otherwise as given. A parent's delete refused all the same is sent again
 // once its forks are gone (destroy).
-func forksFirst(intents []spool.Intent) []int {
+func forksFirst(intents []intent.Intent) []int {
 	order := make([]int, len(intents))
 	for i := range order {
 		order[i] = i
@@ -409,7 +410,7 @@ func pick(n int, one, many string) string {
 	return many
 }
 
-func (r *Reaper) untried(ctx context.Context, in spool.Intent) outcome {
+func (r *Reaper) untried(ctx context.Context, in intent.Intent) outcome {
 	if cur, err := r.Journal.Get(in.ID); err == nil {
 		in = cur
 	}
@@ -421,7 +422,7 @@ func (r *Reaper) untried(ctx context.Context, in spool.Intent) outcome {
 
 // resolveIsolated is Resolve with a panic turned into that intent's error,
 // so one bad answer cannot abort the drain of the others.
-func (r *Reaper) resolveIsolated(ctx context.Context, in spool.Intent) (o outcome) {
+func (r *Reaper) resolveIsolated(ctx context.Context, in intent.Intent) (o outcome) {
 	defer func() {
 		if p := recover(); p != nil {
 			r.log().Error("panic while resolving intent", "intent", in.ID, "panic", p)
@@ -439,11 +440,11 @@ var ErrUnresolved = errors.New("unresolved intents stay in the journal")
 // LiveJournal is what DrainLive reads: the journal's live intents, and
 // their number alone when there is nothing to resolve them with.
 type LiveJournal interface {
-	Live() ([]spool.Intent, error)
+	Live() ([]intent.Intent, error)
 	LiveCount() (int, error)
 	// Quarantined are the records the journal could not read: their
 	// sandboxes, if any, cannot be resolved, so they count as left live.
-	Quarantined() ([]spool.Quarantined, error)
+	Quarantined() ([]journal.Quarantined, error)
 	Owner() string
 }
 
@@ -511,7 +512,7 @@ func (r *Reaper) reportQuarantined(j LiveJournal, w io.Writer) error {
 		return nil
 	}
 	fmt.Fprintf(w, "tether: quarantined: %d journal records could not be read; a sandbox may exist for each (name below, label %s=%s): delete it by hand if so\n",
-		len(qs), spool.LabelOwner, j.Owner())
+		len(qs), intent.LabelOwner, j.Owner())
 	limit := orDefault(r.ReportLines, DefaultReportLines)
 	for i, q := range qs {
 		if i == limit {
@@ -540,9 +541,9 @@ func (r *Reaper) Replay(ctx context.Context, left []string) Report {
 	}
 	log.Info("replay: resolving intents an earlier run left live", "live", len(left))
 	crashpoint.Hit(crashpoint.ReplayStarted)
-	intents := make([]spool.Intent, len(left))
+	intents := make([]intent.Intent, len(left))
 	for i, id := range left {
-		intents[i] = spool.Intent{ID: id} // Resolve reads the rest from the journal
+		intents[i] = intent.Intent{ID: id} // Resolve reads the rest from the journal
 	}
 	rep := r.drain(ctx, intents, true)
 	if ctx.Err() != nil {

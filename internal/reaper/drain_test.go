@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/provider"
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
-	"github.com/tether-run/tether/spool"
 )
 
 func (w *world) drainCtx(timeout time.Duration) (context.Context, context.CancelFunc) {
@@ -41,15 +41,15 @@ func TestDrainWithFaultsConverges(t *testing.T) {
 	w.r.Concurrency = 16
 	w.r.NeverCreatedHorizon = time.Nanosecond // absent names close at once here
 	var (
-		intents            []spool.Intent
+		intents            []intent.Intent
 		deleted, stopped   []string
 		foreignSandbox     string
-		wrongAccount       spool.Intent
+		wrongAccount       intent.Intent
 		wrongAccountSbx    string
 		neverCreatedIntent []string
 	)
 	for i := range 40 {
-		in := w.intent(scope, spool.DrainDelete)
+		in := w.intent(scope, intent.DrainDelete)
 		sb := w.create(in)
 		if i%2 == 0 {
 			in = w.observe(in, sb.ID)
@@ -57,22 +57,22 @@ func TestDrainWithFaultsConverges(t *testing.T) {
 		intents, deleted = append(intents, in), append(deleted, sb.ID)
 	}
 	for range 5 {
-		in := w.intent(scope, spool.DrainStop)
+		in := w.intent(scope, intent.DrainStop)
 		sb := w.create(in)
 		intents, stopped = append(intents, in), append(stopped, sb.ID)
 	}
 	for range 3 {
-		in := w.intent(scope, spool.DrainDelete)
+		in := w.intent(scope, intent.DrainDelete)
 		intents, neverCreatedIntent = append(intents, in), append(neverCreatedIntent, in.ID)
 	}
 	{ // A sandbox under our intent's name, but another run's labels.
-		in := w.intent(scope, spool.DrainDelete)
-		labels := map[string]string{spool.LabelOwner: "another-owner", spool.LabelIntent: in.ID, "team": "alpha", "run": "r1"}
+		in := w.intent(scope, intent.DrainDelete)
+		labels := map[string]string{intent.LabelOwner: "another-owner", intent.LabelIntent: in.ID, "team": "alpha", "run": "r1"}
 		foreignSandbox = w.createAs(in.Name, labels, nil).ID
 		intents = append(intents, in)
 	}
 	{ // Declared under other credentials.
-		in, _, err := w.j.Create(context.Background(), spool.NewIntent{Labels: scope, Provider: "daytona", Account: "daytona:another-account"})
+		in, _, err := w.j.Create(context.Background(), intent.Declaration{Labels: scope, Provider: "daytona", Account: "daytona:another-account"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -101,14 +101,14 @@ func TestDrainWithFaultsConverges(t *testing.T) {
 		w.assertDestroyed(id)
 	}
 	for _, id := range stopped {
-		if sb := w.sandbox(id); sb.State != "stopped" || sb.DeleteRequested || sb.Labels[provider.LabelKeep] != "true" || sb.Labels[spool.LabelOwner] == "" {
+		if sb := w.sandbox(id); sb.State != "stopped" || sb.DeleteRequested || sb.Labels[provider.LabelKeep] != "true" || sb.Labels[intent.LabelOwner] == "" {
 			t.Errorf("sandbox %s: %s, delete requested %v, labels %v; want stopped, labelled %s=true beside its own", id, sb.State, sb.DeleteRequested, sb.Labels, provider.LabelKeep)
 		}
 	}
 	w.assertUntouched(foreignSandbox)
 	w.assertUntouched(wrongAccountSbx)
 	for _, id := range neverCreatedIntent {
-		if got := w.journaled(id); got.State != spool.NeverCreated {
+		if got := w.journaled(id); got.State != intent.NeverCreated {
 			t.Errorf("intent %s: %s, want never-created", id, got.State)
 		}
 	}
@@ -136,10 +136,10 @@ func TestDrainReportsExactlyWhatIsLeft(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
 	w.r.ProgressInterval = 50 * time.Millisecond
-	var intents []spool.Intent
+	var intents []intent.Intent
 	var absent []string
 	for i := range 10 {
-		in := w.intent(scope, spool.DrainDelete)
+		in := w.intent(scope, intent.DrainDelete)
 		if i%2 == 0 {
 			w.create(in)
 		} else {
@@ -166,7 +166,7 @@ func TestDrainReportsExactlyWhatIsLeft(t *testing.T) {
 	var left []string
 	for _, it := range rep.Unresolved {
 		left = append(left, it.ID)
-		if it.Name != spool.NamePrefix+it.ID || it.State != spool.Pending || !strings.Contains(it.LastError, "not found") {
+		if it.Name != intent.NamePrefix+it.ID || it.State != intent.Pending || !strings.Contains(it.LastError, "not found") {
 			t.Errorf("unresolved item %+v", it)
 		}
 	}
@@ -186,9 +186,9 @@ func TestDrainOneHangStillResolvesOthers(t *testing.T) {
 	w := newWorld(t)
 	w.r.Concurrency = 4
 	w.r.CallTimeout = time.Hour // the hang is cut only by the drain's deadline
-	var intents []spool.Intent
+	var intents []intent.Intent
 	for range 20 {
-		in := w.intent(scope, spool.DrainDelete)
+		in := w.intent(scope, intent.DrainDelete)
 		intents = append(intents, w.observe(in, w.create(in).ID))
 	}
 	w.srv.Inject(daytonatest.RouteGet, 1, daytonatest.Scripted{Hang: true})
@@ -226,9 +226,9 @@ func (p panicky) Get(ctx context.Context, id string) (provider.Sandbox, error) {
 func TestDrainIsolatesAPanic(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
-	var intents []spool.Intent
+	var intents []intent.Intent
 	for range 5 {
-		in := w.intent(scope, spool.DrainDelete)
+		in := w.intent(scope, intent.DrainDelete)
 		intents = append(intents, w.observe(in, w.create(in).ID))
 	}
 	w.r.Provider = panicky{Provider: w.spy, id: intents[2].SandboxID}
@@ -240,7 +240,7 @@ func TestDrainIsolatesAPanic(t *testing.T) {
 	}
 	// The intent's lock was released: it can be resolved again.
 	w.r.Provider = w.spy
-	if out, err := w.resolve(intents[2], generous); err != nil || out.State != spool.Gone {
+	if out, err := w.resolve(intents[2], generous); err != nil || out.State != intent.Gone {
 		t.Fatalf("after the panic: %s, %v", out.State, err)
 	}
 }
@@ -248,12 +248,12 @@ func TestDrainIsolatesAPanic(t *testing.T) {
 func TestDrainAfterTheDeadlineTriesNothing(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
-	in := w.intent(scope, spool.DrainDelete)
+	in := w.intent(scope, intent.DrainDelete)
 	in = w.observe(in, w.create(in).ID)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	before := sum(w.srv.Calls())
-	rep := w.r.Drain(ctx, []spool.Intent{in})
+	rep := w.r.Drain(ctx, []intent.Intent{in})
 	if rep.Live() != 1 || !strings.Contains(rep.Unresolved[0].LastError, "context canceled") {
 		t.Fatalf("report %+v", rep)
 	}

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
-	"github.com/tether-run/tether/spool"
 )
 
 // A drain stops early only when every intent it has left waits for a name:
@@ -17,14 +17,14 @@ func TestDrainDoesNotStopEarlyWhileASandboxIsBeingConfirmed(t *testing.T) {
 	w := newWorld(t, daytonatest.WithDestroyDelay(time.Hour))
 	w.r.ProgressInterval = 20 * time.Millisecond
 	w.r.NameWaitGrace = 300 * time.Millisecond
-	stuck := w.intent(scope, spool.DrainDelete)
+	stuck := w.intent(scope, intent.DrainDelete)
 	w.create(stuck)
-	absent := w.intent(scope, spool.DrainDelete)
+	absent := w.intent(scope, intent.DrainDelete)
 	const deadline = 3 * time.Second
 	ctx, cancel := w.drainCtx(deadline)
 	defer cancel()
 	start := time.Now()
-	rep := w.r.Drain(ctx, []spool.Intent{stuck, absent})
+	rep := w.r.Drain(ctx, []intent.Intent{stuck, absent})
 	if rep.StoppedEarly != "" {
 		t.Fatalf("stopped early after %s with a sandbox still being confirmed gone: %q", time.Since(start), rep.StoppedEarly)
 	}
@@ -45,16 +45,16 @@ func TestDrainWaitsForANameThatClosesBeforeItsDeadline(t *testing.T) {
 	w := newWorld(t)
 	w.r.ProgressInterval = 20 * time.Millisecond
 	w.r.NameWaitGrace = 300 * time.Millisecond
-	early := w.intent(scope, spool.DrainDelete)
+	early := w.intent(scope, intent.DrainDelete)
 	time.Sleep(2 * time.Second)
-	late := w.intent(scope, spool.DrainDelete)
+	late := w.intent(scope, intent.DrainDelete)
 	gap := late.CreatedAt.Sub(early.CreatedAt)
 	deadline := time.Now().Add(8 * time.Second)
 	// early closes gap/2 before the deadline, late gap/2 after it.
 	w.r.NeverCreatedHorizon = deadline.Sub(early.CreatedAt) - gap/2
 	ctx, cancel := context.WithDeadline(t.Context(), deadline)
 	defer cancel()
-	rep := w.r.Drain(ctx, []spool.Intent{early, late})
+	rep := w.r.Drain(ctx, []intent.Intent{early, late})
 	if rep.NeverCreated != 1 || len(rep.Unresolved) != 1 || rep.Unresolved[0].ID != late.ID {
 		t.Fatalf("never-created %d, unresolved %+v (stopped early: %q): want the early name closed and the late one left", rep.NeverCreated, rep.Unresolved, rep.StoppedEarly)
 	}

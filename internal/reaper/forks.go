@@ -4,7 +4,7 @@ import (
 	"context"
 	"sync"
 
-	"github.com/tether-run/tether/spool"
+	"github.com/tether-run/tether/intent"
 )
 
 // forkWait lets the delete of a sandbox in a drain wait until the deletes
@@ -24,7 +24,7 @@ type forkWaitKey struct{}
 
 // withForkWait returns ctx carrying a forkWait for intents, or ctx itself
 // when no intent of them is a fork of another.
-func withForkWait(ctx context.Context, intents []spool.Intent) context.Context {
+func withForkWait(ctx context.Context, intents []intent.Intent) context.Context {
 	in := make(map[string]bool, len(intents))
 	for _, it := range intents {
 		in[it.ID] = true

@@ -3,9 +3,10 @@ package reaper
 import (
 	"context"
 	"errors"
-	"github.com/tether-run/tether/internal/testutil"
 	"testing"
 	"time"
+
+	"github.com/tether-run/tether/internal/testutil"
 )
 
 // TestGate: at most n holders; a freed slot goes to the highest priority

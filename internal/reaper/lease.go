@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/provider"
-	"github.com/tether-run/tether/spool"
 )
 
 // DefaultLeaseSettle is how long ApplyLease waits between its renewal and
@@ -32,7 +32,7 @@ type Lease struct {
 // auto-delete of at most the lease (provider.LeaseAutoDelete: not 0 unless the
 // runner made it so, so that the runner's own stop does not delete it). A
 // sandbox already being deleted is left alone. It retries within ctx. From then on the renewer (internal/lease) keeps it alive.
-func (r *Reaper) ApplyLease(ctx context.Context, in spool.Intent, l Lease) error {
+func (r *Reaper) ApplyLease(ctx context.Context, in intent.Intent, l Lease) error {
 	if l.Minutes < 1 {
 		return fmt.Errorf("lease %s: %d minutes: must be at least 1", in.Name, l.Minutes)
 	}
@@ -50,10 +50,10 @@ func (r *Reaper) ApplyLease(ctx context.Context, in spool.Intent, l Lease) error
 	if l.Settle <= 0 {
 		l.Settle = DefaultLeaseSettle
 	}
-	return r.retryObserved(ctx, p, in, func(in spool.Intent) error { return r.leaseOnce(ctx, p, leaser, in, l) })
+	return r.retryObserved(ctx, p, in, func(in intent.Intent) error { return r.leaseOnce(ctx, p, leaser, in, l) })
 }
 
-func (r *Reaper) leaseOnce(ctx context.Context, p provider.Provider, leaser provider.Leaser, in spool.Intent, l Lease) error {
+func (r *Reaper) leaseOnce(ctx context.Context, p provider.Provider, leaser provider.Leaser, in intent.Intent, l Lease) error {
 	sb, err := r.readOurs(ctx, p, in, "lease")
 	if err != nil {
 		return err
@@ -82,7 +82,7 @@ func (r *Reaper) leaseOnce(ctx context.Context, p provider.Provider, leaser prov
 		}
 	}
 	autoDelete := provider.LeaseAutoDelete(sb.AutoDeleteMinutes, l.Minutes)
-	if in.OnDrain == spool.DrainStop || autoDelete == sb.AutoDeleteMinutes {
+	if in.OnDrain == intent.DrainStop || autoDelete == sb.AutoDeleteMinutes {
 		r.log().Info("lease applied", "intent", in.ID, "sandbox", sb.ID, "auto_stop_minutes", l.Minutes, "auto_delete_minutes", sb.AutoDeleteMinutes)
 		return nil
 	}
@@ -104,7 +104,7 @@ func (r *Reaper) leaseOnce(ctx context.Context, p provider.Provider, leaser prov
 // hand-back tried again after a partial one costs only the rest. A
 // foreign sandbox, or one whose delete was accepted, is left alone. It
 // retries within ctx; nil means Daytona confirmed every change.
-func (r *Reaper) EndLease(ctx context.Context, in spool.Intent, autoStop int) error {
+func (r *Reaper) EndLease(ctx context.Context, in intent.Intent, autoStop int) error {
 	if in.SandboxID == "" {
 		return nil
 	}
@@ -128,7 +128,7 @@ func (r *Reaper) EndLease(ctx context.Context, in spool.Intent, autoStop int) er
 	}
 }
 
-func (r *Reaper) endLeaseOnce(ctx context.Context, p provider.Provider, leaser provider.Leaser, in spool.Intent, autoStop int) error {
+func (r *Reaper) endLeaseOnce(ctx context.Context, p provider.Provider, leaser provider.Leaser, in intent.Intent, autoStop int) error {
 	sb, err := r.readOurs(ctx, p, in, "end lease")
 	if err != nil {
 		return err

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/reaper"
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
-	"github.com/tether-run/tether/spool"
 )
 
 // ApplyLease renews, then sets the lease as the auto-stop and, for
@@ -23,7 +23,7 @@ func TestApplyLease(t *testing.T) {
 	defer cancel()
 	l := reaper.Lease{Minutes: 2, Settle: time.Millisecond}
 
-	del := w.intent(scope, spool.DrainDelete)
+	del := w.intent(scope, intent.DrainDelete)
 	sbDel := w.create(del)
 	del = w.observe(del, sbDel.ID)
 	w.srv.FailNext(daytonatest.RouteAutoDelete, 409, 1) // retried
@@ -34,7 +34,7 @@ func TestApplyLease(t *testing.T) {
 		t.Errorf("on_drain delete: auto-stop %d auto-delete %d, want 2 and 2", got.AutoStopInterval, got.AutoDeleteInterval)
 	}
 
-	eph := w.intent(scope, spool.DrainDelete)
+	eph := w.intent(scope, intent.DrainDelete)
 	sbEph := w.create(eph)
 	if err := w.prov.SetAutoDelete(ctx, sbEph.ID, 0); err != nil {
 		t.Fatal(err)
@@ -50,7 +50,7 @@ func TestApplyLease(t *testing.T) {
 		t.Errorf("renewals before the short auto-stop: %d, want 1", n)
 	}
 
-	stop := w.intent(scope, spool.DrainStop)
+	stop := w.intent(scope, intent.DrainStop)
 	sbStop := w.create(stop)
 	stop = w.observe(stop, sbStop.ID)
 	if err := w.r.ApplyLease(ctx, stop, l); err != nil {
@@ -60,8 +60,8 @@ func TestApplyLease(t *testing.T) {
 		t.Errorf("on_drain stop: auto-stop %d auto-delete %d, want 2 and the server's -1 (kept when stopped)", got.AutoStopInterval, got.AutoDeleteInterval)
 	}
 
-	foreign := w.intent(scope, spool.DrainDelete)
-	sbF := w.createAs(foreign.Name, map[string]string{spool.LabelOwner: "someone-else"}, nil)
+	foreign := w.intent(scope, intent.DrainDelete)
+	sbF := w.createAs(foreign.Name, map[string]string{intent.LabelOwner: "someone-else"}, nil)
 	foreign = w.observe(foreign, sbF.ID)
 	if err := w.r.ApplyLease(ctx, foreign, l); !errors.Is(err, reaper.ErrForeign) {
 		t.Fatalf("ApplyLease on a foreign sandbox: %v, want ErrForeign", err)
@@ -79,7 +79,7 @@ func TestEndLease(t *testing.T) {
 	w.r.Provider = w.prov
 	ctx, cancel := context.WithTimeout(context.Background(), generous)
 	defer cancel()
-	in := w.intent(scope, spool.DrainDelete)
+	in := w.intent(scope, intent.DrainDelete)
 	sb := w.create(in)
 	in = w.observe(in, sb.ID)
 	if err := w.r.ApplyLease(ctx, in, reaper.Lease{Minutes: 2, Settle: time.Millisecond}); err != nil {
@@ -104,7 +104,7 @@ func TestSweepLeavesWhatTetherKeeps(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), generous)
 	defer cancel()
 
-	kept := w.intent(scope, spool.DrainDelete)
+	kept := w.intent(scope, intent.DrainDelete)
 	sbKept := w.create(kept)
 	kept = w.observe(kept, sbKept.ID)
 	if err := w.r.ApplyLease(ctx, kept, reaper.Lease{Minutes: 2, Settle: time.Millisecond}); err != nil {
@@ -114,12 +114,12 @@ func TestSweepLeavesWhatTetherKeeps(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	stopped := w.intent(scope, spool.DrainStop)
+	stopped := w.intent(scope, intent.DrainStop)
 	sbStopped := w.create(stopped)
 	stopped = w.observe(stopped, sbStopped.ID)
-	plain := w.intent(scope, spool.DrainDelete)
+	plain := w.intent(scope, intent.DrainDelete)
 	sbPlain := w.create(plain)
-	if rep := w.r.Drain(ctx, []spool.Intent{stopped}); rep.Stopped != 1 {
+	if rep := w.r.Drain(ctx, []intent.Intent{stopped}); rep.Stopped != 1 {
 		t.Fatalf("drain: %+v", rep)
 	}
 

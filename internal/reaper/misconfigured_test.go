@@ -11,9 +11,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/provider"
 	"github.com/tether-run/tether/provider/daytona"
-	"github.com/tether-run/tether/spool"
 )
 
 // TestConfigurationErrorIsNotRetried: a provider whose server certificate
@@ -32,7 +32,7 @@ func TestConfigurationErrorIsNotRetried(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.r.Provider = prov
-	in, _, err := w.j.Create(context.Background(), spool.NewIntent{Labels: scope, Provider: prov.Name(), Account: prov.Account()})
+	in, _, err := w.j.Create(context.Background(), intent.Declaration{Labels: scope, Provider: prov.Name(), Account: prov.Account()})
 	if err != nil {
 		t.Fatal(err)
 	}

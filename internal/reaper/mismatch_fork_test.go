@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/provider"
-	"github.com/tether-run/tether/spool"
 )
 
 // The tether-intent a sandbox carries is its intent's, or, for a fork's
@@ -20,16 +20,16 @@ func TestMismatchIntentLabelOfForks(t *testing.T) {
 		carried, want string // want: substring of the reason; "" means ours
 	}{
 		{"own intent", "", id, ""},
-		{"empty label, no parent", "", "", spool.LabelIntent},
+		{"empty label, no parent", "", "", intent.LabelIntent},
 		{"fork carrying its parent's", parent, parent, ""},
-		{"fork carrying another's", parent, "01j00000000000000000000009", spool.LabelIntent},
-		{"fork carrying an empty label", parent, "", spool.LabelIntent},
+		{"fork carrying another's", parent, "01j00000000000000000000009", intent.LabelIntent},
+		{"fork carrying an empty label", parent, "", intent.LabelIntent},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			in := spool.Intent{ID: id, Name: "tether-" + parent, ParentIntent: c.parentIntent,
-				Labels: map[string]string{spool.LabelOwner: "own", spool.LabelIntent: id}}
+			in := intent.Intent{ID: id, Name: "tether-" + parent, ParentIntent: c.parentIntent,
+				Labels: map[string]string{intent.LabelOwner: "own", intent.LabelIntent: id}}
 			sb := provider.Sandbox{ID: "sb1", Name: in.Name, State: provider.StateStarted,
-				Labels: map[string]string{spool.LabelOwner: "own", spool.LabelIntent: c.carried}}
+				Labels: map[string]string{intent.LabelOwner: "own", intent.LabelIntent: c.carried}}
 			got := mismatch(in, sb)
 			if c.want == "" && got != "" || c.want != "" && !strings.Contains(got, c.want) {
 				t.Fatalf("mismatch = %q, want %q", got, c.want)

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/provider"
-	"github.com/tether-run/tether/spool"
 )
 
 // A runner reports the sandbox id it got from its create; a runner can get
@@ -36,9 +36,9 @@ var ErrMisobserved = errors.New("the observed id and the intent's name disagree"
 // show the observed id (unlisted): Daytona's access guard answers 404 for
 // any error it meets, and it renames a sandbox the moment it accepts its
 // deletion, so a delete under way leaves nothing under the name either.
-func (r *Reaper) observedAbsent(ctx context.Context, p provider.Provider, in spool.Intent, accepted bool) (spool.Intent, error) {
+func (r *Reaper) observedAbsent(ctx context.Context, p provider.Provider, in intent.Intent, accepted bool) (intent.Intent, error) {
 	if accepted {
-		return r.finish(in, spool.Gone)
+		return r.finish(in, intent.Gone)
 	}
 	unlock, err := r.nameLock(ctx, p, in)
 	if err != nil {
@@ -70,7 +70,7 @@ func (r *Reaper) observedAbsent(ctx context.Context, p provider.Provider, in spo
 // its DESTROYED_ name with its labels kept (sandbox.entity.ts:317-323) —
 // all at v0.190.0. A sandbox still listed is still being destroyed, or the
 // 404s were the guard's: the next read tells which.
-func (r *Reaper) unlisted(ctx context.Context, p provider.Provider, in spool.Intent) (spool.Intent, error) {
+func (r *Reaper) unlisted(ctx context.Context, p provider.Provider, in intent.Intent) (intent.Intent, error) {
 	sb, listed, err := r.listed(ctx, p, in)
 	switch {
 	case err != nil:
@@ -78,21 +78,21 @@ func (r *Reaper) unlisted(ctx context.Context, p provider.Provider, in spool.Int
 	case listed:
 		return in, fmt.Errorf("%w: sandbox %s answered 404 by id but is still listed (%s, %s)", ErrInProgress, sb.ID, sb.Name, sb.State)
 	}
-	return r.finish(in, spool.Gone)
+	return r.finish(in, intent.Gone)
 }
 
 // listed reports whether the provider lists in's observed sandbox among
 // those labelled with the intent's id, or, for a fork, with its parent's:
 // a fork carries its parent's labels until tether relabels it.
-func (r *Reaper) listed(ctx context.Context, p provider.Provider, in spool.Intent) (provider.Sandbox, bool, error) {
+func (r *Reaper) listed(ctx context.Context, p provider.Provider, in intent.Intent) (provider.Sandbox, bool, error) {
 	ids := []string{in.ID}
 	if in.ParentIntent != "" {
 		ids = append(ids, in.ParentIntent)
 	}
 	for _, id := range ids {
 		var items []provider.Sandbox
-		err := r.call(ctx, p, prioRead, provider.CallRead, "list sandboxes labelled "+spool.LabelIntent+"="+id+" (observed id "+in.SandboxID+" answered 404)", func(ctx context.Context) (err error) {
-			items, err = p.List(ctx, map[string]string{spool.LabelIntent: id})
+		err := r.call(ctx, p, prioRead, provider.CallRead, "list sandboxes labelled "+intent.LabelIntent+"="+id+" (observed id "+in.SandboxID+" answered 404)", func(ctx context.Context) (err error) {
+			items, err = p.List(ctx, map[string]string{intent.LabelIntent: id})
 			return err
 		})
 		if err != nil {
@@ -111,9 +111,9 @@ func (r *Reaper) listed(ctx context.Context, p provider.Provider, in spool.Inten
 // found a sandbox that is not the intent's (why says how it differs). That
 // sandbox is never touched; the intent closes as foreign unless its own
 // sandbox is found under its name.
-func (r *Reaper) observedNotOurs(ctx context.Context, p provider.Provider, in spool.Intent, by provider.Sandbox, why string) (spool.Intent, error) {
-	foreign := func() (spool.Intent, error) {
-		return r.transition(in, spool.Foreign, fmt.Sprintf("sandbox %s: %s", by.ID, why))
+func (r *Reaper) observedNotOurs(ctx context.Context, p provider.Provider, in intent.Intent, by provider.Sandbox, why string) (intent.Intent, error) {
+	foreign := func() (intent.Intent, error) {
+		return r.transition(in, intent.Foreign, fmt.Sprintf("sandbox %s: %s", by.ID, why))
 	}
 	unlock, err := r.nameLock(ctx, p, in)
 	if err != nil {
@@ -134,7 +134,7 @@ func (r *Reaper) observedNotOurs(ctx context.Context, p provider.Provider, in sp
 // no other intent holds, where names are shared) and reports whether it is
 // the intent's: the name, every label, any id. A sandbox already destroyed
 // is not: its absence is what a 404 claims. The caller holds nameLock.
-func (r *Reaper) underName(ctx context.Context, p provider.Provider, in spool.Intent) (provider.Sandbox, bool, error) {
+func (r *Reaper) underName(ctx context.Context, p provider.Provider, in intent.Intent) (provider.Sandbox, bool, error) {
 	sb, err := r.byName(ctx, p, in, prioRead, "look up name "+in.Name+" (observed id "+in.SandboxID+" not ours or absent)")
 	if errors.Is(err, provider.ErrNotFound) {
 		return provider.Sandbox{}, false, nil
@@ -157,7 +157,7 @@ func (r *Reaper) underName(ctx context.Context, p provider.Provider, in spool.In
 // adopt journals sb, found under the intent's name and verified, in place
 // of the wrong observed id, before anything destructive; the next step reads
 // and resolves it.
-func (r *Reaper) adopt(in spool.Intent, sb provider.Sandbox, what string) (spool.Intent, error) {
+func (r *Reaper) adopt(in intent.Intent, sb provider.Sandbox, what string) (intent.Intent, error) {
 	out, err := r.Journal.ReplaceObserved(in.ID, in.SandboxID, sb.ID)
 	if err != nil {
 		if cur, gerr := r.Journal.Get(in.ID); gerr == nil && (cur.SandboxID != in.SandboxID || !cur.Live()) {
@@ -176,7 +176,7 @@ func (r *Reaper) adopt(in spool.Intent, sb provider.Sandbox, what string) (spool
 // replaces the wrong one at once, so that the auto-stop backstop, and a
 // replay after a crash, act on the right sandbox, and the runner's mistake
 // is in the log while it is still running.
-func (r *Reaper) correctObserved(ctx context.Context, p provider.Provider, in spool.Intent, err error) (spool.Intent, bool) {
+func (r *Reaper) correctObserved(ctx context.Context, p provider.Provider, in intent.Intent, err error) (intent.Intent, bool) {
 	unlock, lerr := r.nameLock(ctx, p, in)
 	if lerr != nil {
 		return in, false

@@ -6,8 +6,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/reaper"
-	"github.com/tether-run/tether/spool"
 )
 
 // TestWrongObservedID: a runner creates the sandbox with the intent's exact
@@ -18,12 +18,12 @@ func TestWrongObservedID(t *testing.T) {
 	t.Parallel()
 	t.Run("a mistyped id that answers 404", func(t *testing.T) {
 		w := newWorld(t)
-		in := w.intent(scope, spool.DrainDelete)
+		in := w.intent(scope, intent.DrainDelete)
 		sb := w.create(in)
 		typo := sb.ID[:len(sb.ID)-1] + "x"
 		in = w.observe(in, typo)
 		out, err := w.resolve(in, generous)
-		if err != nil || out.State != spool.Gone || out.SandboxID != sb.ID {
+		if err != nil || out.State != intent.Gone || out.SandboxID != sb.ID {
 			t.Fatalf("Resolve = %s (sandbox %s), %v; want gone with %s", out.State, out.SandboxID, err, sb.ID)
 		}
 		w.assertDestroyed(sb.ID)
@@ -34,13 +34,13 @@ func TestWrongObservedID(t *testing.T) {
 
 	t.Run("two intents with their ids swapped", func(t *testing.T) {
 		w := newWorld(t)
-		a, b := w.intent(scope, spool.DrainDelete), w.intent(scope, spool.DrainDelete)
+		a, b := w.intent(scope, intent.DrainDelete), w.intent(scope, intent.DrainDelete)
 		sa, sbb := w.create(a), w.create(b)
 		a, b = w.observe(a, sbb.ID), w.observe(b, sa.ID)
 		rep := func() reaper.Report {
 			ctx, cancel := context.WithTimeout(context.Background(), generous)
 			defer cancel()
-			return w.r.Drain(ctx, []spool.Intent{a, b})
+			return w.r.Drain(ctx, []intent.Intent{a, b})
 		}()
 		if rep.Gone != 2 || rep.Live() != 0 || len(rep.Foreign) != 0 {
 			t.Fatalf("report %+v; want both gone", rep)
@@ -54,12 +54,12 @@ func TestWrongObservedID(t *testing.T) {
 
 	t.Run("the id of someone else's sandbox, ours under the name", func(t *testing.T) {
 		w := newWorld(t)
-		in := w.intent(scope, spool.DrainDelete)
+		in := w.intent(scope, intent.DrainDelete)
 		sb := w.create(in)
 		other := w.createAs("someone-elses-box", map[string]string{"team": "beta"}, nil)
 		in = w.observe(in, other.ID)
 		out, err := w.resolve(in, generous)
-		if err != nil || out.State != spool.Gone || out.SandboxID != sb.ID {
+		if err != nil || out.State != intent.Gone || out.SandboxID != sb.ID {
 			t.Fatalf("Resolve = %s (sandbox %s), %v; want gone with %s", out.State, out.SandboxID, err, sb.ID)
 		}
 		w.assertDestroyed(sb.ID)
@@ -68,7 +68,7 @@ func TestWrongObservedID(t *testing.T) {
 
 	t.Run("a 404 and, under the name, a sandbox without our labels", func(t *testing.T) {
 		w := newWorld(t)
-		in := w.intent(scope, spool.DrainDelete)
+		in := w.intent(scope, intent.DrainDelete)
 		labels := map[string]string{}
 		for k, v := range in.Labels {
 			labels[k] = v
@@ -77,7 +77,7 @@ func TestWrongObservedID(t *testing.T) {
 		impostor := w.createAs(in.Name, labels, nil)
 		in = w.observe(in, "no-such-sandbox")
 		out, err := w.resolve(in, generous)
-		if err != nil || out.State != spool.Gone || out.SandboxID != "no-such-sandbox" {
+		if err != nil || out.State != intent.Gone || out.SandboxID != "no-such-sandbox" {
 			t.Fatalf("Resolve = %s (sandbox %s), %v; want gone with the observed id kept", out.State, out.SandboxID, err)
 		}
 		w.assertUntouched(impostor.ID)
@@ -85,21 +85,21 @@ func TestWrongObservedID(t *testing.T) {
 
 	t.Run("a 404 with nothing under the name is gone", func(t *testing.T) {
 		w := newWorld(t)
-		in := w.intent(scope, spool.DrainDelete)
+		in := w.intent(scope, intent.DrainDelete)
 		in = w.observe(in, "no-such-sandbox")
 		out, err := w.resolve(in, generous)
-		if err != nil || out.State != spool.Gone || len(out.Replaced) != 0 {
+		if err != nil || out.State != intent.Gone || len(out.Replaced) != 0 {
 			t.Fatalf("Resolve = %+v, %v; want gone, nothing replaced", out, err)
 		}
 	})
 
 	t.Run("a right id costs no name lookup", func(t *testing.T) {
 		w := newWorld(t)
-		in := w.intent(scope, spool.DrainDelete)
+		in := w.intent(scope, intent.DrainDelete)
 		sb := w.create(in)
 		in = w.observe(in, sb.ID)
 		out, err := w.resolve(in, generous)
-		if err != nil || out.State != spool.Gone {
+		if err != nil || out.State != intent.Gone {
 			t.Fatalf("Resolve = %s, %v; want gone", out.State, err)
 		}
 		w.assertDestroyed(sb.ID)
@@ -110,7 +110,7 @@ func TestWrongObservedID(t *testing.T) {
 
 	t.Run("the backstop corrects the id at observe time", func(t *testing.T) {
 		w := newWorld(t)
-		in := w.intent(scope, spool.DrainDelete)
+		in := w.intent(scope, intent.DrainDelete)
 		zero := 0
 		sb := w.createAs(in.Name, in.Labels, &zero)
 		in = w.observe(in, "typo-id")
@@ -119,7 +119,7 @@ func TestWrongObservedID(t *testing.T) {
 		if err := w.r.Backstop(ctx, in); err != nil {
 			t.Fatal(err)
 		}
-		if got := w.journaled(in.ID); got.SandboxID != sb.ID || got.State != spool.Observed {
+		if got := w.journaled(in.ID); got.SandboxID != sb.ID || got.State != intent.Observed {
 			t.Fatalf("journal: %s %s; want observed %s", got.State, got.SandboxID, sb.ID)
 		}
 		if got := w.sandbox(sb.ID).AutoStopInterval; got != 15 {
@@ -130,13 +130,13 @@ func TestWrongObservedID(t *testing.T) {
 
 	t.Run("concurrent resolves of one misobserved intent agree", func(t *testing.T) {
 		w := newWorld(t)
-		in := w.intent(scope, spool.DrainDelete)
+		in := w.intent(scope, intent.DrainDelete)
 		sb := w.create(in)
 		in = w.observe(in, "typo-id")
 		var wg sync.WaitGroup
 		for range 3 {
 			wg.Go(func() {
-				if out, err := w.resolve(in, generous); err != nil || out.State != spool.Gone {
+				if out, err := w.resolve(in, generous); err != nil || out.State != intent.Gone {
 					t.Errorf("Resolve = %s, %v", out.State, err)
 				}
 			})

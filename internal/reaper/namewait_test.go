@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tether-run/tether/spool"
+	"github.com/tether-run/tether/intent"
 )
 
 // TestDrainStopsEarlyWhenOnlyNameWaitsAreLeft: a drain whose only intent
@@ -18,13 +18,13 @@ func TestDrainStopsEarlyWhenOnlyNameWaitsAreLeft(t *testing.T) {
 	w := newWorld(t)
 	w.r.ProgressInterval = 20 * time.Millisecond
 	w.r.NameWaitGrace = 300 * time.Millisecond
-	exists := w.intent(scope, spool.DrainDelete)
+	exists := w.intent(scope, intent.DrainDelete)
 	w.create(exists)
-	absent := w.intent(scope, spool.DrainDelete)
+	absent := w.intent(scope, intent.DrainDelete)
 	ctx, cancel := w.drainCtx(generous)
 	defer cancel()
 	start := time.Now()
-	rep := w.r.Drain(ctx, []spool.Intent{exists, absent})
+	rep := w.r.Drain(ctx, []intent.Intent{exists, absent})
 	took := time.Since(start)
 	if rep.Gone != 1 || len(rep.Unresolved) != 1 || rep.Unresolved[0].ID != absent.ID {
 		t.Fatalf("gone %d, unresolved %+v", rep.Gone, rep.Unresolved)

@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/testutil"
 	"github.com/tether-run/tether/provider"
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
-	"github.com/tether-run/tether/spool"
 )
 
 // The real Daytona server's behaviours (issue 12), each reproduced by the
@@ -19,7 +19,7 @@ import (
 // by the simulator's own record of the sandbox.
 
 // seed plants the intent's sandbox (its name, its labels) in a state.
-func (w *world) seed(in spool.Intent, state string) daytonatest.Sandbox {
+func (w *world) seed(in intent.Intent, state string) daytonatest.Sandbox {
 	w.t.Helper()
 	sb, err := w.srv.AddSandbox(daytonatest.DefaultOrg, daytonatest.SeedSandbox{Name: in.Name, Labels: in.Labels, State: state})
 	if err != nil {
@@ -31,7 +31,7 @@ func (w *world) seed(in spool.Intent, state string) daytonatest.Sandbox {
 // observed declares an intent, plants its sandbox in state and observes it,
 // as a runner would; verify runs the backstop's read, as tether does on
 // every observe.
-func (w *world) observed(state string, onDrain spool.OnDrain, verify bool) (spool.Intent, daytonatest.Sandbox) {
+func (w *world) observed(state string, onDrain intent.OnDrain, verify bool) (intent.Intent, daytonatest.Sandbox) {
 	w.t.Helper()
 	in := w.intent(scope, onDrain)
 	sb := w.seed(in, state)
@@ -46,13 +46,13 @@ func (w *world) observed(state string, onDrain spool.OnDrain, verify bool) (spoo
 	return in, sb
 }
 
-func (w *world) assertGone(in spool.Intent, out spool.Intent, err error, sandboxID string) {
+func (w *world) assertGone(in intent.Intent, out intent.Intent, err error, sandboxID string) {
 	w.t.Helper()
-	if err != nil || out.State != spool.Gone {
+	if err != nil || out.State != intent.Gone {
 		w.t.Fatalf("Resolve = %s, %v; want gone", out.State, err)
 	}
 	testutil.WaitFor(w.t, "the simulator to finish the destroy", func() bool { return w.sandbox(sandboxID).State == "destroyed" })
-	if got := w.journaled(in.ID); got.State != spool.Gone {
+	if got := w.journaled(in.ID); got.State != intent.Gone {
 		w.t.Fatalf("journal says %s", got.State)
 	}
 }
@@ -65,7 +65,7 @@ func TestRenamedWhileTheStateLags(t *testing.T) {
 	for _, state := range []string{"archived", "archiving", "paused", "stopped", "started"} {
 		t.Run(state, func(t *testing.T) {
 			w := newWorld(t, daytonatest.WithDestroyLag(300*time.Millisecond))
-			in, sb := w.observed(state, spool.DrainDelete, false)
+			in, sb := w.observed(state, intent.DrainDelete, false)
 			if err := w.srv.Hold(sb.ID, state, 0); err != nil { // archiving would move on
 				t.Fatal(err)
 			}
@@ -95,7 +95,7 @@ func TestRenamedWhileTheStateLags(t *testing.T) {
 func TestDeletedByTheRunnerWhileTheStateLags(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, daytonatest.WithDestroyLag(300*time.Millisecond))
-	in, sb := w.observed("archived", spool.DrainDelete, false)
+	in, sb := w.observed("archived", intent.DrainDelete, false)
 	if err := w.prov.Delete(context.Background(), sb.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +114,7 @@ func TestDeletedByTheRunnerWhileTheStateLags(t *testing.T) {
 func TestSpurious404IsReadAgain(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
-	in, sb := w.observed("started", spool.DrainDelete, false)
+	in, sb := w.observed("started", intent.DrainDelete, false)
 	w.srv.Inject(daytonatest.RouteGet, 1, daytonatest.Scripted{Status: 404})
 	out, err := w.resolve(in, generous)
 	w.assertGone(in, out, err, sb.ID)
@@ -124,14 +124,14 @@ func TestSpurious404IsReadAgain(t *testing.T) {
 
 	// On the delete too: the access guard answers the DELETE 404.
 	w2 := newWorld(t)
-	in2, sb2 := w2.observed("started", spool.DrainDelete, true)
+	in2, sb2 := w2.observed("started", intent.DrainDelete, true)
 	w2.srv.Inject(daytonatest.RouteDelete, 1, daytonatest.Scripted{Status: 404})
 	out, err = w2.resolve(in2, generous)
 	w2.assertGone(in2, out, err, sb2.ID)
 
 	// A sandbox really gone answers 404 twice: gone, after two reads.
 	w3 := newWorld(t)
-	in3, sb3 := w3.observed("started", spool.DrainDelete, false)
+	in3, sb3 := w3.observed("started", intent.DrainDelete, false)
 	if err := w3.prov.Delete(context.Background(), sb3.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -148,8 +148,8 @@ func TestSpurious404IsReadAgain(t *testing.T) {
 func TestSpentQuotaIsWaitedOut(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, daytonatest.WithRateLimit(daytonatest.ThrottlerSandboxLifecycle, 1, time.Second))
-	in, sb := w.observed("started", spool.DrainDelete, true)
-	other := w.intent(scope, spool.DrainDelete)
+	in, sb := w.observed("started", intent.DrainDelete, true)
+	other := w.intent(scope, intent.DrainDelete)
 	first := w.seed(other, "started")
 	// Through the reaper's own provider: the answer says remaining 0.
 	spentAt := time.Now()
@@ -181,10 +181,10 @@ func TestDrainIntoASpentQuota(t *testing.T) {
 	const quota = 4
 	w := newWorld(t, daytonatest.WithRateLimit(daytonatest.ThrottlerSandboxLifecycle, quota, time.Minute))
 	w.r.Concurrency = 16
-	var intents []spool.Intent
+	var intents []intent.Intent
 	var ids []string
 	for range 40 {
-		in, sb := w.observed("started", spool.DrainDelete, true)
+		in, sb := w.observed("started", intent.DrainDelete, true)
 		intents, ids = append(intents, in), append(ids, sb.ID)
 	}
 	ctx, cancel := w.drainCtx(5 * time.Second)
@@ -221,14 +221,14 @@ func TestDrainIntoASpentQuota(t *testing.T) {
 func TestForbiddenDeletes(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
-	in, sb := w.observed("started", spool.DrainDelete, true)
+	in, sb := w.observed("started", intent.DrainDelete, true)
 	w.srv.Inject(daytonatest.RouteDelete, 1, daytonatest.Scripted{Status: 403})
 	out, err := w.resolve(in, generous)
 	w.assertGone(in, out, err, sb.ID)
 
 	w2 := newWorld(t)
 	w2.srv.AddKeyWithPermissions(apiKey, daytonatest.DefaultOrg, daytonatest.PermWriteSandboxes)
-	in2, sb2 := w2.observed("started", spool.DrainDelete, true)
+	in2, sb2 := w2.observed("started", intent.DrainDelete, true)
 	out, err = w2.resolve(in2, generous)
 	if !errors.Is(err, provider.ErrPermission) || !out.Live() {
 		t.Fatalf("Resolve = %s, %v; want live with a permission error", out.State, err)
@@ -251,9 +251,9 @@ func TestStopOfStoppedAndErrored(t *testing.T) {
 	t.Parallel()
 	for _, state := range []string{"stopped", "archived"} {
 		w := newWorld(t)
-		in, sb := w.observed(state, spool.DrainStop, true)
+		in, sb := w.observed(state, intent.DrainStop, true)
 		out, err := w.resolve(in, generous)
-		if err != nil || out.State != spool.Stopped {
+		if err != nil || out.State != intent.Stopped {
 			t.Fatalf("%s: Resolve = %s, %v; want stopped", state, out.State, err)
 		}
 		if got := w.sandbox(sb.ID); got.State != state || got.DeleteRequested {
@@ -264,7 +264,7 @@ func TestStopOfStoppedAndErrored(t *testing.T) {
 		}
 	}
 	w := newWorld(t)
-	in, sb := w.observed("error", spool.DrainStop, true)
+	in, sb := w.observed("error", intent.DrainStop, true)
 	out, err := w.resolve(in, generous)
 	if !errors.Is(err, provider.ErrErrored) || !out.Live() {
 		t.Fatalf("errored: Resolve = %s, %v; want live, reported as errored", out.State, err)
@@ -285,7 +285,7 @@ func TestSecondDeleteConflict(t *testing.T) {
 	// still meets the sandbox being deleted on a loaded machine (at 200 ms
 	// its answer once came after the destroy).
 	w := newWorld(t, daytonatest.WithDestroyLag(2*time.Second))
-	in, sb := w.observed("started", spool.DrainDelete, true)
+	in, sb := w.observed("started", intent.DrainDelete, true)
 	var once sync.Once
 	w.spy.setOnDelete(func(id string) {
 		// The runner's own delete lands just before tether's.
@@ -310,12 +310,12 @@ func TestSecondDeleteConflict(t *testing.T) {
 func TestDeleteErroredAndForked(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
-	in, sb := w.observed("error", spool.DrainDelete, false)
+	in, sb := w.observed("error", intent.DrainDelete, false)
 	out, err := w.resolve(in, generous)
 	w.assertGone(in, out, err, sb.ID)
 
 	w2 := newWorld(t)
-	in2, parent := w2.observed("started", spool.DrainDelete, true)
+	in2, parent := w2.observed("started", intent.DrainDelete, true)
 	fork, err := w2.srv.AddSandbox(daytonatest.DefaultOrg, daytonatest.SeedSandbox{Name: "fork-of-it", ForkOf: parent.ID})
 	if err != nil {
 		t.Fatal(err)
@@ -342,7 +342,7 @@ func TestDeleteErroredAndForked(t *testing.T) {
 func TestFailedStartIsFoundAndDeleted(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
-	in := w.intent(scope, spool.DrainDelete)
+	in := w.intent(scope, intent.DrainDelete)
 	w.srv.Inject(daytonatest.RouteCreate, 1, daytonatest.Scripted{FailStart: true})
 	if _, err := w.prov.Create(context.Background(), in.Name, in.Labels, nil); !errors.Is(err, provider.ErrRefused) || !strings.Contains(err.Error(), "Sandbox failed to start") {
 		t.Fatalf("create: %v, want 400 Sandbox failed to start", err)
@@ -369,10 +369,10 @@ func TestFailedStartIsFoundAndDeleted(t *testing.T) {
 func TestHealthyPathCosts(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
-	var intents []spool.Intent
+	var intents []intent.Intent
 	var ids []string
 	for range 20 {
-		in, sb := w.observed("started", spool.DrainDelete, true)
+		in, sb := w.observed("started", intent.DrainDelete, true)
 		intents, ids = append(intents, in), append(ids, sb.ID)
 	}
 	before := map[string]map[string]int{}

@@ -23,9 +23,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/crashpoint"
 	"github.com/tether-run/tether/provider"
-	"github.com/tether-run/tether/spool"
 )
 
 // Journal is the part of spool.Journal the reaper uses. Every write is
@@ -33,12 +33,12 @@ import (
 // a releasing state before the provider call it protects. Which intents to
 // resolve is the caller's choice (Drain takes them as an argument).
 type Journal interface {
-	Get(id string) (spool.Intent, error)
-	Live() ([]spool.Intent, error)
-	Observe(id, sandboxID string) (spool.Intent, error)
-	ReplaceObserved(id, wrongID, foundID string) (spool.Intent, error)
-	Transition(id string, to spool.State, lastErr string) (spool.Intent, error)
-	Note(id string, lastErr string) (spool.Intent, error)
+	Get(id string) (intent.Intent, error)
+	Live() ([]intent.Intent, error)
+	Observe(id, sandboxID string) (intent.Intent, error)
+	ReplaceObserved(id, wrongID, foundID string) (intent.Intent, error)
+	Transition(id string, to intent.State, lastErr string) (intent.Intent, error)
+	Note(id string, lastErr string) (intent.Intent, error)
 }
 
 // Defaults of the Reaper's settings, used when a field is zero.
@@ -216,7 +216,7 @@ func (r *Reaper) callGate() *gate {
 func (r *Reaper) CurrentConcurrency() int { return r.callGate().current() }
 
 // remember records that a read proved sandboxID to be in's sandbox.
-func (r *Reaper) remember(in spool.Intent, sandboxID string) {
+func (r *Reaper) remember(in intent.Intent, sandboxID string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.verified == nil || len(r.verified) >= maxVerified {
@@ -232,7 +232,7 @@ func (r *Reaper) forget(id string) {
 }
 
 // isVerified reports whether in's observed sandbox was proved ours by a read.
-func (r *Reaper) isVerified(in spool.Intent) bool {
+func (r *Reaper) isVerified(in intent.Intent) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return in.SandboxID != "" && r.verified[in.ID] == in.SandboxID
@@ -302,7 +302,7 @@ func (r *Reaper) lock(ctx context.Context, id string) (unlock func(), err error)
 // providerFor is the provider in was declared with (its name), if it
 // holds in's account (checkAccount): the only one that may act on in's
 // sandbox.
-func (r *Reaper) providerFor(in spool.Intent) (provider.Provider, error) {
+func (r *Reaper) providerFor(in intent.Intent) (provider.Provider, error) {
 	p, err := r.providerNamed(in)
 	if err != nil {
 		return nil, err
@@ -313,7 +313,7 @@ func (r *Reaper) providerFor(in spool.Intent) (provider.Provider, error) {
 	return p, nil
 }
 
-func (r *Reaper) providerNamed(in spool.Intent) (provider.Provider, error) {
+func (r *Reaper) providerNamed(in intent.Intent) (provider.Provider, error) {
 	if r.Provider == nil {
 		return nil, fmt.Errorf("%w %q: reaper has none", ErrNoProvider, in.Provider)
 	}
@@ -333,7 +333,7 @@ func (r *Reaper) providerNamed(in spool.Intent) (provider.Provider, error) {
 // checkAccount says why p may not act on in: an intent declared under
 // other credentials (ErrWrongAccount), or one without an account for a
 // provider whose 404 cannot tell a gone sandbox from another account's.
-func checkAccount(p provider.Provider, in spool.Intent) error {
+func checkAccount(p provider.Provider, in intent.Intent) error {
 	if in.Account == "" {
 		if provider.NeedsAccount(p) {
 			return fmt.Errorf("%w: declared without an account, and %s answers 404 for another account's sandbox too", ErrWrongAccount, p.Name())
@@ -416,7 +416,7 @@ type progress struct {
 // never-created, or foreign — the reason for foreign is in LastError).
 //
 // It re-reads the intent from the journal first, so a stale copy is fine.
-func (r *Reaper) Resolve(ctx context.Context, in spool.Intent) (spool.Intent, error) {
+func (r *Reaper) Resolve(ctx context.Context, in intent.Intent) (intent.Intent, error) {
 	unlock, err := r.lock(ctx, in.ID)
 	if err != nil {
 		return in, err
@@ -517,7 +517,7 @@ func (r *Reaper) Resolve(ctx context.Context, in spool.Intent) (spool.Intent, er
 
 // leave records why an intent stays live (when the journal does not already
 // say so) and returns it with that reason.
-func (r *Reaper) leave(in spool.Intent, why error) (spool.Intent, error) {
+func (r *Reaper) leave(in intent.Intent, why error) (intent.Intent, error) {
 	if why != nil && in.LastError != why.Error() {
 		if n, err := r.Journal.Note(in.ID, why.Error()); err == nil {
 			in = n
@@ -526,13 +526,13 @@ func (r *Reaper) leave(in spool.Intent, why error) (spool.Intent, error) {
 	return in, why
 }
 
-func (r *Reaper) logOutcome(log *slog.Logger, in spool.Intent) {
+func (r *Reaper) logOutcome(log *slog.Logger, in intent.Intent) {
 	switch in.State {
-	case spool.Foreign:
+	case intent.Foreign:
 		log.Warn("sandbox is not ours; left untouched", "sandbox", in.SandboxID, "why", in.LastError)
-	case spool.NeverCreated:
+	case intent.NeverCreated:
 		log.Info("intent closed: its sandbox never appeared", "horizon", orDefault(r.NeverCreatedHorizon, DefaultNeverCreatedHorizon))
-	case spool.Released:
+	case intent.Released:
 		log.Debug("intent already released by the runner")
 	default:
 		log.Info("sandbox "+string(in.State)+", confirmed", "sandbox", in.SandboxID)
@@ -542,11 +542,11 @@ func (r *Reaper) logOutcome(log *slog.Logger, in spool.Intent) {
 // step makes one unit of progress. A nil error means the intent moved (and
 // the loop goes on at once, or ends if the intent is terminal); an error
 // means wait (ErrNotCreated, ErrInProgress), retry, or give up.
-func (r *Reaper) step(ctx context.Context, p provider.Provider, in spool.Intent, pr *progress) (spool.Intent, error) {
+func (r *Reaper) step(ctx context.Context, p provider.Provider, in intent.Intent, pr *progress) (intent.Intent, error) {
 	if in.SandboxID == "" {
 		return r.lookup(ctx, p, in, pr)
 	}
-	if pr.resend || in.State != spool.Releasing && !pr.deleteSent && pr.notFound == 0 && r.isVerified(in) {
+	if pr.resend || in.State != intent.Releasing && !pr.deleteSent && pr.notFound == 0 && r.isVerified(in) {
 		// A read already proved this id ours (the backstop's, at observe
 		// time), or the last delete was throttled without effect: go
 		// straight to the destructive call.
@@ -554,7 +554,7 @@ func (r *Reaper) step(ctx context.Context, p provider.Provider, in spool.Intent,
 		return r.destroy(ctx, p, in, in.SandboxID, pr)
 	}
 	prio := prioRead
-	if in.State == spool.Releasing {
+	if in.State == intent.Releasing {
 		prio = prioConfirm
 	}
 	var sb provider.Sandbox
@@ -577,7 +577,7 @@ func (r *Reaper) step(ctx context.Context, p provider.Provider, in spool.Intent,
 // not enough (Daytona's access guard answers 404 for any error it meets): a
 // second read after RecheckDelay must agree, and then the name and the list
 // must show nothing of ours either (observedAbsent).
-func (r *Reaper) notFound(ctx context.Context, p provider.Provider, in spool.Intent, pr *progress, err error) (spool.Intent, error) {
+func (r *Reaper) notFound(ctx context.Context, p provider.Provider, in intent.Intent, pr *progress, err error) (intent.Intent, error) {
 	pr.notFound++
 	if pr.accepted || pr.notFound >= 2 {
 		// Proof the sandbox is gone, unless the observed id was wrong.
@@ -588,7 +588,7 @@ func (r *Reaper) notFound(ctx context.Context, p provider.Provider, in spool.Int
 }
 
 // lookup finds a never-observed intent's sandbox by its exact creation name.
-func (r *Reaper) lookup(ctx context.Context, p provider.Provider, in spool.Intent, pr *progress) (spool.Intent, error) {
+func (r *Reaper) lookup(ctx context.Context, p provider.Provider, in intent.Intent, pr *progress) (intent.Intent, error) {
 	obs, sb, found, err := r.observeByName(ctx, p, in)
 	if !found {
 		return obs, err
@@ -602,7 +602,7 @@ func (r *Reaper) lookup(ctx context.Context, p provider.Provider, in spool.Inten
 // sandboxes may carry one name (provider.NameSharer), the look-up and the
 // observe hold that name's lock, so two intents of one name never take
 // the same sandbox.
-func (r *Reaper) observeByName(ctx context.Context, p provider.Provider, in spool.Intent) (obs spool.Intent, sb provider.Sandbox, found bool, err error) {
+func (r *Reaper) observeByName(ctx context.Context, p provider.Provider, in intent.Intent) (obs intent.Intent, sb provider.Sandbox, found bool, err error) {
 	unlock, err := r.nameLock(ctx, p, in)
 	if err != nil {
 		return in, sb, false, err
@@ -612,7 +612,7 @@ func (r *Reaper) observeByName(ctx context.Context, p provider.Provider, in spoo
 	if errors.Is(err, provider.ErrNotFound) {
 		horizon := orDefault(r.NeverCreatedHorizon, DefaultNeverCreatedHorizon)
 		if age := r.now().Sub(in.CreatedAt); age >= horizon {
-			obs, err = r.transition(in, spool.NeverCreated, fmt.Sprintf("name %s not found %s after the intent was declared (horizon %s)", in.Name, age.Round(time.Second), horizon))
+			obs, err = r.transition(in, intent.NeverCreated, fmt.Sprintf("name %s not found %s after the intent was declared (horizon %s)", in.Name, age.Round(time.Second), horizon))
 			return obs, sb, false, err
 		}
 		return in, sb, false, ErrNotCreated
@@ -621,7 +621,7 @@ func (r *Reaper) observeByName(ctx context.Context, p provider.Provider, in spoo
 		return in, sb, false, err
 	}
 	if why := mismatch(in, sb); why != "" {
-		obs, err = r.transition(in, spool.Foreign, fmt.Sprintf("sandbox %s named %s: %s", sb.ID, in.Name, why))
+		obs, err = r.transition(in, intent.Foreign, fmt.Sprintf("sandbox %s named %s: %s", sb.ID, in.Name, why))
 		return obs, sb, false, err
 	}
 	// Journal the id before anything destructive: if tether dies after the
@@ -641,14 +641,14 @@ func (r *Reaper) observeByName(ctx context.Context, p provider.Provider, in spoo
 
 // act decides, from a fresh read of the intent's sandbox, whether it is done,
 // still in progress, not ours, or needs the destructive call.
-func (r *Reaper) act(ctx context.Context, p provider.Provider, in spool.Intent, sb provider.Sandbox, pr *progress) (spool.Intent, error) {
+func (r *Reaper) act(ctx context.Context, p provider.Provider, in intent.Intent, sb provider.Sandbox, pr *progress) (intent.Intent, error) {
 	if sb.Gone() {
-		return r.finish(in, spool.Gone)
+		return r.finish(in, intent.Gone)
 	}
 	if why := mismatch(in, sb); why != "" {
 		return r.observedNotOurs(ctx, p, in, sb, why)
 	}
-	stop := in.OnDrain == spool.DrainStop
+	stop := in.OnDrain == intent.DrainStop
 	if renamedForDeletion(in, sb) {
 		// Daytona renames a sandbox the moment it accepts its delete, but
 		// its state lags (archived, archiving, paused, ... until the
@@ -656,8 +656,8 @@ func (r *Reaper) act(ctx context.Context, p provider.Provider, in spool.Intent, 
 		// Nothing more to send; confirm until the id answers 404 and the
 		// list no longer shows it (observedAbsent: unless this Resolve's
 		// own delete was accepted, a 404 alone may be the access guard's).
-		if in.State != spool.Releasing {
-			return r.transition(in, spool.Releasing, "")
+		if in.State != intent.Releasing {
+			return r.transition(in, intent.Releasing, "")
 		}
 		return in, fmt.Errorf("%w: sandbox %s is being deleted (renamed %s, still %s)", ErrInProgress, sb.ID, sb.Name, sb.State)
 	}
@@ -667,10 +667,10 @@ func (r *Reaper) act(ctx context.Context, p provider.Provider, in spool.Intent, 
 		if err := r.markStopped(ctx, p, sb, true); err != nil {
 			return in, err
 		}
-		return r.finish(in, spool.Stopped)
+		return r.finish(in, intent.Stopped)
 	case sb.State == provider.StateDestroying, stop && sb.State == stateStopping:
-		if in.State != spool.Releasing {
-			return r.transition(in, spool.Releasing, "")
+		if in.State != intent.Releasing {
+			return r.transition(in, intent.Releasing, "")
 		}
 		return in, fmt.Errorf("%w: sandbox %s is %s", ErrInProgress, sb.ID, sb.State)
 	case stop:
@@ -681,14 +681,14 @@ func (r *Reaper) act(ctx context.Context, p provider.Provider, in spool.Intent, 
 
 // destroy journals the intent releasing, then sends the delete (or stop) of
 // a sandbox verified as the intent's.
-func (r *Reaper) destroy(ctx context.Context, p provider.Provider, in spool.Intent, id string, pr *progress) (spool.Intent, error) {
-	if in.State != spool.Releasing {
+func (r *Reaper) destroy(ctx context.Context, p provider.Provider, in intent.Intent, id string, pr *progress) (intent.Intent, error) {
+	if in.State != intent.Releasing {
 		var err error
-		if in, err = r.transition(in, spool.Releasing, ""); err != nil || in.State != spool.Releasing {
+		if in, err = r.transition(in, intent.Releasing, ""); err != nil || in.State != intent.Releasing {
 			return in, err
 		}
 	}
-	stop := in.OnDrain == spool.DrainStop
+	stop := in.OnDrain == intent.DrainStop
 	kind, what, do := provider.CallDelete, "delete sandbox "+id, p.Delete
 	if stop {
 		kind, what, do = provider.CallStop, "stop sandbox "+id, p.Stop
@@ -716,7 +716,7 @@ func (r *Reaper) destroy(ctx context.Context, p provider.Provider, in spool.Inte
 		return in, fmt.Errorf("%w: delete of sandbox %s accepted", ErrInProgress, id)
 	case stop && errors.Is(err, provider.ErrNotStoppable):
 		// Already stopped or archived: what the stop was for.
-		return r.finish(in, spool.Stopped)
+		return r.finish(in, intent.Stopped)
 	case errors.Is(err, provider.ErrNotFound):
 		// Deleted meanwhile, an earlier delete landed and lost its answer,
 		// or a hiccup: reads confirm (a 404 twice, see notFound).
@@ -740,7 +740,7 @@ func (r *Reaper) destroy(ctx context.Context, p provider.Provider, in spool.Inte
 
 // renamedForDeletion reports whether sb, read by the intent's observed id,
 // carries Daytona's deletion rename DESTROYED_<intent name>_<unix ms>.
-func renamedForDeletion(in spool.Intent, sb provider.Sandbox) bool {
+func renamedForDeletion(in intent.Intent, sb provider.Sandbox) bool {
 	if in.SandboxID == "" || sb.ID != in.SandboxID {
 		return false
 	}
@@ -759,10 +759,10 @@ func renamedForDeletion(in spool.Intent, sb provider.Sandbox) bool {
 // finish closes an intent in a terminal state, passing through releasing
 // when the intent has not been there (the journal allows gone and stopped
 // only from releasing).
-func (r *Reaper) finish(in spool.Intent, to spool.State) (spool.Intent, error) {
-	if in.State != spool.Releasing {
+func (r *Reaper) finish(in intent.Intent, to intent.State) (intent.Intent, error) {
+	if in.State != intent.Releasing {
 		var err error
-		if in, err = r.transition(in, spool.Releasing, ""); err != nil || in.State != spool.Releasing {
+		if in, err = r.transition(in, intent.Releasing, ""); err != nil || in.State != intent.Releasing {
 			return in, err
 		}
 	}
@@ -771,7 +771,7 @@ func (r *Reaper) finish(in spool.Intent, to spool.State) (spool.Intent, error) {
 
 // transition journals a move. When the journal refuses because the intent
 // moved meanwhile (the runner released it), the fresh intent is returned.
-func (r *Reaper) transition(in spool.Intent, to spool.State, why string) (spool.Intent, error) {
+func (r *Reaper) transition(in intent.Intent, to intent.State, why string) (intent.Intent, error) {
 	out, err := r.Journal.Transition(in.ID, to, why)
 	if err == nil {
 		return out, nil
@@ -786,7 +786,7 @@ func (r *Reaper) transition(in spool.Intent, to spool.State, why string) (spool.
 // observed id, the name, and every label of the intent (ownership and scope)
 // must match, and the intent must carry its ownership labels at all — an
 // intent without them could match anybody's sandbox.
-func mismatch(in spool.Intent, sb provider.Sandbox) string {
+func mismatch(in intent.Intent, sb provider.Sandbox) string {
 	if in.SandboxID != "" && sb.ID != in.SandboxID {
 		return fmt.Sprintf("id %s, observed %s", sb.ID, in.SandboxID)
 	}
@@ -795,18 +795,18 @@ func mismatch(in spool.Intent, sb provider.Sandbox) string {
 		// whatever its (lagging) state: DESTROYED_<name>_<unix ms>.
 		return fmt.Sprintf("name %q, want %q", sb.Name, in.Name)
 	}
-	if in.Labels[spool.LabelOwner] == "" {
-		return "intent has no " + spool.LabelOwner + " label to verify"
+	if in.Labels[intent.LabelOwner] == "" {
+		return "intent has no " + intent.LabelOwner + " label to verify"
 	}
-	got, ok := sb.Labels[spool.LabelIntent]
+	got, ok := sb.Labels[intent.LabelIntent]
 	if !ok || got != in.ID && (in.ParentIntent == "" || got != in.ParentIntent) {
 		// A fork carries its parent's labels until tether relabels it
 		// (an E2B fork, for life); its exact name and the owner prove it
 		// ours meanwhile.
-		return fmt.Sprintf("label %s=%q, want %q", spool.LabelIntent, got, in.ID)
+		return fmt.Sprintf("label %s=%q, want %q", intent.LabelIntent, got, in.ID)
 	}
 	for k, want := range in.Labels {
-		if k == spool.LabelIntent {
+		if k == intent.LabelIntent {
 			continue
 		}
 		got, ok := sb.Labels[k]
@@ -825,7 +825,7 @@ func mismatch(in spool.Intent, sb provider.Sandbox) string {
 // ours, as the backstop's read would: when it matches the intent (id,
 // name, every label), a drain deletes it without reading it first. It
 // changes nothing in the journal.
-func (r *Reaper) Vouch(in spool.Intent, sb provider.Sandbox) error {
+func (r *Reaper) Vouch(in intent.Intent, sb provider.Sandbox) error {
 	if in.SandboxID == "" || sb.ID != in.SandboxID {
 		return fmt.Errorf("vouch: sandbox %s is not the intent's observed %q", sb.ID, in.SandboxID)
 	}
@@ -842,7 +842,7 @@ func (r *Reaper) Vouch(in spool.Intent, sb provider.Sandbox) error {
 // reach in time still stops (and, if ephemeral, deletes itself). It retries
 // within ctx. It changes nothing in the journal, but for a wrong observed id
 // (correctObserved).
-func (r *Reaper) Backstop(ctx context.Context, in spool.Intent) error {
+func (r *Reaper) Backstop(ctx context.Context, in intent.Intent) error {
 	if r.AutoStopMinutes <= 0 {
 		return nil
 	}
@@ -853,7 +853,7 @@ func (r *Reaper) Backstop(ctx context.Context, in spool.Intent) error {
 	if err != nil {
 		return fmt.Errorf("backstop %s: %w", in.Name, err)
 	}
-	return r.retryObserved(ctx, p, in, func(in spool.Intent) error { return r.backstopOnce(ctx, p, in) })
+	return r.retryObserved(ctx, p, in, func(in intent.Intent) error { return r.backstopOnce(ctx, p, in) })
 }
 
 // OnObserved runs once, a step of the caller's on a newly observed
@@ -861,7 +861,7 @@ func (r *Reaper) Backstop(ctx context.Context, in spool.Intent) error {
 // after a transient failure until ctx ends, and on the sandbox found by
 // name when the observed id answers 404 or is not the intent's (once
 // returns an error wrapping provider.ErrNotFound or ErrForeign then).
-func (r *Reaper) OnObserved(ctx context.Context, in spool.Intent, once func(spool.Intent) error) error {
+func (r *Reaper) OnObserved(ctx context.Context, in intent.Intent, once func(intent.Intent) error) error {
 	if in.SandboxID == "" {
 		return fmt.Errorf("%s: no sandbox observed", in.Name)
 	}
@@ -878,7 +878,7 @@ func (r *Reaper) OnObserved(ctx context.Context, in spool.Intent, once func(spoo
 // first "not ours" or "not found" may mean the runner observed a wrong id:
 // correctObserved looks the name up and, if it finds the intent's sandbox,
 // once is tried again on it.
-func (r *Reaper) retryObserved(ctx context.Context, p provider.Provider, in spool.Intent, once func(spool.Intent) error) error {
+func (r *Reaper) retryObserved(ctx context.Context, p provider.Provider, in intent.Intent, once func(intent.Intent) error) error {
 	base, max := orDefault(r.RetryBase, DefaultRetryBase), orDefault(r.RetryMax, DefaultRetryMax)
 	corrected := false
 	for attempt := 0; ; attempt++ {
@@ -902,7 +902,7 @@ func (r *Reaper) retryObserved(ctx context.Context, p provider.Provider, in spoo
 // readOurs reads the sandbox in journaled and checks that it is the one the
 // intent created (mismatch): one that is not is ErrForeign, and must not be
 // touched. step names the caller in the call's log and in errors.
-func (r *Reaper) readOurs(ctx context.Context, p provider.Provider, in spool.Intent, step string) (provider.Sandbox, error) {
+func (r *Reaper) readOurs(ctx context.Context, p provider.Provider, in intent.Intent, step string) (provider.Sandbox, error) {
 	var sb provider.Sandbox
 	err := r.call(ctx, p, prioRead, provider.CallRead, step+": read sandbox "+in.SandboxID, func(ctx context.Context) (err error) {
 		sb, err = p.Get(ctx, in.SandboxID)
@@ -917,7 +917,7 @@ func (r *Reaper) readOurs(ctx context.Context, p provider.Provider, in spool.Int
 	return sb, nil
 }
 
-func (r *Reaper) backstopOnce(ctx context.Context, p provider.Provider, in spool.Intent) error {
+func (r *Reaper) backstopOnce(ctx context.Context, p provider.Provider, in intent.Intent) error {
 	sb, err := r.readOurs(ctx, p, in, "backstop")
 	if err != nil {
 		return err

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/provider"
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
-	"github.com/tether-run/tether/spool"
 )
 
 // TestTwoTransient404sOnAReleasingIntent: an intent journaled releasing
@@ -23,15 +23,15 @@ import (
 func TestTwoTransient404sOnAReleasingIntent(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
-	in := w.intent(scope, spool.DrainDelete)
+	in := w.intent(scope, intent.DrainDelete)
 	sb := w.create(in)
 	in = w.observe(in, sb.ID)
-	if _, err := w.j.Transition(in.ID, spool.Releasing, ""); err != nil {
+	if _, err := w.j.Transition(in.ID, intent.Releasing, ""); err != nil {
 		t.Fatal(err)
 	}
 	w.srv.Inject(daytonatest.RouteGet, 2, daytonatest.Scripted{Status: 404})
 	out, err := w.resolve(in, 5*time.Second)
-	if got := w.sandbox(sb.ID); out.State == spool.Gone && got.State != "destroyed" {
+	if got := w.sandbox(sb.ID); out.State == intent.Gone && got.State != "destroyed" {
 		t.Fatalf("intent gone (err %v) while its sandbox is %s, delete requested %v", err, got.State, got.DeleteRequested)
 	}
 }
@@ -75,12 +75,12 @@ func TestTransient404sWhileDestroying(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			w := newWorld(t)
-			in := w.intent(scope, spool.DrainDelete)
+			in := w.intent(scope, intent.DrainDelete)
 			sb := w.create(in)
 			if tc.fork {
 				parent := in
-				fork, _, err := w.j.Create(context.Background(), spool.NewIntent{
-					Labels: scope, OnDrain: spool.DrainDelete, Provider: w.prov.Name(), Account: w.prov.Account(), ParentIntent: parent.ID,
+				fork, _, err := w.j.Create(context.Background(), intent.Declaration{
+					Labels: scope, OnDrain: intent.DrainDelete, Provider: w.prov.Name(), Account: w.prov.Account(), ParentIntent: parent.ID,
 				})
 				if err != nil {
 					t.Fatal(err)
@@ -90,7 +90,7 @@ func TestTransient404sWhileDestroying(t *testing.T) {
 			in = w.observe(in, sb.ID)
 			// The earlier run: releasing journaled, its delete accepted, then
 			// it died before any confirming read.
-			if _, err := w.j.Transition(in.ID, spool.Releasing, ""); err != nil {
+			if _, err := w.j.Transition(in.ID, intent.Releasing, ""); err != nil {
 				t.Fatal(err)
 			}
 			if err := w.prov.Delete(context.Background(), sb.ID); err != nil {
@@ -103,14 +103,14 @@ func TestTransient404sWhileDestroying(t *testing.T) {
 			out, err := w.resolveUntil(in, "the reads and lists", func() bool {
 				return w.srv.CallsFor(sb.ID)[daytonatest.RouteGet] >= tc.reads && w.srv.Calls()[daytonatest.RouteList] >= tc.lists
 			})
-			if got := w.sandbox(sb.ID); out.State == spool.Gone && got.State != "destroyed" {
+			if got := w.sandbox(sb.ID); out.State == intent.Gone && got.State != "destroyed" {
 				t.Fatalf("intent gone (err %v) while its sandbox is %s (%s)", err, got.State, got.Name)
 			}
 			if err := w.srv.Release(sb.ID); err != nil {
 				t.Fatal(err)
 			}
 			out, err = w.resolve(out, generous)
-			if err != nil || out.State != spool.Gone {
+			if err != nil || out.State != intent.Gone {
 				t.Fatalf("after the destroy: intent %s, err %v; want gone", out.State, err)
 			}
 			w.assertDestroyed(sb.ID)

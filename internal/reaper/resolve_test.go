@@ -8,13 +8,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/testutil"
 
 	"github.com/tether-run/tether/internal/reaper"
+	"github.com/tether-run/tether/journal"
 	"github.com/tether-run/tether/provider"
 	"github.com/tether-run/tether/provider/daytona"
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
-	"github.com/tether-run/tether/spool"
 )
 
 // generous is the deadline of a Resolve expected to finish: it ends as soon
@@ -34,41 +35,41 @@ func TestResolve(t *testing.T) {
 		run  func(t *testing.T, w *world)
 	}{
 		{"observed id deleted and confirmed", nil, func(t *testing.T, w *world) {
-			in := w.intent(scope, spool.DrainDelete)
+			in := w.intent(scope, intent.DrainDelete)
 			sb := w.create(in)
 			in = w.observe(in, sb.ID)
 			out, err := w.resolve(in, generous)
-			if err != nil || out.State != spool.Gone {
+			if err != nil || out.State != intent.Gone {
 				t.Fatalf("Resolve = %s, %v; want gone", out.State, err)
 			}
 			w.assertDestroyed(sb.ID)
-			if got := w.journaled(in.ID); got.State != spool.Gone || got.Live() {
+			if got := w.journaled(in.ID); got.State != intent.Gone || got.Live() {
 				t.Fatalf("journal says %s", got.State)
 			}
 		}},
 
 		{"never-observed name found, id journaled before the delete", nil, func(t *testing.T, w *world) {
-			in := w.intent(scope, spool.DrainDelete)
+			in := w.intent(scope, intent.DrainDelete)
 			sb := w.create(in)
-			var atDelete spool.Intent
+			var atDelete intent.Intent
 			w.spy.setOnDelete(func(string) { atDelete = w.journaled(in.ID) })
 			out, err := w.resolve(in, generous)
-			if err != nil || out.State != spool.Gone || out.SandboxID != sb.ID {
+			if err != nil || out.State != intent.Gone || out.SandboxID != sb.ID {
 				t.Fatalf("Resolve = %s (sandbox %q), %v; want gone with %s", out.State, out.SandboxID, err, sb.ID)
 			}
-			if atDelete.SandboxID != sb.ID || atDelete.State != spool.Releasing {
+			if atDelete.SandboxID != sb.ID || atDelete.State != intent.Releasing {
 				t.Fatalf("when the delete was sent the journal held sandbox %q in state %s; want %s, releasing", atDelete.SandboxID, atDelete.State, sb.ID)
 			}
 			w.assertDestroyed(sb.ID)
 		}},
 
 		{"never-observed name absent stays unresolved, never gone", nil, func(t *testing.T, w *world) {
-			in := w.intent(scope, spool.DrainDelete)
+			in := w.intent(scope, intent.DrainDelete)
 			out, err := w.resolveUntil(in, "three lookups", func() bool { return w.srv.Calls()[daytonatest.RouteGet] >= 3 })
 			if !errors.Is(err, reaper.ErrNotCreated) {
 				t.Fatalf("err = %v, want ErrNotCreated", err)
 			}
-			if out.State != spool.Pending || !w.journaled(in.ID).Live() {
+			if out.State != intent.Pending || !w.journaled(in.ID).Live() {
 				t.Fatalf("state %s, want still pending and live", out.State)
 			}
 			if w.srv.Calls()[daytonatest.RouteDelete] != 0 {
@@ -77,9 +78,9 @@ func TestResolve(t *testing.T) {
 		}},
 
 		{"a create that lands late is found and deleted", nil, func(t *testing.T, w *world) {
-			in := w.intent(scope, spool.DrainDelete)
+			in := w.intent(scope, intent.DrainDelete)
 			type result struct {
-				in  spool.Intent
+				in  intent.Intent
 				err error
 			}
 			done := make(chan result, 1)
@@ -90,18 +91,18 @@ func TestResolve(t *testing.T) {
 			testutil.WaitFor(t, "a lookup that finds nothing", func() bool { return w.srv.Calls()[daytonatest.RouteGet] >= 2 })
 			sb := w.create(in)
 			res := testutil.Receive(t, "done", done)
-			if res.err != nil || res.in.State != spool.Gone || res.in.SandboxID != sb.ID {
+			if res.err != nil || res.in.State != intent.Gone || res.in.SandboxID != sb.ID {
 				t.Fatalf("Resolve = %s (%q), %v; want gone with %s", res.in.State, res.in.SandboxID, res.err, sb.ID)
 			}
 			w.assertDestroyed(sb.ID)
 		}},
 
 		{"a name absent past the horizon closes as never-created", nil, func(t *testing.T, w *world) {
-			in := w.intent(scope, spool.DrainDelete)
+			in := w.intent(scope, intent.DrainDelete)
 			w.r.NeverCreatedHorizon = time.Hour
 			w.r.Now = func() time.Time { return in.CreatedAt.Add(time.Hour + time.Second) }
 			out, err := w.resolve(in, generous)
-			if err != nil || out.State != spool.NeverCreated {
+			if err != nil || out.State != intent.NeverCreated {
 				t.Fatalf("Resolve = %s, %v; want never-created", out.State, err)
 			}
 			if !strings.Contains(out.LastError, in.Name) {
@@ -110,18 +111,18 @@ func TestResolve(t *testing.T) {
 		}},
 
 		{"observed id whose sandbox has another name is never deleted", nil, func(t *testing.T, w *world) {
-			in := w.intent(scope, spool.DrainDelete)
+			in := w.intent(scope, intent.DrainDelete)
 			other := w.createAs("someone-elses-box", in.Labels, nil)
 			in = w.observe(in, other.ID)
 			out, err := w.resolve(in, generous)
-			if err != nil || out.State != spool.Foreign {
+			if err != nil || out.State != intent.Foreign {
 				t.Fatalf("Resolve = %s, %v; want foreign", out.State, err)
 			}
 			w.assertUntouched(other.ID)
 		}},
 
 		{"wrong account never touched", nil, func(t *testing.T, w *world) {
-			in := w.intent(scope, spool.DrainDelete)
+			in := w.intent(scope, intent.DrainDelete)
 			sb := w.create(in)
 			in = w.observe(in, sb.ID)
 			// The same simulated organization reached with another key is
@@ -147,13 +148,13 @@ func TestResolve(t *testing.T) {
 			}
 			// With the right credentials again it goes.
 			w.r.Provider = w.spy
-			if out, err := w.resolve(in, generous); err != nil || out.State != spool.Gone {
+			if out, err := w.resolve(in, generous); err != nil || out.State != intent.Gone {
 				t.Fatalf("with the right account: %s, %v", out.State, err)
 			}
 		}},
 
 		{"delete lost its answer: the next attempt confirms by the id's 404", nil, func(t *testing.T, w *world) {
-			in := w.intent(scope, spool.DrainDelete)
+			in := w.intent(scope, intent.DrainDelete)
 			sb := w.create(in)
 			in = w.observe(in, sb.ID)
 			// The delete takes effect, then hangs: tether's deadline ends
@@ -161,13 +162,13 @@ func TestResolve(t *testing.T) {
 			w.srv.Inject(daytonatest.RouteDelete, 1, daytonatest.Scripted{Hang: true, After: true})
 			w.r.CallTimeout = time.Minute
 			out, err := w.resolveUntil(in, "the delete to take effect", func() bool { return w.sandbox(sb.ID).DeleteRequested })
-			if err == nil || out.State != spool.Releasing {
+			if err == nil || out.State != intent.Releasing {
 				t.Fatalf("first attempt: %s, %v; want releasing and an error", out.State, err)
 			}
 			testutil.WaitFor(t, "the simulator to finish destroying", func() bool { return w.sandbox(sb.ID).State == "destroyed" })
 			deletes := w.srv.Calls()[daytonatest.RouteDelete]
 			out, err = w.resolve(out, generous)
-			if err != nil || out.State != spool.Gone {
+			if err != nil || out.State != intent.Gone {
 				t.Fatalf("second attempt: %s, %v; want gone", out.State, err)
 			}
 			if w.srv.Calls()[daytonatest.RouteDelete] != deletes {
@@ -176,12 +177,12 @@ func TestResolve(t *testing.T) {
 		}},
 
 		{"delete answer lost with a 5xx is retried and confirmed", nil, func(t *testing.T, w *world) {
-			in := w.intent(scope, spool.DrainDelete)
+			in := w.intent(scope, intent.DrainDelete)
 			sb := w.create(in)
 			in = w.observe(in, sb.ID)
 			w.srv.Inject(daytonatest.RouteDelete, 1, daytonatest.Scripted{Status: 502, After: true})
 			out, err := w.resolve(in, generous)
-			if err != nil || out.State != spool.Gone {
+			if err != nil || out.State != intent.Gone {
 				t.Fatalf("Resolve = %s, %v; want gone", out.State, err)
 			}
 			if out.Attempts < 1 {
@@ -190,7 +191,7 @@ func TestResolve(t *testing.T) {
 		}},
 
 		{"stuck destroying is not confirmed until it is gone", nil, func(t *testing.T, w *world) {
-			in := w.intent(scope, spool.DrainDelete)
+			in := w.intent(scope, intent.DrainDelete)
 			sb := w.create(in)
 			in = w.observe(in, sb.ID)
 			// Deletes take an hour (Daytona issue #3294).
@@ -203,23 +204,23 @@ func TestResolve(t *testing.T) {
 				}
 				return w.srv.Calls()[daytonatest.RouteGet] >= polls+3
 			})
-			if !errors.Is(err, reaper.ErrInProgress) || out.State != spool.Releasing {
+			if !errors.Is(err, reaper.ErrInProgress) || out.State != intent.Releasing {
 				t.Fatalf("while destroying: %s, %v; want releasing, ErrInProgress", out.State, err)
 			}
-			if w.journaled(in.ID).State == spool.Gone {
+			if w.journaled(in.ID).State == intent.Gone {
 				t.Fatal("journaled gone while the sandbox is still destroying")
 			}
 			if err := w.srv.Hold(sb.ID, "destroying", time.Millisecond); err != nil {
 				t.Fatal(err)
 			}
 			out, err = w.resolve(out, generous)
-			if err != nil || out.State != spool.Gone {
+			if err != nil || out.State != intent.Gone {
 				t.Fatalf("after destroying ended: %s, %v; want gone", out.State, err)
 			}
 		}},
 
 		{"409 while starting is retried until it works", nil, func(t *testing.T, w *world) {
-			in := w.intent(scope, spool.DrainDelete)
+			in := w.intent(scope, intent.DrainDelete)
 			sb := w.create(in)
 			in = w.observe(in, sb.ID)
 			if err := w.srv.Hold(sb.ID, "starting", 0); err != nil {
@@ -234,7 +235,7 @@ func TestResolve(t *testing.T) {
 				}
 			}()
 			out, err := w.resolve(in, generous)
-			if err != nil || out.State != spool.Gone {
+			if err != nil || out.State != intent.Gone {
 				t.Fatalf("Resolve = %s, %v; want gone", out.State, err)
 			}
 			var conflicts int
@@ -250,12 +251,12 @@ func TestResolve(t *testing.T) {
 		}},
 
 		{"429 with Retry-After honoured", []daytonatest.Option{daytonatest.WithFaults(daytonatest.Faults{RetryAfter: time.Second})}, func(t *testing.T, w *world) {
-			in := w.intent(scope, spool.DrainDelete)
+			in := w.intent(scope, intent.DrainDelete)
 			sb := w.create(in)
 			in = w.observe(in, sb.ID)
 			w.srv.FailNext(daytonatest.RouteDelete, 429, 2)
 			out, err := w.resolve(in, generous)
-			if err != nil || out.State != spool.Gone {
+			if err != nil || out.State != intent.Gone {
 				t.Fatalf("Resolve = %s, %v; want gone", out.State, err)
 			}
 			calls := w.spy.deleteCalls()
@@ -271,7 +272,7 @@ func TestResolve(t *testing.T) {
 		}},
 
 		{"hung lookup bounded by the deadline", nil, func(t *testing.T, w *world) {
-			in := w.intent(scope, spool.DrainDelete)
+			in := w.intent(scope, intent.DrainDelete)
 			w.create(in)
 			w.srv.Inject(daytonatest.RouteGet, 1000, daytonatest.Scripted{Hang: true})
 			w.r.CallTimeout = time.Hour
@@ -289,13 +290,13 @@ func TestResolve(t *testing.T) {
 		}},
 
 		{"hung delete bounded by the deadline", nil, func(t *testing.T, w *world) {
-			in := w.intent(scope, spool.DrainDelete)
+			in := w.intent(scope, intent.DrainDelete)
 			sb := w.create(in)
 			in = w.observe(in, sb.ID)
 			w.srv.Inject(daytonatest.RouteDelete, 1000, daytonatest.Scripted{Hang: true})
 			w.r.CallTimeout = time.Hour
 			out, err := w.resolveUntil(in, "the delete to hang", func() bool { return w.srv.Calls()[daytonatest.RouteDelete] >= 1 })
-			if !errors.Is(err, context.Canceled) || out.State != spool.Releasing {
+			if !errors.Is(err, context.Canceled) || out.State != intent.Releasing {
 				t.Fatalf("Resolve = %s, %v; want releasing, ended by its context", out.State, err)
 			}
 			if !strings.Contains(w.journaled(in.ID).LastError, "delete") {
@@ -304,19 +305,19 @@ func TestResolve(t *testing.T) {
 		}},
 
 		{"a hung call is cut by the call timeout and retried within the deadline", nil, func(t *testing.T, w *world) {
-			in := w.intent(scope, spool.DrainDelete)
+			in := w.intent(scope, intent.DrainDelete)
 			sb := w.create(in)
 			in = w.observe(in, sb.ID)
 			w.srv.Inject(daytonatest.RouteDelete, 1, daytonatest.Scripted{Hang: true})
 			w.r.CallTimeout = 200 * time.Millisecond
 			out, err := w.resolve(in, generous)
-			if err != nil || out.State != spool.Gone {
+			if err != nil || out.State != intent.Gone {
 				t.Fatalf("Resolve = %s, %v; want gone", out.State, err)
 			}
 		}},
 
 		{"unauthorized stops retrying and is reported", nil, func(t *testing.T, w *world) {
-			in := w.intent(scope, spool.DrainDelete)
+			in := w.intent(scope, intent.DrainDelete)
 			sb := w.create(in)
 			in = w.observe(in, sb.ID)
 			w.srv.RemoveKey(apiKey)
@@ -337,10 +338,10 @@ func TestResolve(t *testing.T) {
 		}},
 
 		{"on_drain=stop stops and confirms", nil, func(t *testing.T, w *world) {
-			in := w.intent(scope, spool.DrainStop)
+			in := w.intent(scope, intent.DrainStop)
 			sb := w.create(in)
 			out, err := w.resolve(in, generous)
-			if err != nil || out.State != spool.Stopped {
+			if err != nil || out.State != intent.Stopped {
 				t.Fatalf("Resolve = %s, %v; want stopped", out.State, err)
 			}
 			if got := w.sandbox(sb.ID); got.State != "stopped" || got.DeleteRequested {
@@ -349,14 +350,14 @@ func TestResolve(t *testing.T) {
 		}},
 
 		{"a sandbox the runner deleted itself is confirmed gone without a delete", nil, func(t *testing.T, w *world) {
-			in := w.intent(scope, spool.DrainDelete)
+			in := w.intent(scope, intent.DrainDelete)
 			sb := w.create(in)
 			in = w.observe(in, sb.ID)
 			if err := w.prov.Delete(context.Background(), sb.ID); err != nil {
 				t.Fatal(err)
 			}
 			out, err := w.resolve(in, generous)
-			if err != nil || out.State != spool.Gone {
+			if err != nil || out.State != intent.Gone {
 				t.Fatalf("Resolve = %s, %v; want gone", out.State, err)
 			}
 			if len(w.spy.deleteCalls()) != 0 {
@@ -365,31 +366,31 @@ func TestResolve(t *testing.T) {
 		}},
 
 		{"a released intent is left alone", nil, func(t *testing.T, w *world) {
-			in := w.intent(scope, spool.DrainDelete)
+			in := w.intent(scope, intent.DrainDelete)
 			sb := w.create(in)
 			if _, err := w.j.Release(in.ID, "kept"); err != nil {
 				t.Fatal(err)
 			}
 			out, err := w.resolve(in, generous)
-			if err != nil || out.State != spool.Released {
+			if err != nil || out.State != intent.Released {
 				t.Fatalf("Resolve = %s, %v; want released", out.State, err)
 			}
 			w.assertUntouched(sb.ID)
 		}},
 
 		{"two resolves of one intent at once", nil, func(t *testing.T, w *world) {
-			in := w.intent(scope, spool.DrainDelete)
+			in := w.intent(scope, intent.DrainDelete)
 			sb := w.create(in)
 			in = w.observe(in, sb.ID)
 			var wg sync.WaitGroup
 			errs := make([]error, 2)
-			outs := make([]spool.Intent, 2)
+			outs := make([]intent.Intent, 2)
 			for i := range 2 {
 				wg.Go(func() { outs[i], errs[i] = w.resolve(in, generous) })
 			}
 			wg.Wait()
 			for i := range 2 {
-				if errs[i] != nil || outs[i].State != spool.Gone {
+				if errs[i] != nil || outs[i].State != intent.Gone {
 					t.Errorf("resolve %d: %s, %v", i, outs[i].State, errs[i])
 				}
 			}
@@ -410,7 +411,7 @@ func TestResolve(t *testing.T) {
 // deleted, and the intent closes as foreign with the reason.
 func TestOwnershipLabels(t *testing.T) {
 	t.Parallel()
-	for _, label := range []string{spool.LabelOwner, spool.LabelIntent, "team", "run"} {
+	for _, label := range []string{intent.LabelOwner, intent.LabelIntent, "team", "run"} {
 		for _, how := range []string{"differs", "missing"} {
 			for _, observed := range []bool{false, true} {
 				name := label + " " + how
@@ -421,7 +422,7 @@ func TestOwnershipLabels(t *testing.T) {
 				}
 				t.Run(name, func(t *testing.T) {
 					w := newWorld(t)
-					in := w.intent(scope, spool.DrainDelete)
+					in := w.intent(scope, intent.DrainDelete)
 					labels := map[string]string{}
 					for k, v := range in.Labels {
 						labels[k] = v
@@ -436,7 +437,7 @@ func TestOwnershipLabels(t *testing.T) {
 						in = w.observe(in, sb.ID)
 					}
 					out, err := w.resolve(in, generous)
-					if err != nil || out.State != spool.Foreign {
+					if err != nil || out.State != intent.Foreign {
 						t.Fatalf("Resolve = %s, %v; want foreign", out.State, err)
 					}
 					if !strings.Contains(out.LastError, label) {
@@ -455,10 +456,10 @@ func TestOwnershipLabels(t *testing.T) {
 func TestSameScopeNeverTouchesAnother(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
-	var mine, others []spool.Intent
+	var mine, others []intent.Intent
 	var mineIDs, otherIDs []string
 	for i := range 8 {
-		in := w.intent(scope, spool.DrainDelete)
+		in := w.intent(scope, intent.DrainDelete)
 		sb := w.create(in)
 		if i%2 == 0 {
 			in = w.observe(in, sb.ID)
@@ -470,13 +471,13 @@ func TestSameScopeNeverTouchesAnother(t *testing.T) {
 		}
 	}
 	// Another tether's run with the same scope labels in the same account.
-	oj, err := spool.Open(t.TempDir()+"/other.db", spool.Options{})
+	oj, err := journal.Open(t.TempDir()+"/other.db", journal.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer oj.Close()
 	for range 3 {
-		in, _, err := oj.Create(context.Background(), spool.NewIntent{Labels: scope, Provider: "daytona", Account: w.prov.Account()})
+		in, _, err := oj.Create(context.Background(), intent.Declaration{Labels: scope, Provider: "daytona", Account: w.prov.Account()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -487,7 +488,7 @@ func TestSameScopeNeverTouchesAnother(t *testing.T) {
 	var wg sync.WaitGroup
 	for _, in := range mine {
 		wg.Go(func() {
-			if out, err := w.r.Resolve(ctx, in); err != nil || out.State != spool.Gone {
+			if out, err := w.r.Resolve(ctx, in); err != nil || out.State != intent.Gone {
 				t.Errorf("%s: %s, %v", in.Name, out.State, err)
 			}
 		})
@@ -515,7 +516,7 @@ func TestBackstop(t *testing.T) {
 	defer cancel()
 	zero, thirty := 0, 30
 
-	in := w.intent(scope, spool.DrainDelete)
+	in := w.intent(scope, intent.DrainDelete)
 	labels := map[string]string{}
 	for k, v := range in.Labels {
 		labels[k] = v
@@ -530,7 +531,7 @@ func TestBackstop(t *testing.T) {
 		t.Fatalf("auto-stop %d, want 15", got)
 	}
 
-	set := w.intent(scope, spool.DrainDelete)
+	set := w.intent(scope, intent.DrainDelete)
 	sb2 := w.createAs(set.Name, set.Labels, &thirty)
 	set = w.observe(set, sb2.ID)
 	before := w.srv.Calls()[daytonatest.RouteAutoStop]
@@ -541,8 +542,8 @@ func TestBackstop(t *testing.T) {
 		t.Fatal("an auto-stop already set was changed")
 	}
 
-	foreign := w.intent(scope, spool.DrainDelete)
-	sb3 := w.createAs(foreign.Name, map[string]string{spool.LabelOwner: "someone-else"}, &zero)
+	foreign := w.intent(scope, intent.DrainDelete)
+	sb3 := w.createAs(foreign.Name, map[string]string{intent.LabelOwner: "someone-else"}, &zero)
 	foreign = w.observe(foreign, sb3.ID)
 	if err := w.r.Backstop(ctx, foreign); !errors.Is(err, reaper.ErrForeign) {
 		t.Fatalf("Backstop on a foreign sandbox: %v, want ErrForeign", err)

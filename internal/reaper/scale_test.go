@@ -11,9 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/reaper"
 	"github.com/tether-run/tether/internal/testutil"
-	"github.com/tether-run/tether/spool"
+	"github.com/tether-run/tether/journal"
 )
 
 // TestReportIsBounded: thousands of intents left live give the counts, at
@@ -22,7 +23,7 @@ func TestReportIsBounded(t *testing.T) {
 	t.Parallel()
 	var rep reaper.Report
 	for i := range 5000 {
-		rep.Unresolved = append(rep.Unresolved, reaper.Item{Name: fmt.Sprintf("tether-%d", i), ID: fmt.Sprint(i), State: spool.Pending, LastError: "why"})
+		rep.Unresolved = append(rep.Unresolved, reaper.Item{Name: fmt.Sprintf("tether-%d", i), ID: fmt.Sprint(i), State: intent.Pending, LastError: "why"})
 	}
 	for i := range 30 {
 		rep.Foreign = append(rep.Foreign, reaper.Item{Name: fmt.Sprintf("tether-f%d", i), ID: fmt.Sprint(i)})
@@ -56,10 +57,10 @@ func TestDrainLogsEachIntentLeftLiveOnce(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
 	const n = 200
-	var intents []spool.Intent
+	var intents []intent.Intent
 	for range n {
 		// Declared under other credentials: left live at once, untouched.
-		in, _, err := w.j.Create(context.Background(), spool.NewIntent{Labels: scope, Provider: "daytona", Account: "daytona:another-account"})
+		in, _, err := w.j.Create(context.Background(), intent.Declaration{Labels: scope, Provider: "daytona", Account: "daytona:another-account"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -100,7 +101,7 @@ func countRecords(logs, msg, id string) int {
 // and why, in two lines, and every intent stays exactly as it was.
 func TestNoProviderDoesNoWork(t *testing.T) {
 	t.Parallel()
-	j, err := spool.Open(filepath.Join(t.TempDir(), "journal.db"), spool.Options{})
+	j, err := journal.Open(filepath.Join(t.TempDir(), "journal.db"), journal.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +116,7 @@ func TestNoProviderDoesNoWork(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := w; i < n; i += 30 {
-				if _, _, err := j.Create(context.Background(), spool.NewIntent{Labels: map[string]string{"i": fmt.Sprint(i)}, Provider: "daytona"}); err != nil {
+				if _, _, err := j.Create(context.Background(), intent.Declaration{Labels: map[string]string{"i": fmt.Sprint(i)}, Provider: "daytona"}); err != nil {
 					errs <- err
 				}
 			}

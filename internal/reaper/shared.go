@@ -4,14 +4,14 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/provider"
-	"github.com/tether-run/tether/spool"
 )
 
 // byName is the sandbox a never-observed intent's name finds: lookUpName's
 // provider call, made as one call of prio (it holds a slot of the drain's
 // concurrency), then pickNamed, which may read the journal, outside it.
-func (r *Reaper) byName(ctx context.Context, p provider.Provider, in spool.Intent, prio int, what string) (provider.Sandbox, error) {
+func (r *Reaper) byName(ctx context.Context, p provider.Provider, in intent.Intent, prio int, what string) (provider.Sandbox, error) {
 	var all []provider.Sandbox
 	shared := false
 	err := r.call(ctx, p, prio, provider.CallRead, what, func(ctx context.Context) (err error) {
@@ -51,7 +51,7 @@ func lookUpName(ctx context.Context, p provider.Provider, name string) ([]provid
 // why it is not ours). Every intent of a fork whose answer was lost thus
 // finds a sandbox of its own, and a parent's sandbox is never taken for a
 // fork's.
-func (r *Reaper) pickNamed(in spool.Intent, all []provider.Sandbox, shared bool) (provider.Sandbox, error) {
+func (r *Reaper) pickNamed(in intent.Intent, all []provider.Sandbox, shared bool) (provider.Sandbox, error) {
 	if !shared || (len(all) == 1 && in.ParentIntent == "") {
 		// The name is this intent's own (tether-<id>, or the runner's):
 		// its one sandbox is its own, or a fork of it that outlived it,
@@ -88,7 +88,7 @@ func (r *Reaper) pickNamed(in spool.Intent, all []provider.Sandbox, shared bool)
 // nameLock serialises, where names are shared, the steps that give one of
 // the sandboxes under in's name to in (a look-up and its observe, an
 // adoption), so that two intents of one name never take the same one.
-func (r *Reaper) nameLock(ctx context.Context, p provider.Provider, in spool.Intent) (unlock func(), err error) {
+func (r *Reaper) nameLock(ctx context.Context, p provider.Provider, in intent.Intent) (unlock func(), err error) {
 	if _, ok := p.(provider.NameSharer); !ok {
 		return func() {}, nil
 	}
@@ -101,7 +101,7 @@ func (r *Reaper) nameLock(ctx context.Context, p provider.Provider, in spool.Int
 // parent intent's whatever its state (a parent released as kept keeps its
 // sandbox), and those a read or a proxy's answer proved another intent's.
 // mine is the id proved in's own, if any.
-func (r *Reaper) held(in spool.Intent) (held map[string]bool, mine string, err error) {
+func (r *Reaper) held(in intent.Intent) (held map[string]bool, mine string, err error) {
 	live, err := r.Journal.Live()
 	if err != nil {
 		return nil, "", fmt.Errorf("%w: read the live intents: %w", ErrJournal, err)

@@ -9,8 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/provider"
-	"github.com/tether-run/tether/spool"
 )
 
 // The sweep is the fleet-level backstop: it finds, in the provider account
@@ -153,7 +153,7 @@ func roundAge(d time.Duration) time.Duration {
 // inScope reports whether sb is tether's and within the rule's owner and
 // labels; notOurs when it carries no tether-owner at all.
 func (rule SweepRule) inScope(sb provider.Listed) (ok, notOurs bool) {
-	owner := sb.Labels[spool.LabelOwner]
+	owner := sb.Labels[intent.LabelOwner]
 	if owner == "" {
 		return false, true
 	}
@@ -189,9 +189,9 @@ func (r *Reaper) Sweep(ctx context.Context, rule SweepRule, act bool) (SweepRepo
 	log := r.log().With("component", "sweep")
 	// Filter on the server by what must match exactly; tether-owner
 	// without --owner can only be checked here (any value).
-	q := provider.AccountQuery{Labels: spool.MergeLabels(rule.Labels), IncludeErroredDeleted: true}
+	q := provider.AccountQuery{Labels: intent.MergeLabels(rule.Labels), IncludeErroredDeleted: true}
 	if rule.Owner != "" {
-		q.Labels[spool.LabelOwner] = rule.Owner
+		q.Labels[intent.LabelOwner] = rule.Owner
 	}
 	var stale []provider.Listed
 	now := r.now()
@@ -278,7 +278,7 @@ func (r *Reaper) Sweep(ctx context.Context, rule SweepRule, act bool) (SweepRepo
 
 func sweepItem(sb provider.Listed, action, why string) SweepItem {
 	return SweepItem{
-		ID: sb.ID, Name: sb.Name, Owner: sb.Labels[spool.LabelOwner], State: sb.State,
+		ID: sb.ID, Name: sb.Name, Owner: sb.Labels[intent.LabelOwner], State: sb.State,
 		CreatedAt: sb.CreatedAt, LastActivityAt: sb.LastActivityAt, Action: action, Reason: why,
 	}
 }
@@ -401,8 +401,8 @@ func sweepMismatch(listed, fresh provider.Listed) string {
 	if fresh.Name != listed.Name && !strings.HasPrefix(fresh.Name, destroyedPrefix+listed.Name+"_") {
 		return fmt.Sprintf("renamed %q since the list", fresh.Name)
 	}
-	if fresh.Labels[spool.LabelOwner] != listed.Labels[spool.LabelOwner] {
-		return fmt.Sprintf("label %s is now %q", spool.LabelOwner, fresh.Labels[spool.LabelOwner])
+	if fresh.Labels[intent.LabelOwner] != listed.Labels[intent.LabelOwner] {
+		return fmt.Sprintf("label %s is now %q", intent.LabelOwner, fresh.Labels[intent.LabelOwner])
 	}
 	return ""
 }

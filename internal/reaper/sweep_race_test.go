@@ -12,11 +12,11 @@ import (
 
 	apiclient "github.com/daytonaio/daytona/libs/api-client-go"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/reaper"
 	"github.com/tether-run/tether/provider"
 	"github.com/tether-run/tether/provider/daytona"
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
-	"github.com/tether-run/tether/spool"
 )
 
 // between is a provider whose hooks run on the simulator between the sweep's
@@ -68,7 +68,7 @@ func sweepWorld(t *testing.T, n int) (*daytonatest.Server, *between, *reaper.Rea
 	offset.Store(int64(-48 * time.Hour))
 	var sbs []daytonatest.Sandbox
 	for range n {
-		sb, err := srv.AddSandbox(daytonatest.DefaultOrg, daytonatest.SeedSandbox{Labels: map[string]string{spool.LabelOwner: "01a", spool.LabelIntent: "x"}})
+		sb, err := srv.AddSandbox(daytonatest.DefaultOrg, daytonatest.SeedSandbox{Labels: map[string]string{intent.LabelOwner: "01a", intent.LabelIntent: "x"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -99,7 +99,7 @@ func TestSweepKeepsWhatChangedBetweenListAndDelete(t *testing.T) {
 			cfg.Servers = apiclient.ServerConfigurations{{URL: srv.URL}}
 			c := apiclient.NewAPIClient(cfg)
 			ctx := context.WithValue(t.Context(), apiclient.ContextAccessToken, apiKey)
-			labels := map[string]string{spool.LabelOwner: "01a", spool.LabelIntent: "x", reaper.LabelKeep: "true"}
+			labels := map[string]string{intent.LabelOwner: "01a", intent.LabelIntent: "x", reaper.LabelKeep: "true"}
 			if _, _, err := c.SandboxAPI.ReplaceLabels(ctx, id).SandboxLabels(*apiclient.NewSandboxLabels(labels)).Execute(); err != nil {
 				t.Error(err)
 			}

@@ -8,11 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/reaper"
 	"github.com/tether-run/tether/internal/testutil"
 	"github.com/tether-run/tether/provider/daytona"
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
-	"github.com/tether-run/tether/spool"
 )
 
 // sweepKind is one kind of sandbox the sweep test plants, and whether the
@@ -60,7 +60,7 @@ func TestSweep(t *testing.T) {
 	n := 0
 	scope := func(owner string) map[string]string {
 		n++
-		return map[string]string{spool.LabelOwner: owner, spool.LabelIntent: fmt.Sprintf("x%d", n), "env": "ci"}
+		return map[string]string{intent.LabelOwner: owner, intent.LabelIntent: fmt.Sprintf("x%d", n), "env": "ci"}
 	}
 	for i := 0; i < old; i++ {
 		offset.Store(int64(-48*time.Hour + time.Duration(i)*time.Minute))
@@ -239,10 +239,10 @@ func TestSweepWithoutOwnerTakesEveryOwnerButNeverTheUnowned(t *testing.T) {
 	srv.AddKey(apiKey, daytonatest.DefaultOrg)
 	prov := testutil.DaytonaProvider(t, srv, func(c *daytona.Config) { c.APIKey = apiKey })
 	offset.Store(int64(-72 * time.Hour))
-	a, _ := srv.AddSandbox(daytonatest.DefaultOrg, daytonatest.SeedSandbox{Labels: map[string]string{spool.LabelOwner: "01a"}})
-	b, _ := srv.AddSandbox(daytonatest.DefaultOrg, daytonatest.SeedSandbox{Labels: map[string]string{spool.LabelOwner: "01b"}})
+	a, _ := srv.AddSandbox(daytonatest.DefaultOrg, daytonatest.SeedSandbox{Labels: map[string]string{intent.LabelOwner: "01a"}})
+	b, _ := srv.AddSandbox(daytonatest.DefaultOrg, daytonatest.SeedSandbox{Labels: map[string]string{intent.LabelOwner: "01b"}})
 	none, _ := srv.AddSandbox(daytonatest.DefaultOrg, daytonatest.SeedSandbox{Labels: map[string]string{"tether-owner-ish": "01a"}})
-	empty, _ := srv.AddSandbox(daytonatest.DefaultOrg, daytonatest.SeedSandbox{Labels: map[string]string{spool.LabelOwner: ""}})
+	empty, _ := srv.AddSandbox(daytonatest.DefaultOrg, daytonatest.SeedSandbox{Labels: map[string]string{intent.LabelOwner: ""}})
 	offset.Store(0)
 	r := &reaper.Reaper{Provider: prov, Now: clock, PollInterval: 10 * time.Millisecond}
 	rep, err := r.Sweep(t.Context(), reaper.SweepRule{OlderThan: time.Hour, IdleFor: time.Hour}, true)

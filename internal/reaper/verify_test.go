@@ -7,56 +7,56 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/provider"
-	"github.com/tether-run/tether/spool"
 )
 
 func TestMismatch(t *testing.T) {
 	t.Parallel()
-	in := spool.Intent{
+	in := intent.Intent{
 		ID: "01j00000000000000000000000", Name: "tether-01j00000000000000000000000", SandboxID: "sb-1",
-		Labels: map[string]string{spool.LabelOwner: "own", spool.LabelIntent: "01j00000000000000000000000", "team": "a"},
+		Labels: map[string]string{intent.LabelOwner: "own", intent.LabelIntent: "01j00000000000000000000000", "team": "a"},
 	}
 	ours := func() provider.Sandbox {
 		return provider.Sandbox{ID: "sb-1", Name: in.Name, State: provider.StateStarted,
-			Labels: map[string]string{spool.LabelOwner: "own", spool.LabelIntent: in.ID, "team": "a", "extra": "fine"}}
+			Labels: map[string]string{intent.LabelOwner: "own", intent.LabelIntent: in.ID, "team": "a", "extra": "fine"}}
 	}
 	cases := []struct {
 		name   string
-		change func(sb *provider.Sandbox, in *spool.Intent)
+		change func(sb *provider.Sandbox, in *intent.Intent)
 		want   string // substring of the reason; "" means ours
 	}{
-		{"ours, with extra labels", func(*provider.Sandbox, *spool.Intent) {}, ""},
-		{"other id", func(sb *provider.Sandbox, _ *spool.Intent) { sb.ID = "sb-2" }, "id sb-2"},
-		{"other name", func(sb *provider.Sandbox, _ *spool.Intent) { sb.Name = "tether-x" }, "name"},
-		{"renamed while destroying", func(sb *provider.Sandbox, _ *spool.Intent) {
+		{"ours, with extra labels", func(*provider.Sandbox, *intent.Intent) {}, ""},
+		{"other id", func(sb *provider.Sandbox, _ *intent.Intent) { sb.ID = "sb-2" }, "id sb-2"},
+		{"other name", func(sb *provider.Sandbox, _ *intent.Intent) { sb.Name = "tether-x" }, "name"},
+		{"renamed while destroying", func(sb *provider.Sandbox, _ *intent.Intent) {
 			sb.State, sb.Name = provider.StateDestroying, "DESTROYED_"+in.Name+"_1700000000000"
 		}, ""},
 		// Daytona renames at once and the state lags (issue 12): the rename
 		// of our observed id, with our labels, is ours whatever the state.
-		{"renamed but still started", func(sb *provider.Sandbox, _ *spool.Intent) { sb.Name = "DESTROYED_" + in.Name + "_1" }, ""},
-		{"renamed but still archived", func(sb *provider.Sandbox, _ *spool.Intent) {
+		{"renamed but still started", func(sb *provider.Sandbox, _ *intent.Intent) { sb.Name = "DESTROYED_" + in.Name + "_1" }, ""},
+		{"renamed but still archived", func(sb *provider.Sandbox, _ *intent.Intent) {
 			sb.State, sb.Name = provider.StateArchived, "DESTROYED_"+in.Name+"_1700000000000"
 		}, ""},
-		{"renamed, found by name, never observed", func(sb *provider.Sandbox, in *spool.Intent) {
+		{"renamed, found by name, never observed", func(sb *provider.Sandbox, in *intent.Intent) {
 			in.SandboxID, sb.Name = "", "DESTROYED_"+in.Name+"_1"
 		}, "name"},
-		{"renamed with a suffix that is not a time", func(sb *provider.Sandbox, _ *spool.Intent) { sb.Name = "DESTROYED_" + in.Name + "_x1" }, "name"},
-		{"renamed from a longer name", func(sb *provider.Sandbox, _ *spool.Intent) {
+		{"renamed with a suffix that is not a time", func(sb *provider.Sandbox, _ *intent.Intent) { sb.Name = "DESTROYED_" + in.Name + "_x1" }, "name"},
+		{"renamed from a longer name", func(sb *provider.Sandbox, _ *intent.Intent) {
 			sb.State, sb.Name = provider.StateDestroying, "DESTROYED_"+in.Name+"x_1"
 		}, "name"},
-		{"owner differs", func(sb *provider.Sandbox, _ *spool.Intent) { sb.Labels[spool.LabelOwner] = "other" }, spool.LabelOwner},
-		{"owner missing", func(sb *provider.Sandbox, _ *spool.Intent) { delete(sb.Labels, spool.LabelOwner) }, spool.LabelOwner},
-		{"intent label differs", func(sb *provider.Sandbox, _ *spool.Intent) { sb.Labels[spool.LabelIntent] = "x" }, spool.LabelIntent},
-		{"scope label differs", func(sb *provider.Sandbox, _ *spool.Intent) { sb.Labels["team"] = "b" }, "team"},
-		{"scope label missing", func(sb *provider.Sandbox, _ *spool.Intent) { delete(sb.Labels, "team") }, "team"},
-		{"intent without owner label", func(_ *provider.Sandbox, in *spool.Intent) {
-			in.Labels = map[string]string{spool.LabelIntent: in.ID}
-		}, "no " + spool.LabelOwner},
-		{"intent label absent from the intent still required", func(sb *provider.Sandbox, in *spool.Intent) {
-			in.Labels = map[string]string{spool.LabelOwner: "own"}
-			delete(sb.Labels, spool.LabelIntent)
-		}, spool.LabelIntent},
+		{"owner differs", func(sb *provider.Sandbox, _ *intent.Intent) { sb.Labels[intent.LabelOwner] = "other" }, intent.LabelOwner},
+		{"owner missing", func(sb *provider.Sandbox, _ *intent.Intent) { delete(sb.Labels, intent.LabelOwner) }, intent.LabelOwner},
+		{"intent label differs", func(sb *provider.Sandbox, _ *intent.Intent) { sb.Labels[intent.LabelIntent] = "x" }, intent.LabelIntent},
+		{"scope label differs", func(sb *provider.Sandbox, _ *intent.Intent) { sb.Labels["team"] = "b" }, "team"},
+		{"scope label missing", func(sb *provider.Sandbox, _ *intent.Intent) { delete(sb.Labels, "team") }, "team"},
+		{"intent without owner label", func(_ *provider.Sandbox, in *intent.Intent) {
+			in.Labels = map[string]string{intent.LabelIntent: in.ID}
+		}, "no " + intent.LabelOwner},
+		{"intent label absent from the intent still required", func(sb *provider.Sandbox, in *intent.Intent) {
+			in.Labels = map[string]string{intent.LabelOwner: "own"}
+			delete(sb.Labels, intent.LabelIntent)
+		}, intent.LabelIntent},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -118,11 +118,11 @@ func TestSleepEndsAtOnceWhenTheDeadlineIsNearer(t *testing.T) {
 func TestReportWrite(t *testing.T) {
 	t.Parallel()
 	var rep Report
-	rep.add(spool.Intent{Name: "tether-a", ID: "a", State: spool.Gone}, nil)
-	rep.add(spool.Intent{Name: "tether-b", ID: "b", State: spool.Stopped}, nil)
-	rep.add(spool.Intent{Name: "tether-c", ID: "c", State: spool.Foreign, SandboxID: "sb-c", LastError: "label team differs"}, nil)
-	rep.add(spool.Intent{Name: "tether-d", ID: "d", State: spool.Pending}, errors.New("sandbox name not found"))
-	rep.add(spool.Intent{Name: "tether-e", ID: "e", State: spool.Releasing, SandboxID: "sb-e", LastError: "rate limited"}, nil)
+	rep.add(intent.Intent{Name: "tether-a", ID: "a", State: intent.Gone}, nil)
+	rep.add(intent.Intent{Name: "tether-b", ID: "b", State: intent.Stopped}, nil)
+	rep.add(intent.Intent{Name: "tether-c", ID: "c", State: intent.Foreign, SandboxID: "sb-c", LastError: "label team differs"}, nil)
+	rep.add(intent.Intent{Name: "tether-d", ID: "d", State: intent.Pending}, errors.New("sandbox name not found"))
+	rep.add(intent.Intent{Name: "tether-e", ID: "e", State: intent.Releasing, SandboxID: "sb-e", LastError: "rate limited"}, nil)
 	rep.Total = 5
 	if rep.Live() != 2 {
 		t.Fatalf("Live = %d, want 2", rep.Live())

@@ -6,8 +6,8 @@ import (
 	"maps"
 	"testing"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/reaper"
-	"github.com/tether-run/tether/spool"
 )
 
 // Vouch takes a create's answer as the read that proves a sandbox ours
@@ -41,7 +41,7 @@ func TestVouchNeedsTheIntentsNameAndLabels(t *testing.T) {
 		t.Fatalf("vouch for the intent's own sandbox: %v", err)
 	}
 
-	rep := w.r.Drain(context.Background(), []spool.Intent{ours, mistaken})
+	rep := w.r.Drain(context.Background(), []intent.Intent{ours, mistaken})
 	if rep.Gone != 1 || len(rep.Foreign) != 1 {
 		t.Fatalf("drain: %+v, want one gone and one foreign", rep)
 	}

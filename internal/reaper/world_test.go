@@ -9,13 +9,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/testutil"
 
 	"github.com/tether-run/tether/internal/reaper"
+	"github.com/tether-run/tether/journal"
 	"github.com/tether-run/tether/provider"
 	"github.com/tether-run/tether/provider/daytona"
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
-	"github.com/tether-run/tether/spool"
 )
 
 // apiKey is the credential every test world uses; no log line or error may
@@ -30,7 +31,7 @@ type world struct {
 	srv  *daytonatest.Server
 	prov *daytona.Provider
 	spy  *spy
-	j    *spool.Journal
+	j    *journal.Journal
 	r    *reaper.Reaper
 	logs *testutil.Buffer
 }
@@ -42,7 +43,7 @@ func newWorld(t *testing.T, opts ...daytonatest.Option) *world {
 	logs := &testutil.Buffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	prov := testutil.DaytonaProvider(t, srv, func(c *daytona.Config) { c.APIKey, c.Logger = apiKey, log })
-	j, err := spool.Open(filepath.Join(t.TempDir(), "journal.db"), spool.Options{})
+	j, err := journal.Open(filepath.Join(t.TempDir(), "journal.db"), journal.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,9 +78,9 @@ func (w *world) assertNoSecret() {
 
 // intent declares an intent as tether's API would: scope labels, this
 // provider and this account.
-func (w *world) intent(scope map[string]string, onDrain spool.OnDrain) spool.Intent {
+func (w *world) intent(scope map[string]string, onDrain intent.OnDrain) intent.Intent {
 	w.t.Helper()
-	in, _, err := w.j.Create(context.Background(), spool.NewIntent{
+	in, _, err := w.j.Create(context.Background(), intent.Declaration{
 		Labels: scope, OnDrain: onDrain, Provider: w.prov.Name(), Account: w.prov.Account(),
 	})
 	if err != nil {
@@ -90,7 +91,7 @@ func (w *world) intent(scope map[string]string, onDrain spool.OnDrain) spool.Int
 
 // create makes the intent's sandbox through the API, as a runner does:
 // its exact name, a superset of its labels.
-func (w *world) create(in spool.Intent) provider.Sandbox {
+func (w *world) create(in intent.Intent) provider.Sandbox {
 	w.t.Helper()
 	labels := map[string]string{"runner": "test"}
 	for k, v := range in.Labels {
@@ -108,7 +109,7 @@ func (w *world) createAs(name string, labels map[string]string, autoStop *int) p
 	return sb
 }
 
-func (w *world) observe(in spool.Intent, sandboxID string) spool.Intent {
+func (w *world) observe(in intent.Intent, sandboxID string) intent.Intent {
 	w.t.Helper()
 	in, err := w.j.Observe(in.ID, sandboxID)
 	if err != nil {
@@ -117,7 +118,7 @@ func (w *world) observe(in spool.Intent, sandboxID string) spool.Intent {
 	return in
 }
 
-func (w *world) journaled(id string) spool.Intent {
+func (w *world) journaled(id string) intent.Intent {
 	w.t.Helper()
 	in, err := w.j.Get(id)
 	if err != nil {
@@ -156,7 +157,7 @@ func (w *world) assertDestroyed(id string) {
 }
 
 // resolve runs Resolve under a deadline.
-func (w *world) resolve(in spool.Intent, timeout time.Duration) (spool.Intent, error) {
+func (w *world) resolve(in intent.Intent, timeout time.Duration) (intent.Intent, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	out, err := w.r.Resolve(ctx, in)
@@ -269,12 +270,12 @@ func (s *spy) stopped(id string) bool {
 // deadline would end it at that point; it returns what Resolve returned.
 // Driving the end by a condition, not a clock, keeps the test exact on a
 // loaded machine.
-func (w *world) resolveUntil(in spool.Intent, what string, cond func() bool) (spool.Intent, error) {
+func (w *world) resolveUntil(in intent.Intent, what string, cond func() bool) (intent.Intent, error) {
 	w.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), generous)
 	defer cancel()
 	type result struct {
-		in  spool.Intent
+		in  intent.Intent
 		err error
 	}
 	done := make(chan result, 1)

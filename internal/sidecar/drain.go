@@ -13,8 +13,8 @@ import (
 	"github.com/tether-run/tether/internal/config"
 	"github.com/tether-run/tether/internal/intake/spooldir"
 	"github.com/tether-run/tether/internal/reaper"
+	"github.com/tether-run/tether/journal"
 	"github.com/tether-run/tether/provider"
-	"github.com/tether-run/tether/spool"
 )
 
 // drainDeadline is the one place the drain's deadline is made, for `tether
@@ -43,7 +43,7 @@ const DrainNameWaitGrace = 10 * time.Second
 // provider's check: a URL nothing answers at or a setup error ends it at
 // once (reaper.ErrNothingDone), instead of every intent retrying it until
 // the deadline.
-func Drain(ctx context.Context, cfg config.Config, j *spool.Journal, prov provider.Provider, log *slog.Logger, w io.Writer) (reaper.Report, error) {
+func Drain(ctx context.Context, cfg config.Config, j *journal.Journal, prov provider.Provider, log *slog.Logger, w io.Writer) (reaper.Report, error) {
 	if n, err := j.LiveCount(); err == nil && n > 0 && prov != nil {
 		cctx, cancel := context.WithTimeout(ctx, cfg.CheckTimeout)
 		err := reaper.Precheck(cctx, prov)
@@ -73,7 +73,7 @@ func Drain(ctx context.Context, cfg config.Config, j *spool.Journal, prov provid
 // as never-created, a sandbox that existed. A spool directory that does not
 // exist is said and skipped; one that cannot be used is an error, and
 // nothing was taken from it. A delete op is left to the drain.
-func TakeSpool(ctx context.Context, cfg config.Config, j *spool.Journal, ps Providers, log *slog.Logger) error {
+func TakeSpool(ctx context.Context, cfg config.Config, j *journal.Journal, ps Providers, log *slog.Logger) error {
 	log = log.With("component", "spool")
 	if _, err := os.Stat(cfg.Spool); errors.Is(err, os.ErrNotExist) {
 		log.Info("spool: no spool directory; the journal alone is drained", "dir", cfg.Spool)

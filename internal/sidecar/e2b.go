@@ -7,11 +7,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/intake/e2bproxy"
 	"github.com/tether-run/tether/internal/lease"
+	"github.com/tether-run/tether/journal"
 	"github.com/tether-run/tether/provider"
 	"github.com/tether-run/tether/provider/e2b"
-	"github.com/tether-run/tether/spool"
 	"github.com/tether-run/tether/supervisor"
 )
 
@@ -32,7 +33,7 @@ const e2bRenewShare = 4
 // e2bKeeper renews the sandboxes whose timeout tether cut.
 type e2bKeeper struct {
 	p   e2bTimeouts
-	j   *spool.Journal
+	j   *journal.Journal
 	max time.Duration
 	sc  *Sidecar
 	// obs is told how many sandboxes are renewed and when one's renewals
@@ -100,8 +101,8 @@ func (k *e2bKeeper) failed(id string) {
 // spool intent, once its metadata proves it the intent's. A failed read or
 // cut is tried again (backoff, Retry-After) until ctx ends: a sandbox left
 // with its long timeout would outlive a lost host by that much.
-func (k *e2bKeeper) capObserved(ctx context.Context, in spool.Intent) {
-	err := k.sc.reaper.OnObserved(ctx, in, func(in spool.Intent) error { return k.capOnce(ctx, in) })
+func (k *e2bKeeper) capObserved(ctx context.Context, in intent.Intent) {
+	err := k.sc.reaper.OnObserved(ctx, in, func(in intent.Intent) error { return k.capOnce(ctx, in) })
 	if err != nil {
 		k.sc.log.Warn("e2b: timeout cap not applied", "intent", in.ID, "sandbox", in.SandboxID, "err", err)
 	}
@@ -109,7 +110,7 @@ func (k *e2bKeeper) capObserved(ctx context.Context, in spool.Intent) {
 
 // capOnce reads the sandbox, checks it is the intent's, and cuts its
 // timeout when it is longer than the cap.
-func (k *e2bKeeper) capOnce(ctx context.Context, in spool.Intent) error {
+func (k *e2bKeeper) capOnce(ctx context.Context, in intent.Intent) error {
 	sb, err := k.p.Get(ctx, in.SandboxID)
 	if err != nil {
 		return fmt.Errorf("read the sandbox: %w", err)

@@ -7,11 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/reaper"
 	"github.com/tether-run/tether/internal/testutil"
+	"github.com/tether-run/tether/journal"
 	"github.com/tether-run/tether/provider/e2b"
 	"github.com/tether-run/tether/provider/e2b/e2btest"
-	"github.com/tether-run/tether/spool"
 )
 
 // renewWorld is an e2bKeeper over the simulated E2B API, with one live
@@ -19,9 +20,9 @@ import (
 type renewWorld struct {
 	sim *e2btest.Server
 	p   *e2b.Provider
-	j   *spool.Journal
+	j   *journal.Journal
 	k   *e2bKeeper
-	in  spool.Intent
+	in  intent.Intent
 }
 
 func newRenewWorld(t *testing.T) *renewWorld {
@@ -32,12 +33,12 @@ func newRenewWorld(t *testing.T) *renewWorld {
 	if err != nil {
 		t.Fatal(err)
 	}
-	j, err := spool.Open(filepath.Join(t.TempDir(), "journal.db"), spool.Options{})
+	j, err := journal.Open(filepath.Join(t.TempDir(), "journal.db"), journal.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { j.Close() })
-	in, _, err := j.Create(context.Background(), spool.NewIntent{Provider: e2b.ProviderName, Account: p.Account()})
+	in, _, err := j.Create(context.Background(), intent.Declaration{Provider: e2b.ProviderName, Account: p.Account()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +83,7 @@ func TestE2BRenewStopsAtTheAskedEnd(t *testing.T) {
 func TestE2BRenewSkipsReleased(t *testing.T) {
 	w := newRenewWorld(t)
 	w.k.note(w.in.ID, time.Now().Add(time.Hour))
-	if _, err := w.j.Release(w.in.ID, spool.OutcomeKept); err != nil {
+	if _, err := w.j.Release(w.in.ID, intent.OutcomeKept); err != nil {
 		t.Fatal(err)
 	}
 	w.k.renew(context.Background())

@@ -7,12 +7,13 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/config"
 	"github.com/tether-run/tether/internal/lease"
 	"github.com/tether-run/tether/internal/reaper"
+	"github.com/tether-run/tether/journal"
 	"github.com/tether-run/tether/provider"
 	"github.com/tether-run/tether/provider/daytona"
-	"github.com/tether-run/tether/spool"
 	"github.com/tether-run/tether/supervisor"
 )
 
@@ -39,7 +40,7 @@ func (sc *Sidecar) openLease() {
 
 // newPolicy is lease mode's policy over reaper r (for `tether drain`, only
 // its hand-backs of kept sandboxes).
-func newPolicy(cfg config.Config, r *reaper.Reaper, j *spool.Journal, log *slog.Logger) *lease.Policy {
+func newPolicy(cfg config.Config, r *reaper.Reaper, j *journal.Journal, log *slog.Logger) *lease.Policy {
 	settle := time.Duration(float64(reaper.DefaultLeaseSettle) * float64(cfg.LeaseMinute) / float64(time.Minute))
 	return &lease.Policy{
 		Reaper: leaseReaper{
@@ -66,11 +67,11 @@ type leaseReaper struct {
 	lease reaper.Lease
 }
 
-func (r leaseReaper) ApplyLease(ctx context.Context, in spool.Intent) error {
+func (r leaseReaper) ApplyLease(ctx context.Context, in intent.Intent) error {
 	return notOurs(r.Reaper.ApplyLease(ctx, in, r.lease))
 }
 
-func (r leaseReaper) EndLease(ctx context.Context, in spool.Intent, autoStop int) error {
+func (r leaseReaper) EndLease(ctx context.Context, in intent.Intent, autoStop int) error {
 	return notOurs(r.Reaper.EndLease(ctx, in, autoStop))
 }
 

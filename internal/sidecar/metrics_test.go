@@ -12,11 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/config"
 	"github.com/tether-run/tether/internal/testutil"
 	"github.com/tether-run/tether/provider/e2b"
 	"github.com/tether-run/tether/provider/e2b/e2btest"
-	"github.com/tether-run/tether/spool"
 	"github.com/tether-run/tether/supervisor"
 )
 
@@ -128,7 +128,7 @@ func TestE2BRenewalsCounted(t *testing.T) {
 		t.Fatal("E2B is not configured")
 	}
 	ctx := t.Context()
-	in, _, err := sc.journal.Create(ctx, spool.NewIntent{Provider: e2b.ProviderName, Account: sc.providers.E2B.Account()})
+	in, _, err := sc.journal.Create(ctx, intent.Declaration{Provider: e2b.ProviderName, Account: sc.providers.E2B.Account()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +194,7 @@ func TestCleanupDebtByProviderWithoutCredentials(t *testing.T) {
 	}
 	var ids []string
 	for _, name := range []string{"daytona", "e2b", "e2b"} {
-		in, _, err := sc.journal.Create(t.Context(), spool.NewIntent{Provider: name})
+		in, _, err := sc.journal.Create(t.Context(), intent.Declaration{Provider: name})
 		if err != nil {
 			t.Fatal(err)
 		}

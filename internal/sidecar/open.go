@@ -9,9 +9,9 @@ import (
 	"github.com/tether-run/tether/internal/crashpoint"
 	"github.com/tether-run/tether/internal/dotenv"
 	"github.com/tether-run/tether/internal/reaper"
+	"github.com/tether-run/tether/journal"
 	"github.com/tether-run/tether/provider"
 	"github.com/tether-run/tether/provider/daytona"
-	"github.com/tether-run/tether/spool"
 )
 
 // What `tether run`, `tether drain` and `tether sweep` open alike.
@@ -19,8 +19,8 @@ import (
 // OpenJournal opens the journal at cfg.Journal for writing, refusing one
 // another tether holds (spool.ErrLocked), and prunes in the background
 // what ended longer than cfg.Retention ago until it is closed.
-func OpenJournal(cfg config.Config, log *slog.Logger) (*spool.Journal, error) {
-	return spool.Open(cfg.Journal, spool.Options{Logger: log.With("component", "journal"), Retention: cfg.Retention, CrashPoint: crashpoint.Hit})
+func OpenJournal(cfg config.Config, log *slog.Logger) (*journal.Journal, error) {
+	return journal.Open(cfg.Journal, journal.Options{Logger: log.With("component", "journal"), Retention: cfg.Retention, CrashPoint: crashpoint.Hit})
 }
 
 // OpenProvider returns the Daytona provider configured as the SDKs
@@ -79,7 +79,7 @@ func DaytonaSettings(log *slog.Logger, level slog.Level) dotenv.Settings {
 }
 
 // NewReaper is the reaper of `tether run` and `tether drain` alike.
-func NewReaper(cfg config.Config, j *spool.Journal, prov provider.Provider, log *slog.Logger) *reaper.Reaper {
+func NewReaper(cfg config.Config, j *journal.Journal, prov provider.Provider, log *slog.Logger) *reaper.Reaper {
 	return &reaper.Reaper{
 		Journal:             j,
 		Provider:            prov,

@@ -11,10 +11,10 @@ import (
 	"github.com/tether-run/tether/internal/config"
 	"github.com/tether-run/tether/internal/dotenv"
 	"github.com/tether-run/tether/internal/reaper"
+	"github.com/tether-run/tether/journal"
 	"github.com/tether-run/tether/provider"
 	"github.com/tether-run/tether/provider/daytona"
 	"github.com/tether-run/tether/provider/e2b"
-	"github.com/tether-run/tether/spool"
 )
 
 // Providers are the clouds tether has credentials for: Daytona, the
@@ -92,7 +92,7 @@ func (ps Providers) Err() error {
 
 // newReaperOf is NewReaper with every provider of list: the first serves
 // the intents that name none (nil list: no provider).
-func newReaperOf(cfg config.Config, j *spool.Journal, list []provider.Provider, log *slog.Logger) *reaper.Reaper {
+func newReaperOf(cfg config.Config, j *journal.Journal, list []provider.Provider, log *slog.Logger) *reaper.Reaper {
 	var first provider.Provider
 	if len(list) > 0 {
 		first = list[0]
@@ -110,7 +110,7 @@ func newReaperOf(cfg config.Config, j *spool.Journal, list []provider.Provider, 
 // checked first, as Drain checks its one; a provider that fails is left
 // out (its intents stay live and are reported), and when every one fails
 // the drain ends at once (reaper.ErrNothingDone).
-func DrainProviders(ctx context.Context, cfg config.Config, j *spool.Journal, ps Providers, log *slog.Logger, w io.Writer) (reaper.Report, error) {
+func DrainProviders(ctx context.Context, cfg config.Config, j *journal.Journal, ps Providers, log *slog.Logger, w io.Writer) (reaper.Report, error) {
 	list := ps.List()
 	if n, err := j.LiveCount(); err == nil && n > 0 && len(list) > 0 {
 		var ok []provider.Provider

@@ -12,11 +12,12 @@ import (
 
 	apiclient "github.com/daytonaio/daytona/libs/api-client-go"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/intake"
 	"github.com/tether-run/tether/internal/intake/spooldir"
 	"github.com/tether-run/tether/internal/testutil"
+	"github.com/tether-run/tether/journal"
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
-	"github.com/tether-run/tether/spool"
 )
 
 // runnerAgent is the User-Agent of the runner's own calls, so the
@@ -38,15 +39,15 @@ func TestReplayWaitsForTheSpoolLeftBehind(t *testing.T) {
 	w.cfg.DaytonaProxy = false
 	// The intent is older than the horizon: a name absent now closes it at once.
 	w.cfg.NeverCreatedHorizon = time.Millisecond
-	in := w.declareAndDie(func(sc *Sidecar) spool.Intent {
-		in, _, err := sc.intake.Declare(context.Background(), sc.intake.NewIntent(map[string]string{"job": "spool"}, spool.DrainDelete, "", ""))
+	in := w.declareAndDie(func(sc *Sidecar) intent.Intent {
+		in, _, err := sc.intake.Declare(context.Background(), sc.intake.NewIntent(map[string]string{"job": "spool"}, intent.DrainDelete, "", ""))
 		if err != nil {
 			t.Fatalf("declare: %v", err)
 		}
 		return in
 	})
 	sandbox := w.runnerCreatesAndDeletes(in)
-	file, err := spooldir.Write(w.cfg.Spool, spooldir.FileOp{Op: spooldir.OpRelease, ID: in.ID, Outcome: spool.OutcomeDeleted})
+	file, err := spooldir.Write(w.cfg.Spool, spooldir.FileOp{Op: spooldir.OpRelease, ID: in.ID, Outcome: intent.OutcomeDeleted})
 	if err != nil {
 		t.Fatalf("write the release file: %v", err)
 	}
@@ -69,7 +70,7 @@ func TestReplayWaitsForTheSpoolLeftBehind(t *testing.T) {
 		deadline := time.Now().Add(testutil.WaitBound)
 		for {
 			cur, err := sc.Journal().Get(in.ID)
-			if err == nil && cur.State != spool.Pending || strings.Contains(w.log.String(), replayWaitsMsg) {
+			if err == nil && cur.State != intent.Pending || strings.Contains(w.log.String(), replayWaitsMsg) {
 				acted <- true
 				return
 			}
@@ -90,7 +91,7 @@ func TestReplayWaitsForTheSpoolLeftBehind(t *testing.T) {
 	}
 
 	got, err := sc.Journal().Get(in.ID)
-	if err != nil || got.State != spool.Released || got.Outcome != spool.OutcomeDeleted {
+	if err != nil || got.State != intent.Released || got.Outcome != intent.OutcomeDeleted {
 		t.Errorf("intent %s after the run: %s (%s), outcome %q, %v; want released as deleted: the runner deleted its sandbox %s and said so",
 			in.ID, got.State, got.LastError, got.Outcome, err, sandbox)
 	}
@@ -105,7 +106,7 @@ func TestReplayWaitsForTheSpoolLeftBehind(t *testing.T) {
 // declareAndDie opens a sidecar on w's journal, declares with it what
 // declare returns, and closes it as a crash would leave the journal: the
 // intent live.
-func (w *world) declareAndDie(declare func(*Sidecar) spool.Intent) spool.Intent {
+func (w *world) declareAndDie(declare func(*Sidecar) intent.Intent) intent.Intent {
 	w.t.Helper()
 	sc, err := Open(w.cfg, Options{Logger: slog.New(slog.DiscardHandler), Version: "test", Report: &w.log})
 	if err != nil {
@@ -123,7 +124,7 @@ func (w *world) declareAndDie(declare func(*Sidecar) spool.Intent) spool.Intent 
 
 // runnerCreatesAndDeletes is the runner's own create of in's sandbox and
 // its own delete of it, as the runner's calls; it returns the sandbox id.
-func (w *world) runnerCreatesAndDeletes(in spool.Intent) string {
+func (w *world) runnerCreatesAndDeletes(in intent.Intent) string {
 	w.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testutil.WaitBound)
 	defer cancel()
@@ -152,7 +153,7 @@ type heldJournal struct {
 	hold <-chan struct{}
 }
 
-func (j heldJournal) Submit(c *spool.Change) error {
+func (j heldJournal) Submit(c *journal.Change) error {
 	<-j.hold
 	return j.Journal.Submit(c)
 }

@@ -6,7 +6,7 @@ import (
 	"io/fs"
 	"syscall"
 
-	"github.com/tether-run/tether/spool"
+	"github.com/tether-run/tether/journal"
 )
 
 // withSetting adds to an error about one of tether's paths which setting
@@ -19,7 +19,7 @@ func withSetting(err error, flag, env string) error {
 	if err == nil {
 		return nil
 	}
-	if flag == "--journal" && (errors.Is(err, spool.ErrLocked) || !pathProblem(err)) {
+	if flag == "--journal" && (errors.Is(err, journal.ErrLocked) || !pathProblem(err)) {
 		return err
 	}
 	return fmt.Errorf("%w (choose another path with %s or %s)", err, flag, env)

@@ -21,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/config"
 	"github.com/tether-run/tether/internal/dotenv"
 	"github.com/tether-run/tether/internal/intake"
@@ -29,9 +30,9 @@ import (
 	"github.com/tether-run/tether/internal/lease"
 	"github.com/tether-run/tether/internal/metrics"
 	"github.com/tether-run/tether/internal/reaper"
+	"github.com/tether-run/tether/journal"
 	"github.com/tether-run/tether/provider/daytona"
 	"github.com/tether-run/tether/provider/e2b"
-	"github.com/tether-run/tether/spool"
 	"github.com/tether-run/tether/supervisor"
 )
 
@@ -58,7 +59,7 @@ type Sidecar struct {
 	log     *slog.Logger
 	out     io.Writer
 	version string
-	journal *spool.Journal
+	journal *journal.Journal
 	reaper  *reaper.Reaper
 	intake  *intake.Intake
 	// providers are the clouds tether has credentials for (providers.go).
@@ -134,7 +135,7 @@ func Open(cfg config.Config, opts Options) (*Sidecar, error) {
 
 // newIntake is the intake every way into j shares: the scope labels, and
 // Daytona (the default) and the other providers of ps with their accounts.
-func newIntake(cfg config.Config, j *spool.Journal, ps Providers) *intake.Intake {
+func newIntake(cfg config.Config, j *journal.Journal, ps Providers) *intake.Intake {
 	in := &intake.Intake{
 		Journal:  j,
 		Labels:   cfg.Labels,
@@ -162,11 +163,11 @@ func (sc *Sidecar) Close() error {
 
 // Journal is the sidecar's journal (for a test or a report; the intakes and
 // the reaper are what change it).
-func (sc *Sidecar) Journal() *spool.Journal { return sc.journal }
+func (sc *Sidecar) Journal() *journal.Journal { return sc.journal }
 
 // deleteNow resolves one intent at the runner's request (DELETE
 // /v1/intents/{id}, or a spool "delete" op).
-func (sc *Sidecar) deleteNow(ctx context.Context, id string) (spool.Intent, error) {
+func (sc *Sidecar) deleteNow(ctx context.Context, id string) (intent.Intent, error) {
 	in, err := sc.journal.Get(id)
 	if err != nil {
 		return in, err
@@ -177,7 +178,7 @@ func (sc *Sidecar) deleteNow(ctx context.Context, id string) (spool.Intent, erro
 // observed repairs the auto-stop backstop of a newly observed sandbox.
 // Without a provider there is nothing to repair it with; the drain reports
 // the intent instead.
-func (sc *Sidecar) observed(in spool.Intent) {
+func (sc *Sidecar) observed(in intent.Intent) {
 	if sc.reaper.Provider == nil {
 		return
 	}

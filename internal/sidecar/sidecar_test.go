@@ -18,13 +18,14 @@ import (
 
 	apiclient "github.com/daytonaio/daytona/libs/api-client-go"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/config"
 	"github.com/tether-run/tether/internal/reaper"
 	"github.com/tether-run/tether/internal/testutil"
+	"github.com/tether-run/tether/journal"
 	"github.com/tether-run/tether/provider"
 	"github.com/tether-run/tether/provider/daytona"
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
-	"github.com/tether-run/tether/spool"
 	"github.com/tether-run/tether/supervisor"
 )
 
@@ -111,8 +112,8 @@ func runChild(mode string) error {
 	case "spool":
 		// The writer chooses the id, so it knows the name and labels.
 		declared.ID = "spooled"
-		declared.Name = spool.NamePrefix + declared.ID
-		declared.Labels = map[string]string{spool.LabelOwner: os.Getenv(config.EnvOwner), spool.LabelIntent: declared.ID}
+		declared.Name = intent.NamePrefix + declared.ID
+		declared.Labels = map[string]string{intent.LabelOwner: os.Getenv(config.EnvOwner), intent.LabelIntent: declared.ID}
 		for _, kv := range strings.Split(os.Getenv(config.EnvLabels), ",") {
 			if k, v, ok := strings.Cut(kv, "="); ok {
 				declared.Labels[k] = v
@@ -318,10 +319,10 @@ func TestRunDrainsWhatTheProxyDeclared(t *testing.T) {
 		t.Errorf("Unresolved = %d, want 0", n)
 	}
 	all, err := sc.Journal().All()
-	if err != nil || len(all) != 1 || all[0].SandboxID != id || all[0].State != spool.Gone {
+	if err != nil || len(all) != 1 || all[0].SandboxID != id || all[0].State != intent.Gone {
 		t.Fatalf("journal: %+v, %v; want one intent on %s, gone", all, err, id)
 	}
-	if sb, _ := w.srv.Sandbox(id); sb.Labels[spool.LabelOwner] != sc.Journal().Owner() {
+	if sb, _ := w.srv.Sandbox(id); sb.Labels[intent.LabelOwner] != sc.Journal().Owner() {
 		t.Errorf("sandbox labels %v: the proxy did not put tether's owner on it", sb.Labels)
 	}
 }
@@ -366,7 +367,7 @@ func TestRunDrainsWhatTheSpoolDeclaredLast(t *testing.T) {
 		t.Fatalf("sandbox %s after the drain: %s", id, why)
 	}
 	all, err := sc.Journal().All()
-	if err != nil || len(all) != 1 || all[0].ID != "spooled" || all[0].State != spool.Gone {
+	if err != nil || len(all) != 1 || all[0].ID != "spooled" || all[0].State != intent.Gone {
 		t.Fatalf("journal: %+v, %v; want the spooled intent gone", all, err)
 	}
 }
@@ -394,7 +395,7 @@ func TestRunHandsBackWhatTheRunnerKept(t *testing.T) {
 		t.Errorf("sandbox %s the runner kept: auto-stop %d, auto-delete %d, labels %v; want %d, -1 and %s=true (handed back)", id, sb.AutoStopInterval, sb.AutoDeleteInterval, sb.Labels, w.cfg.DaytonaAutoStop, provider.LabelKeep)
 	}
 	all, err := sc.Journal().All()
-	if err != nil || len(all) != 1 || all[0].State != spool.Released || all[0].Outcome != spool.OutcomeKept || all[0].Lease != leaseTestMinutes || !all[0].HandedBack {
+	if err != nil || len(all) != 1 || all[0].State != intent.Released || all[0].Outcome != intent.OutcomeKept || all[0].Lease != leaseTestMinutes || !all[0].HandedBack {
 		t.Fatalf("journal: %+v, %v; want one intent released as kept under the lease, its hand-back journaled", all, err)
 	}
 	if n := sc.Unresolved(); n != 0 {
@@ -527,13 +528,13 @@ func TestDrainDeadlineCoversAHeldIntake(t *testing.T) {
 	held := make(chan struct{})
 	asked := make(chan string, 1)
 	sc := w.open(func(sc *Sidecar) {
-		sc.intake.Delete = func(_ context.Context, id string) (spool.Intent, error) {
+		sc.intake.Delete = func(_ context.Context, id string) (intent.Intent, error) {
 			select {
 			case asked <- id:
 			default:
 			}
 			<-held
-			return spool.Intent{}, errors.New("held by the test")
+			return intent.Intent{}, errors.New("held by the test")
 		}
 	})
 	t.Cleanup(func() { close(held) }) // before sc.Close (cleanups run last first)
@@ -605,7 +606,7 @@ func TestDrainOffline(t *testing.T) {
 	if ok, why := w.deleted(sbID); !ok {
 		t.Fatalf("sandbox %s after Drain: %s", sbID, why)
 	}
-	if got, _ := j.Get(in.ID); got.State != spool.Gone {
+	if got, _ := j.Get(in.ID); got.State != intent.Gone {
 		t.Errorf("intent %s: %s, want gone", in.ID, got.State)
 	}
 	if !strings.Contains(out.String(), "tether: ") {
@@ -631,9 +632,9 @@ func TestDrainOffline(t *testing.T) {
 
 // leftLive is what a dead run left: an intent observed on a sandbox made
 // with the intent's name and labels.
-func (w *world) leftLive(j *spool.Journal, account string) (spool.Intent, string) {
+func (w *world) leftLive(j *journal.Journal, account string) (intent.Intent, string) {
 	w.t.Helper()
-	in, _, err := j.Create(context.Background(), spool.NewIntent{Provider: daytona.ProviderName, Account: account})
+	in, _, err := j.Create(context.Background(), intent.Declaration{Provider: daytona.ProviderName, Account: account})
 	if err != nil {
 		w.t.Fatal(err)
 	}

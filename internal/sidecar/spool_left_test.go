@@ -10,10 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/intake/spooldir"
 	"github.com/tether-run/tether/internal/testutil"
+	"github.com/tether-run/tether/journal"
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
-	"github.com/tether-run/tether/spool"
 )
 
 // A runner declared an intent in a spool file and created its sandbox;
@@ -75,7 +76,7 @@ func TestReplayTakesTheIntentsLeftInTheSpool(t *testing.T) {
 		}
 	}
 	for _, id := range []string{"old", "fresh"} {
-		if in, err := sc.Journal().Get(id); err != nil || in.State != spool.Gone {
+		if in, err := sc.Journal().Get(id); err != nil || in.State != intent.Gone {
 			t.Errorf("intent %s after the run: %s, %v; want gone", id, in.State, err)
 		}
 	}
@@ -91,15 +92,15 @@ func TestDrainTakesTheSpoolFirst(t *testing.T) {
 	w.cfg.DaytonaProxy = false
 	// The intents are older than the horizon: a name absent closes at once.
 	w.cfg.NeverCreatedHorizon = time.Millisecond
-	released := w.declareAndDie(func(sc *Sidecar) spool.Intent {
-		in, _, err := sc.intake.Declare(context.Background(), sc.intake.NewIntent(map[string]string{"job": "released"}, spool.DrainDelete, "", ""))
+	released := w.declareAndDie(func(sc *Sidecar) intent.Intent {
+		in, _, err := sc.intake.Declare(context.Background(), sc.intake.NewIntent(map[string]string{"job": "released"}, intent.DrainDelete, "", ""))
 		if err != nil {
 			t.Fatalf("declare: %v", err)
 		}
 		return in
 	})
 	deletedByRunner := w.runnerCreatesAndDeletes(released)
-	if _, err := spooldir.Write(w.cfg.Spool, spooldir.FileOp{Op: spooldir.OpRelease, ID: released.ID, Outcome: spool.OutcomeDeleted}); err != nil {
+	if _, err := spooldir.Write(w.cfg.Spool, spooldir.FileOp{Op: spooldir.OpRelease, ID: released.ID, Outcome: intent.OutcomeDeleted}); err != nil {
 		t.Fatal(err)
 	}
 	leaked := w.leftInSpool(w.journalOwner(), "leaked")
@@ -111,7 +112,7 @@ func TestDrainTakesTheSpoolFirst(t *testing.T) {
 		t.Fatalf("drain: %v", err)
 	}
 	got, err := w.journalGet(released.ID)
-	if err != nil || got.State != spool.Released || got.Outcome != spool.OutcomeDeleted {
+	if err != nil || got.State != intent.Released || got.Outcome != intent.OutcomeDeleted {
 		t.Errorf("intent %s: %s (%s), outcome %q, %v; want released as deleted: its runner deleted sandbox %s and said so in the spool",
 			released.ID, got.State, got.LastError, got.Outcome, err, deletedByRunner)
 	}
@@ -121,7 +122,7 @@ func TestDrainTakesTheSpoolFirst(t *testing.T) {
 	if ok, why := w.deleted(leaked); !ok {
 		t.Errorf("sandbox %s, declared only in a spool file: %s; want deleted by the drain", leaked, why)
 	}
-	if got, err := w.journalGet("leaked"); err != nil || got.State != spool.Gone {
+	if got, err := w.journalGet("leaked"); err != nil || got.State != intent.Gone {
 		t.Errorf("intent leaked: %s, %v; want gone", got.State, err)
 	}
 	left, _ := filepath.Glob(filepath.Join(w.cfg.Spool, "*.json"))
@@ -184,7 +185,7 @@ func (w *world) drain() error {
 // journalOwner opens w's journal (creating it) for its owner id.
 func (w *world) journalOwner() string {
 	w.t.Helper()
-	j, err := spool.Open(w.cfg.Journal, spool.Options{})
+	j, err := journal.Open(w.cfg.Journal, journal.Options{})
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -193,9 +194,9 @@ func (w *world) journalOwner() string {
 }
 
 // journalGet reads intent id from w's journal, closed after.
-func (w *world) journalGet(id string) (spool.Intent, error) {
+func (w *world) journalGet(id string) (intent.Intent, error) {
 	w.t.Helper()
-	j, err := spool.Open(w.cfg.Journal, spool.Options{})
+	j, err := journal.Open(w.cfg.Journal, journal.Options{})
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -212,11 +213,11 @@ func (w *world) leftInSpool(owner, id string) string {
 		w.t.Fatal(err)
 	}
 	labels := map[string]string{"job": id}
-	if _, err := spooldir.Write(w.cfg.Spool, spooldir.FileOp{Op: spooldir.OpIntent, ID: id, Labels: labels, OnDrain: spool.DrainDelete}); err != nil {
+	if _, err := spooldir.Write(w.cfg.Spool, spooldir.FileOp{Op: spooldir.OpIntent, ID: id, Labels: labels, OnDrain: intent.DrainDelete}); err != nil {
 		w.t.Fatal(err)
 	}
-	labels = spool.MergeLabels(w.cfg.Labels, labels, map[string]string{spool.LabelOwner: owner, spool.LabelIntent: id})
-	sb, err := w.srv.AddSandbox(daytonatest.DefaultOrg, daytonatest.SeedSandbox{Name: spool.NamePrefix + id, Labels: labels})
+	labels = intent.MergeLabels(w.cfg.Labels, labels, map[string]string{intent.LabelOwner: owner, intent.LabelIntent: id})
+	sb, err := w.srv.AddSandbox(daytonatest.DefaultOrg, daytonatest.SeedSandbox{Name: intent.NamePrefix + id, Labels: labels})
 	if err != nil {
 		w.t.Fatal(err)
 	}

@@ -18,11 +18,11 @@ func (sc *Sidecar) sayWhere() {
 	if sc.proxyShown != "" {
 		proxy = sc.proxyShown // the secret is the child's alone
 	}
-	journal := absolute(sc.cfg.Journal)
-	sc.log.Info("tether: where this run keeps its state", "journal", journal, "socket", absolute(sc.cfg.Socket),
+	journalPath := absolute(sc.cfg.Journal)
+	sc.log.Info("tether: where this run keeps its state", "journal", journalPath, "socket", absolute(sc.cfg.Socket),
 		"spool", absolute(sc.cfg.Spool), "daytona_proxy", proxy)
-	if why := ephemeral(filepath.Dir(journal), "/proc/self/mountinfo"); why != "" {
-		sc.log.Warn("tether: the journal will not survive the container: "+why+"; a crash or a restart then leaves sandboxes no later run or `tether drain` can find (put --journal on a volume)", "journal", journal)
+	if why := ephemeral(filepath.Dir(journalPath), "/proc/self/mountinfo"); why != "" {
+		sc.log.Warn("tether: the journal will not survive the container: "+why+"; a crash or a restart then leaves sandboxes no later run or `tether drain` can find (put --journal on a volume)", "journal", journalPath)
 	}
 }
 

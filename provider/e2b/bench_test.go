@@ -9,11 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/reaper"
+	"github.com/tether-run/tether/journal"
 	"github.com/tether-run/tether/provider"
 	"github.com/tether-run/tether/provider/e2b"
 	"github.com/tether-run/tether/provider/e2b/e2btest"
-	"github.com/tether-run/tether/spool"
 )
 
 // benchLatency is the simulated API latency of every call.
@@ -77,7 +78,7 @@ func benchDrain(b *testing.B, n int, waitConfirm bool, faults e2btest.Faults) {
 	if waitConfirm {
 		prov = waitingKills{p}
 	}
-	j, err := spool.Open(filepath.Join(b.TempDir(), "journal.db"), spool.Options{})
+	j, err := journal.Open(filepath.Join(b.TempDir(), "journal.db"), journal.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -156,8 +157,8 @@ func sum(m map[string]int) int {
 // directly, carrying tether's metadata as a create through the provider
 // would; every other one is observed (and verified by the backstop's
 // read), the rest are found by metadata.
-func plantE2B(b *testing.B, srv *e2btest.Server, j *spool.Journal, r *reaper.Reaper, account string, n int) []spool.Intent {
-	intents := make([]spool.Intent, n)
+func plantE2B(b *testing.B, srv *e2btest.Server, j *journal.Journal, r *reaper.Reaper, account string, n int) []intent.Intent {
+	intents := make([]intent.Intent, n)
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
 	sem := make(chan struct{}, 64)
@@ -165,7 +166,7 @@ func plantE2B(b *testing.B, srv *e2btest.Server, j *spool.Journal, r *reaper.Rea
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			in, _, err := j.Create(context.Background(), spool.NewIntent{Labels: map[string]string{"bench": "drain"}, Provider: e2b.ProviderName, Account: account})
+			in, _, err := j.Create(context.Background(), intent.Declaration{Labels: map[string]string{"bench": "drain"}, Provider: e2b.ProviderName, Account: account})
 			if err != nil {
 				errs <- err
 				return

@@ -11,11 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/reaper"
 	"github.com/tether-run/tether/internal/testutil"
+	"github.com/tether-run/tether/journal"
 	"github.com/tether-run/tether/provider/e2b"
 	"github.com/tether-run/tether/provider/e2b/e2btest"
-	"github.com/tether-run/tether/spool"
 )
 
 // tether's own reaper, unchanged, drains E2B intents through this
@@ -24,14 +25,14 @@ import (
 
 type drainWorld struct {
 	*env
-	j *spool.Journal
+	j *journal.Journal
 	r *reaper.Reaper
 }
 
 func newDrainWorld(t *testing.T, opts ...e2btest.Option) *drainWorld {
 	t.Helper()
 	e := newEnv(t, opts...)
-	j, err := spool.Open(filepath.Join(t.TempDir(), "journal.db"), spool.Options{})
+	j, err := journal.Open(filepath.Join(t.TempDir(), "journal.db"), journal.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,14 +48,14 @@ func newDrainWorld(t *testing.T, opts ...e2btest.Option) *drainWorld {
 	return &drainWorld{env: e, j: j, r: r}
 }
 
-func (w *drainWorld) intent(account string) spool.Intent {
+func (w *drainWorld) intent(account string) intent.Intent {
 	w.t.Helper()
-	return w.intentDrained(account, spool.DrainDelete)
+	return w.intentDrained(account, intent.DrainDelete)
 }
 
-func (w *drainWorld) intentDrained(account string, on spool.OnDrain) spool.Intent {
+func (w *drainWorld) intentDrained(account string, on intent.OnDrain) intent.Intent {
 	w.t.Helper()
-	in, _, err := w.j.Create(context.Background(), spool.NewIntent{
+	in, _, err := w.j.Create(context.Background(), intent.Declaration{
 		Labels: map[string]string{"scope": "s1"}, Provider: e2b.ProviderName, Account: account, OnDrain: on,
 	})
 	if err != nil {
@@ -63,7 +64,7 @@ func (w *drainWorld) intentDrained(account string, on spool.OnDrain) spool.Inten
 	return in
 }
 
-func (w *drainWorld) resolve(in spool.Intent) (spool.Intent, error) {
+func (w *drainWorld) resolve(in intent.Intent) (intent.Intent, error) {
 	w.t.Helper()
 	c, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -84,7 +85,7 @@ func TestDrainLostCreate(t *testing.T) {
 	}
 	w.srv.SetFaults(e2btest.Faults{})
 	out, err := w.resolve(in)
-	if err != nil || out.State != spool.Gone {
+	if err != nil || out.State != intent.Gone {
 		t.Fatalf("Resolve = %s, %v; want gone", out.State, err)
 	}
 	all := w.srv.Sandboxes()
@@ -112,7 +113,7 @@ func TestDrainPausedSandbox(t *testing.T) {
 		t.Fatalf("after its timeout: %s", f.State)
 	}
 	out, err := w.resolve(in)
-	if err != nil || out.State != spool.Gone {
+	if err != nil || out.State != intent.Gone {
 		t.Fatalf("Resolve = %s, %v", out.State, err)
 	}
 	if f := w.fate(sb.ID); f.State != e2btest.StateKilled || f.Snapshot {
@@ -125,7 +126,7 @@ func TestDrainPausedSandbox(t *testing.T) {
 func TestDrainStopPauses(t *testing.T) {
 	w := newDrainWorld(t)
 	for _, pausedFirst := range []bool{false, true} {
-		in := w.intentDrained(w.p.Account(), spool.DrainStop)
+		in := w.intentDrained(w.p.Account(), intent.DrainStop)
 		sb := w.create(in.Name, in.Labels)
 		if pausedFirst {
 			if err := w.p.Stop(ctx, sb.ID); err != nil {
@@ -133,7 +134,7 @@ func TestDrainStopPauses(t *testing.T) {
 			}
 		}
 		out, err := w.resolve(in)
-		if err != nil || out.State != spool.Stopped {
+		if err != nil || out.State != intent.Stopped {
 			t.Fatalf("paused first %v: Resolve = %s, %v; want stopped", pausedFirst, out.State, err)
 		}
 		if f := w.fate(sb.ID); f.State != e2btest.StatePaused || !f.Snapshot || f.Pauses != 1 {
@@ -151,10 +152,10 @@ func TestDrainForeignUntouched(t *testing.T) {
 	for k, v := range in.Labels {
 		labels[k] = v
 	}
-	labels[spool.LabelOwner] = "someone-else"
+	labels[intent.LabelOwner] = "someone-else"
 	foreign := w.create(in.Name, labels)
 	out, err := w.resolve(in)
-	if out.State != spool.Foreign {
+	if out.State != intent.Foreign {
 		t.Fatalf("Resolve = %s, %v; want foreign", out.State, err)
 	}
 	if f := w.fate(foreign.ID); f.State != e2btest.StateRunning || w.srv.CallsFor(foreign.ID)[e2btest.RouteKill] != 0 {
@@ -202,7 +203,7 @@ func TestDrainOtherTeamsSandbox404(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, err := w.resolve(in)
-	if err != nil || out.State != spool.Gone {
+	if err != nil || out.State != intent.Gone {
 		t.Fatalf("Resolve = %s, %v", out.State, err)
 	}
 	if f := w.fate(theirs.ID); f.State != e2btest.StateRunning {
@@ -237,7 +238,7 @@ func TestDrainCreateInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, err := w.resolve(in)
-	if err != nil || out.State != spool.Gone {
+	if err != nil || out.State != intent.Gone {
 		t.Fatalf("Resolve = %s, %v", out.State, err)
 	}
 	if all := w.srv.Sandboxes(); all[0].State != e2btest.StateKilled {
@@ -250,7 +251,7 @@ func TestDrainCreateInFlight(t *testing.T) {
 func TestDrainUnderFaults(t *testing.T) {
 	w := newDrainWorld(t)
 	w.srv.AddTeam(e2btest.DefaultTeam, e2btest.Limits{Concurrency: 100})
-	var intents []spool.Intent
+	var intents []intent.Intent
 	for range 30 {
 		in := w.intent(w.p.Account())
 		sb := w.create(in.Name, in.Labels)
@@ -267,7 +268,7 @@ func TestDrainUnderFaults(t *testing.T) {
 	w.srv.SetFaults(e2btest.Faults{})
 	for _, in := range intents {
 		got, err := w.j.Get(in.ID)
-		if err != nil || got.State != spool.Gone {
+		if err != nil || got.State != intent.Gone {
 			t.Errorf("intent %s: %s, %v", in.ID, got.State, err)
 		}
 	}
@@ -279,11 +280,11 @@ func TestDrainUnderFaults(t *testing.T) {
 // lostForks forks the parent sandbox count times through the simulator with
 // the answer lost, and journals count fork intents as the E2B proxy does
 // (the parent's name, labels and intent): none of them learns its id.
-func (w *drainWorld) lostForks(parent spool.Intent, count int) []spool.Intent {
+func (w *drainWorld) lostForks(parent intent.Intent, count int) []intent.Intent {
 	w.t.Helper()
-	var forks []spool.Intent
+	var forks []intent.Intent
 	for range count {
-		in, _, err := w.j.Create(ctx, spool.NewIntent{
+		in, _, err := w.j.Create(ctx, intent.Declaration{
 			Labels: map[string]string{"scope": "s1"}, Provider: e2b.ProviderName, Account: parent.Account,
 			Name: parent.Name, ParentIntent: parent.ID,
 		})
@@ -305,7 +306,7 @@ func (w *drainWorld) lostForks(parent spool.Intent, count int) []spool.Intent {
 }
 
 // observedParent is an intent whose sandbox is created and observed.
-func (w *drainWorld) observedParent() spool.Intent {
+func (w *drainWorld) observedParent() intent.Intent {
 	w.t.Helper()
 	in := w.intent(w.p.Account())
 	sb, err := w.p.Create(ctx, in.Name, in.Labels, e2b.CreateOptions{Timeout: 10 * time.Minute})
@@ -342,7 +343,7 @@ func TestDrainLostForks(t *testing.T) {
 		t.Fatal(err)
 	}
 	lost := w.lostForks(parent, 3)
-	all := append([]spool.Intent{parent, known}, lost...)
+	all := append([]intent.Intent{parent, known}, lost...)
 	rep := w.r.Drain(ctx, all)
 	if rep.Gone != 5 {
 		t.Fatalf("report %+v, want 5 gone", rep)
@@ -376,7 +377,7 @@ func TestDrainLostForksOfAKeptParent(t *testing.T) {
 	w := newDrainWorld(t)
 	parent := w.observedParent()
 	lost := w.lostForks(parent, 2)
-	if _, err := w.j.Release(parent.ID, spool.OutcomeKept); err != nil {
+	if _, err := w.j.Release(parent.ID, intent.OutcomeKept); err != nil {
 		t.Fatal(err)
 	}
 	rep := w.r.Drain(ctx, lost)

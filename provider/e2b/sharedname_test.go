@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/provider/e2b"
 	"github.com/tether-run/tether/provider/e2b/e2btest"
-	"github.com/tether-run/tether/spool"
 )
 
 // A runner's name also carried by another owner's sandbox, started first:
@@ -15,14 +15,14 @@ import (
 // own by every label, not the first started, and the other is untouched.
 func TestDrainSharedNameTakesOwnNotFirst(t *testing.T) {
 	w := newDrainWorld(t)
-	in, _, err := w.j.Create(context.Background(), spool.NewIntent{
+	in, _, err := w.j.Create(context.Background(), intent.Declaration{
 		Labels: map[string]string{"scope": "s1"}, Provider: e2b.ProviderName, Account: w.p.Account(), Name: "job-1",
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	other := w.srv.AddSandbox(e2btest.DefaultTeam, e2btest.SeedSandbox{Timeout: 10 * time.Minute,
-		Metadata: map[string]string{e2b.MetadataName: "job-1", spool.LabelOwner: "another-tether", "scope": "s1"}})
+		Metadata: map[string]string{e2b.MetadataName: "job-1", intent.LabelOwner: "another-tether", "scope": "s1"}})
 	for !time.Now().After(other.StartedAt) {
 		time.Sleep(time.Millisecond) // ours starts strictly later
 	}
@@ -31,7 +31,7 @@ func TestDrainSharedNameTakesOwnNotFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, err := w.resolve(in) // never observed: the answer was lost
-	if err != nil || out.State != spool.Gone || out.SandboxID != ours.ID {
+	if err != nil || out.State != intent.Gone || out.SandboxID != ours.ID {
 		t.Fatalf("Resolve = %s on %q, %v; want gone on its own %s", out.State, out.SandboxID, err, ours.ID)
 	}
 	if f := w.fate(ours.ID); f.State != e2btest.StateKilled {
@@ -61,7 +61,7 @@ func TestDrainLostForkSkipsAnObservedOne(t *testing.T) {
 		}
 	}
 	out, err := w.resolve(lost)
-	if err != nil || out.State != spool.Gone || out.SandboxID != second {
+	if err != nil || out.State != intent.Gone || out.SandboxID != second {
 		t.Fatalf("Resolve = %s on %q, %v; want gone on the free fork %s", out.State, out.SandboxID, err, second)
 	}
 	if f := w.fate(first); f.State != e2btest.StateRunning {

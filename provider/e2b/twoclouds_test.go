@@ -6,13 +6,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/reaper"
 	"github.com/tether-run/tether/provider"
 	"github.com/tether-run/tether/provider/daytona"
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
 	"github.com/tether-run/tether/provider/e2b"
 	"github.com/tether-run/tether/provider/e2b/e2btest"
-	"github.com/tether-run/tether/spool"
 )
 
 // One reaper, two clouds: Daytona serves the intents that name it (or
@@ -30,7 +30,7 @@ func TestDrainTwoClouds(t *testing.T) {
 
 	inE2B := w.intent(w.p.Account())
 	sbE2B := w.create(inE2B.Name, inE2B.Labels)
-	inDay, _, err := w.j.Create(context.Background(), spool.NewIntent{Labels: map[string]string{"scope": "s1"}, Provider: daytona.ProviderName, Account: dp.Account()})
+	inDay, _, err := w.j.Create(context.Background(), intent.Declaration{Labels: map[string]string{"scope": "s1"}, Provider: daytona.ProviderName, Account: dp.Account()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +40,7 @@ func TestDrainTwoClouds(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	rep := w.r.Drain(ctx, []spool.Intent{inE2B, inDay})
+	rep := w.r.Drain(ctx, []intent.Intent{inE2B, inDay})
 	if rep.Gone != 2 || rep.Live() != 0 {
 		t.Fatalf("report %+v, want both gone", rep)
 	}
@@ -81,7 +81,7 @@ func TestDrainConfirmsAtOnce(t *testing.T) {
 	in := w.intent(w.p.Account())
 	sb := w.create(in.Name, in.Labels)
 	out, err := w.resolve(in)
-	if err != nil || out.State != spool.Gone {
+	if err != nil || out.State != intent.Gone {
 		t.Fatalf("Resolve = %s, %v; want gone without waiting ConfirmDelay", out.State, err)
 	}
 	if f := w.fate(sb.ID); f.State != e2btest.StateKilled {

@@ -45,13 +45,13 @@ import (
 	apiclient "github.com/daytonaio/daytona/libs/api-client-go"
 	"github.com/oklog/ulid/v2"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/intentapi"
 	"github.com/tether-run/tether/intentapi/client"
 	"github.com/tether-run/tether/internal/config"
 	"github.com/tether-run/tether/internal/crashpoint"
 	"github.com/tether-run/tether/internal/intake/spooldir"
 	"github.com/tether-run/tether/provider/e2b"
-	"github.com/tether-run/tether/spool"
 )
 
 // callTimeout bounds every call the runner waits for.
@@ -119,26 +119,26 @@ var ownLabels = map[string]string{"runner": "crash"}
 func (r *runner) sandbox(action string) {
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
-	var intent, name string
+	var intentID, name string
 	var labels map[string]string
 	switch r.intake {
 	case "socket":
-		in, err := r.tether.CreateIntent(ctx, intentapi.CreateRequest{Labels: ownLabels, OnDrain: spool.DrainDelete, Provider: r.cloud.provider()})
+		in, err := r.tether.CreateIntent(ctx, intentapi.CreateRequest{Labels: ownLabels, OnDrain: intent.DrainDelete, Provider: r.cloud.provider()})
 		if err != nil {
 			fail("declare: %v", err)
 		}
-		intent, name, labels = in.ID, in.Name, in.Labels
-		fmt.Printf("acked %s %s -\n", intent, name)
+		intentID, name, labels = in.ID, in.Name, in.Labels
+		fmt.Printf("acked %s %s -\n", intentID, name)
 	case "spool":
-		intent = strings.ToLower(ulid.Make().String())
-		if _, err := spooldir.Write(r.spool, spooldir.FileOp{Op: spooldir.OpIntent, ID: intent, Labels: ownLabels, OnDrain: spool.DrainDelete, Provider: r.cloud.provider()}); err != nil {
+		intentID = strings.ToLower(ulid.Make().String())
+		if _, err := spooldir.Write(r.spool, spooldir.FileOp{Op: spooldir.OpIntent, ID: intentID, Labels: ownLabels, OnDrain: intent.DrainDelete, Provider: r.cloud.provider()}); err != nil {
 			fail("write the spool file: %v", err)
 		}
-		in := spool.Plan(r.owner, spool.NewIntent{ID: intent, Labels: spool.MergeLabels(r.scope, ownLabels), OnDrain: spool.DrainDelete}, time.Now().UTC())
+		in := intent.Plan(r.owner, intent.Declaration{ID: intentID, Labels: intent.MergeLabels(r.scope, ownLabels), OnDrain: intent.DrainDelete}, time.Now().UTC())
 		name, labels = in.Name, in.Labels
-		fmt.Printf("written %s %s -\n", intent, name)
+		fmt.Printf("written %s %s -\n", intentID, name)
 	case "proxy":
-		intent, labels = "-", ownLabels
+		intentID, labels = "-", ownLabels
 	}
 	crashpoint.Hit(crashpoint.RunnerAfterAck)
 	if action == "declare" {
@@ -146,29 +146,29 @@ func (r *runner) sandbox(action string) {
 	}
 	id, got, err := r.cloud.create(ctx, name, labels)
 	if err != nil {
-		fmt.Printf("lost %s %s - %v\n", intent, orDash(name), oneLine(err))
+		fmt.Printf("lost %s %s - %v\n", intentID, orDash(name), oneLine(err))
 		return
 	}
 	name = orDash(got)
-	fmt.Printf("created %s %s %s\n", intent, name, id)
+	fmt.Printf("created %s %s %s\n", intentID, name, id)
 	crashpoint.Hit(crashpoint.RunnerAfterCreate)
 	if action == "unobserved" || r.intake == "proxy" {
-		r.held = append(r.held, held{intent, name, id})
+		r.held = append(r.held, held{intentID, name, id})
 		return
 	}
 	switch r.intake {
 	case "socket":
-		if _, err := r.tether.Observe(ctx, intent, id); err != nil {
+		if _, err := r.tether.Observe(ctx, intentID, id); err != nil {
 			fail("observe %s: %v", name, err)
 		}
 	case "spool":
-		if _, err := spooldir.Write(r.spool, spooldir.FileOp{Op: spooldir.OpObserve, ID: intent, SandboxID: id}); err != nil {
+		if _, err := spooldir.Write(r.spool, spooldir.FileOp{Op: spooldir.OpObserve, ID: intentID, SandboxID: id}); err != nil {
 			fail("write the observe file: %v", err)
 		}
 	}
-	fmt.Printf("observed %s %s %s\n", intent, name, id)
+	fmt.Printf("observed %s %s %s\n", intentID, name, id)
 	crashpoint.Hit(crashpoint.RunnerAfterObserve)
-	r.held = append(r.held, held{intent, name, id})
+	r.held = append(r.held, held{intentID, name, id})
 }
 
 // delete deletes the oldest sandbox held and releases its intent. A delete

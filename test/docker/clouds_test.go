@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
 	"github.com/tether-run/tether/provider/e2b"
 	"github.com/tether-run/tether/provider/e2b/e2btest"
-	"github.com/tether-run/tether/spool"
 )
 
 // A cloud is one simulated provider the container's runner uses: what the
@@ -147,7 +147,7 @@ func (w *world) plantNeighbours(ids []string) {
 		w.t.Fatalf("sandbox %s is not in the simulator", ids[0])
 	}
 	other := maps.Clone(ours.Labels)
-	other[spool.LabelOwner] = "someone-else"
+	other[intent.LabelOwner] = "someone-else"
 	off := 0
 	for _, seed := range []struct {
 		org string
@@ -268,13 +268,13 @@ func (w *e2bWorld) holder(n int, label string) []string {
 func (w *e2bWorld) plantNeighbours(ids []string) {
 	w.t.Helper()
 	ours, ok := w.sim.Sandbox(ids[0])
-	if !ok || ours.Metadata[spool.LabelOwner] == "" {
+	if !ok || ours.Metadata[intent.LabelOwner] == "" {
 		w.t.Fatalf("sandbox %s: %+v; want one of ours, with tether's metadata", ids[0], ours)
 	}
 	other := maps.Clone(ours.Metadata)
-	other[spool.LabelOwner] = "someone-else"
+	other[intent.LabelOwner] = "someone-else"
 	stray := maps.Clone(ours.Metadata)
-	stray[spool.LabelIntent] = "01neighbour" + randomHex(6)
+	stray[intent.LabelIntent] = "01neighbour" + randomHex(6)
 	stray[e2b.MetadataName] = "tether-neighbour-" + randomHex(3)
 	for _, seed := range []struct {
 		team string

@@ -22,10 +22,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/testutil"
 
+	"github.com/tether-run/tether/journal"
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
-	"github.com/tether-run/tether/spool"
 )
 
 // waitBound bounds every wait for one event: testutil's.
@@ -400,9 +401,9 @@ func drainReport(t *testing.T, stderr string) (total int, took time.Duration, le
 
 // liveIntents opens the journal a container running as root left in dir:
 // the shared volume holds one directory per uid.
-func liveIntents(t *testing.T, dir string) []spool.Intent {
+func liveIntents(t *testing.T, dir string) []intent.Intent {
 	t.Helper()
-	j, err := spool.Open(filepath.Join(dir, "uid-0", "journal.db"), spool.Options{})
+	j, err := journal.Open(filepath.Join(dir, "uid-0", "journal.db"), journal.Options{})
 	if err != nil {
 		t.Fatalf("open the journal: %v", err)
 	}

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/tether-run/tether/spool"
+	"github.com/tether-run/tether/journal"
 )
 
 // callers is how many write at once: 10,000 intents take well under a
@@ -21,14 +21,14 @@ const callers = 64
 // exist), calls each for i from 0 to n-1, callers at a time, and closes
 // the journal. The first error stops the caller that met it and is
 // returned.
-func Journal(path string, n int, each func(j *spool.Journal, i int) error) error {
+func Journal(path string, n int, each func(j *journal.Journal, i int) error) error {
 	if path == "" {
 		return errors.New("-journal is required")
 	}
 	if _, err := os.Stat(path); err == nil {
 		return fmt.Errorf("%s exists; the benchmarks only create journals", path)
 	}
-	j, err := spool.Open(path, spool.Options{})
+	j, err := journal.Open(path, journal.Options{})
 	if err != nil {
 		return err
 	}

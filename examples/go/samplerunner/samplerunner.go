@@ -33,12 +33,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/intentapi"
 	"github.com/tether-run/tether/intentapi/client"
 	"github.com/tether-run/tether/provider"
 	"github.com/tether-run/tether/provider/daytona"
 	"github.com/tether-run/tether/provider/e2b"
-	"github.com/tether-run/tether/spool"
 )
 
 // Options say what the runner does.
@@ -214,7 +214,7 @@ func Run(ctx context.Context, o Options, stdout io.Writer) error {
 func declare(ctx context.Context, tether *client.Client, label, prov, which string) (intentapi.Intent, error) {
 	req := intentapi.CreateRequest{
 		Labels:  map[string]string{"run": label},
-		OnDrain: spool.DrainDelete,
+		OnDrain: intent.DrainDelete,
 		Key:     label + "-" + which,
 	}
 	// Daytona is the socket's default: its declarations name no provider,

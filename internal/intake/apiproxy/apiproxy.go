@@ -56,8 +56,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/intake"
-	"github.com/tether-run/tether/spool"
+	"github.com/tether-run/tether/journal"
 )
 
 // Bounds of a proxy. Each is a field of Config; zero means the default.
@@ -434,15 +435,15 @@ func (p *Proxy) CheckAccount(account string) {
 // for the calls that may follow (a delete, a label replacement, a setter),
 // as soon as the create's answer names it: before the runner hears of it,
 // and before the id is on disk.
-func (p *Proxy) remember(account, name, sandboxID, intent string) {
+func (p *Proxy) remember(account, name, sandboxID, intentID string) {
 	p.mu.Lock()
 	if len(p.known) >= maxKnown {
 		clear(p.known)
 		clear(p.made)
 	}
-	p.known[account+"\x00"+sandboxID] = intent
-	p.known[account+"\x00"+name] = intent
-	p.made[intent] = sandboxID
+	p.known[account+"\x00"+sandboxID] = intentID
+	p.known[account+"\x00"+name] = intentID
+	p.made[intentID] = sandboxID
 	p.mu.Unlock()
 }
 
@@ -451,14 +452,14 @@ func (p *Proxy) remember(account, name, sandboxID, intent string) {
 // answered to a create or journaled. A pending intent with only a matching
 // name is not enough: a sandbox of that name may be somebody else's, and
 // tether's labels or lifetime rules must never be put on it.
-func (p *Proxy) Ours(account, idOrName string) (spool.Intent, bool) {
+func (p *Proxy) Ours(account, idOrName string) (intent.Intent, bool) {
 	id := p.IntentFor(account, idOrName)
 	if id == "" {
-		return spool.Intent{}, false
+		return intent.Intent{}, false
 	}
 	in, err := p.Journal.Get(id)
 	if err != nil || !in.Live() {
-		return spool.Intent{}, false
+		return intent.Intent{}, false
 	}
 	if in.SandboxID == "" {
 		p.mu.Lock()
@@ -514,7 +515,7 @@ func (p *Proxy) afterPass(resp *http.Response) error {
 	switch {
 	case err == nil:
 		p.log.Debug(p.prefix+": the runner deleted its sandbox; the drain only confirms it", "intent", in.ID, "name", in.Name, "sandbox", in.SandboxID)
-	case errors.Is(err, spool.ErrIllegalTransition):
+	case errors.Is(err, journal.ErrIllegalTransition):
 		// Released or resolved meanwhile: nothing left to say.
 	default:
 		p.log.Warn(p.prefix+": could not journal the runner's delete; the drain deletes it", "intent", id, "err", err)

@@ -18,9 +18,10 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/intake"
 	"github.com/tether-run/tether/internal/testutil"
-	"github.com/tether-run/tether/spool"
+	"github.com/tether-run/tether/journal"
 )
 
 // A refused request's connection is closed by the server, which then
@@ -63,14 +64,14 @@ func (otherAPI) CreatedNothing(status int) bool { return status == http.StatusTo
 type call struct {
 	method, path string
 	body         map[string]any
-	journaled    spool.Intent // the intent named in the body's metadata, as journaled before the call arrived
+	journaled    intent.Intent // the intent named in the body's metadata, as journaled before the call arrived
 	journalErr   error
 }
 
 // world is a proxy with the provider half above in front of a stand-in
 // upstream whose answers each test chooses.
 type world struct {
-	j      *spool.Journal
+	j      *journal.Journal
 	p      *Proxy
 	url    string // the child's API URL
 	logs   *testutil.Buffer
@@ -82,7 +83,7 @@ type world struct {
 func newWorld(t *testing.T) *world {
 	t.Helper()
 	w := &world{logs: &testutil.Buffer{}}
-	j, err := spool.Open(filepath.Join(t.TempDir(), "journal.db"), spool.Options{})
+	j, err := journal.Open(filepath.Join(t.TempDir(), "journal.db"), journal.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +93,7 @@ func newWorld(t *testing.T) *world {
 		b, _ := io.ReadAll(r.Body)
 		json.Unmarshal(b, &c.body)
 		if md, ok := c.body["metadata"].(map[string]any); ok {
-			id, _ := md[spool.LabelIntent].(string)
+			id, _ := md[intent.LabelIntent].(string)
 			c.journaled, c.journalErr = j.Get(id)
 		}
 		w.mu.Lock()
@@ -121,7 +122,7 @@ func newWorld(t *testing.T) *world {
 					otherAPI{}.WriteError(rw, http.StatusBadRequest, "not JSON")
 					return
 				}
-				p.Create(rw, r, Create{Account: r.Header.Get("X-API-Key"), Rewrite: func(in spool.Intent) ([]byte, error) {
+				p.Create(rw, r, Create{Account: r.Header.Get("X-API-Key"), Rewrite: func(in intent.Intent) ([]byte, error) {
 					fields["metadata"] = in.Labels
 					return json.Marshal(fields)
 				}})
@@ -182,7 +183,7 @@ func (w *world) do(t *testing.T, method, path, body string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-func (w *world) onlyIntent(t *testing.T) spool.Intent {
+func (w *world) onlyIntent(t *testing.T) intent.Intent {
 	t.Helper()
 	all, err := w.j.All()
 	if err != nil || len(all) != 1 {
@@ -206,19 +207,19 @@ func TestCreateJournalsBeforeForwarding(t *testing.T) {
 		t.Fatalf("upstream got %d calls", len(calls))
 	}
 	c := calls[0]
-	if c.journalErr != nil || c.journaled.State != spool.Pending || c.journaled.Account != "acct" || c.journaled.Provider != "other" {
+	if c.journalErr != nil || c.journaled.State != intent.Pending || c.journaled.Account != "acct" || c.journaled.Provider != "other" {
 		t.Fatalf("when the create reached the upstream its intent was %+v (%v), want pending under the runner's account", c.journaled, c.journalErr)
 	}
 	if c.body["templateID"] != "base" {
 		t.Fatalf("the runner's fields were not forwarded: %v", c.body)
 	}
 	md, _ := c.body["metadata"].(map[string]any)
-	if md["team"] != "a" || md[spool.LabelOwner] != w.j.Owner() {
+	if md["team"] != "a" || md[intent.LabelOwner] != w.j.Owner() {
 		t.Fatalf("forwarded metadata %v lacks the scope and owner labels", md)
 	}
 	testutil.Eventually(t, "the sandbox id journaled", func() (bool, string) {
 		in := w.onlyIntent(t)
-		return in.State == spool.Observed && in.SandboxID == "sb-1", fmt.Sprintf("%s %q", in.State, in.SandboxID)
+		return in.State == intent.Observed && in.SandboxID == "sb-1", fmt.Sprintf("%s %q", in.State, in.SandboxID)
 	})
 }
 
@@ -263,10 +264,10 @@ func TestCreateSurvivesTheRunnerHangingUp(t *testing.T) {
 func TestCreateRefusedOrFailed(t *testing.T) {
 	for _, tc := range []struct {
 		status int
-		want   spool.State
+		want   intent.State
 	}{
-		{http.StatusTooManyRequests, spool.NeverCreated}, // CreatedNothing: closed at once
-		{http.StatusInternalServerError, spool.Pending},  // may have landed: left for the drain
+		{http.StatusTooManyRequests, intent.NeverCreated}, // CreatedNothing: closed at once
+		{http.StatusInternalServerError, intent.Pending},  // may have landed: left for the drain
 	} {
 		t.Run(fmt.Sprint(tc.status), func(t *testing.T) {
 			w := newWorld(t)
@@ -300,7 +301,7 @@ func TestCreateUpstreamUnreachable(t *testing.T) {
 		resp.Body.Close()
 		t.Fatalf("runner got %d, want a connection error", resp.StatusCode)
 	}
-	if in := w.onlyIntent(t); in.State != spool.NeverCreated {
+	if in := w.onlyIntent(t); in.State != intent.NeverCreated {
 		t.Fatalf("intent %s, want never-created", in.State)
 	}
 }
@@ -334,18 +335,18 @@ func TestDeleteMarksTheIntent(t *testing.T) {
 	w.do(t, "POST", "/sandboxes", `{}`)
 	testutil.Eventually(t, "observed", func() (bool, string) {
 		in := w.onlyIntent(t)
-		return in.State == spool.Observed, string(in.State)
+		return in.State == intent.Observed, string(in.State)
 	})
 	if code, _ := w.do(t, "DELETE", "/sandboxes/missing", ""); code != http.StatusNotFound {
 		t.Fatalf("delete of another sandbox: %d", code)
 	}
-	if in := w.onlyIntent(t); in.State != spool.Observed {
+	if in := w.onlyIntent(t); in.State != intent.Observed {
 		t.Fatalf("a failed delete of another sandbox moved the intent to %s", in.State)
 	}
 	if code, _ := w.do(t, "DELETE", "/sandboxes/sb-1", ""); code != http.StatusNoContent {
 		t.Fatalf("delete: %d", code)
 	}
-	if in := w.onlyIntent(t); in.State != spool.Releasing {
+	if in := w.onlyIntent(t); in.State != intent.Releasing {
 		t.Fatalf("after the runner's accepted delete the intent is %s, want releasing", in.State)
 	}
 	// Everything else passes through untouched.

@@ -11,8 +11,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/crashpoint"
-	"github.com/tether-run/tether/spool"
+	"github.com/tether-run/tether/journal"
 )
 
 // Create is one create request as the provider's proxy took it apart: a
@@ -36,7 +37,7 @@ type Create struct {
 	// With Count above 1 it is called for each intent, in order, and the
 	// body it returns for the last one is forwarded: such a call's body
 	// names no intent.
-	Rewrite func(in spool.Intent) ([]byte, error)
+	Rewrite func(in intent.Intent) ([]byte, error)
 	// Count is how many sandboxes the call makes (a fork's count); 0 is 1.
 	// Each is journaled as its own intent, all of them before the call is
 	// forwarded, so that a sandbox the call makes always has one.
@@ -52,7 +53,7 @@ type Create struct {
 	// before the runner hears of it, on a context the runner cannot
 	// cancel: the provider's proxy finishes what the call made (a fork's
 	// own labels) and vouches for the sandbox.
-	Answered func(ctx context.Context, in spool.Intent, sandboxID string, answer []byte)
+	Answered func(ctx context.Context, in intent.Intent, sandboxID string, answer []byte)
 }
 
 // Made is one sandbox of a call's answer (Create.Made): its id, or the
@@ -108,7 +109,7 @@ func (p *Proxy) Create(w http.ResponseWriter, r *http.Request, c Create) {
 	ins, err := p.declare(context.WithoutCancel(r.Context()), c)
 	if err != nil {
 		code := http.StatusServiceUnavailable
-		if errors.Is(err, spool.ErrInvalid) {
+		if errors.Is(err, journal.ErrInvalid) {
 			code = http.StatusBadRequest
 		}
 		p.log.Error(p.prefix+": intent not journaled; the create is refused", "err", err)
@@ -135,15 +136,15 @@ func (p *Proxy) Create(w http.ResponseWriter, r *http.Request, c Create) {
 // declare journals the intents of c: one, or Count of them submitted
 // together, so that they share a commit. When one of several fails, those
 // journaled are closed: the call is refused.
-func (p *Proxy) declare(ctx context.Context, c Create) ([]spool.Intent, error) {
-	n := spool.NewIntent{
+func (p *Proxy) declare(ctx context.Context, c Create) ([]intent.Intent, error) {
+	n := intent.Declaration{
 		Labels: p.Labels, Provider: p.Provider, Account: c.Account, Name: c.Name, ParentIntent: c.ParentIntent, Lease: p.Lease,
 	}
 	if c.Count <= 1 {
 		in, _, err := p.Declare(ctx, n)
-		return []spool.Intent{in}, err
+		return []intent.Intent{in}, err
 	}
-	changes := make([]*spool.Change, 0, c.Count)
+	changes := make([]*journal.Change, 0, c.Count)
 	var errs []error
 	for range c.Count {
 		ch, err := p.Journal.PrepareCreate(n)
@@ -156,7 +157,7 @@ func (p *Proxy) declare(ctx context.Context, c Create) ([]spool.Intent, error) {
 		}
 		changes = append(changes, ch)
 	}
-	ins := make([]spool.Intent, 0, len(changes))
+	ins := make([]intent.Intent, 0, len(changes))
 	for _, ch := range changes {
 		in, err := ch.Wait(ctx)
 		if err != nil {
@@ -178,7 +179,7 @@ func (p *Proxy) declare(ctx context.Context, c Create) ([]spool.Intent, error) {
 // killed mid-create is exactly when the id matters (the drain that follows
 // finds the sandbox by name meanwhile). It reads the answer to its end,
 // answers the runner with it byte for byte, and journals the sandbox id.
-func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, body []byte, ins []spool.Intent, c Create) {
+func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, body []byte, ins []intent.Intent, c Create) {
 	in := ins[0] // what the log lines name
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), p.CreateTimeout)
 	defer cancel()
@@ -253,7 +254,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, body []byte, ins
 // answered journals the sandbox ids of a 2xx answer, each with its
 // intent; an intent whose sandbox the answer does not name stays for the
 // drain to resolve by name, unless the provider says it made nothing.
-func (p *Proxy) answered(ctx context.Context, ins []spool.Intent, c Create, answer []byte) {
+func (p *Proxy) answered(ctx context.Context, ins []intent.Intent, c Create, answer []byte) {
 	made, err := p.readMade(c, answer)
 	if err != nil {
 		p.log.Warn(p.prefix+": "+c.kind()+" succeeded but its answer names no sandbox; the drain resolves it by name", "intent", ins[0].ID, "name", ins[0].Name, "count", len(ins), "err", err)
@@ -293,7 +294,7 @@ func (p *Proxy) readMade(c Create, answer []byte) ([]Made, error) {
 }
 
 // observe journals the sandbox id a create answered with.
-func (p *Proxy) observe(in spool.Intent, id string) {
+func (p *Proxy) observe(in intent.Intent, id string) {
 	if _, err := p.Journal.Observe(in.ID, id); err != nil {
 		p.log.Warn(p.prefix+": sandbox id not journaled; the drain resolves it by name", "intent", in.ID, "name", in.Name, "sandbox", id, "err", err)
 	}
@@ -303,7 +304,7 @@ func (p *Proxy) observe(in spool.Intent, id string) {
 // stays for the drain to resolve by name (the create may have landed
 // anyway), except after the answers Create.Refused (else
 // API.CreatedNothing) names, given before anything is stored.
-func (p *Proxy) failed(in spool.Intent, c Create, status int, answer []byte) {
+func (p *Proxy) failed(in intent.Intent, c Create, status int, answer []byte) {
 	why := ""
 	switch {
 	case c.Refused != nil:
@@ -360,7 +361,7 @@ func (p *Proxy) Call(ctx context.Context, r *http.Request, method, path string, 
 
 // abandon closes the intent of a create that certainly never reached the
 // provider's create step, so the drain does not poll for its name.
-func (p *Proxy) abandon(in spool.Intent, why string) {
+func (p *Proxy) abandon(in intent.Intent, why string) {
 	if _, err := p.Journal.CloseRefusedCreate(in.ID, why); err != nil {
 		p.log.Warn(p.prefix+": could not close an intent whose create never happened; the drain resolves it", "intent", in.ID, "name", in.Name, "err", err)
 		return
@@ -369,7 +370,7 @@ func (p *Proxy) abandon(in spool.Intent, why string) {
 }
 
 // abandonAll abandons each of ins.
-func (p *Proxy) abandonAll(ins []spool.Intent, why string) {
+func (p *Proxy) abandonAll(ins []intent.Intent, why string) {
 	for _, in := range ins {
 		p.abandon(in, why)
 	}

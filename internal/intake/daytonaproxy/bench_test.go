@@ -14,11 +14,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/intake"
 
+	"github.com/tether-run/tether/journal"
 	"github.com/tether-run/tether/provider/daytona"
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
-	"github.com/tether-run/tether/spool"
 )
 
 // Workload of BenchmarkProxyOverhead.
@@ -45,7 +46,7 @@ func BenchmarkProxyOverhead(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
-	j, err := spool.Open(filepath.Join(dir, "journal.db"), spool.Options{})
+	j, err := journal.Open(filepath.Join(dir, "journal.db"), journal.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -153,7 +154,7 @@ func BenchmarkProxyOverhead(b *testing.B) {
 		var jl []time.Duration
 		for range benchSequential {
 			t0 := time.Now()
-			if _, _, err := j.Create(context.Background(), spool.NewIntent{Provider: "daytona"}); err != nil {
+			if _, _, err := j.Create(context.Background(), intent.Declaration{Provider: "daytona"}); err != nil {
 				b.Fatal(err)
 			}
 			jl = append(jl, time.Since(t0))

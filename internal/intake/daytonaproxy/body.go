@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/provider"
-	"github.com/tether-run/tether/spool"
 )
 
 // Fields of Daytona's CreateSandbox body the proxy reads or sets. Every
@@ -54,7 +54,7 @@ func parseCreate(b []byte) (*createBody, error) {
 			return nil, fmt.Errorf("name: must be a string")
 		}
 		if c.name != "" {
-			if err := spool.ValidateSandboxName(c.name); err != nil {
+			if err := intent.ValidateSandboxName(c.name); err != nil {
 				return nil, err
 			}
 		}
@@ -168,7 +168,7 @@ func decodeSandbox(answer []byte) (answeredSandbox, error) {
 	if err := json.Unmarshal(answer, &sb); err != nil {
 		return answeredSandbox{}, fmt.Errorf("answer: not a sandbox: %w", err)
 	}
-	if err := spool.ValidateSandboxID(sb.ID); err != nil {
+	if err := intent.ValidateSandboxID(sb.ID); err != nil {
 		return answeredSandbox{}, fmt.Errorf("answer: %w", err)
 	}
 	out := answeredSandbox{Sandbox: provider.Sandbox{ID: sb.ID, Name: sb.Name, Labels: sb.Labels, State: sb.State}, Organization: sb.Organization}

@@ -7,8 +7,8 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/intake/apiproxy"
-	"github.com/tether-run/tether/spool"
 )
 
 // What a forwarded call creates.
@@ -41,7 +41,7 @@ func (p *Proxy) create(w http.ResponseWriter, r *http.Request, rt route) {
 		Name:     cb.name,
 		Kind:     kindCreate,
 		Path:     rt.path,
-		Rewrite:  func(in spool.Intent) ([]byte, error) { return p.rewrite(cb, in) },
+		Rewrite:  func(in intent.Intent) ([]byte, error) { return p.rewrite(cb, in) },
 		Refused:  func(status int, answer []byte) string { return refused(kindCreate, status, answer) },
 		Answered: p.answered(r, rt, kindCreate),
 	})
@@ -49,7 +49,7 @@ func (p *Proxy) create(w http.ResponseWriter, r *http.Request, rt route) {
 
 // rewrite is the body forwarded for intent in: the runner's, with tether's
 // name and labels, and the intervals as the rule (intervals) has them.
-func (p *Proxy) rewrite(cb *createBody, in spool.Intent) ([]byte, error) {
+func (p *Proxy) rewrite(cb *createBody, in intent.Intent) ([]byte, error) {
 	iv := p.intervals()
 	out, overridden, replaced, err := cb.rewrite(in.Name, in.Labels, iv)
 	if err != nil {
@@ -68,9 +68,9 @@ func (p *Proxy) rewrite(cb *createBody, in spool.Intent) ([]byte, error) {
 // runner hears of it: a fork gets its own labels and the interval rule
 // (adoptFork), and the answer, Daytona's own read of the sandbox, vouches
 // for it to the drain, in the organization the runner acted in.
-func (p *Proxy) answered(r *http.Request, rt route, kind string) func(ctx context.Context, in spool.Intent, id string, answer []byte) {
+func (p *Proxy) answered(r *http.Request, rt route, kind string) func(ctx context.Context, in intent.Intent, id string, answer []byte) {
 	org := r.Header.Get(headerOrganization)
-	return func(ctx context.Context, in spool.Intent, id string, answer []byte) {
+	return func(ctx context.Context, in intent.Intent, id string, answer []byte) {
 		sb, err := decodeSandbox(answer)
 		if err != nil {
 			return

@@ -7,8 +7,8 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/intake/apiproxy"
-	"github.com/tether-run/tether/spool"
 )
 
 // fork serves POST /sandbox/{idOrName}/fork, which creates a sandbox as a
@@ -37,7 +37,7 @@ func (p *Proxy) fork(w http.ResponseWriter, r *http.Request, rt route) {
 		ParentIntent: p.core.IntentFor(account, rt.idOrName),
 		Kind:         kindFork,
 		Path:         rt.path,
-		Rewrite:      func(in spool.Intent) ([]byte, error) { return forkBody(cb, in.Name) },
+		Rewrite:      func(in intent.Intent) ([]byte, error) { return forkBody(cb, in.Name) },
 		Refused:      func(status int, answer []byte) string { return refused(kindFork, status, answer) },
 		Answered:     p.answered(r, rt, kindFork),
 	})
@@ -68,7 +68,7 @@ func forkBody(cb *createBody, name string) ([]byte, error) {
 // with the runner's credentials, only when something differs. A failure is
 // logged: the fork stays journaled, and the drain proves it ours by its
 // name and its parent's labels.
-func (p *Proxy) adoptFork(ctx context.Context, r *http.Request, rt route, in spool.Intent, sb answeredSandbox) answeredSandbox {
+func (p *Proxy) adoptFork(ctx context.Context, r *http.Request, rt route, in intent.Intent, sb answeredSandbox) answeredSandbox {
 	merged, _ := mergeLabels(sb.Labels, in.Labels)
 	if !sameMap(merged, sb.Labels) {
 		body, err := json.Marshal(map[string]map[string]string{fieldLabelsBody: merged})

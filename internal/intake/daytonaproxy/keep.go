@@ -5,8 +5,8 @@ import (
 	"io"
 	"net/http"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/provider"
-	"github.com/tether-run/tether/spool"
 )
 
 // keepLabel rules a label replacement (PUT /sandbox/{id}/labels, a full
@@ -46,6 +46,6 @@ func (p *Proxy) keepLabel(w http.ResponseWriter, r *http.Request, rt route) bool
 
 // kept reports whether tether labels in's sandbox to be kept: stopped on
 // purpose, or released as kept under a lease.
-func kept(in spool.Intent) bool {
-	return in.State == spool.Stopped || in.State == spool.Released && in.Outcome == spool.OutcomeKept && in.Lease > 0
+func kept(in intent.Intent) bool {
+	return in.State == intent.Stopped || in.State == intent.Released && in.Outcome == intent.OutcomeKept && in.Lease > 0
 }

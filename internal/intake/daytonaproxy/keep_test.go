@@ -5,8 +5,8 @@ import (
 
 	apiclient "github.com/daytonaio/daytona/libs/api-client-go"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/provider"
-	"github.com/tether-run/tether/spool"
 )
 
 // A label replacement of a sandbox tether keeps (released as kept under a
@@ -33,13 +33,13 @@ func TestLabelReplacementKeepsTheKeepLabel(t *testing.T) {
 		}
 	}
 	kept := w.create("", -1)
-	release(kept, spool.OutcomeKept)
+	release(kept, intent.OutcomeKept)
 	if got := replace(kept); got[provider.LabelKeep] != "true" || got["team"] != "z" {
 		t.Errorf("a sandbox released as kept under a lease, relabelled: %v, want the runner's and %s=true", got, provider.LabelKeep)
 	}
 	stopped := w.create("", -1)
 	in := w.intentOf(stopped)
-	for _, st := range []spool.State{spool.Releasing, spool.Stopped} {
+	for _, st := range []intent.State{intent.Releasing, intent.Stopped} {
 		if _, err := w.j.Transition(in.ID, st, ""); err != nil {
 			t.Fatal(err)
 		}
@@ -48,7 +48,7 @@ func TestLabelReplacementKeepsTheKeepLabel(t *testing.T) {
 		t.Errorf("a sandbox the drain stopped, relabelled: %v, want %s=true", got, provider.LabelKeep)
 	}
 	deleted := w.create("", -1)
-	release(deleted, spool.OutcomeDeleted)
+	release(deleted, intent.OutcomeDeleted)
 	if got := replace(deleted); len(got) != 1 || got["team"] != "z" {
 		t.Errorf("a sandbox released as deleted, relabelled: %v, want the runner's alone", got)
 	}

@@ -48,11 +48,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/intake"
 	"github.com/tether-run/tether/internal/intake/apiproxy"
 	"github.com/tether-run/tether/provider"
 	"github.com/tether-run/tether/provider/daytona"
-	"github.com/tether-run/tether/spool"
 )
 
 // DefaultCreateTimeout bounds one forwarded POST /sandbox, answer read to
@@ -86,7 +86,7 @@ type Proxy struct {
 	// Vouch, if set, is told of each sandbox a create or fork answer
 	// showed (the reaper's Vouch): Daytona's own read of the sandbox, so
 	// the drain's first read is not needed to prove it ours.
-	Vouch func(in spool.Intent, sb provider.Sandbox) error
+	Vouch func(in intent.Intent, sb provider.Sandbox) error
 	// Transport makes the upstream calls (default: apiproxy's).
 	Transport http.RoundTripper
 

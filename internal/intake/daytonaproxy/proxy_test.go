@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/testutil"
 
 	"github.com/tether-run/tether/internal/intake"
@@ -24,9 +25,9 @@ import (
 	apiclient "github.com/daytonaio/daytona/libs/api-client-go"
 
 	"github.com/tether-run/tether/internal/reaper"
+	"github.com/tether-run/tether/journal"
 	"github.com/tether-run/tether/provider/daytona"
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
-	"github.com/tether-run/tether/spool"
 )
 
 // Bounds of the waits in these tests: far above what the steps take, so
@@ -49,7 +50,7 @@ type world struct {
 	t        *testing.T
 	sim      *daytonatest.Server
 	upstream string // the real API URL the proxy forwards to
-	j        *spool.Journal
+	j        *journal.Journal
 	p        *Proxy
 	url      string // the proxy's API URL, what a runner gets as DAYTONA_API_URL
 	logs     *testutil.Buffer
@@ -75,7 +76,7 @@ func newWorld(t *testing.T, wrap func(http.Handler) http.Handler, opts ...dayton
 	}
 	w.sim.AddKey(secretKey, daytonatest.DefaultOrg)
 	w.sim.AddKey(otherKey, otherOrg)
-	j, err := spool.Open(filepath.Join(t.TempDir(), "journal.db"), spool.Options{})
+	j, err := journal.Open(filepath.Join(t.TempDir(), "journal.db"), journal.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,9 +157,9 @@ func (w *world) drain() reaper.Report {
 
 // observed waits for the one intent in the journal to hold a sandbox id
 // (the proxy journals it while the runner reads its answer) and returns it.
-func (w *world) observed() spool.Intent {
+func (w *world) observed() intent.Intent {
 	w.t.Helper()
-	var in spool.Intent
+	var in intent.Intent
 	testutil.Eventually(w.t, "the sandbox id is journaled", func() (bool, string) {
 		in = w.only()
 		return in.SandboxID != "", "intent is " + string(in.State)
@@ -167,7 +168,7 @@ func (w *world) observed() spool.Intent {
 }
 
 // only returns the one intent in the journal.
-func (w *world) only() spool.Intent {
+func (w *world) only() intent.Intent {
 	w.t.Helper()
 	all, err := w.j.All()
 	if err != nil {
@@ -209,10 +210,10 @@ func TestCreateWithoutNameIsNamedLabelledBackstoppedAndJournaled(t *testing.T) {
 		t.Fatalf("status %d", resp.StatusCode)
 	}
 	in := w.observed()
-	if in.State != spool.Observed || in.SandboxID != sb.GetId() {
+	if in.State != intent.Observed || in.SandboxID != sb.GetId() {
 		t.Fatalf("intent %+v: want observed with sandbox %s", in, sb.GetId())
 	}
-	if in.Name != spool.NamePrefix+in.ID {
+	if in.Name != intent.NamePrefix+in.ID {
 		t.Errorf("intent name %q, want tether-<id>", in.Name)
 	}
 	if in.Account != w.p.Account {
@@ -225,7 +226,7 @@ func TestCreateWithoutNameIsNamedLabelledBackstoppedAndJournaled(t *testing.T) {
 	if rec.Name != in.Name {
 		t.Errorf("sandbox name %q, want %q", rec.Name, in.Name)
 	}
-	want := map[string]string{"team": "a", "scope": "unit", spool.LabelOwner: w.j.Owner(), spool.LabelIntent: in.ID}
+	want := map[string]string{"team": "a", "scope": "unit", intent.LabelOwner: w.j.Owner(), intent.LabelIntent: in.ID}
 	if !maps.Equal(rec.Labels, want) {
 		t.Errorf("sandbox labels %v, want %v", rec.Labels, want)
 	}
@@ -233,7 +234,7 @@ func TestCreateWithoutNameIsNamedLabelledBackstoppedAndJournaled(t *testing.T) {
 		t.Errorf("auto-stop %d, want the backstop %d", rec.AutoStopInterval, backstop)
 	}
 	// The runner's answer is Daytona's, with the name and labels tether added.
-	if sb.GetName() != in.Name || sb.GetLabels()["team"] != "a" || sb.GetLabels()[spool.LabelIntent] != in.ID {
+	if sb.GetName() != in.Name || sb.GetLabels()["team"] != "a" || sb.GetLabels()[intent.LabelIntent] != in.ID {
 		t.Errorf("answer name %q labels %v", sb.GetName(), sb.GetLabels())
 	}
 }
@@ -254,7 +255,7 @@ func TestRunnersOwnNameAndLabelsAreKeptBesideTethers(t *testing.T) {
 		t.Errorf("journaled name %q, want the runner's", in.Name)
 	}
 	rec, _ := w.sim.Sandbox(sb.GetId())
-	want := map[string]string{"team": "b", "job": "42", "scope": "unit", spool.LabelOwner: w.j.Owner(), spool.LabelIntent: in.ID}
+	want := map[string]string{"team": "b", "job": "42", "scope": "unit", intent.LabelOwner: w.j.Owner(), intent.LabelIntent: in.ID}
 	if rec.Name != "agent-box-7" || !maps.Equal(rec.Labels, want) {
 		t.Errorf("sandbox %q labels %v, want agent-box-7 with %v", rec.Name, rec.Labels, want)
 	}
@@ -326,7 +327,7 @@ func TestFailedCreatesThatLandedEndDeleted(t *testing.T) {
 				t.Fatalf("the runner must see Daytona's %d, got %v (%v)", tc.status, resp, err)
 			}
 			in := w.only()
-			if in.State != spool.Pending || in.SandboxID != "" {
+			if in.State != intent.Pending || in.SandboxID != "" {
 				t.Fatalf("intent %+v: want pending without id", in)
 			}
 			sb, ok := w.byName(in.Name)
@@ -353,7 +354,7 @@ func TestRefusedBeforeAnythingIsNeverCreated(t *testing.T) {
 	if err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("want Daytona's 401, got %v (%v)", resp, err)
 	}
-	if in := w.only(); in.State != spool.NeverCreated {
+	if in := w.only(); in.State != intent.NeverCreated {
 		t.Fatalf("intent %+v: want never-created", in)
 	}
 	if n := len(w.sim.Sandboxes()); n != 0 {
@@ -391,11 +392,11 @@ func TestDeleteByTheRunnerMarksReleasingAndIsNotDeletedTwice(t *testing.T) {
 		t.Fatal(err)
 	}
 	all, _ := w.j.All()
-	states := map[string]spool.State{}
+	states := map[string]intent.State{}
 	for _, in := range all {
 		states[in.SandboxID] = in.State
 	}
-	if states[ids[0]] != spool.Releasing || states[ids[1]] != spool.Releasing || states[ids[2]] != spool.Observed {
+	if states[ids[0]] != intent.Releasing || states[ids[1]] != intent.Releasing || states[ids[2]] != intent.Observed {
 		t.Fatalf("states %v: want the two deleted releasing, the third observed", states)
 	}
 	rep := w.drain()
@@ -446,7 +447,7 @@ func TestAnotherAccountIsReportedAndNeverDeleted(t *testing.T) {
 func TestDeclaredCreatePassesUntouched(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, nil)
-	in, _, err := w.j.Create(ctx(t), spool.NewIntent{Labels: map[string]string{"run": "1"}, Provider: "daytona"})
+	in, _, err := w.j.Create(ctx(t), intent.Declaration{Labels: map[string]string{"run": "1"}, Provider: "daytona"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -458,7 +459,7 @@ func TestDeclaredCreatePassesUntouched(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := w.only(); got.ID != in.ID || got.State != spool.Pending {
+	if got := w.only(); got.ID != in.ID || got.State != intent.Pending {
 		t.Fatalf("journal %+v: want only the declared intent, as it was", got)
 	}
 	rec, _ := w.sim.Sandbox(sb.GetId())
@@ -502,7 +503,7 @@ func TestUpstreamDownIsAConnectionError(t *testing.T) {
 	if !isConnError(err) {
 		t.Errorf("create: %v is not a connection error", err)
 	}
-	if in := w.only(); in.State != spool.NeverCreated || !strings.Contains(in.LastError, "nothing was sent") {
+	if in := w.only(); in.State != intent.NeverCreated || !strings.Contains(in.LastError, "nothing was sent") {
 		t.Errorf("intent %+v: want never-created, nothing sent", in)
 	}
 	_, resp, err = w.runner().SandboxAPI.ListSandboxes(ctx(t)).Execute()
@@ -536,7 +537,7 @@ func TestCloseDoesNotWaitForCreatesInFlight(t *testing.T) {
 	if err := testutil.Receive(t, "errc", errc); err == nil {
 		t.Fatal("the runner's create should fail when the proxy closes under it")
 	}
-	if in := w.only(); in.State != spool.Pending {
+	if in := w.only(); in.State != intent.Pending {
 		t.Errorf("intent %+v: want pending, for the drain", in)
 	}
 }
@@ -556,7 +557,7 @@ func TestDeleteRightAfterCreate(t *testing.T) {
 		t.Fatal(err)
 	}
 	in := w.observed()
-	if in.State != spool.Releasing || in.SandboxID != sb.GetId() {
+	if in.State != intent.Releasing || in.SandboxID != sb.GetId() {
 		t.Fatalf("intent %+v: want releasing with sandbox %s", in, sb.GetId())
 	}
 	if rep := w.drain(); rep.Gone != 1 {

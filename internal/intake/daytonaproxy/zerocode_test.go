@@ -12,10 +12,10 @@ import (
 
 	apiclient "github.com/daytonaio/daytona/libs/api-client-go"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/testutil"
 	"github.com/tether-run/tether/provider/daytona"
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
-	"github.com/tether-run/tether/spool"
 )
 
 // The calls a runner makes after its create, through the official
@@ -43,9 +43,9 @@ func (w *world) create(name string, autoStop int) string {
 }
 
 // intentOf waits for the intent that observed sandbox id and returns it.
-func (w *world) intentOf(id string) spool.Intent {
+func (w *world) intentOf(id string) intent.Intent {
 	w.t.Helper()
-	var found spool.Intent
+	var found intent.Intent
 	testutil.Eventually(w.t, "sandbox "+id+" is journaled", func() (bool, string) {
 		all, err := w.j.All()
 		if err != nil {
@@ -63,7 +63,7 @@ func (w *world) intentOf(id string) spool.Intent {
 }
 
 // ours reports whether the simulator's sandbox carries every label of in.
-func ours(sb daytonatest.Sandbox, in spool.Intent) bool {
+func ours(sb daytonatest.Sandbox, in intent.Intent) bool {
 	for k, v := range in.Labels {
 		if sb.Labels[k] != v {
 			return false
@@ -94,7 +94,7 @@ func TestLabelReplacementKeepsTethersLabels(t *testing.T) {
 		t.Errorf("the runner's answer %v is not Daytona's %v", got.GetLabels(), rec.Labels)
 	}
 	// A replacement that tries to remove or spoof tether's labels.
-	spoof := map[string]string{spool.LabelOwner: "someone-else", spool.LabelIntent: "x", "scope": "other"}
+	spoof := map[string]string{intent.LabelOwner: "someone-else", intent.LabelIntent: "x", "scope": "other"}
 	if _, _, err := c.SandboxAPI.ReplaceLabels(ctx(t), rec.Name).SandboxLabels(*apiclient.NewSandboxLabels(spoof)).Execute(); err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +157,7 @@ func TestForkIsJournaledAndDrainedBeforeItsParent(t *testing.T) {
 			t.Errorf("fork auto-stop %d, want the backstop", rec.AutoStopInterval)
 		}
 	}
-	if in := w.intentOf(fork.GetId()); in.Name != spool.NamePrefix+in.ID {
+	if in := w.intentOf(fork.GetId()); in.Name != intent.NamePrefix+in.ID {
 		t.Errorf("unnamed fork named %q, want tether-<id>", in.Name)
 	}
 	if in := w.intentOf(named.GetId()); in.Name != "my-fork" {
@@ -205,7 +205,7 @@ func TestForkWithItsParentsLabelsIsOurs(t *testing.T) {
 		t.Fatal(err)
 	}
 	in := w.intentOf(fork.GetId())
-	if rec, _ := w.sim.Sandbox(fork.GetId()); rec.Labels[spool.LabelIntent] != parent.ID {
+	if rec, _ := w.sim.Sandbox(fork.GetId()); rec.Labels[intent.LabelIntent] != parent.ID {
 		t.Fatalf("the fork's labels %v: want its parent's", rec.Labels)
 	}
 	live, _ := w.j.Live()
@@ -303,14 +303,14 @@ func TestDuplicateNameIsNeverCreatedAtOnce(t *testing.T) {
 		t.Fatalf("%d intents", len(all))
 	}
 	for _, in := range all {
-		if in.ID != first.ID && (in.State != spool.NeverCreated || !strings.Contains(in.LastError, "409")) {
+		if in.ID != first.ID && (in.State != intent.NeverCreated || !strings.Contains(in.LastError, "409")) {
 			t.Fatalf("refused intent %+v: want never-created, saying why", in)
 		}
 	}
 	if _, _, err := w.runner().SandboxAPI.DeleteSandbox(ctx(t), "dup").Execute(); err != nil {
 		t.Fatal(err)
 	}
-	if in, _ := w.j.Get(first.ID); in.State != spool.Releasing {
+	if in, _ := w.j.Get(first.ID); in.State != intent.Releasing {
 		t.Fatalf("the owner's intent is %s, want releasing", in.State)
 	}
 	rep := w.drain()
@@ -328,8 +328,8 @@ func TestSpoofedOwnerLabelsAreJournaled(t *testing.T) {
 	first := w.intentOf(w.create("", -1))
 	for i, labels := range []map[string]string{
 		first.Labels, // copied from an earlier sandbox (its intent is live)
-		{spool.LabelOwner: w.j.Owner(), spool.LabelIntent: "01jzzzzzzzzzzzzzzzzzzzzzzz"},
-		{spool.LabelOwner: "another-tether"},
+		{intent.LabelOwner: w.j.Owner(), intent.LabelIntent: "01jzzzzzzzzzzzzzzzzzzzzzzz"},
+		{intent.LabelOwner: "another-tether"},
 	} {
 		req := apiclient.NewCreateSandbox()
 		req.SetLabels(labels)
@@ -374,7 +374,7 @@ func TestRoutesMatchedAsTheServerDoes(t *testing.T) {
 		}
 	}
 	for _, sb := range w.sim.Sandboxes() {
-		if sb.Labels[spool.LabelOwner] != w.j.Owner() || sb.AutoStopInterval != backstop {
+		if sb.Labels[intent.LabelOwner] != w.j.Owner() || sb.AutoStopInterval != backstop {
 			t.Errorf("sandbox %+v: not labelled or backstopped", sb)
 		}
 	}
@@ -387,7 +387,7 @@ func TestRoutesMatchedAsTheServerDoes(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if rec, _ := w.sim.Sandbox(id); resp.StatusCode != http.StatusOK || rec.Labels[spool.LabelOwner] != w.j.Owner() {
+	if rec, _ := w.sim.Sandbox(id); resp.StatusCode != http.StatusOK || rec.Labels[intent.LabelOwner] != w.j.Owner() {
 		t.Errorf("label replacement %d: labels %v", resp.StatusCode, rec.Labels)
 	}
 	if rep := w.drain(); rep.Gone != 5 || rep.Live() != 0 {
@@ -477,7 +477,7 @@ func TestCreateExecutedBeforeTheConnectionReset(t *testing.T) {
 		t.Fatalf("want a connection error, got %v (%v)", resp, err)
 	}
 	in := w.only()
-	if in.State != spool.Pending || in.SandboxID != "" {
+	if in.State != intent.Pending || in.SandboxID != "" {
 		t.Fatalf("intent %+v: want pending", in)
 	}
 	sb, ok := w.byName(in.Name)
@@ -561,7 +561,7 @@ func TestCreateUnderTheAPIPrefixOfAnUpstreamWithout(t *testing.T) {
 func TestPendingNameAloneIsNotOurs(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, nil)
-	if _, _, err := w.j.Create(ctx(t), spool.NewIntent{Name: "shared-name", Labels: w.p.Labels, Provider: "daytona", Account: w.p.Account}); err != nil {
+	if _, _, err := w.j.Create(ctx(t), intent.Declaration{Name: "shared-name", Labels: w.p.Labels, Provider: "daytona", Account: w.p.Account}); err != nil {
 		t.Fatal(err)
 	}
 	other, err := w.sim.AddSandbox(daytonatest.DefaultOrg, daytonatest.SeedSandbox{Name: "shared-name"})
@@ -588,14 +588,14 @@ func TestPendingNameAloneIsNotOurs(t *testing.T) {
 // answers for.
 func TestDeclaredCreateMustNameALiveIntentWithEveryLabel(t *testing.T) {
 	w := newWorld(t, nil)
-	released, _, err := w.j.Create(ctx(t), spool.NewIntent{Labels: map[string]string{"run": "1"}, Provider: "daytona"})
+	released, _, err := w.j.Create(ctx(t), intent.Declaration{Labels: map[string]string{"run": "1"}, Provider: "daytona"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.j.Release(released.ID, spool.OutcomeDeleted); err != nil {
+	if _, err := w.j.Release(released.ID, intent.OutcomeDeleted); err != nil {
 		t.Fatal(err)
 	}
-	live, _, err := w.j.Create(ctx(t), spool.NewIntent{Labels: map[string]string{"run": "2"}, Provider: "daytona"})
+	live, _, err := w.j.Create(ctx(t), intent.Declaration{Labels: map[string]string{"run": "2"}, Provider: "daytona"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -622,7 +622,7 @@ func TestDeclaredCreateMustNameALiveIntentWithEveryLabel(t *testing.T) {
 		}
 		in := w.intentOf(sb.GetId())
 		rec, _ := w.sim.Sandbox(sb.GetId())
-		if in.ID == released.ID || in.ID == live.ID || !in.Live() || rec.Labels[spool.LabelIntent] != in.ID || !ours(rec, in) || rec.AutoStopInterval != backstop {
+		if in.ID == released.ID || in.ID == live.ID || !in.Live() || rec.Labels[intent.LabelIntent] != in.ID || !ours(rec, in) || rec.AutoStopInterval != backstop {
 			t.Errorf("%d: sandbox %+v, intent %+v: want journaled as an intent of its own, labelled as it and backstopped", i, rec, in)
 		}
 	}

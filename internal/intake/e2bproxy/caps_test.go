@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/provider/e2b"
 	"github.com/tether-run/tether/provider/e2b/e2btest"
-	"github.com/tether-run/tether/spool"
 )
 
 // TestResumeCapped: a resume of a paused sandbox of ours asking for longer
@@ -46,11 +46,11 @@ func TestResumeCapped(t *testing.T) {
 // the intent its metadata names, so that the sidecar renews it.
 func TestDeclaredCreateCappedIsRenewed(t *testing.T) {
 	w := newWorld(t)
-	in, _, err := w.j.Create(t.Context(), spool.NewIntent{Provider: "e2b"})
+	in, _, err := w.j.Create(t.Context(), intent.Declaration{Provider: "e2b"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	md := spool.MergeLabels(in.Labels, map[string]string{e2b.MetadataName: in.Name})
+	md := intent.MergeLabels(in.Labels, map[string]string{e2b.MetadataName: in.Name})
 	asked := time.Now().Add(3000 * time.Second)
 	var sb created
 	if code := w.call("POST", "/sandboxes", map[string]any{"templateID": "base", "timeout": 3000, "metadata": md}, &sb); code != http.StatusCreated {

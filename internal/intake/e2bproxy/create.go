@@ -11,10 +11,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/intake/apiproxy"
 	"github.com/tether-run/tether/provider"
 	"github.com/tether-run/tether/provider/e2b"
-	"github.com/tether-run/tether/spool"
 )
 
 var errNoID = errors.New("no sandboxID in the answer")
@@ -124,14 +124,14 @@ func (p *Proxy) create(w http.ResponseWriter, r *http.Request) {
 				writeError(w, http.StatusInternalServerError, "tether proxy: "+err.Error())
 				return
 			}
-			p.capped(c.metadata[spool.LabelIntent], end)
+			p.capped(c.metadata[intent.LabelIntent], end)
 		}
 		p.core.PassBody(w, r, raw)
 		return
 	}
 	p.core.Create(w, r, apiproxy.Create{
 		Account:  p.accountOf(r.Header),
-		Rewrite:  func(in spool.Intent) ([]byte, error) { return p.rewrite(c, in) },
+		Rewrite:  func(in intent.Intent) ([]byte, error) { return p.rewrite(c, in) },
 		Answered: p.answered,
 	})
 }
@@ -139,14 +139,14 @@ func (p *Proxy) create(w http.ResponseWriter, r *http.Request) {
 // answered vouches for the sandbox a create or fork answered: the intent's
 // name and labels are the metadata the proxy sent (or, for a fork, the
 // parent's, which the fork carries).
-func (p *Proxy) answered(_ context.Context, in spool.Intent, id string, _ []byte) {
+func (p *Proxy) answered(_ context.Context, in intent.Intent, id string, _ []byte) {
 	if p.Vouch == nil {
 		return
 	}
 	in.SandboxID = id
-	labels := spool.MergeLabels(in.Labels, map[string]string{e2b.MetadataName: in.Name})
+	labels := intent.MergeLabels(in.Labels, map[string]string{e2b.MetadataName: in.Name})
 	if in.ParentIntent != "" {
-		labels[spool.LabelIntent] = in.ParentIntent
+		labels[intent.LabelIntent] = in.ParentIntent
 	}
 	sb := provider.Sandbox{ID: id, Name: in.Name, Labels: labels, State: provider.StateStarted}
 	if err := p.Vouch(in, sb); err != nil {
@@ -156,12 +156,12 @@ func (p *Proxy) answered(_ context.Context, in spool.Intent, id string, _ []byte
 
 // rewrite is the body forwarded for intent in: the runner's, with tether's
 // metadata beside the runner's (tether's keys win a clash) and the cap.
-func (p *Proxy) rewrite(c *body, in spool.Intent) ([]byte, error) {
+func (p *Proxy) rewrite(c *body, in intent.Intent) ([]byte, error) {
 	md := make(map[string]string, len(c.metadata)+len(in.Labels)+1)
 	for k, v := range c.metadata {
 		md[k] = v
 	}
-	ours := spool.MergeLabels(in.Labels, map[string]string{e2b.MetadataName: in.Name})
+	ours := intent.MergeLabels(in.Labels, map[string]string{e2b.MetadataName: in.Name})
 	var clash []string
 	for k, v := range ours {
 		if old, ok := md[k]; ok && old != v {

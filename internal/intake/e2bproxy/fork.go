@@ -6,8 +6,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/intake/apiproxy"
-	"github.com/tether-run/tether/spool"
 )
 
 // A fork (POST /sandboxes/{id}/fork, infra handlers/sandbox_fork.go:
@@ -56,7 +56,7 @@ func (p *Proxy) fork(w http.ResponseWriter, r *http.Request, parentID string) {
 	}
 	p.core.Create(w, r, apiproxy.Create{
 		Account: account, Name: parent.Name, ParentIntent: carriedIntent(parent), Kind: "fork", Count: n,
-		Rewrite: func(in spool.Intent) ([]byte, error) {
+		Rewrite: func(in intent.Intent) ([]byte, error) {
 			if end := c.capTimeout(p.MaxTimeout, time.Now()); !end.IsZero() {
 				p.capped(in.ID, end)
 			}
@@ -71,7 +71,7 @@ func (p *Proxy) fork(w http.ResponseWriter, r *http.Request, parentID string) {
 // carriedIntent is the tether-intent the parent's sandbox carries, which
 // its forks carry too: the parent's own intent, or, when the parent is a
 // fork itself, the intent its metadata came from.
-func carriedIntent(parent spool.Intent) string {
+func carriedIntent(parent intent.Intent) string {
 	if parent.ParentIntent != "" {
 		return parent.ParentIntent
 	}

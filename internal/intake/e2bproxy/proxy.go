@@ -50,11 +50,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/intake"
 	"github.com/tether-run/tether/internal/intake/apiproxy"
 	"github.com/tether-run/tether/provider"
 	"github.com/tether-run/tether/provider/e2b"
-	"github.com/tether-run/tether/spool"
 )
 
 // headerAPIKey is E2B's authentication header (infra
@@ -82,7 +82,7 @@ type Proxy struct {
 	// first. E2B's answer carries no metadata, so what is vouched for is
 	// the metadata the proxy itself sent in that very call, which E2B
 	// stores as sent (handlers/sandbox_create.go:155, 302-306).
-	Vouch func(spool.Intent, provider.Sandbox) error
+	Vouch func(intent.Intent, provider.Sandbox) error
 	// Transport makes the upstream calls (default: apiproxy's).
 	Transport http.RoundTripper
 

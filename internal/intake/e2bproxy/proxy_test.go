@@ -17,12 +17,13 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/intake"
 	"github.com/tether-run/tether/internal/reaper"
 	"github.com/tether-run/tether/internal/testutil"
+	"github.com/tether-run/tether/journal"
 	"github.com/tether-run/tether/provider/e2b"
 	"github.com/tether-run/tether/provider/e2b/e2btest"
-	"github.com/tether-run/tether/spool"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -37,14 +38,14 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 type arrival struct {
 	method, path string
 	body         map[string]any
-	journaled    spool.Intent
+	journaled    intent.Intent
 	journalErr   error
-	forks        []spool.Intent // a fork's: the live fork intents journaled when it arrived
+	forks        []intent.Intent // a fork's: the live fork intents journaled when it arrived
 }
 
 type world struct {
 	t      *testing.T
-	j      *spool.Journal
+	j      *journal.Journal
 	sim    *e2btest.Server
 	p      *Proxy
 	url    string // the child's E2B_API_URL
@@ -59,7 +60,7 @@ const maxTimeout = 10 * time.Minute
 func newWorld(t *testing.T) *world {
 	t.Helper()
 	w := &world{t: t, logs: &testutil.Buffer{}, capped: map[string]time.Time{}}
-	j, err := spool.Open(filepath.Join(t.TempDir(), "journal.db"), spool.Options{})
+	j, err := journal.Open(filepath.Join(t.TempDir(), "journal.db"), journal.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +73,7 @@ func newWorld(t *testing.T) *world {
 		a := arrival{method: r.Method, path: r.URL.Path}
 		json.Unmarshal(b, &a.body)
 		if md, ok := a.body["metadata"].(map[string]any); ok {
-			id, _ := md[spool.LabelIntent].(string)
+			id, _ := md[intent.LabelIntent].(string)
 			a.journaled, a.journalErr = j.Get(id)
 		}
 		if strings.HasSuffix(r.URL.Path, "/fork") {
@@ -178,7 +179,7 @@ func TestCreateJournaledBeforeForwarded(t *testing.T) {
 		t.Fatalf("create: %d", code)
 	}
 	a := w.arrivals()
-	if len(a) != 1 || a[0].journalErr != nil || a[0].journaled.State != spool.Pending {
+	if len(a) != 1 || a[0].journalErr != nil || a[0].journaled.State != intent.Pending {
 		t.Fatalf("at arrival: %+v", a)
 	}
 	in := a[0].journaled
@@ -186,7 +187,7 @@ func TestCreateJournaledBeforeForwarded(t *testing.T) {
 		t.Errorf("intent provider %q account %q, want e2b under the runner's key", in.Provider, in.Account)
 	}
 	md := a[0].body["metadata"].(map[string]any)
-	want := map[string]string{"runner": "x", "team": "a", spool.LabelOwner: w.j.Owner(), spool.LabelIntent: in.ID, e2b.MetadataName: in.Name}
+	want := map[string]string{"runner": "x", "team": "a", intent.LabelOwner: w.j.Owner(), intent.LabelIntent: in.ID, e2b.MetadataName: in.Name}
 	for k, v := range want {
 		if md[k] != v {
 			t.Errorf("forwarded metadata %s=%v, want %q (all: %v)", k, md[k], v, md)
@@ -197,7 +198,7 @@ func TestCreateJournaledBeforeForwarded(t *testing.T) {
 	}
 	w.eventually("the sandbox id journaled", func() bool {
 		got, _ := w.j.Get(in.ID)
-		return got.SandboxID == sb.SandboxID && got.State == spool.Observed
+		return got.SandboxID == sb.SandboxID && got.State == intent.Observed
 	})
 	rec, _ := w.sim.Sandbox(sb.SandboxID)
 	if life := rec.EndAt.Sub(rec.StartedAt); life != maxTimeout || rec.Metadata[e2b.MetadataName] != in.Name {
@@ -221,7 +222,7 @@ func TestKillMarksIntent(t *testing.T) {
 	if code := w.call("DELETE", "/sandboxes/"+sb.SandboxID, nil, nil); code != http.StatusNoContent {
 		t.Fatalf("kill: %d", code)
 	}
-	if got, _ := w.j.Get(in.ID); got.State != spool.Releasing {
+	if got, _ := w.j.Get(in.ID); got.State != intent.Releasing {
 		t.Fatalf("intent %s after the kill, want releasing", got.State)
 	}
 	if rec, _ := w.sim.Sandbox(sb.SandboxID); rec.State != e2btest.StateKilled {
@@ -241,15 +242,15 @@ func TestKillMarksIntent(t *testing.T) {
 // (else its sandbox would be nobody's to drain).
 func TestDeclaredCreatePasses(t *testing.T) {
 	w := newWorld(t)
-	declare := func(labels map[string]string) spool.Intent {
-		in, _, err := w.j.Create(t.Context(), spool.NewIntent{Labels: labels, Provider: "e2b"})
+	declare := func(labels map[string]string) intent.Intent {
+		in, _, err := w.j.Create(t.Context(), intent.Declaration{Labels: labels, Provider: "e2b"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return in
 	}
-	metadataOf := func(in spool.Intent) map[string]string {
-		return spool.MergeLabels(in.Labels, map[string]string{e2b.MetadataName: in.Name})
+	metadataOf := func(in intent.Intent) map[string]string {
+		return intent.MergeLabels(in.Labels, map[string]string{e2b.MetadataName: in.Name})
 	}
 	in := declare(map[string]string{"run": "7"})
 	md := metadataOf(in)
@@ -260,23 +261,23 @@ func TestDeclaredCreatePasses(t *testing.T) {
 		t.Fatalf("%d live intents after a declared create, want its own 1", n)
 	}
 	a := w.arrivals()[0]
-	if got := a.body["metadata"].(map[string]any); len(got) != len(md) || got[spool.LabelIntent] != in.ID || a.body["timeout"] != float64(600) {
+	if got := a.body["metadata"].(map[string]any); len(got) != len(md) || got[intent.LabelIntent] != in.ID || a.body["timeout"] != float64(600) {
 		t.Fatalf("forwarded %v", a.body)
 	}
 
 	ended := declare(nil)
-	if _, err := w.j.Release(ended.ID, spool.OutcomeDeleted); err != nil {
+	if _, err := w.j.Release(ended.ID, intent.OutcomeDeleted); err != nil {
 		t.Fatal(err)
 	}
 	otherOwner := metadataOf(in)
-	otherOwner[spool.LabelOwner] = "01jforeignowner0000000000"
+	otherOwner[intent.LabelOwner] = "01jforeignowner0000000000"
 	wrongName := metadataOf(in)
 	wrongName[e2b.MetadataName] = "tether-someone-else"
 	unknown := metadataOf(in)
-	unknown[spool.LabelIntent] = "01jneverdeclared000000000"
+	unknown[intent.LabelIntent] = "01jneverdeclared000000000"
 	missingLabel := metadataOf(in)
 	delete(missingLabel, "run")
-	daytonas, _, err := w.j.Create(t.Context(), spool.NewIntent{Provider: "daytona"})
+	daytonas, _, err := w.j.Create(t.Context(), intent.Declaration{Provider: "daytona"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,7 +297,7 @@ func TestDeclaredCreatePasses(t *testing.T) {
 			t.Errorf("%s: %d live intents after the create, want %d: journaled as its own", name, after, before+1)
 		}
 		last := w.arrivals()[len(w.arrivals())-1]
-		if got := last.body["metadata"].(map[string]any); got[spool.LabelOwner] != w.j.Owner() || got[spool.LabelIntent] == in.ID {
+		if got := last.body["metadata"].(map[string]any); got[intent.LabelOwner] != w.j.Owner() || got[intent.LabelIntent] == in.ID {
 			t.Errorf("%s: forwarded metadata %v, want this journal's owner and a new intent", name, got)
 		}
 	}
@@ -356,7 +357,7 @@ func TestRefusedCreateClosesIntent(t *testing.T) {
 	a := w.arrivals()
 	first, _ := w.j.Get(a[0].journaled.ID)
 	second, _ := w.j.Get(a[1].journaled.ID)
-	if first.State != spool.NeverCreated || second.State != spool.Pending {
+	if first.State != intent.NeverCreated || second.State != intent.Pending {
 		t.Fatalf("after 429: %s, after 500: %s", first.State, second.State)
 	}
 }
@@ -421,7 +422,7 @@ func TestForkJournaled(t *testing.T) {
 		t.Fatalf("fork: %d %+v", code, results)
 	}
 	forkID := results[0].Sandbox.SandboxID
-	var fork spool.Intent
+	var fork intent.Intent
 	w.eventually("the fork journaled with its id", func() bool {
 		live, _ := w.j.Live()
 		for _, in := range live {
@@ -438,7 +439,7 @@ func TestForkJournaled(t *testing.T) {
 		t.Errorf("fork forwarded %v, want its timeout capped", a[len(a)-1].body)
 	}
 	rec, _ := w.sim.Sandbox(forkID)
-	if rec.ForkOf != sb.SandboxID || rec.Metadata[spool.LabelIntent] != parent.ID || time.Until(rec.EndAt) > maxTimeout {
+	if rec.ForkOf != sb.SandboxID || rec.Metadata[intent.LabelIntent] != parent.ID || time.Until(rec.EndAt) > maxTimeout {
 		t.Errorf("simulator's fork: %+v", rec)
 	}
 
@@ -480,7 +481,7 @@ type forkResult struct {
 
 // parent creates a sandbox through the proxy and waits for its id to be
 // journaled.
-func (w *world) parent() (spool.Intent, string) {
+func (w *world) parent() (intent.Intent, string) {
 	w.t.Helper()
 	var sb created
 	if code := w.call("POST", "/sandboxes", map[string]any{"templateID": "base", "timeout": 60}, &sb); code != http.StatusCreated {
@@ -492,8 +493,8 @@ func (w *world) parent() (spool.Intent, string) {
 }
 
 // forkIntents are the live intents forked from parent, oldest first.
-func (w *world) forkIntents(parent string) []spool.Intent {
-	var out []spool.Intent
+func (w *world) forkIntents(parent string) []intent.Intent {
+	var out []intent.Intent
 	live, _ := w.j.Live()
 	for _, in := range live {
 		if in.ParentIntent == parent {
@@ -520,11 +521,11 @@ func TestForkCountJournaled(t *testing.T) {
 		t.Fatalf("the fork reached E2B with %d fork intents journaled and body %v, want 3 and the timeout capped", len(a.forks), a.body)
 	}
 	for _, in := range a.forks {
-		if in.State != spool.Pending || in.Name != parent.Name || in.ParentIntent != parent.ID || in.Account != parent.Account {
+		if in.State != intent.Pending || in.Name != parent.Name || in.ParentIntent != parent.ID || in.Account != parent.Account {
 			t.Errorf("fork intent at the call: %+v", in)
 		}
 	}
-	var forks []spool.Intent
+	var forks []intent.Intent
 	w.eventually("every fork's id journaled", func() bool {
 		forks = w.forkIntents(parent.ID)
 		for _, in := range forks {
@@ -539,7 +540,7 @@ func TestForkCountJournaled(t *testing.T) {
 			t.Errorf("intent %d: %s observed %s, want %s observed %s", i, in.ID, in.SandboxID, a.forks[i].ID, results[i].Sandbox.SandboxID)
 		}
 		rec, _ := w.sim.Sandbox(in.SandboxID)
-		if rec.ForkOf != parentID || rec.Metadata[spool.LabelIntent] != parent.ID || time.Until(rec.EndAt) > maxTimeout {
+		if rec.ForkOf != parentID || rec.Metadata[intent.LabelIntent] != parent.ID || time.Until(rec.EndAt) > maxTimeout {
 			t.Errorf("simulator's fork %d: %+v", i, rec)
 		}
 		w.mu.Lock()
@@ -571,7 +572,7 @@ func TestForkPartialFailure(t *testing.T) {
 	})
 	a := w.arrivals()[len(w.arrivals())-1]
 	third, _ := w.j.Get(a.forks[2].ID)
-	if third.State != spool.NeverCreated || !strings.Contains(third.LastError, "429") {
+	if third.State != intent.NeverCreated || !strings.Contains(third.LastError, "429") {
 		t.Errorf("the third fork's intent: %s %q, want never-created with the 429", third.State, third.LastError)
 	}
 

@@ -3,8 +3,6 @@ package socket
 import (
 	"context"
 	"fmt"
-	"github.com/tether-run/tether/intentapi"
-	"github.com/tether-run/tether/intentapi/client"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,10 +10,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-run/tether/intentapi"
+	"github.com/tether-run/tether/intentapi/client"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/tether-run/tether/internal/intake"
-	"github.com/tether-run/tether/spool"
+	"github.com/tether-run/tether/journal"
 )
 
 // benchDir is where the benchmark puts its journal: the disk being
@@ -109,7 +110,7 @@ func BenchmarkIntentAck(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			dir := benchDir(b)
 			measureFsync(b, dir)
-			j, err := spool.Open(filepath.Join(dir, "journal.db"), spool.Options{MaxBatch: cfg.maxBatch})
+			j, err := journal.Open(filepath.Join(dir, "journal.db"), journal.Options{MaxBatch: cfg.maxBatch})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -170,7 +171,7 @@ func BenchmarkIntentAck(b *testing.B) {
 // serveBench serves the intent API over j and returns a client of it, and
 // stop. The socket stays off the measured disk (which may be a FUSE mount,
 // see testdata/slowfs): only the journal is measured.
-func serveBench(b *testing.B, j *spool.Journal) (c *client.Client, stop func()) {
+func serveBench(b *testing.B, j *journal.Journal) (c *client.Client, stop func()) {
 	b.Helper()
 	s := &Server{Intake: &intake.Intake{Journal: j}}
 	sockDir, err := os.MkdirTemp("", "tsock")

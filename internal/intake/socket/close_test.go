@@ -2,14 +2,15 @@ package socket
 
 import (
 	"context"
-	"github.com/tether-run/tether/intentapi"
-	"github.com/tether-run/tether/internal/testutil"
 	"net"
 	"testing"
 	"time"
 
+	"github.com/tether-run/tether/intent"
+	"github.com/tether-run/tether/intentapi"
+	"github.com/tether-run/tether/internal/testutil"
+
 	"github.com/tether-run/tether/internal/intake"
-	"github.com/tether-run/tether/spool"
 )
 
 // TestCloseDoesNotWaitForAHungClient: a client that sent half a request
@@ -46,10 +47,10 @@ func TestCloseDoesNotWaitForAHungClient(t *testing.T) {
 func TestCloseWaitsForRunningRequests(t *testing.T) {
 	t.Parallel()
 	entered, release := make(chan struct{}), make(chan struct{})
-	del := func(ctx context.Context, id string) (spool.Intent, error) {
+	del := func(ctx context.Context, id string) (intent.Intent, error) {
 		close(entered)
 		<-release
-		return spool.Intent{ID: id, State: spool.Gone}, nil
+		return intent.Intent{ID: id, State: intent.Gone}, nil
 	}
 	f := start(t, &Server{Intake: &intake.Intake{Delete: del}, ShutdownTimeout: time.Hour})
 	in, err := f.client.CreateIntent(context.Background(), intentapi.CreateRequest{})
@@ -89,10 +90,10 @@ func TestCloseWaitsForRunningRequests(t *testing.T) {
 func TestActorInterruptDoesNotWait(t *testing.T) {
 	t.Parallel()
 	entered, release := make(chan struct{}), make(chan struct{})
-	del := func(ctx context.Context, id string) (spool.Intent, error) {
+	del := func(ctx context.Context, id string) (intent.Intent, error) {
 		close(entered)
 		<-release
-		return spool.Intent{ID: id, State: spool.Gone}, nil
+		return intent.Intent{ID: id, State: intent.Gone}, nil
 	}
 	s := &Server{Intake: &intake.Intake{Delete: del}, ShutdownTimeout: time.Hour}
 	f := start(t, s)

@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"github.com/tether-run/tether/intentapi"
-	"github.com/tether-run/tether/intentapi/client"
 	"io"
 	"net"
 	"net/http"
@@ -13,9 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-run/tether/intent"
+	"github.com/tether-run/tether/intentapi"
+	"github.com/tether-run/tether/intentapi/client"
+
 	"github.com/tether-run/tether/internal/intake"
 	"github.com/tether-run/tether/internal/testutil"
-	"github.com/tether-run/tether/spool"
 )
 
 // waitBound bounds every wait for something the server does on its own
@@ -107,10 +108,10 @@ func TestIdleAndStalledConnectionsClosed(t *testing.T) {
 func TestAllConnectionsBusy(t *testing.T) {
 	release := make(chan struct{})
 	started := make(chan struct{}, 2)
-	f := start(t, &Server{MaxConns: 2, Intake: &intake.Intake{Delete: func(ctx context.Context, id string) (spool.Intent, error) {
+	f := start(t, &Server{MaxConns: 2, Intake: &intake.Intake{Delete: func(ctx context.Context, id string) (intent.Intent, error) {
 		started <- struct{}{}
 		<-release
-		return spool.Intent{}, fmt.Errorf("still here")
+		return intent.Intent{}, fmt.Errorf("still here")
 	}}})
 	var ids []string
 	for range 2 {

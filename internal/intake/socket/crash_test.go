@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"github.com/tether-run/tether/intentapi"
-	"github.com/tether-run/tether/intentapi/client"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,17 +13,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-run/tether/intent"
+	"github.com/tether-run/tether/intentapi"
+	"github.com/tether-run/tether/intentapi/client"
+
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/tether-run/tether/spool"
+	"github.com/tether-run/tether/journal"
 )
 
 // startServing runs the test binary as a separate process serving the
 // journal on sock (see serveForever) and waits until it listens.
-func startServing(t *testing.T, journal, sock string) *exec.Cmd {
+func startServing(t *testing.T, journalPath, sock string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), envServe+"="+journal+"|"+sock)
+	cmd.Env = append(os.Environ(), envServe+"="+journalPath+"|"+sock)
 	stdout, _ := cmd.StdoutPipe()
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
@@ -46,11 +48,11 @@ func startServing(t *testing.T, journal, sock string) *exec.Cmd {
 // Three rounds kill at different points on the same journal.
 func TestCrashKeepsAcknowledgedIntents(t *testing.T) {
 	dir := shortDir(t)
-	journal := filepath.Join(dir, "journal.db")
+	journalPath := filepath.Join(dir, "journal.db")
 	sock := filepath.Join(dir, "t.sock")
 	acked := map[string]string{} // key → id
 	for round, killAfter := range []int{50, 300, 800} {
-		cmd := startServing(t, journal, sock)
+		cmd := startServing(t, journalPath, sock)
 		cl := client.New(sock)
 		var mu sync.Mutex
 		n := 0
@@ -99,7 +101,7 @@ func TestCrashKeepsAcknowledgedIntents(t *testing.T) {
 		wg.Wait()
 
 		// The file is structurally sound (bbolt's own consistency check).
-		db, err := bolt.Open(journal, 0o600, &bolt.Options{ReadOnly: true, Timeout: 5 * time.Second})
+		db, err := bolt.Open(journalPath, 0o600, &bolt.Options{ReadOnly: true, Timeout: 5 * time.Second})
 		if err != nil {
 			t.Fatalf("round %d: reopen: %v", round, err)
 		}
@@ -113,7 +115,7 @@ func TestCrashKeepsAcknowledgedIntents(t *testing.T) {
 		}
 		db.Close()
 
-		j, err := spool.Open(journal, spool.Options{})
+		j, err := journal.Open(journalPath, journal.Options{})
 		if err != nil {
 			t.Fatalf("round %d: %v", round, err)
 		}
@@ -123,7 +125,7 @@ func TestCrashKeepsAcknowledgedIntents(t *testing.T) {
 		}
 		for key, id := range acked {
 			in, err := j.Get(id)
-			if err != nil || in.Key != key || in.State != spool.Pending {
+			if err != nil || in.Key != key || in.State != intent.Pending {
 				t.Fatalf("round %d: acknowledged intent %s (%s) lost: %+v %v", round, id, key, in, err)
 			}
 		}
@@ -131,7 +133,7 @@ func TestCrashKeepsAcknowledgedIntents(t *testing.T) {
 		t.Logf("round %d: %d acknowledged in all, %d in the journal", round, len(acked), len(all))
 
 		// A restarted server on the same journal serves them all.
-		cmd = startServing(t, journal, sock)
+		cmd = startServing(t, journalPath, sock)
 		live, err := client.New(sock).List(t.Context())
 		cmd.Process.Signal(syscall.SIGKILL)
 		cmd.Wait()

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/intentapi"
 	"github.com/tether-run/tether/internal/jsonstrict"
-	"github.com/tether-run/tether/spool"
 )
 
 // DecodeCreateRequest reads and validates a create body. An empty body is
@@ -18,14 +18,14 @@ func DecodeCreateRequest(r io.Reader) (intentapi.CreateRequest, error) {
 	if err := decodeStrict(r, &req, true); err != nil {
 		return intentapi.CreateRequest{}, err
 	}
-	if err := spool.ValidateLabels(req.Labels); err != nil {
+	if err := intent.ValidateLabels(req.Labels); err != nil {
 		return intentapi.CreateRequest{}, err
 	}
-	if err := spool.ValidateOnDrain(req.OnDrain); err != nil {
+	if err := intent.ValidateOnDrain(req.OnDrain); err != nil {
 		return intentapi.CreateRequest{}, err
 	}
 	if req.Key != "" {
-		if err := spool.ValidateKey(req.Key); err != nil {
+		if err := intent.ValidateKey(req.Key); err != nil {
 			return intentapi.CreateRequest{}, err
 		}
 	}
@@ -38,7 +38,7 @@ func DecodeObserveRequest(r io.Reader) (intentapi.ObserveRequest, error) {
 	if err := decodeStrict(r, &req, false); err != nil {
 		return intentapi.ObserveRequest{}, err
 	}
-	if err := spool.ValidateSandboxID(req.SandboxID); err != nil {
+	if err := intent.ValidateSandboxID(req.SandboxID); err != nil {
 		return intentapi.ObserveRequest{}, err
 	}
 	return req, nil
@@ -51,7 +51,7 @@ func DecodeReleaseRequest(r io.Reader) (intentapi.ReleaseRequest, error) {
 	if err := decodeStrict(r, &req, true); err != nil {
 		return intentapi.ReleaseRequest{}, err
 	}
-	if err := spool.ValidateOutcome(req.Outcome); err != nil {
+	if err := intent.ValidateOutcome(req.Outcome); err != nil {
 		return intentapi.ReleaseRequest{}, err
 	}
 	return req, nil

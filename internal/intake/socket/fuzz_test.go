@@ -3,12 +3,12 @@ package socket
 import (
 	"bytes"
 	"encoding/json"
-	"github.com/tether-run/tether/intentapi"
 	"reflect"
 	"testing"
 	"unicode/utf8"
 
-	"github.com/tether-run/tether/spool"
+	"github.com/tether-run/tether/intent"
+	"github.com/tether-run/tether/intentapi"
 )
 
 // FuzzDecodeIntentRequest: no body makes the decoder panic, and whatever it
@@ -28,13 +28,13 @@ func FuzzDecodeIntentRequest(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if err := spool.ValidateLabels(req.Labels); err != nil {
+		if err := intent.ValidateLabels(req.Labels); err != nil {
 			t.Fatalf("accepted invalid labels: %v", err)
 		}
-		if err := spool.ValidateOnDrain(req.OnDrain); err != nil {
+		if err := intent.ValidateOnDrain(req.OnDrain); err != nil {
 			t.Fatalf("accepted invalid on_drain: %v", err)
 		}
-		if req.Key != "" && spool.ValidateKey(req.Key) != nil {
+		if req.Key != "" && intent.ValidateKey(req.Key) != nil {
 			t.Fatalf("accepted invalid key %q", req.Key)
 		}
 		// Strict decoding: what is accepted is valid UTF-8, and every

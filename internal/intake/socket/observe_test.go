@@ -2,12 +2,12 @@ package socket
 
 import (
 	"context"
-	"github.com/tether-run/tether/intentapi"
 	"net/http"
 	"strings"
 	"testing"
 
-	"github.com/tether-run/tether/spool"
+	"github.com/tether-run/tether/intent"
+	"github.com/tether-run/tether/intentapi"
 )
 
 // TestObserveOtherIDRefusedWhileReleasing: once tether is deleting an
@@ -25,7 +25,7 @@ func TestObserveOtherIDRefusedWhileReleasing(t *testing.T) {
 	if _, err := f.client.Observe(ctx, in.ID, "sb-first"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.j.Transition(in.ID, spool.Releasing, ""); err != nil {
+	if _, err := f.j.Transition(in.ID, intent.Releasing, ""); err != nil {
 		t.Fatal(err)
 	}
 	code, body := f.raw(t, http.MethodPost, "/v1/intents/"+in.ID+"/observe", `{"sandbox_id":"sb-other"}`)
@@ -36,7 +36,7 @@ func TestObserveOtherIDRefusedWhileReleasing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.SandboxID != "sb-first" || got.State != spool.Releasing {
+	if got.SandboxID != "sb-first" || got.State != intent.Releasing {
 		t.Errorf("after the refused observe: sandbox %q, state %s; want sb-first, releasing", got.SandboxID, got.State)
 	}
 	if code, body := f.raw(t, http.MethodPost, "/v1/intents/"+in.ID+"/observe", `{"sandbox_id":"sb-first"}`); code != http.StatusOK {

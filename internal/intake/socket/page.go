@@ -7,33 +7,34 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/intentapi"
-	"github.com/tether-run/tether/spool"
+	"github.com/tether-run/tether/journal"
 )
 
 // ParseListQuery reads a paged list's query string: limit, cursor, state
 // (comma-separated, repeatable) and order (asc or desc). Anything else,
 // or a bad value, is an error naming the parameter.
-func ParseListQuery(v url.Values) (spool.PageQuery, error) {
-	var q spool.PageQuery
+func ParseListQuery(v url.Values) (journal.PageQuery, error) {
+	var q journal.PageQuery
 	for name, vals := range v {
 		switch name {
 		case "limit":
 			n, err := strconv.Atoi(vals[len(vals)-1])
-			if err != nil || n < 1 || n > spool.MaxPageLimit {
-				return q, fmt.Errorf("limit %q: want a whole number from 1 to %d", vals[len(vals)-1], spool.MaxPageLimit)
+			if err != nil || n < 1 || n > intent.MaxPageLimit {
+				return q, fmt.Errorf("limit %q: want a whole number from 1 to %d", vals[len(vals)-1], intent.MaxPageLimit)
 			}
 			q.Limit = n
 		case "cursor":
 			q.After = vals[len(vals)-1]
-			if err := spool.ValidateIntentID(q.After); err != nil {
+			if err := intent.ValidateIntentID(q.After); err != nil {
 				return q, fmt.Errorf("cursor %q: not a cursor this tether gave", truncateQuery(q.After))
 			}
 		case "state":
 			for _, s := range vals {
 				for _, st := range strings.Split(s, ",") {
 					if st = strings.TrimSpace(st); st != "" {
-						q.States = append(q.States, spool.State(st))
+						q.States = append(q.States, intent.State(st))
 					}
 				}
 			}
@@ -49,7 +50,7 @@ func ParseListQuery(v url.Values) (spool.PageQuery, error) {
 			return q, fmt.Errorf("unknown query parameter %q (limit, cursor, state, order)", truncateQuery(name))
 		}
 	}
-	return q, spool.ValidatePageQuery(q)
+	return q, journal.ValidatePageQuery(q)
 }
 
 func truncateQuery(s string) string {

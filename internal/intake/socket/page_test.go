@@ -3,7 +3,6 @@ package socket
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/tether-run/tether/intentapi"
 	"net/http"
 	"net/url"
 	"path/filepath"
@@ -11,7 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tether-run/tether/spool"
+	"github.com/tether-run/tether/intent"
+	"github.com/tether-run/tether/intentapi"
+
+	"github.com/tether-run/tether/journal"
 )
 
 func TestListPaging(t *testing.T) {
@@ -24,7 +26,7 @@ func TestListPaging(t *testing.T) {
 			t.Fatal(err)
 		}
 		if i%4 == 0 {
-			if _, err := f.client.Release(ctx, in.ID, spool.OutcomeDeleted); err != nil {
+			if _, err := f.client.Release(ctx, in.ID, intent.OutcomeDeleted); err != nil {
 				t.Fatal(err)
 			}
 			released = append(released, in.ID)
@@ -67,7 +69,7 @@ func TestListPaging(t *testing.T) {
 	if got := pageThrough(intentapi.ListQuery{Limit: 4}); fmt.Sprint(got) != fmt.Sprint(live) {
 		t.Fatalf("live pages %v, want %v", got, live)
 	}
-	if got := pageThrough(intentapi.ListQuery{Limit: 2, States: []spool.State{spool.Released}}); fmt.Sprint(got) != fmt.Sprint(released) {
+	if got := pageThrough(intentapi.ListQuery{Limit: 2, States: []intent.State{intent.Released}}); fmt.Sprint(got) != fmt.Sprint(released) {
 		t.Fatalf("released pages %v, want %v", got, released)
 	}
 	newest := pageThrough(intentapi.ListQuery{Limit: 5, Newest: true})
@@ -94,7 +96,7 @@ func FuzzParseListQuery(f *testing.F) {
 		}
 		q, err := ParseListQuery(v)
 		if err == nil {
-			if err := spool.ValidatePageQuery(q); err != nil {
+			if err := journal.ValidatePageQuery(q); err != nil {
 				t.Fatalf("accepted %q but the journal would refuse it: %v", raw, err)
 			}
 		}
@@ -106,15 +108,15 @@ func FuzzParseListQuery(f *testing.F) {
 // middle of the list (both read only their own 100 intents).
 func BenchmarkListPage(b *testing.B) {
 	dir := benchDir(b)
-	j, err := spool.Open(filepath.Join(dir, "journal.db"), spool.Options{})
+	j, err := journal.Open(filepath.Join(dir, "journal.db"), journal.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer j.Close()
 	const live = 10000
-	changes := make([]*spool.Change, 0, live)
+	changes := make([]*journal.Change, 0, live)
 	for i := 0; i < live; i++ {
-		c, err := j.PrepareCreate(spool.NewIntent{Labels: map[string]string{"bench": "1", "run": fmt.Sprint(i)}})
+		c, err := j.PrepareCreate(intent.Declaration{Labels: map[string]string{"bench": "1", "run": fmt.Sprint(i)}})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -25,10 +25,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/intentapi"
 	"github.com/tether-run/tether/internal/crashpoint"
 	"github.com/tether-run/tether/internal/intake"
-	"github.com/tether-run/tether/spool"
+	"github.com/tether-run/tether/journal"
 )
 
 // Timeouts of the server. Each is a field of Server; zero means the default.
@@ -449,7 +450,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 // pathID returns the {id} of the request, or answers 400.
 func pathID(w http.ResponseWriter, r *http.Request) (string, bool) {
 	id := r.PathValue("id")
-	if err := spool.ValidateIntentID(id); err != nil {
+	if err := intent.ValidateIntentID(id); err != nil {
 		badRequest(w, err)
 		return "", false
 	}
@@ -482,7 +483,7 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 }
 
 // answer answers with the intent a journal call returned, or its error.
-func (s *Server) answer(w http.ResponseWriter, in spool.Intent, err error) {
+func (s *Server) answer(w http.ResponseWriter, in intent.Intent, err error) {
 	if err != nil {
 		s.journalError(w, err)
 		return
@@ -567,13 +568,13 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
 // journalError maps the journal's errors onto HTTP codes.
 func (s *Server) journalError(w http.ResponseWriter, err error) {
 	switch {
-	case errors.Is(err, spool.ErrInvalid):
+	case errors.Is(err, journal.ErrInvalid):
 		writeError(w, http.StatusBadRequest, err.Error())
-	case errors.Is(err, spool.ErrNotFound):
+	case errors.Is(err, journal.ErrNotFound):
 		writeError(w, http.StatusNotFound, err.Error())
-	case errors.Is(err, spool.ErrObservedOther), errors.Is(err, spool.ErrIllegalTransition), errors.Is(err, spool.ErrIDTaken):
+	case errors.Is(err, journal.ErrObservedOther), errors.Is(err, journal.ErrIllegalTransition), errors.Is(err, journal.ErrIDTaken):
 		writeError(w, http.StatusConflict, err.Error())
-	case errors.Is(err, spool.ErrClosed), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, journal.ErrClosed), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 	default:
 		s.log.Error("intent API: journal failed", "err", err)

@@ -5,9 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/tether-run/tether/intentapi"
-	"github.com/tether-run/tether/intentapi/client"
-	"github.com/tether-run/tether/internal/testutil"
 	"io"
 	"net"
 	"net/http"
@@ -20,8 +17,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-run/tether/intent"
+	"github.com/tether-run/tether/intentapi"
+	"github.com/tether-run/tether/intentapi/client"
+	"github.com/tether-run/tether/internal/testutil"
+
 	"github.com/tether-run/tether/internal/intake"
-	"github.com/tether-run/tether/spool"
+	"github.com/tether-run/tether/journal"
 	"go.uber.org/goleak"
 )
 
@@ -46,16 +48,16 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	}
 	if v := os.Getenv(envServe); v != "" {
-		journal, sock, _ := strings.Cut(v, "|")
-		os.Exit(serveForever(journal, sock))
+		journalPath, sock, _ := strings.Cut(v, "|")
+		os.Exit(serveForever(journalPath, sock))
 	}
 	goleak.VerifyTestMain(m)
 }
 
 // serveForever is the process under test of the crash test: it serves the
 // socket on a real journal until it is SIGKILLed.
-func serveForever(journal, sock string) int {
-	j, err := spool.Open(journal, spool.Options{})
+func serveForever(journalPath, sock string) int {
+	j, err := journal.Open(journalPath, journal.Options{})
 	if err != nil {
 		fmt.Println("error:", err)
 		return 1
@@ -88,7 +90,7 @@ func shortDir(t *testing.T) string {
 
 type fixture struct {
 	srv    *Server
-	j      *spool.Journal
+	j      *journal.Journal
 	sock   string
 	client *client.Client
 	http   *http.Client // for requests the client does not make
@@ -109,7 +111,7 @@ func start(t *testing.T, s *Server) *fixture {
 		s.Intake = &intake.Intake{}
 	}
 	if s.Journal == nil {
-		j, err := spool.Open(filepath.Join(dir, "journal.db"), spool.Options{})
+		j, err := journal.Open(filepath.Join(dir, "journal.db"), journal.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -130,7 +132,7 @@ func start(t *testing.T, s *Server) *fixture {
 			t.Errorf("Serve: %v", err)
 		}
 	})
-	return &fixture{srv: s, j: s.Journal.(*spool.Journal), sock: sock, client: client.New(sock), http: unixHTTP(sock)}
+	return &fixture{srv: s, j: s.Journal.(*journal.Journal), sock: sock, client: client.New(sock), http: unixHTTP(sock)}
 }
 
 // raw sends one request over the socket and returns status and body.
@@ -155,10 +157,10 @@ func (f *fixture) raw(t *testing.T, method, path, body string) (int, string) {
 
 func TestEndpoints(t *testing.T) {
 	var observedCalls atomic.Int32
-	observed := make(chan spool.Intent, 4)
+	observed := make(chan intent.Intent, 4)
 	f := start(t, &Server{Version: "v9", Intake: &intake.Intake{
 		Labels: map[string]string{"scope": "ci", "team": "default"}, Provider: "daytona", Account: "acct",
-		Observed: func(in spool.Intent) { observedCalls.Add(1); observed <- in },
+		Observed: func(in intent.Intent) { observedCalls.Add(1); observed <- in },
 	}})
 	ctx := t.Context()
 
@@ -166,11 +168,11 @@ func TestEndpoints(t *testing.T) {
 	if err != nil || h.Owner != f.j.Owner() || h.Version != "v9" || h.Live != 0 {
 		t.Fatalf("health: %+v %v", h, err)
 	}
-	in, err := f.client.CreateIntent(ctx, intentapi.CreateRequest{Labels: map[string]string{"team": "a"}, OnDrain: spool.DrainStop})
+	in, err := f.client.CreateIntent(ctx, intentapi.CreateRequest{Labels: map[string]string{"team": "a"}, OnDrain: intent.DrainStop})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if in.State != spool.Pending || in.Name != "tether-"+in.ID || in.OnDrain != spool.DrainStop ||
+	if in.State != intent.Pending || in.Name != "tether-"+in.ID || in.OnDrain != intent.DrainStop ||
 		in.Provider != "daytona" {
 		t.Fatalf("created %+v", in)
 	}
@@ -181,7 +183,7 @@ func TestEndpoints(t *testing.T) {
 	if _, body := f.raw(t, "GET", "/v1/intents/"+in.ID, ""); strings.Contains(body, `"account"`) || strings.Contains(body, `"outcome"`) {
 		t.Fatalf("undocumented fields on the wire: %s", body)
 	}
-	if in.Labels["scope"] != "ci" || in.Labels["team"] != "a" || in.Labels[spool.LabelOwner] != f.j.Owner() || in.Labels[spool.LabelIntent] != in.ID {
+	if in.Labels["scope"] != "ci" || in.Labels["team"] != "a" || in.Labels[intent.LabelOwner] != f.j.Owner() || in.Labels[intent.LabelIntent] != in.ID {
 		t.Fatalf("labels %v", in.Labels)
 	}
 	// The answer came after the commit: the journal has it.
@@ -192,7 +194,7 @@ func TestEndpoints(t *testing.T) {
 		t.Fatalf("get: %+v %v", got, err)
 	}
 	obs, err := f.client.Observe(ctx, in.ID, "sb-1")
-	if err != nil || obs.State != spool.Observed || obs.SandboxID != "sb-1" {
+	if err != nil || obs.State != intent.Observed || obs.SandboxID != "sb-1" {
 		t.Fatalf("observe: %+v %v", obs, err)
 	}
 	select {
@@ -217,7 +219,7 @@ func TestEndpoints(t *testing.T) {
 		t.Fatalf("health live %d", h.Live)
 	}
 	rel, err := f.client.Release(ctx, in.ID, "kept")
-	if err != nil || rel.State != spool.Released {
+	if err != nil || rel.State != intent.Released {
 		t.Fatalf("release: %+v %v", rel, err)
 	}
 	if got, _ := f.j.Get(in.ID); got.Outcome != "kept" {
@@ -230,7 +232,7 @@ func TestEndpoints(t *testing.T) {
 		t.Fatalf("Observed called %d times, want once", n)
 	}
 	// A terminal intent's delete answers at once with it.
-	if d, err := f.client.Delete(ctx, in.ID); err != nil || d.State != spool.Released {
+	if d, err := f.client.Delete(ctx, in.ID); err != nil || d.State != intent.Released {
 		t.Fatalf("delete released: %+v %v", d, err)
 	}
 	if _, err := f.client.Get(ctx, "01arz3ndektsv4rrffq69g5fav"); !client.IsStatus(err, http.StatusNotFound) {
@@ -240,14 +242,14 @@ func TestEndpoints(t *testing.T) {
 
 func TestDelete(t *testing.T) {
 	var mode atomic.Value
-	var j *spool.Journal
-	del := func(ctx context.Context, id string) (spool.Intent, error) {
-		if _, err := j.Transition(id, spool.Releasing, ""); err != nil {
-			return spool.Intent{}, err
+	var j *journal.Journal
+	del := func(ctx context.Context, id string) (intent.Intent, error) {
+		if _, err := j.Transition(id, intent.Releasing, ""); err != nil {
+			return intent.Intent{}, err
 		}
 		switch mode.Load() {
 		case "gone":
-			return j.Transition(id, spool.Gone, "")
+			return j.Transition(id, intent.Gone, "")
 		case "fail":
 			in, _ := j.Note(id, "503 from provider")
 			return in, errors.New("provider unavailable")
@@ -263,11 +265,11 @@ func TestDelete(t *testing.T) {
 	for _, tc := range []struct {
 		mode   string
 		status int
-		state  spool.State
+		state  intent.State
 	}{
-		{"gone", http.StatusOK, spool.Gone},
-		{"fail", http.StatusBadGateway, spool.Releasing},
-		{"hang", http.StatusGatewayTimeout, spool.Releasing},
+		{"gone", http.StatusOK, intent.Gone},
+		{"fail", http.StatusBadGateway, intent.Releasing},
+		{"hang", http.StatusGatewayTimeout, intent.Releasing},
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
 			mode.Store(tc.mode)
@@ -303,7 +305,7 @@ func TestRequestErrors(t *testing.T) {
 	f.client.Release(t.Context(), released.ID, "")
 	unknown := "01arz3ndektsv4rrffq69g5fav"
 	long := strings.Repeat("x", intentapi.MaxBody+1)
-	manyLabels := make([]string, spool.MaxLabels+1)
+	manyLabels := make([]string, intent.MaxLabels+1)
 	for i := range manyLabels {
 		manyLabels[i] = fmt.Sprintf(`"k%d":"v"`, i)
 	}
@@ -372,7 +374,7 @@ func TestRequestErrors(t *testing.T) {
 	if len(all) != 2 {
 		t.Fatalf("journal holds %d intents, want 2", len(all))
 	}
-	if got, _ := f.j.Get(in.ID); got.SandboxID != "sb" || got.State != spool.Observed {
+	if got, _ := f.j.Get(in.ID); got.SandboxID != "sb" || got.State != intent.Observed {
 		t.Fatalf("refused requests changed the intent: %+v", got)
 	}
 }
@@ -510,7 +512,7 @@ func TestPeerCredentials(t *testing.T) {
 		{"allowed", []int{65534}, "200"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			j, err := spool.Open(filepath.Join(shortDir(t), "j.db"), spool.Options{})
+			j, err := journal.Open(filepath.Join(shortDir(t), "j.db"), journal.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/jsonstrict"
-	"github.com/tether-run/tether/spool"
 )
 
 // MaxFileSize bounds a spool file; anything larger is rejected unread.
@@ -27,7 +27,7 @@ type FileOp struct {
 	Op        string            `json:"op"`
 	ID        string            `json:"id"`
 	Labels    map[string]string `json:"labels,omitempty"`
-	OnDrain   spool.OnDrain     `json:"on_drain,omitempty"`
+	OnDrain   intent.OnDrain    `json:"on_drain,omitempty"`
 	Provider  string            `json:"provider,omitempty"`
 	SandboxID string            `json:"sandbox_id,omitempty"`
 	Outcome   string            `json:"outcome,omitempty"`
@@ -51,7 +51,7 @@ func Decode(data []byte) (FileOp, error) {
 		}
 		return FileOp{}, err
 	}
-	if err := spool.ValidateIntentID(f.ID); err != nil {
+	if err := intent.ValidateIntentID(f.ID); err != nil {
 		return FileOp{}, err
 	}
 	forbid := func(field string, set bool) error {
@@ -64,13 +64,13 @@ func Decode(data []byte) (FileOp, error) {
 	switch f.Op {
 	case OpIntent:
 		err = errors.Join(forbid("sandbox_id", f.SandboxID != ""), forbid("outcome", f.Outcome != ""),
-			spool.ValidateLabels(f.Labels), spool.ValidateOnDrain(f.OnDrain))
+			intent.ValidateLabels(f.Labels), intent.ValidateOnDrain(f.OnDrain))
 	case OpObserve:
 		err = errors.Join(forbid("labels", f.Labels != nil), forbid("on_drain", f.OnDrain != ""), forbid("outcome", f.Outcome != ""),
-			forbid("provider", f.Provider != ""), spool.ValidateSandboxID(f.SandboxID))
+			forbid("provider", f.Provider != ""), intent.ValidateSandboxID(f.SandboxID))
 	case OpRelease:
 		err = errors.Join(forbid("labels", f.Labels != nil), forbid("on_drain", f.OnDrain != ""), forbid("sandbox_id", f.SandboxID != ""),
-			forbid("provider", f.Provider != ""), spool.ValidateOutcome(f.Outcome))
+			forbid("provider", f.Provider != ""), intent.ValidateOutcome(f.Outcome))
 	case OpDelete:
 		err = errors.Join(forbid("labels", f.Labels != nil), forbid("on_drain", f.OnDrain != ""), forbid("sandbox_id", f.SandboxID != ""),
 			forbid("outcome", f.Outcome != ""), forbid("provider", f.Provider != ""))

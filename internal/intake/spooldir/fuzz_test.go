@@ -7,7 +7,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/tether-run/tether/spool"
+	"github.com/tether-run/tether/intent"
 )
 
 // FuzzDecode: no file makes the decoder panic, and whatever it
@@ -46,20 +46,20 @@ func FuzzDecode(f *testing.F) {
 				t.Fatalf("accepted field %q", k)
 			}
 		}
-		if spool.ValidateIntentID(op.ID) != nil {
+		if intent.ValidateIntentID(op.ID) != nil {
 			t.Fatalf("accepted a bad id %q", op.ID)
 		}
 		switch op.Op {
 		case OpIntent:
-			if spool.ValidateLabels(op.Labels) != nil || spool.ValidateOnDrain(op.OnDrain) != nil || op.SandboxID != "" || op.Outcome != "" {
+			if intent.ValidateLabels(op.Labels) != nil || intent.ValidateOnDrain(op.OnDrain) != nil || op.SandboxID != "" || op.Outcome != "" {
 				t.Fatalf("accepted a bad intent op %+v", op)
 			}
 		case OpObserve:
-			if spool.ValidateSandboxID(op.SandboxID) != nil || op.Labels != nil {
+			if intent.ValidateSandboxID(op.SandboxID) != nil || op.Labels != nil {
 				t.Fatalf("accepted a bad observe op %+v", op)
 			}
 		case OpRelease:
-			if spool.ValidateOutcome(op.Outcome) != nil || op.SandboxID != "" {
+			if intent.ValidateOutcome(op.Outcome) != nil || op.SandboxID != "" {
 				t.Fatalf("accepted a bad release op %+v", op)
 			}
 		case OpDelete:

@@ -11,9 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/intake"
 	"github.com/tether-run/tether/internal/testutil"
-	"github.com/tether-run/tether/spool"
+	"github.com/tether-run/tether/journal"
 )
 
 // failingJournal is the real journal behind the intake's narrow interface,
@@ -36,21 +37,21 @@ func (f *failingJournal) fail(step string) error {
 	return nil
 }
 
-func (f *failingJournal) Submit(c *spool.Change) error {
+func (f *failingJournal) Submit(c *journal.Change) error {
 	if err := f.fail("submit"); err != nil {
 		return err
 	}
 	return f.Journal.Submit(c)
 }
 
-func (f *failingJournal) PrepareCreate(n spool.NewIntent) (*spool.Change, error) {
+func (f *failingJournal) PrepareCreate(n intent.Declaration) (*journal.Change, error) {
 	if err := f.fail("prepare"); err != nil {
 		return nil, err
 	}
 	return f.Journal.PrepareCreate(n)
 }
 
-func (f *failingJournal) PrepareObserve(id, sandboxID string) (*spool.Change, error) {
+func (f *failingJournal) PrepareObserve(id, sandboxID string) (*journal.Change, error) {
 	if err := f.fail("prepare"); err != nil {
 		return nil, err
 	}
@@ -70,7 +71,7 @@ func TestJournalFailureKeepsTheFile(t *testing.T) {
 			if err := os.MkdirAll(dir, 0o700); err != nil {
 				t.Fatal(err)
 			}
-			j, err := spool.Open(filepath.Join(t.TempDir(), "journal.db"), spool.Options{})
+			j, err := journal.Open(filepath.Join(t.TempDir(), "journal.db"), journal.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -116,7 +117,7 @@ func TestJournalFailureKeepsTheFile(t *testing.T) {
 			if rej, _ := os.ReadDir(filepath.Join(dir, RejectedDir)); len(rej) != 0 {
 				t.Fatalf("files rejected for the journal's failure: %v", rej)
 			}
-			if _, err := j.Get(id); !errors.Is(err, spool.ErrNotFound) {
+			if _, err := j.Get(id); !errors.Is(err, journal.ErrNotFound) {
 				t.Fatalf("intent %s in the journal while its writes failed: %v", id, err)
 			}
 

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/intake"
 	"github.com/tether-run/tether/internal/testutil"
-	. "github.com/tether-run/tether/spool"
 )
 
 // Pass takes what is in the directory once, as Run's first round does, and
@@ -41,10 +41,10 @@ func TestPassTakesTheFilesOnce(t *testing.T) {
 		t.Errorf("spool files left after the pass")
 	}
 	a, err := j.Get("left-a")
-	if err != nil || a.State != Observed || a.SandboxID != "sb-a" || a.Labels["team"] != "x" {
+	if err != nil || a.State != intent.Observed || a.SandboxID != "sb-a" || a.Labels["team"] != "x" {
 		t.Errorf("left-a: %+v, %v; want observed on sb-a (the delete op, without a provider, is the drain's)", a, err)
 	}
-	if b, err := j.Get("left-b"); err != nil || b.State != Released {
+	if b, err := j.Get("left-b"); err != nil || b.State != intent.Released {
 		t.Errorf("left-b: %+v, %v; want released", b, err)
 	}
 	reason, err := os.ReadFile(filepath.Join(dir, RejectedDir, "005.err"))

@@ -20,9 +20,10 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/crashpoint"
 	"github.com/tether-run/tether/internal/intake"
-	"github.com/tether-run/tether/spool"
+	"github.com/tether-run/tether/journal"
 )
 
 // DefaultRescanInterval is how often the intake lists the spool directory
@@ -400,8 +401,8 @@ type pending struct {
 	name   string
 	op     FileOp
 	err    error // refused: the file is rejected with this reason
-	change *spool.Change
-	result spool.Intent
+	change *journal.Change
+	result intent.Intent
 }
 
 // take journals a chunk of files in order: every change is queued before
@@ -432,7 +433,7 @@ func (in *Reader) take(ctx context.Context, names []string) (handled int, err er
 		if err != nil {
 			p.err = err
 		} else if err := in.Journal.Submit(p.change); err != nil {
-			if errors.Is(err, spool.ErrClosed) {
+			if errors.Is(err, journal.ErrClosed) {
 				return handled, fmt.Errorf("spool %s: %w", in.Dir, err)
 			}
 			in.log.Error("spool: journal failed, file left for a retry", "file", name, "err", err)
@@ -448,7 +449,7 @@ func (in *Reader) take(ctx context.Context, names []string) (handled int, err er
 				in.log.Error("spool: journal failed, file left for a retry", "file", p.name, "err", err)
 				continue
 			}
-			if errors.Is(err, spool.ErrNotFound) {
+			if errors.Is(err, journal.ErrNotFound) {
 				err = fmt.Errorf("id %q: no intent declared with this id: %w", p.op.ID, err)
 			}
 			p.result, p.err = result, err
@@ -468,7 +469,7 @@ func (in *Reader) take(ctx context.Context, names []string) (handled int, err er
 // refused reports whether a journal error is about the op itself (the file
 // is rejected) rather than the journal (the file is kept for a retry).
 func refused(err error) bool {
-	for _, e := range []error{spool.ErrInvalid, spool.ErrNotFound, spool.ErrIllegalTransition, spool.ErrObservedOther, spool.ErrIDTaken, intake.ErrUnknownProvider} {
+	for _, e := range []error{journal.ErrInvalid, journal.ErrNotFound, journal.ErrIllegalTransition, journal.ErrObservedOther, journal.ErrIDTaken, intake.ErrUnknownProvider} {
 		if errors.Is(err, e) {
 			return true
 		}
@@ -477,7 +478,7 @@ func refused(err error) bool {
 }
 
 // prepare builds the journal change of one decoded file.
-func (in *Reader) prepare(f FileOp) (*spool.Change, error) {
+func (in *Reader) prepare(f FileOp) (*journal.Change, error) {
 	switch f.Op {
 	case OpIntent:
 		// The writer chose the intent id, so it knew the sandbox name

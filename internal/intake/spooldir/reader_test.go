@@ -11,9 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/intake"
 	"github.com/tether-run/tether/internal/testutil"
-	. "github.com/tether-run/tether/spool"
+	"github.com/tether-run/tether/journal"
 )
 
 // spoolWrite writes a spool file the way the protocol says: .NAME.tmp, then
@@ -42,13 +43,13 @@ func spoolEmpty(dir string) bool {
 
 type intakeFixture struct {
 	dir string
-	j   *Journal
+	j   *journal.Journal
 	in  *Reader
 }
 
-func openTemp(t *testing.T) *Journal {
+func openTemp(t *testing.T) *journal.Journal {
 	t.Helper()
-	j, err := Open(filepath.Join(t.TempDir(), "journal.db"), Options{})
+	j, err := journal.Open(filepath.Join(t.TempDir(), "journal.db"), journal.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,12 +94,12 @@ func TestIntakeTakesFilesPresentBeforeStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.State != Observed || a.SandboxID != "sb-a" || a.OnDrain != DrainStop || a.Labels["team"] != "x" ||
-		a.Labels["scope"] != "s" || a.Labels[LabelIntent] != "run-a" || a.Name != "tether-run-a" || a.Provider != "daytona" {
+	if a.State != intent.Observed || a.SandboxID != "sb-a" || a.OnDrain != intent.DrainStop || a.Labels["team"] != "x" ||
+		a.Labels["scope"] != "s" || a.Labels[intent.LabelIntent] != "run-a" || a.Name != "tether-run-a" || a.Provider != "daytona" {
 		t.Fatalf("run-a: %+v", a)
 	}
 	b, _ := f.j.Get("run-b")
-	if b.State != Released || b.Outcome != OutcomeKept {
+	if b.State != intent.Released || b.Outcome != intent.OutcomeKept {
 		t.Fatalf("run-b: %+v", b)
 	}
 	if rej, _ := os.ReadDir(filepath.Join(f.dir, RejectedDir)); len(rej) != 0 {
@@ -119,7 +120,7 @@ func TestIntakeLexicalOrder(t *testing.T) {
 	testutil.WaitFor(t, "spool to empty", func() bool { return spoolEmpty(f.dir) })
 	late, _ := f.j.Get("late")
 	early, _ := f.j.Get("early")
-	if late.State != Pending || early.State != Observed {
+	if late.State != intent.Pending || early.State != intent.Observed {
 		t.Fatalf("late %s, early %s", late.State, early.State)
 	}
 	reason, err := os.ReadFile(filepath.Join(f.dir, RejectedDir, "a-observe.err"))
@@ -236,24 +237,24 @@ func TestIntakeDeleteAndObserved(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
 	var deleted []string
-	observed := make(chan Intent, 1)
+	observed := make(chan intent.Intent, 1)
 	var f *intakeFixture
 	f = startIntake(t, &Reader{Intake: &intake.Intake{
-		Delete: func(ctx context.Context, id string) (Intent, error) {
+		Delete: func(ctx context.Context, id string) (intent.Intent, error) {
 			mu.Lock()
 			deleted = append(deleted, id)
 			mu.Unlock()
-			if _, err := f.j.Transition(id, Releasing, ""); err != nil {
-				return Intent{}, err
+			if _, err := f.j.Transition(id, intent.Releasing, ""); err != nil {
+				return intent.Intent{}, err
 			}
-			return f.j.Transition(id, Gone, "")
+			return f.j.Transition(id, intent.Gone, "")
 		},
-		Observed: func(in Intent) { observed <- in },
+		Observed: func(in intent.Intent) { observed <- in },
 	}}, nil)
 	spoolWrite(t, f.dir, "1", `{"op":"intent","id":"d"}`)
 	spoolWrite(t, f.dir, "2", `{"op":"observe","id":"d","sandbox_id":"sb-d"}`)
 	spoolWrite(t, f.dir, "3", `{"op":"delete","id":"d"}`)
-	testutil.WaitFor(t, "the delete", func() bool { in, _ := f.j.Get("d"); return in.State == Gone })
+	testutil.WaitFor(t, "the delete", func() bool { in, _ := f.j.Get("d"); return in.State == intent.Gone })
 	in, _ := f.j.Get("d")
 	mu.Lock()
 	if len(deleted) != 1 || deleted[0] != "d" || in.ID != "d" {
@@ -266,7 +267,7 @@ func TestIntakeDeleteAndObserved(t *testing.T) {
 			t.Fatalf("observed %+v", o)
 		}
 	case <-time.After(20 * time.Second):
-		t.Fatal("Observed not called")
+		t.Fatal("intent.Observed not called")
 	}
 }
 
@@ -282,7 +283,7 @@ func TestIntakeStopsWhenJournalCloses(t *testing.T) {
 	spoolWrite(t, dir, "after", `{"op":"intent","id":"x"}`)
 	select {
 	case err := <-done:
-		if !errors.Is(err, ErrClosed) {
+		if !errors.Is(err, journal.ErrClosed) {
 			t.Fatalf("Run: %v", err)
 		}
 	case <-time.After(30 * time.Second):

@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/tether-run/tether/spool/durable"
+	"github.com/tether-run/tether/journal/durable"
 )
 
 // Write writes f into the spool directory dir as the protocol says: the

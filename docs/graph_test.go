@@ -101,45 +101,85 @@ func layer(pkg string) int {
 		return 0
 	case pkg == "internal/sidecar":
 		return 1
-	case pkg == "internal/config", pkg == "internal/metrics":
+	case pkg == "internal/providers", pkg == "internal/demo", pkg == "internal/doctor":
 		return 2
-	case strings.HasPrefix(pkg, "internal/intake/"):
+	case pkg == "internal/config", pkg == "internal/metrics":
 		return 3
-	case pkg == "internal/intake", pkg == "internal/reaper", pkg == "internal/lease":
+	case strings.HasPrefix(pkg, "internal/intake/"), proxyOf(pkg) != "":
 		return 4
+	case pkg == "internal/intake", pkg == "internal/reaper", pkg == "internal/lease":
+		return 5
 	case strings.HasPrefix(pkg, "internal/"):
-		return 6 // leaves shared by the layers above: crash points, strict JSON
-	case strings.HasPrefix(pkg, "provider/") && strings.Contains(pkg, "test"):
-		return 5 // simulators: nothing of tether but the provider they stand in for
+		return 7 // leaves shared by the layers above: crash points, strict JSON
+	case providerOf(pkg) != "" && strings.Contains(pkg, "test"):
+		return 6 // simulators: nothing of tether but the provider they stand in for
 	default:
-		return 7 // journal, intent, provider, supervisor and their subpackages
+		return 8 // journal, intent, provider, supervisor and their subpackages
 	}
 }
+
+// providerOf is the provider a package belongs to (provider/NAME and
+// below; not the neutral provider/internal), or "".
+func providerOf(pkg string) string {
+	parts := strings.Split(pkg, "/")
+	if len(parts) < 2 || parts[0] != "provider" || parts[1] == "internal" {
+		return ""
+	}
+	return parts[1]
+}
+
+// proxyOf is the provider whose zero-code API proxy pkg is
+// (provider/NAME/NAMEproxy), or "".
+func proxyOf(pkg string) string {
+	name := providerOf(pkg)
+	if name != "" && pkg == "provider/"+name+"/"+name+"proxy" {
+		return name
+	}
+	return ""
+}
+
+// registry is the one package outside provider/ that names providers.
+const registry = "internal/providers"
+
+// namesProviders: packages outside provider/ that name a provider still,
+// each a step of the seam not taken yet. Empty is the goal.
+var namesProviders = map[string]bool{"cmd/tether": true, "internal/doctor": true, "examples/go/samplerunner": true}
 
 // forbidden says why an import breaks the one-way rule, or "".
 func forbidden(from, to string) string {
 	under := func(p, prefix string) bool { return p == prefix || strings.HasPrefix(p, prefix+"/") }
+	intakeShared := under(to, "internal/intake") && (to == "internal/intake" || sharedIntake(to))
 	switch {
 	case under(to, "cmd"):
 		return "nothing imports a command"
+	case under(to, "examples") && !under(from, "examples") && !namesProviders[from]:
+		return "tether ships nothing of its examples"
 	case under(from, "intent"):
 		return "the intent vocabulary imports nothing of tether's"
 	case under(from, "journal") && !under(to, "journal") && to != "intent":
 		return "the journal imports nothing of tether's but the intent vocabulary and its own subpackages"
 	case under(from, "intentapi") && (under(to, "journal") || strings.HasPrefix(to, "internal/")):
 		return "the public intent API speaks the intent vocabulary; it links no storage and nothing internal"
-	case under(from, "provider") && !under(to, "provider"):
+	case providerOf(to) != "" && providerOf(from) != providerOf(to) && from != registry && !namesProviders[from] && !under(from, "internal/testutil"):
+		return "only the registry (internal/providers) names a provider outside its own tree; the rest holds providers by name"
+	case proxyOf(from) != "" && !(under(to, "provider") || to == "intent" || to == "internal/crashpoint" || intakeShared):
+		return "a provider's API proxy is an intake: its provider, the intent vocabulary and what intakes share"
+	case under(from, "provider") && proxyOf(from) == "" && !under(to, "provider") && to != "internal/dotenv":
 		return "a provider knows nothing of the journal, the intakes or the supervisor"
 	case under(from, "supervisor") && !under(to, "supervisor"):
 		return "the supervisor knows nothing of intents"
 	case to == "internal/sidecar" && !under(from, "cmd") && !under(from, "test"):
 		return "only commands and end-to-end tests start a sidecar"
+	case to == registry && !under(from, "cmd") && from != "internal/sidecar" && from != "internal/doctor" && from != "internal/demo":
+		return "the registry is the sidecar's and the commands'"
 	case under(from, "internal/intake") && (under(to, "internal/reaper") || under(to, "internal/lease") || under(to, "internal/sidecar")):
 		return "an intake is handed what it needs of the drain; it imports neither reaper, lease nor sidecar"
 	case strings.HasPrefix(from, "internal/intake/") && strings.HasPrefix(to, "internal/intake/") && !sharedIntake(to):
 		return "intakes are siblings: what two of them share lives in internal/intake or a shared subpackage"
 	case (under(from, "internal/reaper") || under(from, "internal/lease")) && under(to, "internal/intake"):
-		return "the drain and the renewer do not know the intakes"
+		return "the drain and the renewers do not know the intakes"
+	case under(from, "internal/config") && (under(to, "internal/reaper") || under(to, "internal/lease") || under(to, "internal/sidecar")):
+		return "the configuration owns its defaults"
 	}
 	return ""
 }
@@ -208,13 +248,20 @@ func TestForbiddenImports(t *testing.T) {
 		{"intentapi", "journal", true},
 		{"provider/daytona", "journal", true},
 		{"provider/daytona/daytonatest", "provider", false},
+		{"provider/daytona/daytonaproxy", "internal/intake/apiproxy", false},
+		{"provider/daytona/daytonaproxy", "internal/reaper", true},
+		{"provider/daytona/daytonaproxy", "internal/intake/socket", true},
+		{"provider/e2b/e2bproxy", "provider/daytona", true},
+		{"internal/sidecar", "provider/daytona", true},
+		{"internal/reaper", "provider/e2b", true},
+		{"internal/metrics", "provider/e2b", true},
+		{"internal/providers", "provider/e2b/e2bproxy", false},
+		{"internal/reaper", "internal/providers", true},
 		{"supervisor", "internal/config", true},
 		{"internal/reaper", "cmd/tether", true},
+		{"internal/demo", "examples/go/samplerunner", true},
 		{"internal/reaper", "internal/intake", true},
-		{"internal/lease", "internal/intake/daytonaproxy", true},
-		{"internal/intake/daytonaproxy", "internal/reaper", true},
-		{"internal/intake/daytonaproxy", "internal/intake/socket", true},
-		{"internal/intake/daytonaproxy", "internal/intake/apiproxy", false},
+		{"internal/config", "internal/reaper", true},
 		{"internal/intake/socket", "internal/intake", false},
 		{"internal/metrics", "internal/sidecar", true},
 		{"cmd/tether", "internal/sidecar", false},

@@ -102,6 +102,9 @@ func Plan(owner string, n Declaration, now time.Time) Intent {
 	if n.Name == "" {
 		n.Name = NamePrefix + n.ID
 	}
+	if n.Provider == "" {
+		n.Provider = DefaultProvider
+	}
 	return Intent{
 		ID: n.ID, Name: n.Name, Labels: labels,
 		Provider: n.Provider, Account: n.Account, OnDrain: n.OnDrain,

@@ -89,12 +89,16 @@ const (
 	NamePrefix = "tether-"
 )
 
+// DefaultProvider is the provider of an intent that names none (the wire
+// contract's default, docs/protocol.md): Daytona, tether's first.
+const DefaultProvider = "daytona"
+
 // Intent is one sandbox tether answers for.
 type Intent struct {
 	ID        string            `json:"id"`         // ULID, lower case
 	Name      string            `json:"name"`       // creation name: tether-<id>, or the runner's own (Daytona API proxy)
 	Labels    map[string]string `json:"labels"`     // ownership + scope labels the sandbox must carry
-	Provider  string            `json:"provider"`   // "daytona"
+	Provider  string            `json:"provider"`   // "daytona", "e2b", "docker"; "" (older journals) is DefaultProvider
 	OnDrain   OnDrain           `json:"on_drain"`   // delete or stop
 	State     State             `json:"state"`      //
 	SandboxID string            `json:"sandbox_id"` // provider id, once observed
@@ -135,6 +139,15 @@ type Intent struct {
 	// replaced each by the id it found and verified (ReplaceObserved).
 	// Oldest first, at most MaxReplaced. Journal only: not on the wire.
 	Replaced []string `json:"replaced_sandbox_ids,omitempty"`
+}
+
+// ProviderName is the provider the intent is resolved with: its own, or
+// DefaultProvider when it names none.
+func (in Intent) ProviderName() string {
+	if in.Provider == "" {
+		return DefaultProvider
+	}
+	return in.Provider
 }
 
 // Live reports whether the intent still needs resolving.

@@ -12,7 +12,7 @@ import (
 
 	"github.com/tether-run/tether/internal/config"
 	"github.com/tether-run/tether/internal/doctor"
-	"github.com/tether-run/tether/internal/sidecar"
+	"github.com/tether-run/tether/internal/providers"
 )
 
 // Exit codes of `tether doctor`, for a CI job.
@@ -96,7 +96,7 @@ func (*DoctorCommand) Run(ctx context.Context, args []string) error {
 	}
 	// Daytona's settings as tether run reads them (.env files included);
 	// a file it ignores is said on stderr.
-	env := sidecar.DaytonaSettings(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), slog.LevelDebug)
+	env := providers.DaytonaSettings(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), slog.LevelDebug)
 	o := doctor.Options{Journal: cfg.Journal, JournalFrom: from, Live: *live, CallTimeout: *callTimeout, Logger: log,
 		Getenv: env.Get, Origin: env.Origin, E2B: e2bSettings()}
 	if !*asJSON {

@@ -71,7 +71,7 @@ func (*DrainCommand) Run(ctx context.Context, args []string) error {
 	log := newLogger(cfg, os.Stderr)
 	// Credentials first: a salvage followed by a drain that cannot run
 	// would leave the new file behind for nothing.
-	ps := sidecar.OpenProviders(log)
+	ps := sidecar.OpenProviders(cfg, log)
 	if err := ps.Err(); err != nil {
 		return &ExitError{Code: ExitCodeUsage, Err: fmt.Errorf("drain: %w", err)}
 	}

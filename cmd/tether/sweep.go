@@ -6,34 +6,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
+	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/config"
 	"github.com/tether-run/tether/internal/reaper"
 	"github.com/tether-run/tether/internal/sidecar"
 	"github.com/tether-run/tether/provider"
-	"github.com/tether-run/tether/provider/daytona"
-	"github.com/tether-run/tether/provider/e2b"
 )
-
-// sweepProvider is the provider --provider names, or why there is none.
-func sweepProvider(ps sidecar.Providers, name string) (provider.Provider, error) {
-	if p := ps.Named(name); p != nil {
-		return p, nil
-	}
-	switch name {
-	case daytona.ProviderName:
-		return nil, ps.DaytonaErr
-	case e2b.ProviderName:
-		if ps.E2BErr != nil {
-			return nil, ps.E2BErr
-		}
-		return nil, errors.New("no E2B credentials: set " + e2b.EnvAPIKey)
-	}
-	return nil, fmt.Errorf("--provider %q: want daytona or e2b", name)
-}
 
 // SweepCommand is `tether sweep`: the fleet-level backstop for sandboxes
 // whose journal is gone with its container and volume.
@@ -71,17 +55,18 @@ func (*SweepCommand) Run(ctx context.Context, args []string) error {
 	envErr := cfg.Bind(fs, config.Sweep, config.Log)
 	yes := fs.Bool("yes", false, "delete the stale sandboxes (without it: a dry run that changes nothing)")
 	asJSON := fs.Bool("json", false, "print the report as one JSON object instead of the table")
-	provName := fs.String("provider", daytona.ProviderName, "the cloud whose account is swept: daytona or e2b")
+	opened := sidecar.OpenProviders(cfg, slog.New(slog.DiscardHandler))
+	provName := fs.String("provider", intent.DefaultProvider, "the provider whose account is swept: "+strings.Join(opened.Names(), ", "))
 	if err := parseConfig(fs, args, 0, &cfg, envErr); err != nil {
 		return helped(err)
 	}
 	log := newLogger(cfg, os.Stderr)
-	prov, err := sweepProvider(sidecar.OpenProviders(log), *provName)
+	prov, err := sidecar.OpenProviders(cfg, log).Provider(*provName)
 	if err != nil {
 		return &ExitError{Code: ExitCodeUsage, Err: fmt.Errorf("sweep: %w", err)}
 	}
-	r := &reaper.Reaper{Provider: prov, Logger: log, Concurrency: cfg.SweepConcurrency}
-	rule := reaper.SweepRule{Owner: cfg.SweepOwner, Labels: cfg.Labels, OlderThan: cfg.SweepOlderThan, IdleFor: cfg.SweepIdleFor}
+	r := &reaper.Reaper{Providers: provider.NewSet(prov), Logger: log, Concurrency: cfg.SweepConcurrency}
+	rule := reaper.SweepRule{Provider: prov.Name(), Owner: cfg.SweepOwner, Labels: cfg.Labels, OlderThan: cfg.SweepOlderThan, IdleFor: cfg.SweepIdleFor}
 	ctx, cancel := context.WithTimeout(ctx, cfg.SweepTimeout)
 	defer cancel()
 	log.Info("sweep: listing the account", "deadline", time.Now().Add(cfg.SweepTimeout).Format(time.TimeOnly), "dry_run", !*yes)

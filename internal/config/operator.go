@@ -6,8 +6,6 @@ import (
 	"os"
 	"strconv"
 	"time"
-
-	"github.com/tether-run/tether/internal/reaper"
 )
 
 // Operator holds the settings of what runs around the core: the metrics
@@ -53,12 +51,28 @@ const (
 	EnvSweepTimeout     = "TETHER_SWEEP_TIMEOUT"
 )
 
+// Defaults of a sweep.
+const (
+	// DefaultSweepOlderThan: only sandboxes created longer ago are swept.
+	DefaultSweepOlderThan = 24 * time.Hour
+	// DefaultSweepIdleFor: only sandboxes idle (no activity the provider
+	// saw) for longer are swept.
+	DefaultSweepIdleFor = 2 * time.Hour
+	// DefaultSweepConcurrency: provider calls in flight during a sweep.
+	// Lower than the drain's: nothing is waiting, and the account's rate
+	// limits are shared with the runners that are still working.
+	DefaultSweepConcurrency = 8
+	// DefaultSweepTimeout bounds a whole sweep: the listing, the deletes
+	// and their confirmations.
+	DefaultSweepTimeout = 10 * time.Minute
+)
+
 func defaultOperator() Operator {
 	return Operator{
-		SweepOlderThan:   reaper.DefaultSweepOlderThan,
-		SweepIdleFor:     reaper.DefaultSweepIdleFor,
-		SweepConcurrency: reaper.DefaultSweepConcurrency,
-		SweepTimeout:     reaper.DefaultSweepTimeout,
+		SweepOlderThan:   DefaultSweepOlderThan,
+		SweepIdleFor:     DefaultSweepIdleFor,
+		SweepConcurrency: DefaultSweepConcurrency,
+		SweepTimeout:     DefaultSweepTimeout,
 	}
 }
 

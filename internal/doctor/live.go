@@ -96,7 +96,7 @@ func (r *run) live(parent context.Context) {
 	}
 
 	if r.timed("live: drain", func() (Verdict, string) {
-		rp := &reaper.Reaper{Journal: j, Provider: r.prov, Logger: r.o.Logger.With("component", "reaper")}
+		rp := &reaper.Reaper{Journal: j, Providers: provider.NewSet(r.prov), Logger: r.o.Logger.With("component", "reaper")}
 		rep := rp.Drain(ctx, []intent.Intent{in})
 		if rep.Gone != 1 {
 			why := "not resolved before the deadline"

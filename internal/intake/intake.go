@@ -58,14 +58,20 @@ type Intake struct {
 	// Labels are the scope labels of the configuration; a request's own
 	// labels are merged over them.
 	Labels map[string]string
-	// Provider and Account are journaled with each intent.
-	Provider, Account string
-	// Others are the other providers tether has credentials for, by name,
-	// each with its account: a declaration may name one (NewIntentOf).
-	Others map[string]string
-	// Lease is journaled with each intent too: the lease in minutes in
-	// lease mode, 0 outside it (spool.Intent.Lease).
-	Lease int
+	// Provider is what this intake declares for when a declaration names
+	// none: a proxy's own provider; "" is intent.DefaultProvider (the
+	// socket, the spool directory).
+	Provider string
+	// Accounts are the providers tether has credentials for, each with
+	// its account: journaled with each intent of that provider.
+	Accounts map[string]string
+	// Leases are the providers in lease mode, each with its lease in
+	// minutes: journaled with each intent of that provider
+	// (intent.Intent.Lease).
+	Leases map[string]int
+	// Unavailable are the providers tether knows but has no setup for,
+	// each with why: what a declaration that names one is told.
+	Unavailable map[string]string
 	// Delete resolves one intent now: verified delete, confirmed gone. Nil
 	// when tether has no provider; the intent is then left for the drain.
 	Delete func(ctx context.Context, id string) (intent.Intent, error)
@@ -78,12 +84,28 @@ type Intake struct {
 	Logger   *slog.Logger
 }
 
+// ProviderName is the provider this intake declares for when a
+// declaration names none.
+func (in *Intake) ProviderName() string {
+	if in.Provider == "" {
+		return intent.DefaultProvider
+	}
+	return in.Provider
+}
+
+// Account is the account of this intake's provider ("" without its
+// credentials).
+func (in *Intake) Account() string { return in.Accounts[in.ProviderName()] }
+
+// Lease is the lease of this intake's provider (0 outside lease mode).
+func (in *Intake) Lease() int { return in.Leases[in.ProviderName()] }
+
 // NewIntent is the declaration a request makes: its labels over the scope
-// labels, under this intake's provider and account.
+// labels, under this intake's provider, its account and its lease.
 func (in *Intake) NewIntent(labels map[string]string, onDrain intent.OnDrain, key, id string) intent.Declaration {
 	return intent.Declaration{
 		Key: key, ID: id, Labels: intent.MergeLabels(in.Labels, labels), OnDrain: onDrain,
-		Provider: in.Provider, Account: in.Account, Lease: in.Lease,
+		Provider: in.ProviderName(), Account: in.Account(), Lease: in.Lease(),
 	}
 }
 
@@ -135,7 +157,7 @@ func (in *Intake) RunnerDeclared(labels map[string]string, name string) bool {
 	if err != nil || !it.Live() || it.Name != name {
 		return false
 	}
-	if it.Provider != "" && it.Provider != in.Provider {
+	if it.ProviderName() != in.ProviderName() {
 		// Another cloud's intent (a socket declaration names none, so
 		// Daytona's): the drain would look for this sandbox there.
 		return false

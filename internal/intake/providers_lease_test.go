@@ -5,7 +5,7 @@ import "testing"
 // The lease of lease mode is the default provider's: an intent of another
 // provider is journaled without one (that provider has its own backstop).
 func TestNewIntentOfOtherProviderHasNoLease(t *testing.T) {
-	in := &Intake{Provider: "daytona", Account: "d:1", Lease: 30, Others: map[string]string{"e2b": "e:2"}}
+	in := &Intake{Provider: "daytona", Accounts: map[string]string{"daytona": "d:1", "e2b": "e:2"}, Leases: map[string]int{"daytona": 30}}
 	for _, c := range []struct {
 		name  string
 		lease int

@@ -9,7 +9,7 @@ import (
 // credentials for, and is journaled under that provider's account; any
 // other is refused.
 func TestNewIntentOf(t *testing.T) {
-	in := &Intake{Provider: "daytona", Account: "d:1", Others: map[string]string{"e2b": "e:2"}}
+	in := &Intake{Provider: "daytona", Accounts: map[string]string{"daytona": "d:1", "e2b": "e:2"}}
 	for _, c := range []struct{ name, provider, account string }{
 		{"", "daytona", "d:1"}, {"daytona", "daytona", "d:1"}, {"e2b", "e2b", "e:2"},
 	} {

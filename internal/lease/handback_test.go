@@ -61,7 +61,7 @@ func newKeptWorld(t *testing.T, n int, opts ...daytonatest.Option) *keptWorld {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { j.Close() })
-	w := &keptWorld{sim: sim, j: j, r: &reaper.Reaper{Journal: j, Provider: prov, Logger: slog.New(slog.DiscardHandler)}}
+	w := &keptWorld{sim: sim, j: j, r: &reaper.Reaper{Journal: j, Providers: provider.NewSet(prov), Logger: slog.New(slog.DiscardHandler)}}
 	stop := leaseMinutes
 	for range n {
 		in, _, err := j.Create(context.Background(), intent.Declaration{Provider: daytona.ProviderName, Account: prov.Account(), Lease: leaseMinutes})

@@ -29,9 +29,10 @@
 // sandbox: the short auto-stop when it is observed, the hand-back, durable,
 // when the runner releases it as kept.
 //
-// Lease mode is Daytona's. An E2B sandbox is bounded by its own timeout,
-// which package sidecar cuts to --e2b-max-timeout and renews (e2b.go); it
-// reports to the same Observer.
+// Lease mode is Daytona's. A provider whose sandboxes end at a timeout
+// (E2B) has its own renewer here, TimeoutRenewer (timeout.go): the timeout
+// cut to a cap and renewed while the runner lives; it reports to the same
+// Observer.
 package lease
 
 import (

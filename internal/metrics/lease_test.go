@@ -25,7 +25,7 @@ func TestLeaseMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := metrics.New(j, "test")
+	m := metrics.New(j, "test", "daytona", "e2b")
 	l, ok := m.Provider(prov).(provider.Leaser)
 	if !ok {
 		t.Fatal("the counted provider cannot renew")

@@ -77,16 +77,6 @@ type Journal interface {
 
 // The label values every series is created with at start.
 var (
-	// Providers are the provider label's values: the clouds tether can
-	// use. An intent that names no provider is Daytona's.
-	Providers = []string{"daytona", "e2b"}
-	// OpsOf are the calls measured of each provider (provider.go,
-	// lease.go): Daytona's leases and labels, E2B's look-up of every
-	// sandbox of a name and its timeout.
-	OpsOf = map[string][]string{
-		"daytona": {"check", "get", "get_by_name", "list", "delete", "stop", "set_autostop", "list_page", "inspect", "renew", "set_autodelete", "set_labels"},
-		"e2b":     {"check", "get", "get_by_name", "named", "list", "delete", "stop", "set_autostop", "set_timeout", "list_page", "inspect"},
-	}
 	// Outcomes are what outcome names a call's result.
 	Outcomes = []string{"ok", "not_found", "conflict", "rate_limited", "unauthorized", "unavailable", "refused", "canceled", "error"}
 	// Intakes are the ways an intent is declared.
@@ -131,8 +121,9 @@ type Metrics struct {
 	declared map[string]*vm.Counter
 	drain    *vm.PrometheusHistogram
 	replay   *vm.PrometheusHistogram
-	// providers are each provider's series, by its label; one not in
-	// Providers is made when it is first seen (smu).
+	// providers are each provider's series, by its label: those named to
+	// New at start, another when it is first seen (smu); a provider's
+	// call series when it is wrapped (Provider: the calls it can make).
 	smu       sync.Mutex
 	providers map[string]*providerSeries
 }
@@ -160,16 +151,22 @@ type journalView struct {
 	size   int64
 }
 
-// New makes every series, at 0; j is read at each scrape, version is
-// tether's (tether_build_info).
-func New(j Journal, version string) *Metrics {
+// New makes every series, at 0, each provider's for every name of
+// providers (the provider label's values: every provider tether knows; an
+// intent that names none is intent.DefaultProvider's); j is read at each
+// scrape, version is tether's (tether_build_info). A provider's call
+// series are made when it is wrapped (Provider).
+func New(j Journal, version string, providers ...string) *Metrics {
 	vm.ExposeMetadata(true) // TYPE lines: Prometheus needs them to tell a counter from a gauge
 	s := vm.NewSet()
 	m := &Metrics{set: s, j: j, scrapes: make(chan struct{}, DefaultMaxScrapes), providers: map[string]*providerSeries{}}
 	m.journal.Store(&journalView{counts: map[string]map[intent.State]int{}})
 
 	s.NewGauge(fmt.Sprintf(`tether_build_info{version=%s,goversion=%s}`, quote(version), quote(runtime.Version())), func() float64 { return 1 })
-	for _, p := range Providers {
+	if len(providers) == 0 {
+		providers = []string{intent.DefaultProvider}
+	}
+	for _, p := range providers {
 		for _, st := range States {
 			s.NewGauge(`tether_intents{provider=`+quote(p)+`,state=`+quote(string(st))+`}`, func() float64 { return float64(m.journal.Load().counts[p][st]) })
 		}
@@ -182,7 +179,7 @@ func New(j Journal, version string) *Metrics {
 	durations := []float64{0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120}
 	m.drain = s.NewPrometheusHistogramExt("tether_drain_duration_seconds", durations)
 	m.replay = s.NewPrometheusHistogramExt("tether_replay_duration_seconds", durations)
-	for _, p := range Providers {
+	for _, p := range providers {
 		m.series(p)
 	}
 	return m
@@ -208,9 +205,6 @@ func (m *Metrics) series(name string) *providerSeries {
 		atRisk:      s.NewCounter(`tether_lease_at_risk_total{` + pl + `}`),
 		leased:      s.NewGauge(`tether_leased_sandboxes{`+pl+`}`, nil),
 	}
-	for _, op := range OpsOf[name] {
-		ps.addOp(s, op)
-	}
 	for _, st := range DrainStates {
 		ps.drained[st] = s.NewCounter(`tether_drain_intents_total{` + pl + `,state=` + quote(st) + `}`)
 	}
@@ -218,8 +212,12 @@ func (m *Metrics) series(name string) *providerSeries {
 	return ps
 }
 
-// addOp makes op's series: its calls by outcome, and its latency.
+// addOp makes op's series: its calls by outcome, and its latency; the
+// caller holds smu.
 func (ps *providerSeries) addOp(s *vm.Set, op string) {
+	if _, ok := ps.latency[op]; ok {
+		return
+	}
 	pl := `provider=` + quote(ps.name) + `,op=` + quote(op)
 	for _, oc := range Outcomes {
 		ps.calls[[2]string{op, oc}] = s.NewCounter(`tether_provider_calls_total{` + pl + `,outcome=` + quote(oc) + `}`)
@@ -231,7 +229,7 @@ func (ps *providerSeries) addOp(s *vm.Set, op string) {
 // providerLabel is the provider label of a provider or intent named name.
 func providerLabel(name string) string {
 	if name == "" {
-		return Providers[0]
+		return intent.DefaultProvider
 	}
 	return name
 }
@@ -499,14 +497,14 @@ func outcome(err error) string {
 	return "error"
 }
 
-// observe records one call of op (one of OpsOf) to provider name.
+// observe records one call of op (one of Ops) to provider name.
 func (m *Metrics) observe(name, op string, start time.Time, err error) {
 	ps := m.series(name)
 	oc := outcome(err)
 	m.smu.Lock()
 	c, ok := ps.calls[[2]string{op, oc}]
 	if !ok {
-		ps.addOp(m.set, op) // an op OpsOf does not list: its series from now on
+		ps.addOp(m.set, op) // an op Ops does not list: its series from now on
 		c = ps.calls[[2]string{op, oc}]
 	}
 	h := ps.latency[op]

@@ -12,6 +12,7 @@ import (
 
 	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/testutil"
+	"github.com/tether-run/tether/provider"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -109,9 +110,9 @@ func TestScrapeAfterADrainWithFaults(t *testing.T) {
 		}
 	}
 
-	m := metrics.New(j, "test")
+	m := metrics.New(j, "test", "daytona", "e2b")
 	r := &reaper.Reaper{
-		Journal: j, Provider: m.Provider(prov), Concurrency: 8,
+		Journal: j, Providers: provider.NewSet(m.Provider(prov)), Concurrency: 8,
 		RetryBase: 10 * time.Millisecond, RetryMax: 100 * time.Millisecond,
 		PollInterval: 10 * time.Millisecond, PollMax: 50 * time.Millisecond,
 	}
@@ -175,7 +176,7 @@ func TestScrapeShowsCleanupDebt(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	m := metrics.New(j, "test")
+	m := metrics.New(j, "test", "daytona", "e2b")
 	live, _ := j.Live()
 	m.SetUnresolved(map[string]int{"": len(live)})
 	r := &reaper.Reaper{Journal: j}

@@ -19,6 +19,12 @@ import (
 // without.
 func (m *Metrics) Provider(p provider.Provider) provider.Provider {
 	w := &measured{p: p, m: m, name: providerLabel(p.Name())}
+	ps := m.series(w.name)
+	m.smu.Lock()
+	for _, op := range Ops(p) {
+		ps.addOp(m.set, op)
+	}
+	m.smu.Unlock()
 	_, leaser := p.(provider.Leaser)
 	_, labeler := p.(provider.Labeler)
 	_, sharer := p.(provider.NameSharer)
@@ -29,6 +35,32 @@ func (m *Metrics) Provider(p provider.Provider) provider.Provider {
 		return &sharing{w}
 	}
 	return w
+}
+
+// Ops are the calls measured of p: those of the Provider interface and of
+// each optional interface p has. Their series are made, at 0, when p is
+// wrapped.
+func Ops(p provider.Provider) []string {
+	ops := []string{"get", "get_by_name", "list", "delete", "stop", "set_autostop"}
+	if _, ok := p.(provider.Checker); ok {
+		ops = append(ops, "check")
+	}
+	if _, ok := p.(provider.Account); ok {
+		ops = append(ops, "list_page", "inspect")
+	}
+	if _, ok := p.(provider.NameSharer); ok {
+		ops = append(ops, "named")
+	}
+	if _, ok := p.(TimeoutSetter); ok {
+		ops = append(ops, "set_timeout")
+	}
+	if _, ok := p.(provider.Leaser); ok {
+		ops = append(ops, "renew", "set_autodelete")
+	}
+	if _, ok := p.(provider.Labeler); ok {
+		ops = append(ops, "set_labels")
+	}
+	return ops
 }
 
 type measured struct {

@@ -15,6 +15,7 @@ import (
 	"github.com/tether-run/tether/internal/testutil"
 	"github.com/tether-run/tether/journal"
 	"github.com/tether-run/tether/provider"
+	"github.com/tether-run/tether/provider/daytona"
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
 	"github.com/tether-run/tether/provider/e2b"
 	"github.com/tether-run/tether/provider/e2b/e2btest"
@@ -40,7 +41,7 @@ func TestMeasuredKeepsEachProviderShape(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer j.Close()
-	m := metrics.New(j, "test")
+	m := metrics.New(j, "test", "daytona", "e2b")
 	_, day := testutil.Daytona(t)
 	esrv := e2btest.NewServer()
 	t.Cleanup(esrv.Close)
@@ -88,9 +89,9 @@ func newTwoClouds(t *testing.T) *twoClouds {
 	dsrv, day := testutil.Daytona(t)
 	esrv := e2btest.NewServer()
 	t.Cleanup(esrv.Close)
-	w := &twoClouds{j: j, m: metrics.New(j, "test"), dsrv: dsrv, esrv: esrv, day: day, e2b: newE2B(t, esrv)}
+	w := &twoClouds{j: j, m: metrics.New(j, "test", "daytona", "e2b"), dsrv: dsrv, esrv: esrv, day: day, e2b: newE2B(t, esrv)}
 	w.r = &reaper.Reaper{
-		Journal: j, Provider: w.m.Provider(day), Others: []provider.Provider{w.m.Provider(w.e2b)}, Concurrency: 4,
+		Journal: j, Providers: provider.NewSet(w.m.Provider(day), w.m.Provider(w.e2b)), Concurrency: 4,
 		RetryBase: 10 * time.Millisecond, RetryMax: 100 * time.Millisecond,
 		PollInterval: 10 * time.Millisecond, PollMax: 50 * time.Millisecond,
 		ConfirmDelay: 5 * time.Millisecond, RecheckDelay: 5 * time.Millisecond,
@@ -215,8 +216,8 @@ func TestE2BTimeoutsCounted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts, ok1 := w.r.Others[0].(metrics.TimeoutSetter)
-	ns, ok2 := w.r.Others[0].(provider.NameSharer)
+	ts, ok1 := w.e2bCounted().(metrics.TimeoutSetter)
+	ns, ok2 := w.e2bCounted().(provider.NameSharer)
 	if !ok1 || !ok2 {
 		t.Fatalf("the counted E2B provider sets no timeout (%v) or looks up no shared name (%v)", ok1, ok2)
 	}
@@ -255,7 +256,7 @@ func TestDaytonaKeepLabelCounted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := w.r.Provider.(provider.Labeler).SetLabels(t.Context(), sb.ID, map[string]string{provider.LabelKeep: "true"}); err != nil {
+	if err := w.daytonaCounted().(provider.Labeler).SetLabels(t.Context(), sb.ID, map[string]string{provider.LabelKeep: "true"}); err != nil {
 		t.Fatal(err)
 	}
 	fams := scrape(t, w.m.Handler())
@@ -265,4 +266,16 @@ func TestDaytonaKeepLabelCounted(t *testing.T) {
 	if got, _ := w.dsrv.Sandbox(sb.ID); got.Labels[provider.LabelKeep] != "true" {
 		t.Errorf("the simulator's sandbox labels: %v", got.Labels)
 	}
+}
+
+// e2bCounted is the E2B provider as the reaper holds it: counted.
+func (w *twoClouds) e2bCounted() provider.Provider {
+	p, _ := w.r.Providers.Named(e2b.ProviderName)
+	return p
+}
+
+// daytonaCounted is the Daytona provider as the reaper holds it: counted.
+func (w *twoClouds) daytonaCounted() provider.Provider {
+	p, _ := w.r.Providers.Named(daytona.ProviderName)
+	return p
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/reaper"
 	"github.com/tether-run/tether/journal"
+	"github.com/tether-run/tether/provider"
 	"github.com/tether-run/tether/provider/daytona"
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
 )
@@ -61,7 +62,7 @@ func benchDrain(b *testing.B, n int, faults daytonatest.Faults) {
 		b.Fatal(err)
 	}
 	defer j.Close()
-	r := &reaper.Reaper{Journal: j, Provider: prov, Logger: slog.New(slog.DiscardHandler),
+	r := &reaper.Reaper{Journal: j, Providers: provider.NewSet(prov), Logger: slog.New(slog.DiscardHandler),
 		AutoStopMinutes: 15, ConfirmDelay: 10 * time.Millisecond}
 	concurrency := min(reaper.DefaultConcurrency, n)
 

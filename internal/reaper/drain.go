@@ -460,7 +460,7 @@ const noProviderWhy = "tether has no provider to delete with (no credentials); a
 func (r *Reaper) DrainLive(ctx context.Context, j LiveJournal, w io.Writer) (Report, error) {
 	log := r.log()
 	var rep Report
-	if r.Provider == nil {
+	if r.Providers.Len() == 0 {
 		n, err := j.LiveCount()
 		if err != nil {
 			return Report{}, fmt.Errorf("drain: read the journal: %w", err)
@@ -535,7 +535,7 @@ func (r *Reaper) Replay(ctx context.Context, left []string) Report {
 		return Report{}
 	}
 	log := r.log()
-	if r.Provider == nil {
+	if r.Providers.Len() == 0 {
 		log.Info("replay: intents an earlier run left live stay live: "+noProviderWhy, "live", len(left))
 		return Report{Total: len(left)}
 	}

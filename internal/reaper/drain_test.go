@@ -231,7 +231,7 @@ func TestDrainIsolatesAPanic(t *testing.T) {
 		in := w.intent(scope, intent.DrainDelete)
 		intents = append(intents, w.observe(in, w.create(in).ID))
 	}
-	w.r.Provider = panicky{Provider: w.spy, id: intents[2].SandboxID}
+	w.r.Providers = provider.NewSet(panicky{Provider: w.spy, id: intents[2].SandboxID})
 	ctx, cancel := w.drainCtx(generous)
 	defer cancel()
 	rep := w.r.Drain(ctx, intents)
@@ -239,7 +239,7 @@ func TestDrainIsolatesAPanic(t *testing.T) {
 		t.Fatalf("gone %d, unresolved %+v", rep.Gone, rep.Unresolved)
 	}
 	// The intent's lock was released: it can be resolved again.
-	w.r.Provider = w.spy
+	w.r.Providers = provider.NewSet(w.spy)
 	if out, err := w.resolve(intents[2], generous); err != nil || out.State != intent.Gone {
 		t.Fatalf("after the panic: %s, %v", out.State, err)
 	}

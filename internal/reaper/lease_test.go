@@ -8,6 +8,7 @@ import (
 
 	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/reaper"
+	"github.com/tether-run/tether/provider"
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
 )
 
@@ -18,7 +19,7 @@ import (
 func TestApplyLease(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
-	w.r.Provider = w.prov // the spy does not renew
+	w.r.Providers = provider.NewSet(w.prov) // the spy does not renew
 	ctx, cancel := context.WithTimeout(context.Background(), generous)
 	defer cancel()
 	l := reaper.Lease{Minutes: 2, Settle: time.Millisecond}
@@ -76,7 +77,7 @@ func TestApplyLease(t *testing.T) {
 func TestEndLease(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
-	w.r.Provider = w.prov
+	w.r.Providers = provider.NewSet(w.prov)
 	ctx, cancel := context.WithTimeout(context.Background(), generous)
 	defer cancel()
 	in := w.intent(scope, intent.DrainDelete)
@@ -100,7 +101,7 @@ func TestEndLease(t *testing.T) {
 func TestSweepLeavesWhatTetherKeeps(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
-	w.r.Provider = w.prov
+	w.r.Providers = provider.NewSet(w.prov)
 	ctx, cancel := context.WithTimeout(context.Background(), generous)
 	defer cancel()
 

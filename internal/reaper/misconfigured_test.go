@@ -31,7 +31,7 @@ func TestConfigurationErrorIsNotRetried(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.r.Provider = prov
+	w.r.Providers = provider.NewSet(prov)
 	in, _, err := w.j.Create(context.Background(), intent.Declaration{Labels: scope, Provider: prov.Name(), Account: prov.Account()})
 	if err != nil {
 		t.Fatal(err)

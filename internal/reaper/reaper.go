@@ -1,6 +1,6 @@
 // Package reaper resolves sandbox intents against their providers: it finds
 // the sandbox an intent stands for with the provider the intent names
-// (Reaper.Provider, or one of Others), proves it is ours (id, name, every
+// (Reaper.Providers, by its name), proves it is ours (id, name, every
 // ownership label, account), journals what it learned before any
 // destructive call, deletes or stops it, and confirms the result. Drain
 // resolves many intents in parallel under one deadline and reports what is
@@ -148,14 +148,14 @@ var (
 // intent are serialised.
 type Reaper struct {
 	Journal Journal
-	// Provider serves every intent whose Provider field is empty or equal
-	// to its Name, and Others each intent whose Provider field is theirs
-	// (a runner that uses two clouds). Intents of other providers stay
-	// live (ErrNoProvider). The call gate is shared: one concurrency bound
-	// for the drain, whichever cloud each call goes to.
-	Provider provider.Provider
-	Others   []provider.Provider
-	Logger   *slog.Logger
+	// Providers serve each intent by the provider it names
+	// (intent.ProviderName: Daytona when it names none), so one drain
+	// resolves a runner's sandboxes on every provider it uses. Intents of
+	// a provider the Set lacks stay live (ErrNoProvider). The call gate is
+	// shared: one concurrency bound for the drain, whichever provider each
+	// call goes to.
+	Providers provider.Set
+	Logger    *slog.Logger
 
 	// AutoStopMinutes is the Daytona auto-stop interval Backstop sets on a
 	// sandbox that has it disabled (0). Zero here turns the backstop off.
@@ -314,20 +314,10 @@ func (r *Reaper) providerFor(in intent.Intent) (provider.Provider, error) {
 }
 
 func (r *Reaper) providerNamed(in intent.Intent) (provider.Provider, error) {
-	if r.Provider == nil {
-		return nil, fmt.Errorf("%w %q: reaper has none", ErrNoProvider, in.Provider)
+	if p, ok := r.Providers.Named(in.ProviderName()); ok {
+		return p, nil
 	}
-	if in.Provider == "" || in.Provider == r.Provider.Name() {
-		return r.Provider, nil
-	}
-	names := []string{r.Provider.Name()}
-	for _, p := range r.Others {
-		if in.Provider == p.Name() {
-			return p, nil
-		}
-		names = append(names, p.Name())
-	}
-	return nil, fmt.Errorf("%w %q (reaper has %s)", ErrNoProvider, in.Provider, strings.Join(names, ", "))
+	return nil, fmt.Errorf("%w %q (tether has %s)", ErrNoProvider, in.ProviderName(), r.Providers.Names())
 }
 
 // checkAccount says why p may not act on in: an intent declared under

@@ -63,10 +63,10 @@ func TestTransient404sWhileDestroying(t *testing.T) {
 			w.srv.Inject(daytonatest.RouteGet, 2, daytonatest.Scripted{Status: 404})
 		}, 3, 1, false},
 		{"one 404 after a read that saw the rename", func(w *world, id string) {
-			w.r.Provider = &get404{Provider: w.spy, id: id, fail: map[int]bool{2: true}}
+			w.r.Providers = provider.NewSet(&get404{Provider: w.spy, id: id, fail: map[int]bool{2: true}})
 		}, 2, 0, false},
 		{"two 404s after a read that saw the rename", func(w *world, id string) {
-			w.r.Provider = &get404{Provider: w.spy, id: id, fail: map[int]bool{2: true, 3: true}}
+			w.r.Providers = provider.NewSet(&get404{Provider: w.spy, id: id, fail: map[int]bool{2: true, 3: true}})
 		}, 2, 1, false},
 		{"two 404s in a row, a fork not relabelled yet", func(w *world, id string) {
 			w.srv.Inject(daytonatest.RouteGet, 2, daytonatest.Scripted{Status: 404})

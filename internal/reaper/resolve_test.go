@@ -133,7 +133,7 @@ func TestResolve(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			w.r.Provider = other
+			w.r.Providers = provider.NewSet(other)
 			before := w.srv.Calls()
 			out, err := w.resolve(in, generous)
 			if !errors.Is(err, reaper.ErrWrongAccount) || !out.Live() {
@@ -147,7 +147,7 @@ func TestResolve(t *testing.T) {
 				t.Fatal("the other key leaked")
 			}
 			// With the right credentials again it goes.
-			w.r.Provider = w.spy
+			w.r.Providers = provider.NewSet(w.spy)
 			if out, err := w.resolve(in, generous); err != nil || out.State != intent.Gone {
 				t.Fatalf("with the right account: %s, %v", out.State, err)
 			}

@@ -31,18 +31,10 @@ const LabelKeep = provider.LabelKeep
 
 // Defaults of a sweep.
 const (
-	// DefaultSweepOlderThan: only sandboxes created longer ago are swept.
-	DefaultSweepOlderThan = 24 * time.Hour
-	// DefaultSweepIdleFor: only sandboxes idle (no activity Daytona saw)
-	// for longer are swept.
-	DefaultSweepIdleFor = 2 * time.Hour
 	// DefaultSweepConcurrency: provider calls in flight during a sweep.
 	// Lower than the drain's: nothing is waiting, and the account's rate
 	// limits are shared with the runners that are still working.
 	DefaultSweepConcurrency = 8
-	// DefaultSweepTimeout bounds a whole sweep: the listing, the deletes
-	// and their confirmations.
-	DefaultSweepTimeout = 10 * time.Minute
 	// maxSweepPages bounds the listing, so a server that keeps answering
 	// with a next cursor cannot loop a sweep forever (200 a page: 200,000
 	// sandboxes).
@@ -51,6 +43,9 @@ const (
 
 // SweepRule says which sandboxes are stale.
 type SweepRule struct {
+	// Provider names the provider whose account is swept (one of the
+	// reaper's Providers); "" is intent.DefaultProvider.
+	Provider string
 	// Owner, if set, limits the sweep to sandboxes with tether-owner=Owner
 	// (one journal's); empty: any owner.
 	Owner string
@@ -168,6 +163,12 @@ func (rule SweepRule) inScope(sb provider.Listed) (ok, notOurs bool) {
 	return true, false
 }
 
+// sweptAccount is a provider that can page through its whole account.
+type sweptAccount interface {
+	provider.Provider
+	provider.Account
+}
+
 // Sweep lists every sandbox of the account in rule's scope, judges each,
 // and, when act is true, deletes the stale ones: each is read again first
 // and deleted only if it is still the same sandbox, still tether's, still
@@ -179,9 +180,17 @@ func (rule SweepRule) inScope(sb provider.Listed) (ok, notOurs bool) {
 func (r *Reaper) Sweep(ctx context.Context, rule SweepRule, act bool) (SweepReport, error) {
 	start := time.Now()
 	rep := SweepReport{DryRun: !act, Items: []SweepItem{}}
-	acct, ok := r.Provider.(provider.Account)
-	if r.Provider == nil || !ok {
-		return rep, fmt.Errorf("sweep: %w: the provider cannot list its account", ErrNoProvider)
+	name := rule.Provider
+	if name == "" {
+		name = intent.DefaultProvider
+	}
+	p, ok := r.Providers.Named(name)
+	if !ok {
+		return rep, fmt.Errorf("sweep: %w %q (tether has %s)", ErrNoProvider, name, r.Providers.Names())
+	}
+	acct, ok := p.(sweptAccount)
+	if !ok {
+		return rep, fmt.Errorf("sweep: %w: %s cannot list its account", ErrNoProvider, p.Name())
 	}
 	if rule.OlderThan <= 0 || rule.IdleFor <= 0 {
 		return rep, errors.New("sweep: --older-than and --idle-for must be positive")
@@ -206,7 +215,7 @@ func (r *Reaper) Sweep(ctx context.Context, rule SweepRule, act bool) (SweepRepo
 		// answers at (refused, a host that does not resolve) fails at
 		// once instead of being retried until the sweep's deadline.
 		first := rep.Pages == 0
-		err := r.retry(ctx, provider.CallRead, "list sandboxes", func(ctx context.Context) (err error) {
+		err := r.retry(ctx, acct, provider.CallRead, "list sandboxes", func(ctx context.Context) (err error) {
 			page, next, err = acct.ListPage(ctx, q, cursor)
 			if first && errors.Is(err, provider.ErrUnreachable) {
 				err = noRetry{err}
@@ -285,14 +294,14 @@ func sweepItem(sb provider.Listed, action, why string) SweepItem {
 
 // sweepOne deletes one stale sandbox: a fresh read that must show the same
 // sandbox, still tether's, still stale; the delete; polls until it is gone.
-func (r *Reaper) sweepOne(ctx context.Context, acct provider.Account, rule SweepRule, listed provider.Listed) SweepItem {
+func (r *Reaper) sweepOne(ctx context.Context, acct sweptAccount, rule SweepRule, listed provider.Listed) SweepItem {
 	log := r.log().With("component", "sweep", "sandbox", listed.ID, "name", listed.Name)
 	fail := func(err error) SweepItem {
 		log.Warn("sweep: stale sandbox not confirmed deleted", "err", err)
 		return sweepItem(listed, SweepFailed, err.Error())
 	}
 	var fresh provider.Listed
-	err := r.retry(ctx, provider.CallRead, "read sandbox "+listed.ID, func(ctx context.Context) (err error) {
+	err := r.retry(ctx, acct, provider.CallRead, "read sandbox "+listed.ID, func(ctx context.Context) (err error) {
 		fresh, err = acct.Inspect(ctx, listed.ID)
 		return err
 	})
@@ -315,8 +324,8 @@ func (r *Reaper) sweepOne(ctx context.Context, acct provider.Account, rule Sweep
 	case SweepKeep:
 		return sweepItem(fresh, SweepChangedKeep, why+" (on a fresh read)")
 	case SweepDelete:
-		err = r.retry(ctx, provider.CallDelete, "delete sandbox "+listed.ID, func(ctx context.Context) error {
-			return r.Provider.Delete(ctx, listed.ID)
+		err = r.retry(ctx, acct, provider.CallDelete, "delete sandbox "+listed.ID, func(ctx context.Context) error {
+			return acct.Delete(ctx, listed.ID)
 		})
 		if err != nil && !errors.Is(err, provider.ErrNotFound) {
 			return fail(err)
@@ -325,7 +334,7 @@ func (r *Reaper) sweepOne(ctx context.Context, acct provider.Account, rule Sweep
 	// Confirm: only a 404 for this id, or its destroyed state, is gone.
 	for polls := 0; ; polls++ {
 		var cur provider.Listed
-		err := r.retry(ctx, provider.CallRead, "confirm sandbox "+listed.ID, func(ctx context.Context) (err error) {
+		err := r.retry(ctx, acct, provider.CallRead, "confirm sandbox "+listed.ID, func(ctx context.Context) (err error) {
 			cur, err = acct.Inspect(ctx, listed.ID)
 			return err
 		})
@@ -366,13 +375,13 @@ func (r *Reaper) sweepOne(ctx context.Context, acct provider.Account, rule Sweep
 // destroyFailed reads, in the list that includes them, whether the sandbox
 // that answered 404 after its delete is one whose destroy ended in error,
 // and says so ("" when it is not listed there so: gone).
-func (r *Reaper) destroyFailed(ctx context.Context, acct provider.Account, listed provider.Listed) (string, error) {
+func (r *Reaper) destroyFailed(ctx context.Context, acct sweptAccount, listed provider.Listed) (string, error) {
 	q := provider.AccountQuery{Labels: listed.Labels, IncludeErroredDeleted: true}
 	cursor := ""
 	for range maxSweepPages {
 		var page []provider.Listed
 		var next string
-		err := r.retry(ctx, provider.CallRead, "list sandboxes labelled as "+listed.ID, func(ctx context.Context) (err error) {
+		err := r.retry(ctx, acct, provider.CallRead, "list sandboxes labelled as "+listed.ID, func(ctx context.Context) (err error) {
 			page, next, err = acct.ListPage(ctx, q, cursor)
 			return err
 		})
@@ -414,13 +423,13 @@ func sweepMismatch(listed, fresh provider.Listed) string {
 // at info level (the first failure, then every retryNoticeEvery), with what
 // it waits for and until when, so a sweep against a provider that does not
 // answer is never silent.
-func (r *Reaper) retry(ctx context.Context, kind, what string, f func(context.Context) error) error {
+func (r *Reaper) retry(ctx context.Context, p provider.Provider, kind, what string, f func(context.Context) error) error {
 	prio := prioRead
 	if kind == provider.CallDelete {
 		prio = prioDestroy
 	}
 	for attempt := 0; ; attempt++ {
-		if t, ok := r.Provider.(provider.Throttled); ok {
+		if t, ok := p.(provider.Throttled); ok {
 			if until := t.ExhaustedUntil(kind); !until.IsZero() {
 				if d := time.Until(until); d > 0 {
 					r.log().Info("sweep: waiting for the provider's quota to reset", "what", what, "kind", kind, "until", until.Format(time.TimeOnly))
@@ -430,7 +439,7 @@ func (r *Reaper) retry(ctx context.Context, kind, what string, f func(context.Co
 				}
 			}
 		}
-		err := r.call(ctx, r.Provider, prio, kind, what, f)
+		err := r.call(ctx, p, prio, kind, what, f)
 		if errors.As(err, new(noRetry)) {
 			return err
 		}

@@ -51,7 +51,7 @@ func (e erroredReadable) Inspect(ctx context.Context, id string) (provider.Liste
 // polling it to the deadline would only say "not confirmed".
 func TestSweepFailsAtOnceWhenTheReadShowsTheDestroyFailed(t *testing.T) {
 	srv, b, r, sbs := sweepWorld(t, 1)
-	r.Provider = erroredReadable{Provider: b.Provider, srv: srv, t: t}
+	r.Providers = provider.NewSet(erroredReadable{Provider: b.Provider, srv: srv, t: t})
 	const deadline = 20 * time.Second
 	ctx, cancel := context.WithTimeout(t.Context(), deadline)
 	defer cancel()

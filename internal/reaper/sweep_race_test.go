@@ -76,7 +76,7 @@ func sweepWorld(t *testing.T, n int) (*daytonatest.Server, *between, *reaper.Rea
 	}
 	offset.Store(0)
 	b := &between{Provider: prov}
-	r := &reaper.Reaper{Provider: b, Now: clock, RetryBase: 10 * time.Millisecond, RetryMax: 100 * time.Millisecond,
+	r := &reaper.Reaper{Providers: provider.NewSet(b), Now: clock, RetryBase: 10 * time.Millisecond, RetryMax: 100 * time.Millisecond,
 		PollInterval: 10 * time.Millisecond, PollMax: 50 * time.Millisecond}
 	return srv, b, r, sbs
 }
@@ -172,7 +172,7 @@ func TestSweepFailsFastWhenNothingAnswers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r := &reaper.Reaper{Provider: prov}
+		r := &reaper.Reaper{Providers: provider.NewSet(prov)}
 		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 		start := time.Now()
 		_, err = r.Sweep(ctx, staleRule, true)

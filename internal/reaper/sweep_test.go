@@ -11,6 +11,7 @@ import (
 	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/reaper"
 	"github.com/tether-run/tether/internal/testutil"
+	"github.com/tether-run/tether/provider"
 	"github.com/tether-run/tether/provider/daytona"
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
 )
@@ -123,7 +124,7 @@ func TestSweep(t *testing.T) {
 	offset.Store(0)
 
 	r := &reaper.Reaper{
-		Provider: prov, Logger: log, Now: clock, Concurrency: 4,
+		Providers: provider.NewSet(prov), Logger: log, Now: clock, Concurrency: 4,
 		RetryBase: 10 * time.Millisecond, RetryMax: 200 * time.Millisecond,
 		PollInterval: 10 * time.Millisecond, PollMax: 100 * time.Millisecond,
 	}
@@ -244,7 +245,7 @@ func TestSweepWithoutOwnerTakesEveryOwnerButNeverTheUnowned(t *testing.T) {
 	none, _ := srv.AddSandbox(daytonatest.DefaultOrg, daytonatest.SeedSandbox{Labels: map[string]string{"tether-owner-ish": "01a"}})
 	empty, _ := srv.AddSandbox(daytonatest.DefaultOrg, daytonatest.SeedSandbox{Labels: map[string]string{intent.LabelOwner: ""}})
 	offset.Store(0)
-	r := &reaper.Reaper{Provider: prov, Now: clock, PollInterval: 10 * time.Millisecond}
+	r := &reaper.Reaper{Providers: provider.NewSet(prov), Now: clock, PollInterval: 10 * time.Millisecond}
 	rep, err := r.Sweep(t.Context(), reaper.SweepRule{OlderThan: time.Hour, IdleFor: time.Hour}, true)
 	if err != nil {
 		t.Fatal(err)

@@ -51,7 +51,7 @@ func newWorld(t *testing.T, opts ...daytonatest.Option) *world {
 	w := &world{t: t, srv: srv, prov: prov, spy: &spy{Provider: prov}, j: j, logs: logs}
 	w.r = &reaper.Reaper{
 		Journal:         j,
-		Provider:        w.spy,
+		Providers:       provider.NewSet(w.spy),
 		Logger:          log,
 		AutoStopMinutes: 15,
 		// Short waits keep the tests quick; the logic is the same.

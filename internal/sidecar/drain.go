@@ -12,6 +12,7 @@ import (
 
 	"github.com/tether-run/tether/internal/config"
 	"github.com/tether-run/tether/internal/intake/spooldir"
+	"github.com/tether-run/tether/internal/providers"
 	"github.com/tether-run/tether/internal/reaper"
 	"github.com/tether-run/tether/journal"
 	"github.com/tether-run/tether/provider"
@@ -35,34 +36,6 @@ func drainDeadline(ctx context.Context, timeout time.Duration) (context.Context,
 // does not: its runner may have sent a create a moment ago.
 const DrainNameWaitGrace = 10 * time.Second
 
-// Drain is `tether drain`: it resolves every live intent of j with prov
-// under the drain deadline, writing the report to w, and beside it hands
-// back the sandboxes released as kept under a lease that a run left
-// pending. It returns reaper.ErrUnresolved (wrapped) when intents were left
-// live. Before any of that, when there is something to drain, the
-// provider's check: a URL nothing answers at or a setup error ends it at
-// once (reaper.ErrNothingDone), instead of every intent retrying it until
-// the deadline.
-func Drain(ctx context.Context, cfg config.Config, j *journal.Journal, prov provider.Provider, log *slog.Logger, w io.Writer) (reaper.Report, error) {
-	if n, err := j.LiveCount(); err == nil && n > 0 && prov != nil {
-		cctx, cancel := context.WithTimeout(ctx, cfg.CheckTimeout)
-		err := reaper.Precheck(cctx, prov)
-		cancel()
-		if err != nil {
-			return reaper.Report{}, fmt.Errorf("%d live intents stay in the journal: %w", n, err)
-		}
-	}
-	dctx, cancel := drainDeadline(ctx, cfg.DrainTimeout)
-	defer cancel()
-	r := NewReaper(cfg, j, prov, log)
-	r.NameWaitGrace = DrainNameWaitGrace
-	keep := newPolicy(cfg, r, j, log)
-	defer keep.Close()
-	kept := keep.EndKept(dctx)
-	defer func() { <-kept }()
-	return r.DrainLive(dctx, j, w)
-}
-
 // TakeSpool is what `tether drain` does first: it takes the files in the
 // spool directory (cfg.Spool) into j once, as `tether run`'s spool intake
 // does (the same access rules; a refused file goes to rejected/ with its
@@ -73,13 +46,13 @@ func Drain(ctx context.Context, cfg config.Config, j *journal.Journal, prov prov
 // as never-created, a sandbox that existed. A spool directory that does not
 // exist is said and skipped; one that cannot be used is an error, and
 // nothing was taken from it. A delete op is left to the drain.
-func TakeSpool(ctx context.Context, cfg config.Config, j *journal.Journal, ps Providers, log *slog.Logger) error {
+func TakeSpool(ctx context.Context, cfg config.Config, j *journal.Journal, opened providers.Opened, log *slog.Logger) error {
 	log = log.With("component", "spool")
 	if _, err := os.Stat(cfg.Spool); errors.Is(err, os.ErrNotExist) {
 		log.Info("spool: no spool directory; the journal alone is drained", "dir", cfg.Spool)
 		return nil
 	}
-	in := newIntake(cfg, j, ps)
+	in := newIntake(cfg, j, opened.Set(), opened)
 	in.Logger = log
 	t, err := (&spooldir.Reader{Intake: in, Dir: cfg.Spool}).Pass(ctx)
 	if errors.Is(err, spooldir.ErrBusy) {
@@ -100,4 +73,60 @@ func TakeSpool(ctx context.Context, cfg config.Config, j *journal.Journal, ps Pr
 		log.Info("spool: took the files left there", args...)
 	}
 	return nil
+}
+
+// DrainProviders is `tether drain`: it resolves every live intent of j,
+// each with the provider it names, under the drain deadline, writing the
+// report to w, and beside it each provider's guard finishes the durable
+// work a run left (hand-backs of kept sandboxes). Each provider is checked
+// first, when there is something to drain: one that fails (a URL nothing
+// answers at, a setup error) is left out, its intents staying live and
+// reported, and when every one fails the drain ends at once
+// (reaper.ErrNothingDone) instead of every intent retrying it until the
+// deadline. It returns reaper.ErrUnresolved (wrapped) when intents were
+// left live.
+func DrainProviders(ctx context.Context, cfg config.Config, j *journal.Journal, opened providers.Opened, log *slog.Logger, w io.Writer) (reaper.Report, error) {
+	set := opened.Set()
+	if n, err := j.LiveCount(); err == nil && n > 0 && set.Len() > 0 {
+		var ok []provider.Provider
+		var errs []error
+		for _, p := range set.All() {
+			cctx, cancel := context.WithTimeout(ctx, cfg.CheckTimeout)
+			err := reaper.Precheck(cctx, p)
+			cancel()
+			if err != nil {
+				log.Error("drain: "+p.Name()+" cannot be used; its intents stay live", "err", err)
+				errs = append(errs, err)
+				continue
+			}
+			ok = append(ok, p)
+		}
+		if len(ok) == 0 {
+			return reaper.Report{}, fmt.Errorf("%d live intents stay in the journal: %w", n, errors.Join(errs...))
+		}
+		set = provider.NewSet(ok...)
+	}
+	dctx, cancel := drainDeadline(ctx, cfg.DrainTimeout)
+	defer cancel()
+	r := NewReaper(cfg, j, set, log)
+	r.NameWaitGrace = DrainNameWaitGrace
+	var beside []<-chan struct{}
+	for i, k := range opened.Kinds {
+		p, has := set.Named(k.Name)
+		if k.Guard == nil || !has {
+			continue
+		}
+		g, err := k.Guard(providers.Wiring{Config: cfg, Provider: p, Setup: opened.Setups[i], Journal: j, Reaper: r, Logger: log})
+		if err != nil {
+			return reaper.Report{}, fmt.Errorf("%s: %w", k.Name, err)
+		}
+		defer g.Close()
+		beside = append(beside, g.BesideDrain(dctx))
+	}
+	defer func() {
+		for _, done := range beside {
+			<-done
+		}
+	}()
+	return r.DrainLive(dctx, j, w)
 }

@@ -15,16 +15,16 @@ import (
 
 // startMetrics serves --metrics-addr (when set) from before the child
 // starts until tether exits, the drain and --metrics-linger included, and
-// returns provs counted and timed (each of them). With the setting empty
+// returns set with each provider counted and timed. With the setting empty
 // it changes nothing.
-func (sc *Sidecar) startMetrics(provs []provider.Provider) ([]provider.Provider, error) {
+func (sc *Sidecar) startMetrics(set provider.Set) (provider.Set, error) {
 	if sc.cfg.MetricsAddr == "" {
-		return provs, nil
+		return set, nil
 	}
-	sc.metrics = metrics.New(sc.journal, sc.version)
+	sc.metrics = metrics.New(sc.journal, sc.version, sc.opened.Names()...)
 	srv, err := sc.metrics.Listen(sc.cfg.MetricsAddr, sc.log.With("component", "metrics"))
 	if err != nil {
-		return provs, fmt.Errorf("--metrics-addr %s: %w", sc.cfg.MetricsAddr, err)
+		return set, fmt.Errorf("--metrics-addr %s: %w", sc.cfg.MetricsAddr, err)
 	}
 	sc.metricsServer = srv
 	go func() {
@@ -33,11 +33,7 @@ func (sc *Sidecar) startMetrics(provs []provider.Provider) ([]provider.Provider,
 		}
 	}()
 	sc.log.Info("serving metrics", "addr", srv.Addr(), "path", "/metrics")
-	measured := make([]provider.Provider, len(provs))
-	for i, p := range provs {
-		measured[i] = sc.metrics.Provider(p)
-	}
-	return measured, nil
+	return set.Map(sc.metrics.Provider), nil
 }
 
 // declared counts the intents an intake declares (nil without metrics).
@@ -46,7 +42,10 @@ func (sc *Sidecar) declared(component string) func() {
 	if sc.metrics == nil {
 		return nil
 	}
-	intake := map[string]string{"api": "socket", "spool": "spool", "proxy": "proxy", "e2b-proxy": "proxy"}[component]
+	intake := map[string]string{"api": "socket", "spool": "spool"}[component]
+	if intake == "" {
+		intake = "proxy" // a provider's API proxy
+	}
 	return func() { sc.metrics.Declared(intake) }
 }
 
@@ -85,7 +84,7 @@ func (sc *Sidecar) replay(ctx context.Context, left []string) {
 		sc.metrics.SetUnresolved(sc.liveByProvider(left))
 	}
 	rep := sc.reaper.Replay(ctx, left)
-	if sc.metrics == nil || len(left) == 0 || ctx.Err() != nil || sc.reaper.Provider == nil {
+	if sc.metrics == nil || len(left) == 0 || ctx.Err() != nil || sc.reaper.Providers.Len() == 0 {
 		return // cut short, or nothing tried: the drain that follows reports
 	}
 	sc.metrics.ObserveReplay(rep.Elapsed, rep)

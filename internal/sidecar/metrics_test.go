@@ -2,7 +2,6 @@ package sidecar
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -15,8 +14,6 @@ import (
 	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/config"
 	"github.com/tether-run/tether/internal/testutil"
-	"github.com/tether-run/tether/provider/e2b"
-	"github.com/tether-run/tether/provider/e2b/e2btest"
 	"github.com/tether-run/tether/supervisor"
 )
 
@@ -110,70 +107,6 @@ func (w *world) declaredThrough(sc *Sidecar, intake string) {
 	}
 }
 
-// TestE2BRenewalsCounted: with E2B configured, the timeout cap of an
-// observed E2B sandbox and its renewals are counted as E2B's calls (as the
-// simulator saw them), the capped sandbox as one E2B renews, and a run of
-// failed renewals as one sandbox at risk, E2B's; nothing of it is
-// Daytona's.
-func TestE2BRenewalsCounted(t *testing.T) {
-	w := newWorld(t)
-	esrv := e2btest.NewServer()
-	t.Cleanup(esrv.Close)
-	t.Setenv(e2b.EnvAPIURL, esrv.URL)
-	t.Setenv(e2b.EnvAPIKey, e2btest.DefaultKey)
-	w.cfg.MetricsAddr = "127.0.0.1:0"
-	w.cfg.E2BMaxTimeout = 10 * time.Minute
-	sc := w.open()
-	if sc.e2b == nil {
-		t.Fatal("E2B is not configured")
-	}
-	ctx := t.Context()
-	in, _, err := sc.journal.Create(ctx, intent.Declaration{Provider: e2b.ProviderName, Account: sc.providers.E2B.Account()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sb, err := sc.providers.E2B.Create(ctx, in.Name, in.Labels, e2b.CreateOptions{Timeout: 50 * time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if in, err = sc.journal.Observe(in.ID, sb.ID); err != nil {
-		t.Fatal(err)
-	}
-	before := esrv.Calls()
-	sc.e2b.capObserved(ctx, in)
-	sc.e2b.renew(ctx)
-	esrv.FailNext(e2btest.RouteTimeout, http.StatusUnauthorized, 2)
-	sc.e2b.renew(ctx)
-	sc.e2b.renew(ctx) // the same run of failures: still one at risk
-	after := esrv.Calls()
-	if rec, _ := esrv.Sandbox(sb.ID); time.Until(rec.EndAt) > 10*time.Minute {
-		t.Fatalf("the timeout was not capped: ends in %s", time.Until(rec.EndAt))
-	}
-	text := scrapeText(sc.metricsServer.Addr())
-	saw := func(route string) int { return after[route] - before[route] }
-	for _, want := range []string{
-		fmt.Sprintf(`tether_provider_calls_total{provider="e2b",op="get",outcome="ok"} %d`, saw(e2btest.RouteGet)),
-		fmt.Sprintf(`tether_provider_calls_total{provider="e2b",op="set_timeout",outcome="ok"} %d`, saw(e2btest.RouteTimeout)-2),
-		`tether_provider_calls_total{provider="e2b",op="set_timeout",outcome="unauthorized"} 2`,
-		`tether_leased_sandboxes{provider="e2b"} 1`,
-		`tether_lease_at_risk_total{provider="e2b"} 1`,
-		`tether_leased_sandboxes{provider="daytona"} 0`,
-		`tether_lease_at_risk_total{provider="daytona"} 0`,
-	} {
-		if !strings.Contains(text, want+"\n") {
-			t.Errorf("the scrape lacks %s", want)
-		}
-	}
-	if saw(e2btest.RouteTimeout) != 4 || saw(e2btest.RouteGet) != 1 {
-		t.Fatalf("E2B saw %v: want one read and four timeouts (the cap, three renewals)", after)
-	}
-	for _, line := range strings.Split(text, "\n") {
-		if strings.HasPrefix(line, `tether_provider_calls_total{provider="daytona"`) && !strings.HasSuffix(line, " 0") {
-			t.Errorf("a Daytona call counted: %s", line)
-		}
-	}
-}
-
 // TestCleanupDebtByProviderWithoutCredentials: with no provider at all,
 // the replay and the drain try nothing, and the cleanup debt (at start:
 // what an earlier run left) and the intents left live are counted by the
@@ -189,7 +122,7 @@ func TestCleanupDebtByProviderWithoutCredentials(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { sc.Close() })
-	if sc.reaper.Provider != nil {
+	if sc.reaper.Providers.Len() > 0 {
 		t.Fatal("a provider without credentials")
 	}
 	var ids []string

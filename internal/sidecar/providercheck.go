@@ -2,12 +2,10 @@ package sidecar
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/tether-run/tether/provider"
-	"github.com/tether-run/tether/provider/daytona"
 )
 
 // providerCheckDelay is how long after start the background provider check
@@ -24,30 +22,21 @@ const providerCheckDelay = 250 * time.Millisecond
 // level, naming the variable to set. Then each provider's check (CA
 // certificates, then one cheap authenticated read: credentials, DNS, TLS)
 // runs in the background, so the child never waits for a provider —
-// unless --require-provider, which makes a missing provider (Daytona, when
-// there is no E2B one), a broken E2B setup the environment names, or a
-// failed check an error (tether run exits 125 before the child starts).
-// list is the providers' list as the reaper has it (counted, with
-// --metrics-addr: a key that expired shows in its provider's series).
-func (sc *Sidecar) checkProviders(list []provider.Provider) error {
-	ps := sc.providers
-	if errors.Is(ps.DaytonaErr, daytona.ErrBadAPIURL) {
+// unless --require-provider, which makes no provider at all, a broken
+// setup the environment asks for, or a failed check an error (tether run
+// exits 125 before the child starts). set is the providers as the reaper
+// has them (counted, with --metrics-addr: a key that expired shows in its
+// provider's series).
+func (sc *Sidecar) checkProviders(set provider.Set) error {
+	if err := sc.opened.Fatal(); err != nil {
 		// Not a setup to go on with: the proxy would forward to it too.
-		return ps.DaytonaErr
+		return err
 	}
-	if err := ps.Err(); err != nil && sc.cfg.RequireProvider {
+	if err := sc.opened.Err(); err != nil && sc.cfg.RequireProvider {
 		return fmt.Errorf("provider setup (--require-provider): %w", err)
 	}
-	switch {
-	case ps.DaytonaErr != nil && ps.E2B == nil:
-		sc.log.Warn("no Daytona provider: intents are journaled, but no sandbox can be deleted until this is fixed", "problem", ps.DaytonaErr.Error())
-	case ps.DaytonaErr != nil:
-		sc.log.Info("no Daytona provider: Daytona intents are journaled, but none of their sandboxes can be deleted; E2B's can", "problem", ps.DaytonaErr.Error())
-	}
-	if ps.E2BErr != nil {
-		sc.log.Warn("no E2B provider: E2B intents are refused, and the E2B proxy is off, until this is fixed", "problem", ps.E2BErr.Error())
-	}
-	for _, p := range list {
+	sc.opened.Say(sc.log)
+	for _, p := range set.All() {
 		c, ok := p.(provider.Checker)
 		if !ok {
 			continue

@@ -2,10 +2,7 @@ package sidecar
 
 import (
 	"context"
-	"sync"
 	"time"
-
-	"github.com/tether-run/tether/supervisor"
 )
 
 // Shutdown, in the order oklog/run runs it: the child is gone, every
@@ -16,36 +13,6 @@ import (
 // stop is promised. So each interrupt only signals, each Execute returns at
 // once, and what is still finishing is waited for by settle, at the start
 // of the drain and under its deadline.
-
-// backgroundActor runs work in its own goroutine. Execute returns when
-// work returns (its error ends the run, as an actor's does) or as soon as
-// the actor is interrupted; stop tells work to return. done is closed when
-// work has returned.
-func backgroundActor(name string, work func() error, stop func()) (a supervisor.Actor, done <-chan struct{}) {
-	finished := make(chan struct{})
-	interrupted := make(chan struct{})
-	var once sync.Once
-	var err error
-	return supervisor.Actor{
-		Name: name,
-		Execute: func() error {
-			go func() {
-				err = work()
-				close(finished)
-			}()
-			select {
-			case <-finished:
-				return err
-			case <-interrupted:
-				return nil
-			}
-		},
-		Interrupt: func(error) {
-			stop()
-			once.Do(func() { close(interrupted) })
-		},
-	}, finished
-}
 
 // settling is what settle waits for: each is closed when one actor's work
 // has finished after its interrupt.

@@ -1,20 +1,22 @@
 // Package sidecar is the lifecycle of `tether run`: what tether runs beside
 // the child. Open opens the journal (refusing one another tether holds),
-// the providers tether has credentials for (Daytona, E2B) and the reaper,
-// and checks each provider's setup; Listen makes the actors ready before
-// the child starts (the intent API's socket, the spool intake, the boot
-// replay of what an earlier run left, the lease renewer, the API proxies,
-// E2B's timeout renewals, e2b.go); Run runs the child under the supervisor
-// with ChildEnv, and once it is gone, drains every live intent under the
-// one drain deadline (drain.go); Close ends what is left. It also holds
-// what `tether drain` shares with it (OpenProviders, TakeSpool,
-// DrainProviders). It only wires: each piece lives in its own package, and
-// cmd/tether keeps flags, output and exit codes.
+// every provider tether has a setup for (internal/providers) with its
+// Guard, and the reaper, and checks each provider's setup; Listen makes the
+// actors ready before the child starts (the intent API's socket, the spool
+// intake, the boot replay of what an earlier run left, and each provider's
+// guard: its renewers and its API proxy); Run runs the child under the
+// supervisor with ChildEnv, and once it is gone, drains every live intent
+// under the one drain deadline (drain.go); Close ends what is left. It also
+// holds what `tether drain` shares with it (OpenJournal, TakeSpool,
+// DrainProviders). It only wires: each piece lives in its own package, no
+// provider is named here, and cmd/tether keeps flags, output and exit
+// codes.
 package sidecar
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -23,22 +25,21 @@ import (
 
 	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/config"
-	"github.com/tether-run/tether/internal/dotenv"
 	"github.com/tether-run/tether/internal/intake"
 	"github.com/tether-run/tether/internal/intake/socket"
 	"github.com/tether-run/tether/internal/intake/spooldir"
-	"github.com/tether-run/tether/internal/lease"
 	"github.com/tether-run/tether/internal/metrics"
+	"github.com/tether-run/tether/internal/providers"
 	"github.com/tether-run/tether/internal/reaper"
 	"github.com/tether-run/tether/journal"
-	"github.com/tether-run/tether/provider/daytona"
-	"github.com/tether-run/tether/provider/e2b"
+	"github.com/tether-run/tether/provider"
 	"github.com/tether-run/tether/supervisor"
 )
 
-// backstopTimeout bounds the auto-stop repair tether makes after each
-// observe; it runs in the background and never delays an answer.
-const backstopTimeout = 30 * time.Second
+// observeTimeout bounds what a provider's guard does after each observe
+// (a backstop, a timeout cap); it runs in the background and never delays
+// an answer.
+const observeTimeout = 30 * time.Second
 
 // Options are what the sidecar takes from its command besides the
 // configuration.
@@ -62,18 +63,14 @@ type Sidecar struct {
 	journal *journal.Journal
 	reaper  *reaper.Reaper
 	intake  *intake.Intake
-	// providers are the clouds tether has credentials for (providers.go).
-	providers Providers
-	// e2b renews the E2B sandboxes whose timeout tether cut (e2b.go), and
-	// e2bProxyURL is the child's E2B_API_URL; nil and "" without E2B.
-	e2b         *e2bKeeper
-	e2bProxyURL string
-	// proxyURL is the Daytona API proxy's URL, the child's DAYTONA_API_URL
-	// ("" with the proxy off). It carries the run's secret; proxyShown is
-	// the same without it, for logs.
-	proxyURL, proxyShown string
-	// daytonaEnv is Daytona's settings as the SDKs read them (open.go).
-	daytonaEnv dotenv.Settings
+	// opened is every registered provider's setup; guards are what runs
+	// beside each provider's sandboxes, by its name, in registration order.
+	opened providers.Opened
+	guards []guard
+	// env is what the guards give the child's environment (their proxies'
+	// URLs), proxies how each proxy shows in logs; both set by Listen.
+	env     []string
+	proxies []any
 	// actors are Listen's, handed to the supervisor by Run.
 	actors []supervisor.Actor
 
@@ -85,22 +82,23 @@ type Sidecar struct {
 	// ends the spool intake's last scan.
 	settling []settling
 	cutFinal context.CancelFunc
-	// lease is lease mode's policy (lease.go); nil when it is off. keep is
-	// the same policy for its hand-backs of kept sandboxes, which every
-	// run with a provider resumes; nil without one.
-	lease, keep *lease.Policy
-
 	// report is the drain's, once AfterChild has run.
 	mu     sync.Mutex
 	report *reaper.Report
 }
 
+// guard is one provider's Guard under its name.
+type guard struct {
+	name string
+	providers.Guard
+}
+
 // Open opens the journal (refusing one another tether holds) and the
-// provider, and checks the provider setup (checkProvider). Without Daytona
-// credentials tether still supervises and journals (unless
-// --require-provider), but cannot delete anything: it says so at start, and
-// every intent stays live and is reported, for a later run or `tether
-// drain` with credentials.
+// providers, checks their setup (checkProviders) and builds each one's
+// guard. Without credentials for a provider tether still supervises and
+// journals its intents (unless --require-provider), but cannot delete its
+// sandboxes: it says so at start, and every such intent stays live and is
+// reported, for a later run or `tether drain` with credentials.
 func Open(cfg config.Config, opts Options) (*Sidecar, error) {
 	log := opts.Logger
 	if log == nil {
@@ -115,47 +113,95 @@ func Open(cfg config.Config, opts Options) (*Sidecar, error) {
 		return nil, withSetting(err, "--journal", config.EnvJournal)
 	}
 	sc := &Sidecar{cfg: cfg, log: log, out: out, version: opts.Version, journal: j}
-	sc.providers, sc.daytonaEnv = openProviders(log, slog.LevelInfo)
-	list := sc.providers.List()
-	if list, err = sc.startMetrics(list); err != nil {
+	sc.opened = providers.Open(providers.OpenOptions{Config: cfg, Logger: log, Level: slog.LevelInfo})
+	set, err := sc.startMetrics(sc.opened.Set())
+	if err != nil {
 		j.Close()
 		return nil, err
 	}
-	sc.reaper = newReaperOf(cfg, j, list, log)
-	sc.intake = newIntake(cfg, j, sc.providers)
+	sc.reaper = NewReaper(cfg, j, set, log)
+	sc.intake = newIntake(cfg, j, set, sc.opened)
 	sc.intake.Delete, sc.intake.Observed = sc.deleteNow, sc.observed
-	if err := sc.checkProviders(list); err != nil { // counted with --metrics-addr
+	if err := sc.checkProviders(set); err != nil { // counted with --metrics-addr
 		sc.Close()
 		return nil, err
 	}
-	sc.openLease() // lease.go
-	sc.openE2B()   // e2b.go
+	if err := sc.openGuards(set); err != nil {
+		sc.Close()
+		return nil, err
+	}
 	return sc, nil
 }
 
 // newIntake is the intake every way into j shares: the scope labels, and
-// Daytona (the default) and the other providers of ps with their accounts.
-func newIntake(cfg config.Config, j *journal.Journal, ps Providers) *intake.Intake {
+// each provider of set with its account, and why each other one tether
+// knows cannot be used.
+func newIntake(cfg config.Config, j *journal.Journal, set provider.Set, opened providers.Opened) *intake.Intake {
 	in := &intake.Intake{
-		Journal:  j,
-		Labels:   cfg.Labels,
-		Provider: daytona.ProviderName,
-		Others:   map[string]string{},
+		Journal:     j,
+		Labels:      cfg.Labels,
+		Accounts:    map[string]string{},
+		Leases:      map[string]int{},
+		Unavailable: opened.Unavailable(),
 	}
-	if ps.Daytona != nil {
-		in.Account = ps.Daytona.Account()
-	}
-	if ps.E2B != nil {
-		in.Others[e2b.ProviderName] = ps.E2B.Account()
+	for _, p := range set.All() {
+		in.Accounts[p.Name()] = p.Account()
 	}
 	return in
 }
 
-// Close stops the hand-backs still under way (they stay pending in the
-// journal), closes the metrics endpoint and the journal.
+// openGuards builds every registered provider's guard, with the provider
+// of set (nil without one), and journals each one's lease with its
+// intents.
+func (sc *Sidecar) openGuards(set provider.Set) error {
+	for i, k := range sc.opened.Kinds {
+		if k.Guard == nil {
+			continue
+		}
+		p, _ := set.Named(k.Name)
+		w := providers.Wiring{
+			Config:   sc.cfg,
+			Provider: p,
+			Setup:    sc.opened.Setups[i],
+			Journal:  sc.journal,
+			Reaper:   sc.reaper,
+			Intake: func(component string) *intake.Intake {
+				in := sc.withLogger(component)
+				in.Provider = k.Name
+				return in
+			},
+			Logger: sc.log,
+		}
+		if sc.metrics != nil {
+			w.Observer = sc.metrics.Lease(k.Name)
+		}
+		g, err := k.Guard(w)
+		if err != nil {
+			return fmt.Errorf("%s: %w", k.Name, err)
+		}
+		sc.guards = append(sc.guards, guard{k.Name, g})
+		if lease := g.Lease(); lease > 0 {
+			sc.intake.Leases[k.Name] = lease
+		}
+	}
+	return nil
+}
+
+// guardOf is the guard of the provider of that name, or nil.
+func (sc *Sidecar) guardOf(name string) providers.Guard {
+	for _, g := range sc.guards {
+		if g.name == name {
+			return g.Guard
+		}
+	}
+	return nil
+}
+
+// Close stops each guard's work still under way (what it cut stays
+// pending in the journal), closes the metrics endpoint and the journal.
 func (sc *Sidecar) Close() error {
-	if sc.keep != nil {
-		sc.keep.Close()
+	for _, g := range sc.guards {
+		g.Close()
 	}
 	sc.stopMetrics()
 	return sc.journal.Close()
@@ -175,33 +221,24 @@ func (sc *Sidecar) deleteNow(ctx context.Context, id string) (intent.Intent, err
 	return sc.reaper.Resolve(ctx, in)
 }
 
-// observed repairs the auto-stop backstop of a newly observed sandbox.
-// Without a provider there is nothing to repair it with; the drain reports
-// the intent instead.
+// observed hands a newly observed sandbox to its provider's guard (the
+// backstop, a timeout cap, a lease), in the background of the intake that
+// journaled it.
 func (sc *Sidecar) observed(in intent.Intent) {
-	if sc.reaper.Provider == nil {
+	g := sc.guardOf(in.ProviderName())
+	if g == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), backstopTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), observeTimeout)
 	defer cancel()
-	if in.Provider == e2b.ProviderName && sc.e2b != nil {
-		sc.e2b.capObserved(ctx, in) // e2b.go
-		return
-	}
-	if sc.lease != nil {
-		sc.lease.Apply(in)
-		return
-	}
-	if err := sc.reaper.Backstop(ctx, in); err != nil {
-		sc.log.Warn("auto-stop backstop not applied", "intent", in.ID, "name", in.Name, "sandbox", in.SandboxID, "err", err)
-	}
+	g.Observed(ctx, in)
 }
 
 // ChildEnv is what the child learns of tether: where to declare intents,
 // the owner id and the scope labels tether verifies on every sandbox (so a
 // runner that writes spool files, or the CLI without a socket, knows the
 // exact labels to create the sandbox with), and, with the proxies on, the
-// Daytona and E2B API URLs its SDKs are to call. Complete once Listen has run.
+// providers' API URLs its SDKs and clients are to call. Complete once Listen has run.
 func (sc *Sidecar) ChildEnv() []string {
 	env := []string{
 		config.EnvSocket + "=" + sc.cfg.Socket,
@@ -211,13 +248,7 @@ func (sc *Sidecar) ChildEnv() []string {
 	if len(sc.cfg.Labels) > 0 {
 		env = append(env, config.EnvLabels+"="+config.FormatLabels(sc.cfg.Labels))
 	}
-	if sc.proxyURL != "" {
-		env = append(env, daytona.EnvAPIURL+"="+sc.proxyURL)
-	}
-	if sc.e2bProxyURL != "" {
-		env = append(env, e2b.EnvAPIURL+"="+sc.e2bProxyURL)
-	}
-	return env
+	return append(env, sc.env...)
 }
 
 // Listen makes the actors ready: the socket API, the spool intake, the boot
@@ -268,9 +299,15 @@ func (sc *Sidecar) Listen() error {
 		return err
 	}
 	replayCtx, stopReplay := context.WithCancel(context.Background())
+	stopAll := func() {
+		l.Close()
+		stopReader()
+		sc.cutFinal()
+		stopReplay()
+	}
 
-	spoolActor, readerDone := backgroundActor("spool", func() error { return reader.Run(readerCtx) }, stopReader)
-	replayActor, replayDone := backgroundActor("replay", func() error {
+	spoolActor, readerDone := supervisor.Background("spool", func() error { return reader.Run(readerCtx) }, stopReader)
+	replayActor, replayDone := supervisor.Background("replay", func() error {
 		sc.awaitSpool(replayCtx, reader.CaughtUp(), len(left), files)
 		sc.replay(replayCtx, union(left, reader.Earlier())) // metrics.go
 		<-replayCtx.Done()                                  // work that returns would end the group
@@ -286,34 +323,26 @@ func (sc *Sidecar) Listen() error {
 		spoolActor,
 		replayActor,
 	}
-	if sc.lease != nil {
-		actors = append(actors, sc.leaseActor()) // lease.go
-	}
-	if sc.cfg.DaytonaProxy {
-		a, err := sc.proxyActor()
+	for _, g := range sc.guards {
+		l, err := g.Listen()
 		if err != nil {
-			l.Close()
-			stopReader()
-			sc.cutFinal()
-			stopReplay()
-			return err
+			for _, a := range actors[3:] {
+				a.Interrupt(err) // the guards' listeners opened so far
+			}
+			stopAll()
+			return fmt.Errorf("%s: %w", g.name, err)
 		}
-		actors = append(actors, a)
-	}
-	more, err := sc.e2bActors() // e2b.go
-	if err != nil {
-		if sc.cfg.DaytonaProxy {
-			actors[len(actors)-1].Interrupt(err) // the Daytona proxy's listener
+		actors = append(actors, l.Actors...)
+		sc.env = append(sc.env, l.Env...)
+		shown := l.Proxy
+		if shown == "" {
+			shown = "off"
 		}
-		l.Close()
-		stopReader()
-		sc.cutFinal()
-		stopReplay()
-		return err
+		sc.proxies = append(sc.proxies, g.name+"_proxy", shown)
 	}
-	sc.actors = append(actors, more...)
-	if sc.keep != nil {
-		sc.keep.Resume() // lease.go: hand-backs an earlier run left pending
+	sc.actors = actors
+	for _, g := range sc.guards {
+		g.Resume() // durable work an earlier run left (hand-backs)
 	}
 	sc.sayWhere() // where.go
 	return nil
@@ -396,9 +425,11 @@ func (sc *Sidecar) AfterChild(ctx context.Context, st supervisor.Status) error {
 	sc.log.Debug("drain: the child is gone; the intent API and the spool intake finish first", "deadline", sc.cfg.DrainTimeout)
 	sc.settle(dctx, sc.cutFinal)
 	sc.cutFinal()
-	kept := sc.endKeptLeases(dctx) // lease.go
+	beside := sc.besideDrain(dctx)
 	rep, err := sc.reaper.DrainLive(dctx, sc.journal, sc.out)
-	<-kept
+	for _, done := range beside {
+		<-done
+	}
 	sc.mu.Lock()
 	sc.report = &rep
 	sc.mu.Unlock()
@@ -410,6 +441,16 @@ func (sc *Sidecar) AfterChild(ctx context.Context, st supervisor.Status) error {
 		return nil // reported; --on-unresolved decides what it does to the exit code
 	}
 	return err
+}
+
+// besideDrain starts each guard's work beside the drain (hand-backs of
+// kept sandboxes), under its deadline (ctx).
+func (sc *Sidecar) besideDrain(ctx context.Context) []<-chan struct{} {
+	var out []<-chan struct{}
+	for _, g := range sc.guards {
+		out = append(out, g.BesideDrain(ctx))
+	}
+	return out
 }
 
 // Unresolved is how many intents the drain left live (0 before it ran).

@@ -593,13 +593,14 @@ func TestDrainOffline(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer j.Close()
-	prov, err := OpenProvider(slog.Default())
+	opened := OpenProviders(w.cfg, slog.Default())
+	prov, err := opened.Provider(intent.DefaultProvider)
 	if err != nil {
 		t.Fatal(err)
 	}
 	in, sbID := w.leftLive(j, prov.Account())
 	var out bytes.Buffer
-	rep, err := Drain(context.Background(), w.cfg, j, prov, slog.Default(), &out)
+	rep, err := DrainProviders(context.Background(), w.cfg, j, opened, slog.Default(), &out)
 	if err != nil || rep.Live() != 0 {
 		t.Fatalf("Drain: %d left live, %v\n%s", rep.Live(), err, out.String())
 	}
@@ -620,7 +621,7 @@ func TestDrainOffline(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testutil.WaitBound)
 	defer cancel()
 	start := time.Now()
-	rep, err = Drain(ctx, w.cfg, j, prov, slog.Default(), &out)
+	rep, err = DrainProviders(ctx, w.cfg, j, opened, slog.Default(), &out)
 	took := time.Since(start)
 	if !errors.Is(err, reaper.ErrUnresolved) || rep.Live() != 1 {
 		t.Fatalf("Drain: %d left live, %v; want 1 and ErrUnresolved", rep.Live(), err)

@@ -172,7 +172,7 @@ func (w *world) drain() error {
 		w.t.Fatalf("OpenJournal: %v", err)
 	}
 	defer j.Close()
-	ps := OpenProviders(log)
+	ps := OpenProviders(w.cfg, log)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*testutil.WaitBound)
 	defer cancel()
 	if err := TakeSpool(ctx, w.cfg, j, ps, log); err != nil {

@@ -14,13 +14,12 @@ import (
 // user may be fallbacks the flags never named — and warns when the
 // journal is somewhere it will not outlive the container.
 func (sc *Sidecar) sayWhere() {
-	proxy := "off"
-	if sc.proxyShown != "" {
-		proxy = sc.proxyShown // the secret is the child's alone
-	}
 	journalPath := absolute(sc.cfg.Journal)
-	sc.log.Info("tether: where this run keeps its state", "journal", journalPath, "socket", absolute(sc.cfg.Socket),
-		"spool", absolute(sc.cfg.Spool), "daytona_proxy", proxy)
+	attrs := []any{"journal", journalPath, "socket", absolute(sc.cfg.Socket), "spool", absolute(sc.cfg.Spool)}
+	// Each provider's proxy as the child is pointed at it, without the
+	// secret (the child's alone), or off.
+	attrs = append(attrs, sc.proxies...)
+	sc.log.Info("tether: where this run keeps its state", attrs...)
 	if why := ephemeral(filepath.Dir(journalPath), "/proc/self/mountinfo"); why != "" {
 		sc.log.Warn("tether: the journal will not survive the container: "+why+"; a crash or a restart then leaves sandboxes no later run or `tether drain` can find (put --journal on a volume)", "journal", journalPath)
 	}

@@ -83,7 +83,7 @@ func benchDrain(b *testing.B, n int, waitConfirm bool, faults e2btest.Faults) {
 		b.Fatal(err)
 	}
 	defer j.Close()
-	r := &reaper.Reaper{Journal: j, Provider: prov, Logger: slog.New(slog.DiscardHandler),
+	r := &reaper.Reaper{Journal: j, Providers: provider.NewSet(prov), Logger: slog.New(slog.DiscardHandler),
 		AutoStopMinutes: 15} // the default ConfirmDelay, 1 s
 	concurrency := min(reaper.DefaultConcurrency, n)
 

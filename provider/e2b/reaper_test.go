@@ -15,6 +15,7 @@ import (
 	"github.com/tether-run/tether/internal/reaper"
 	"github.com/tether-run/tether/internal/testutil"
 	"github.com/tether-run/tether/journal"
+	"github.com/tether-run/tether/provider"
 	"github.com/tether-run/tether/provider/e2b"
 	"github.com/tether-run/tether/provider/e2b/e2btest"
 )
@@ -39,7 +40,7 @@ func newDrainWorld(t *testing.T, opts ...e2btest.Option) *drainWorld {
 	t.Cleanup(func() { j.Close() })
 	log := slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	r := &reaper.Reaper{
-		Journal: j, Provider: e.p, Logger: log,
+		Journal: j, Providers: provider.NewSet(e.p), Logger: log,
 		RetryBase: 10 * time.Millisecond, RetryMax: 100 * time.Millisecond,
 		PollInterval: 10 * time.Millisecond, PollMax: 50 * time.Millisecond, LookupPollMax: 100 * time.Millisecond,
 		ConfirmDelay: 5 * time.Millisecond, RecheckDelay: 5 * time.Millisecond,

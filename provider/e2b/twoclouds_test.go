@@ -26,7 +26,7 @@ func TestDrainTwoClouds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.r.Provider, w.r.Others = dp, []provider.Provider{w.p}
+	w.r.Providers = provider.NewSet(dp, w.p)
 
 	inE2B := w.intent(w.p.Account())
 	sbE2B := w.create(inE2B.Name, inE2B.Labels)

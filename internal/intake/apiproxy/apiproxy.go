@@ -401,7 +401,7 @@ func describe(err error) string {
 // acts only under the account an intent was declared with) and reports
 // them as unresolved.
 func (p *Proxy) CheckAccount(account string) {
-	if account == p.Account {
+	if account == p.Account() {
 		return
 	}
 	p.mu.Lock()
@@ -424,10 +424,10 @@ func (p *Proxy) CheckAccount(account string) {
 		return
 	case account == "":
 		p.log.Warn(p.prefix + ": a create without credentials; " + p.Name + " will refuse it")
-	case p.Account == "":
+	case p.Account() == "":
 		p.log.Warn(p.prefix+": tether has no "+p.Name+" credentials of its own; the sandboxes the runner creates are journaled but the drain cannot delete them (give tether the runner's "+p.KeyEnv+")", "runner_account", account)
 	default:
-		p.log.Warn(p.prefix+": the runner creates sandboxes under another "+p.Name+" account than tether's; the drain leaves them live and reports them (give tether the same credentials)", "runner_account", account, "tether_account", p.Account)
+		p.log.Warn(p.prefix+": the runner creates sandboxes under another "+p.Name+" account than tether's; the drain leaves them live and reports them (give tether the same credentials)", "runner_account", account, "tether_account", p.Account())
 	}
 }
 

@@ -138,7 +138,7 @@ func (p *Proxy) Create(w http.ResponseWriter, r *http.Request, c Create) {
 // journaled are closed: the call is refused.
 func (p *Proxy) declare(ctx context.Context, c Create) ([]intent.Intent, error) {
 	n := intent.Declaration{
-		Labels: p.Labels, Provider: p.Provider, Account: c.Account, Name: c.Name, ParentIntent: c.ParentIntent, Lease: p.Lease,
+		Labels: p.Labels, Provider: p.ProviderName(), Account: c.Account, Name: c.Name, ParentIntent: c.ParentIntent, Lease: p.Lease(),
 	}
 	if c.Count <= 1 {
 		in, _, err := p.Declare(ctx, n)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/intake"
 )
 
@@ -14,7 +15,7 @@ import (
 // accounts, and remembers no more.
 func TestAccountWarningsBounded(t *testing.T) {
 	var logs bytes.Buffer
-	p, err := New(Config{Intake: &intake.Intake{Logger: slog.New(slog.NewTextHandler(&logs, nil)), Account: "tether's"}, Name: "Daytona", Upstream: "http://127.0.0.1:1/api"})
+	p, err := New(Config{Intake: &intake.Intake{Logger: slog.New(slog.NewTextHandler(&logs, nil)), Accounts: map[string]string{intent.DefaultProvider: "tether's"}}, Name: "Daytona", Upstream: "http://127.0.0.1:1/api"})
 	if err != nil {
 		t.Fatal(err)
 	}

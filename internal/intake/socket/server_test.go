@@ -158,10 +158,8 @@ func (f *fixture) raw(t *testing.T, method, path, body string) (int, string) {
 func TestEndpoints(t *testing.T) {
 	var observedCalls atomic.Int32
 	observed := make(chan intent.Intent, 4)
-	f := start(t, &Server{Version: "v9", Intake: &intake.Intake{
-		Labels: map[string]string{"scope": "ci", "team": "default"}, Provider: "daytona", Account: "acct",
-		Observed: func(in intent.Intent) { observedCalls.Add(1); observed <- in },
-	}})
+	f := start(t, &Server{Version: "v9", Intake: &intake.Intake{Labels: map[string]string{"scope": "ci", "team": "default"}, Provider: "daytona",
+		Observed: func(in intent.Intent) { observedCalls.Add(1); observed <- in }, Accounts: map[string]string{"daytona": "acct"}}})
 	ctx := t.Context()
 
 	h, err := f.client.Health(ctx)

@@ -22,6 +22,7 @@ import (
 	"github.com/tether-run/tether/internal/reaper"
 	"github.com/tether-run/tether/internal/testutil"
 	"github.com/tether-run/tether/journal"
+	"github.com/tether-run/tether/provider"
 	"github.com/tether-run/tether/provider/e2b"
 	"github.com/tether-run/tether/provider/e2b/e2btest"
 )
@@ -92,11 +93,8 @@ func newWorld(t *testing.T) *world {
 	}))
 	t.Cleanup(up.Close)
 	w.p = &Proxy{
-		Intake: &intake.Intake{
-			Journal: j, Provider: e2b.ProviderName, Labels: map[string]string{"team": "a"},
-			Account: e2b.Fingerprint(up.URL, e2btest.DefaultKey),
-			Logger:  slog.New(slog.NewTextHandler(w.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		},
+		Intake: &intake.Intake{Journal: j, Provider: e2b.ProviderName, Labels: map[string]string{"team": "a"},
+			Logger: slog.New(slog.NewTextHandler(w.logs, &slog.HandlerOptions{Level: slog.LevelDebug})), Accounts: map[string]string{e2b.ProviderName: e2b.Fingerprint(up.URL, e2btest.DefaultKey)}},
 		Upstream:   up.URL,
 		MaxTimeout: maxTimeout,
 		Capped: func(id string, end time.Time) {
@@ -183,7 +181,7 @@ func TestCreateJournaledBeforeForwarded(t *testing.T) {
 		t.Fatalf("at arrival: %+v", a)
 	}
 	in := a[0].journaled
-	if in.Provider != e2b.ProviderName || in.Account != w.p.Account {
+	if in.Provider != e2b.ProviderName || in.Account != w.p.Account() {
 		t.Errorf("intent provider %q account %q, want e2b under the runner's key", in.Provider, in.Account)
 	}
 	md := a[0].body["metadata"].(map[string]any)
@@ -611,7 +609,7 @@ func TestForkOfAForkIsOurs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &reaper.Reaper{Journal: w.j, Provider: prov, NeverCreatedHorizon: time.Minute}
+	r := &reaper.Reaper{Journal: w.j, Providers: provider.NewSet(prov), NeverCreatedHorizon: time.Minute}
 	live, _ := w.j.Live()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

@@ -159,7 +159,7 @@ func (p *Proxy) accountOf(h http.Header) string {
 	}
 	byKey := daytona.Fingerprint(p.Upstream, token)
 	org := h.Get(headerOrganization)
-	if org == "" || byKey == p.Account {
+	if org == "" || byKey == p.Account() {
 		return byKey
 	}
 	return daytona.Fingerprint(p.Upstream, "organization:"+org)

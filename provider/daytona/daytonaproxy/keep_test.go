@@ -15,7 +15,7 @@ import (
 func TestLabelReplacementKeepsTheKeepLabel(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, nil)
-	w.p.Intake.Lease = 2
+	w.p.Intake.Leases = map[string]int{w.p.ProviderName(): 2}
 	w.p.LeaseMinutes = 2
 	c := w.runner()
 	replace := func(id string) map[string]string {

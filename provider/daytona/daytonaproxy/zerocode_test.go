@@ -430,15 +430,15 @@ func TestJWTInTethersOrganizationIsDrained(t *testing.T) {
 	const jwt = "eyJ.runner-jwt.sig"
 	w := newWorld(t, nil)
 	w.sim.AddJWT(jwt, daytonatest.DefaultOrg)
-	w.p.Account = daytona.Fingerprint(w.upstream, "organization:"+daytonatest.DefaultOrg)
+	w.p.Accounts[w.p.ProviderName()] = daytona.Fingerprint(w.upstream, "organization:"+daytonatest.DefaultOrg)
 	c := client(w.url, jwt)
 	sb, _, err := c.SandboxAPI.CreateSandbox(ctx(t)).XDaytonaOrganizationID(daytonatest.DefaultOrg).CreateSandbox(*apiclient.NewCreateSandbox()).Execute()
 	if err != nil {
 		t.Fatal(err)
 	}
 	in := w.intentOf(sb.GetId())
-	if in.Account != w.p.Account {
-		t.Fatalf("intent account %q, want tether's %q", in.Account, w.p.Account)
+	if in.Account != w.p.Account() {
+		t.Fatalf("intent account %q, want tether's %q", in.Account, w.p.Account())
 	}
 	live, _ := w.j.Live()
 	r := w.newReaper(daytona.Config{JWTToken: jwt, OrganizationID: daytonatest.DefaultOrg, APIURL: w.upstream})
@@ -561,7 +561,7 @@ func TestCreateUnderTheAPIPrefixOfAnUpstreamWithout(t *testing.T) {
 func TestPendingNameAloneIsNotOurs(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, nil)
-	if _, _, err := w.j.Create(ctx(t), intent.Declaration{Name: "shared-name", Labels: w.p.Labels, Provider: "daytona", Account: w.p.Account}); err != nil {
+	if _, _, err := w.j.Create(ctx(t), intent.Declaration{Name: "shared-name", Labels: w.p.Labels, Provider: "daytona", Account: w.p.Account()}); err != nil {
 		t.Fatal(err)
 	}
 	other, err := w.sim.AddSandbox(daytonatest.DefaultOrg, daytonatest.SeedSandbox{Name: "shared-name"})

@@ -1,4 +1,4 @@
-package sidecar
+package lease
 
 import (
 	"context"
@@ -11,17 +11,18 @@ import (
 	"github.com/tether-run/tether/internal/reaper"
 	"github.com/tether-run/tether/internal/testutil"
 	"github.com/tether-run/tether/journal"
+	"github.com/tether-run/tether/provider"
 	"github.com/tether-run/tether/provider/e2b"
 	"github.com/tether-run/tether/provider/e2b/e2btest"
 )
 
-// renewWorld is an e2bKeeper over the simulated E2B API, with one live
-// intent whose sandbox asked for 60 s.
+// renewWorld is a TimeoutRenewer over the simulated E2B API, with one
+// live intent whose sandbox asked for 60 s.
 type renewWorld struct {
 	sim *e2btest.Server
 	p   *e2b.Provider
 	j   *journal.Journal
-	k   *e2bKeeper
+	k   *TimeoutRenewer
 	in  intent.Intent
 }
 
@@ -49,8 +50,9 @@ func newRenewWorld(t *testing.T) *renewWorld {
 	if in, err = j.Observe(in.ID, sb.ID); err != nil {
 		t.Fatal(err)
 	}
-	sc := &Sidecar{log: slog.New(slog.NewTextHandler(&testutil.Buffer{}, nil))}
-	k := &e2bKeeper{p: p, j: j, max: 10 * time.Minute, sc: sc, ends: map[string]time.Time{}, failing: map[string]bool{}}
+	k := &TimeoutRenewer{Provider: p, Journal: j, Max: 10 * time.Minute, CallTimeout: 30 * time.Second,
+		Verifier: &reaper.Reaper{Journal: j, Providers: provider.NewSet(p)},
+		Logger:   slog.New(slog.NewTextHandler(&testutil.Buffer{}, nil))}
 	return &renewWorld{sim: sim, p: p, j: j, k: k, in: in}
 }
 
@@ -66,12 +68,12 @@ func (w *renewWorld) endsIn(t *testing.T) time.Duration {
 // A renewal never carries a sandbox past the end its runner asked for:
 // when that comes before the cap, the sandbox is set to end then, and is
 // renewed no more.
-func TestE2BRenewStopsAtTheAskedEnd(t *testing.T) {
+func TestTimeoutRenewStopsAtTheAskedEnd(t *testing.T) {
 	w := newRenewWorld(t)
-	w.k.note(w.in.ID, time.Now().Add(90*time.Second))
-	w.k.renew(context.Background())
+	w.k.Capped(w.in.ID, time.Now().Add(90*time.Second))
+	w.k.Renew(context.Background())
 	if d := w.endsIn(t); d > 91*time.Second || d < 85*time.Second {
-		t.Errorf("after the renewal the simulator's sandbox ends in %s, want the asked 90 s, not the cap %s", d, w.k.max)
+		t.Errorf("after the renewal the simulator's sandbox ends in %s, want the asked 90 s, not the cap %s", d, w.k.Max)
 	}
 	if len(w.k.ends) != 0 {
 		t.Errorf("still renewing %v after the asked end was set", w.k.ends)
@@ -80,13 +82,13 @@ func TestE2BRenewStopsAtTheAskedEnd(t *testing.T) {
 
 // A sandbox whose intent the runner released is not renewed: it is the
 // runner's, and it ends by the timeout it has.
-func TestE2BRenewSkipsReleased(t *testing.T) {
+func TestTimeoutRenewSkipsReleased(t *testing.T) {
 	w := newRenewWorld(t)
-	w.k.note(w.in.ID, time.Now().Add(time.Hour))
+	w.k.Capped(w.in.ID, time.Now().Add(time.Hour))
 	if _, err := w.j.Release(w.in.ID, intent.OutcomeKept); err != nil {
 		t.Fatal(err)
 	}
-	w.k.renew(context.Background())
+	w.k.Renew(context.Background())
 	if d := w.endsIn(t); d > time.Minute {
 		t.Errorf("a released intent's sandbox was renewed: ends in %s, want its own minute", d)
 	}
@@ -96,12 +98,12 @@ func TestE2BRenewSkipsReleased(t *testing.T) {
 }
 
 // A sandbox still wanted past the cap is set to the cap again.
-func TestE2BRenewUpToTheCap(t *testing.T) {
+func TestTimeoutRenewUpToTheCap(t *testing.T) {
 	w := newRenewWorld(t)
-	w.k.note(w.in.ID, time.Now().Add(time.Hour))
-	w.k.renew(context.Background())
-	if d := w.endsIn(t); d > w.k.max || d < w.k.max-2*time.Minute {
-		t.Errorf("after the renewal the simulator's sandbox ends in %s, want the cap %s", d, w.k.max)
+	w.k.Capped(w.in.ID, time.Now().Add(time.Hour))
+	w.k.Renew(context.Background())
+	if d := w.endsIn(t); d > w.k.Max || d < w.k.Max-2*time.Minute {
+		t.Errorf("after the renewal the simulator's sandbox ends in %s, want the cap %s", d, w.k.Max)
 	}
 	if _, ok := w.k.ends[w.in.ID]; !ok {
 		t.Error("no longer renewed while the runner still wants it")
@@ -111,16 +113,15 @@ func TestE2BRenewUpToTheCap(t *testing.T) {
 // A newly observed sandbox of a socket or spool intent that asked for
 // longer than the cap is cut to it, once its metadata proves it the
 // intent's, and the end it asked for is kept for the renewals.
-func TestE2BCapObserved(t *testing.T) {
+func TestTimeoutCapObserved(t *testing.T) {
 	w := newRenewWorld(t)
-	w.k.sc.reaper = &reaper.Reaper{Journal: w.j, Provider: w.p}
 	if err := w.p.SetTimeout(context.Background(), w.in.SandboxID, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	asked := time.Now().Add(time.Hour)
-	w.k.capObserved(context.Background(), w.in)
-	if d := w.endsIn(t); d > w.k.max || d < w.k.max-2*time.Minute {
-		t.Errorf("the simulator's sandbox ends in %s, want the cap %s", d, w.k.max)
+	w.k.CapObserved(context.Background(), w.in)
+	if d := w.endsIn(t); d > w.k.Max || d < w.k.Max-2*time.Minute {
+		t.Errorf("the simulator's sandbox ends in %s, want the cap %s", d, w.k.Max)
 	}
 	if end, ok := w.k.ends[w.in.ID]; !ok || end.Sub(asked) < -2*time.Minute || end.Sub(asked) > time.Minute {
 		t.Errorf("renewals told %v (%v), want about %s", end, ok, asked)
@@ -130,9 +131,9 @@ func TestE2BCapObserved(t *testing.T) {
 // A cap whose read or cut fails for a moment (a 503, a 500) is tried again
 // until it holds: a sandbox left with the long timeout it asked for would
 // outlive a lost host by that much.
-func TestE2BCapObservedRetried(t *testing.T) {
+func TestTimeoutCapObservedRetried(t *testing.T) {
 	w := newRenewWorld(t)
-	w.k.sc.reaper = &reaper.Reaper{Journal: w.j, Provider: w.p, RetryBase: time.Millisecond, RetryMax: 10 * time.Millisecond}
+	w.k.Verifier = &reaper.Reaper{Journal: w.j, Providers: provider.NewSet(w.p), RetryBase: time.Millisecond, RetryMax: 10 * time.Millisecond}
 	if err := w.p.SetTimeout(context.Background(), w.in.SandboxID, time.Hour); err != nil {
 		t.Fatal(err)
 	}
@@ -140,9 +141,9 @@ func TestE2BCapObservedRetried(t *testing.T) {
 	w.sim.FailNext(e2btest.RouteTimeout, 500, 2)
 	ctx, cancel := context.WithTimeout(context.Background(), testutil.WaitBound)
 	defer cancel()
-	w.k.capObserved(ctx, w.in)
-	if d := w.endsIn(t); d > w.k.max || d < w.k.max-2*time.Minute {
-		t.Errorf("the simulator's sandbox ends in %s, want the cap %s after the failures", d, w.k.max)
+	w.k.CapObserved(ctx, w.in)
+	if d := w.endsIn(t); d > w.k.Max || d < w.k.Max-2*time.Minute {
+		t.Errorf("the simulator's sandbox ends in %s, want the cap %s after the failures", d, w.k.Max)
 	}
 	if _, ok := w.k.ends[w.in.ID]; !ok {
 		t.Error("the cap held but is not renewed")

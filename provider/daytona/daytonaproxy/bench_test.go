@@ -36,7 +36,7 @@ const (
 // $TETHER_BENCH_DIR (default the temp directory). Its figures go to
 // docs/benchmarks.md:
 //
-//	go test -run '^$' -bench BenchmarkProxyOverhead -benchtime 1x ./internal/intake/daytonaproxy
+//	go test -run '^$' -bench BenchmarkProxyOverhead -benchtime 1x ./provider/daytona/daytonaproxy
 func BenchmarkProxyOverhead(b *testing.B) {
 	sim := daytonatest.NewServer(daytonatest.WithCreateDelay(0), daytonatest.WithCreateWait(0),
 		daytonatest.WithStopDelay(0), daytonatest.WithDestroyDelay(0))
@@ -51,7 +51,7 @@ func BenchmarkProxyOverhead(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer j.Close()
-	p := &Proxy{Intake: &intake.Intake{Journal: j, Provider: "daytona", Account: daytona.Fingerprint(sim.URL, daytonatest.DefaultKey)}, Upstream: sim.URL, AutoStopMinutes: 15}
+	p := &Proxy{Intake: &intake.Intake{Journal: j, Provider: "daytona", Accounts: map[string]string{"daytona": daytona.Fingerprint(sim.URL, daytonatest.DefaultKey)}}, Upstream: sim.URL, AutoStopMinutes: 15}
 	l, err := p.Listen("127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/testutil"
+	"github.com/tether-run/tether/provider"
 
 	"github.com/tether-run/tether/internal/intake"
 
@@ -84,13 +85,10 @@ func newWorld(t *testing.T, wrap func(http.Handler) http.Handler, opts ...dayton
 	w.j = j
 	w.r = w.newReaper(daytona.Config{APIKey: secretKey, APIURL: w.upstream})
 	w.p = &Proxy{
-		Intake: &intake.Intake{
-			Journal:  j,
+		Intake: &intake.Intake{Journal: j,
 			Labels:   map[string]string{"scope": "unit"},
 			Provider: "daytona",
-			Account:  daytona.Fingerprint(w.upstream, secretKey),
-			Logger:   slog.New(slog.NewTextHandler(w.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		},
+			Logger:   slog.New(slog.NewTextHandler(w.logs, &slog.HandlerOptions{Level: slog.LevelDebug})), Accounts: map[string]string{"daytona": daytona.Fingerprint(w.upstream, secretKey)}},
 		Upstream:        w.upstream,
 		AutoStopMinutes: backstop,
 		Vouch:           w.r.Vouch,
@@ -140,7 +138,7 @@ func (w *world) newReaper(cfg daytona.Config) *reaper.Reaper {
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	return &reaper.Reaper{Journal: w.j, Provider: prov, PollInterval: 5 * time.Millisecond, RetryBase: 5 * time.Millisecond, ConfirmDelay: 10 * time.Millisecond}
+	return &reaper.Reaper{Journal: w.j, Providers: provider.NewSet(prov), PollInterval: 5 * time.Millisecond, RetryBase: 5 * time.Millisecond, ConfirmDelay: 10 * time.Millisecond}
 }
 
 // drain drains every live intent and returns the report.
@@ -216,8 +214,8 @@ func TestCreateWithoutNameIsNamedLabelledBackstoppedAndJournaled(t *testing.T) {
 	if in.Name != intent.NamePrefix+in.ID {
 		t.Errorf("intent name %q, want tether-<id>", in.Name)
 	}
-	if in.Account != w.p.Account {
-		t.Errorf("intent account %q, want tether's %q", in.Account, w.p.Account)
+	if in.Account != w.p.Account() {
+		t.Errorf("intent account %q, want tether's %q", in.Account, w.p.Account())
 	}
 	rec, ok := w.sim.Sandbox(sb.GetId())
 	if !ok {
@@ -423,7 +421,7 @@ func TestAnotherAccountIsReportedAndNeverDeleted(t *testing.T) {
 		t.Fatal(err)
 	}
 	in := w.observed()
-	if in.Account != daytona.Fingerprint(w.upstream, otherKey) || in.Account == w.p.Account {
+	if in.Account != daytona.Fingerprint(w.upstream, otherKey) || in.Account == w.p.Account() {
 		t.Fatalf("intent account %q: want the runner's", in.Account)
 	}
 	if !strings.Contains(w.logs.String(), "another Daytona account") {

@@ -145,7 +145,7 @@ func TestDotEnvUntrusted(t *testing.T) {
 			if l := lineWith(stderr, "where each setting came from"); l == "" || strings.Contains(l, "DAYTONA_API_KEY") {
 				t.Errorf("start-up line %q: the key of the ignored file was taken", l)
 			}
-			if lineWith(stderr, "no Daytona provider", "DAYTONA_API_KEY") == "" {
+			if lineWith(stderr, "no daytona provider", "DAYTONA_API_KEY") == "" {
 				t.Errorf("tether did not say it has no credentials:\n%s", stderr)
 			}
 		})

@@ -262,7 +262,7 @@ func (op Opened) Say(log *slog.Logger) {
 		}
 		switch {
 		case k.Name == intent.DefaultProvider && have.Len() == 0:
-			log.Warn("no provider: intents are journaled, but no sandbox can be deleted until this is fixed", "problem", s.Err.Error())
+			log.Warn("no "+k.Name+" provider (nor any other): intents are journaled, but no sandbox can be deleted until this is fixed", "problem", s.Err.Error())
 		case k.Name == intent.DefaultProvider && s.Wanted:
 			log.Warn("no "+k.Name+" provider: its intents are journaled, but none of their sandboxes can be deleted until this is fixed", "problem", s.Err.Error())
 		case k.Name == intent.DefaultProvider:

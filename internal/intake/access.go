@@ -7,7 +7,7 @@ import (
 )
 
 // Who may use tether is one rule, shared by both intakes and the journal so
-// that they never disagree (package spool/access): root, tether's own user,
+// that they never disagree (package journal/access): root, tether's own user,
 // and the uids the operator allows. The socket applies it to the peer of
 // each connection (SO_PEERCRED) and to its directory; the spool directory
 // to the owner of each file (fstat of the opened file, not its name) and to

@@ -127,7 +127,7 @@ type Renewer struct {
 	Logger   *slog.Logger
 	// Kept, if set, is called in a goroutine of its own with each intent
 	// the renewer stops renewing because the runner released it as kept
-	// (spool.OutcomeKept): the sandbox is the runner's from then on.
+	// (intent.OutcomeKept): the sandbox is the runner's from then on.
 	Kept func(intent.Intent)
 
 	// Rescue is the auto-stop (minutes) a sandbox gets when its renewals

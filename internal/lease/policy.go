@@ -27,7 +27,7 @@ type Reaper interface {
 // observed sandbox gets the short auto-stop of its lease, and a sandbox the
 // runner releases as kept is handed back, durably: it keeps lease mode's
 // short intervals until Daytona confirms the hand-back, so the hand-back is
-// journaled work (spool.Intent.HandBackPending, from the release on), tried
+// journaled work (intent.Intent.HandBackPending, from the release on), tried
 // with backoff until it is confirmed, across drains and restarts: from
 // Resume at start, Kept when the renewer sees the release, EndKept beside
 // the drain (and `tether drain`).

@@ -28,7 +28,7 @@ import (
 	"github.com/tether-run/tether/provider"
 )
 
-// Journal is the part of spool.Journal the reaper uses. Every write is
+// Journal is the part of journal.Journal the reaper uses. Every write is
 // fsynced before it returns, which is what lets the reaper journal an id or
 // a releasing state before the provider call it protects. Which intents to
 // resolve is the caller's choice (Drain takes them as an argument).

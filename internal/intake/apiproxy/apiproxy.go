@@ -508,7 +508,7 @@ func (p *Proxy) afterPass(resp *http.Response) error {
 		// An intent that never learned its id (its create's answer was
 		// lost) learns it now: a provider may rename a deleted sandbox
 		// (Daytona does), so only the id confirms the deletion. An id
-		// already known stays (spool.ErrObservedOther).
+		// already known stays (journal.ErrObservedOther).
 		p.Journal.Observe(id, sandboxID)
 	}
 	in, err := p.Journal.MarkDeleteRequested(id)

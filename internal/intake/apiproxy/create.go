@@ -25,7 +25,7 @@ type Create struct {
 	// (it is what finds a lost create); "" lets the journal name it.
 	Name string
 	// ParentIntent is the intent of the sandbox this one is forked from,
-	// journaled with the intent (spool.Intent.ParentIntent); "" for none.
+	// journaled with the intent (intent.Intent.ParentIntent); "" for none.
 	ParentIntent string
 	// Kind names the call in logs and reasons ("create" if empty).
 	Kind string

@@ -95,7 +95,7 @@ type ListPage struct {
 
 // ListQuery is the query string of a paged GET /v1/intents.
 type ListQuery struct {
-	// Limit bounds the page (spool.DefaultPageLimit when 0, at most spool.MaxPageLimit).
+	// Limit bounds the page (intent.DefaultPageLimit when 0, at most intent.MaxPageLimit).
 	Limit int
 	// Cursor is the previous page's NextCursor.
 	Cursor string

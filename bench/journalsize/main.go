@@ -1,5 +1,5 @@
 // Command journalsize measures what retention and compaction do to a
-// journal of N finished intents: its size and the time spool.Open takes,
+// journal of N finished intents: its size and the time journal.Open takes,
 // full, after every intent is pruned (the file mostly free), at the open
 // that compacts it, and after. The numbers in docs/benchmarks.md.
 //

@@ -54,8 +54,8 @@ const (
 	// resolve what an earlier run left.
 	ReplayStarted = "replay-started"
 	// CompactBeforeRename: the journal's compacted copy is written and
-	// fsynced beside it, not yet renamed over it (spool/compact.go, which
-	// hits the points through spool.Options.CrashPoint: spool imports
+	// fsynced beside it, not yet renamed over it (journal/compact.go, which
+	// hits the points through journal.Options.CrashPoint: journal imports
 	// nothing of internal/).
 	CompactBeforeRename = "journal-compact-before-rename"
 	// CompactAfterRename: the compacted copy is the journal, the old file

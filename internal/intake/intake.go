@@ -21,7 +21,7 @@ import (
 // witnesses (a create the provider refused, a delete the runner sent). The
 // rest of the state machine (Transition, Note, ReplaceObserved) is the
 // reaper's: it is not here, so the compiler keeps every intake from it.
-// *spool.Journal implements it.
+// *journal.Journal implements it.
 type Journal interface {
 	Owner() string
 

@@ -27,14 +27,14 @@ type Reaper interface {
 // observed sandbox gets the short auto-stop of its lease, and a sandbox the
 // runner releases as kept is handed back, durably: it keeps lease mode's
 // short intervals until Daytona confirms the hand-back, so the hand-back is
-// journaled work (spool.Intent.HandBackPending, from the release on), tried
+// journaled work (intent.Intent.HandBackPending, from the release on), tried
 // with backoff until it is confirmed, across drains and restarts: from
 // Resume at start, Kept when the renewer sees the release, EndKept beside
 // the drain (and `tether drain`).
 type Policy struct {
 	Reaper Reaper
 	// Journal is where pending hand-backs are found and marked done.
-	// PendingHandBacks reads only them (spool's index of them), never the
+	// PendingHandBacks reads only them (the journal's index of them), never the
 	// journal's history: a start and a drain beside 100,000 finished
 	// intents cost what the few pending ones do.
 	Journal interface {

@@ -138,7 +138,7 @@ func (w *twoClouds) drain(t *testing.T) reaper.Report {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	rep := w.r.Drain(ctx, live)
-	w.m.ObserveDrain(rep)
+	w.m.RecordDrain(rep)
 	return rep
 }
 

@@ -42,7 +42,7 @@ func TestE2BRenewalsCounted(t *testing.T) {
 	cfg := config.Default()
 	cfg.E2BMaxTimeout = 10 * time.Minute
 	log := slog.New(slog.DiscardHandler)
-	g, err := e2bGuardOf(Wiring{Config: cfg, Provider: counted, Journal: j, Logger: log, Observer: m.Lease(e2b.ProviderName),
+	g, err := e2bGuardOf(Wiring{Config: cfg, Provider: counted, Journal: j, Logger: log, Recorder: m.Lease(e2b.ProviderName),
 		Reaper: &reaper.Reaper{Journal: j, Providers: provider.NewSet(counted)}})
 	if err != nil {
 		t.Fatal(err)

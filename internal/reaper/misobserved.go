@@ -16,7 +16,7 @@ import (
 // make the intent foreign, while a sandbox with the intent's exact name and
 // every one of its labels runs. Before either conclusion the reaper looks
 // the name up; a sandbox there that is verifiably the intent's replaces the
-// wrong id in the journal (spool.Journal.ReplaceObserved) and is resolved
+// wrong id in the journal (journal.Journal.ReplaceObserved) and is resolved
 // like any other. The auto-stop backstop, the first read of an id just
 // observed, makes the same correction at once (correctObserved).
 

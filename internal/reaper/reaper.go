@@ -28,7 +28,7 @@ import (
 	"github.com/tether-run/tether/provider"
 )
 
-// Journal is the part of spool.Journal the reaper uses. Every write is
+// Journal is the part of journal.Journal the reaper uses. Every write is
 // fsynced before it returns, which is what lets the reaper journal an id or
 // a releasing state before the provider call it protects. Which intents to
 // resolve is the caller's choice (Drain takes them as an argument).
@@ -843,15 +843,15 @@ func (r *Reaper) Backstop(ctx context.Context, in intent.Intent) error {
 	if err != nil {
 		return fmt.Errorf("backstop %s: %w", in.Name, err)
 	}
-	return r.retryObserved(ctx, p, in, func(in intent.Intent) error { return r.backstopOnce(ctx, p, in) })
+	return r.retryOnObserved(ctx, p, in, func(in intent.Intent) error { return r.backstopOnce(ctx, p, in) })
 }
 
-// OnObserved runs once, a step of the caller's on a newly observed
-// sandbox (E2B's timeout cap), as retryObserved does the backstop's: again
+// RetryOnObserved runs once, a step of the caller's on a newly observed
+// sandbox (E2B's timeout cap), as retryOnObserved does the backstop's: again
 // after a transient failure until ctx ends, and on the sandbox found by
 // name when the observed id answers 404 or is not the intent's (once
 // returns an error wrapping provider.ErrNotFound or ErrForeign then).
-func (r *Reaper) OnObserved(ctx context.Context, in intent.Intent, once func(intent.Intent) error) error {
+func (r *Reaper) RetryOnObserved(ctx context.Context, in intent.Intent, once func(intent.Intent) error) error {
 	if in.SandboxID == "" {
 		return fmt.Errorf("%s: no sandbox observed", in.Name)
 	}
@@ -859,16 +859,16 @@ func (r *Reaper) OnObserved(ctx context.Context, in intent.Intent, once func(int
 	if err != nil {
 		return fmt.Errorf("%s: %w", in.Name, err)
 	}
-	return r.retryObserved(ctx, p, in, once)
+	return r.retryOnObserved(ctx, p, in, once)
 }
 
-// retryObserved runs once, a step on a newly observed sandbox (the
+// retryOnObserved runs once, a step on a newly observed sandbox (the
 // backstop, the lease), until it succeeds, fails for good (not ours, not
 // found, a configuration error) or ctx ends, with backoff between tries. A
 // first "not ours" or "not found" may mean the runner observed a wrong id:
 // correctObserved looks the name up and, if it finds the intent's sandbox,
 // once is tried again on it.
-func (r *Reaper) retryObserved(ctx context.Context, p provider.Provider, in intent.Intent, once func(intent.Intent) error) error {
+func (r *Reaper) retryOnObserved(ctx context.Context, p provider.Provider, in intent.Intent, once func(intent.Intent) error) error {
 	base, max := orDefault(r.RetryBase, DefaultRetryBase), orDefault(r.RetryMax, DefaultRetryMax)
 	corrected := false
 	for attempt := 0; ; attempt++ {

@@ -14,7 +14,7 @@ import (
 // What `tether run`, `tether drain` and `tether sweep` open alike.
 
 // OpenJournal opens the journal at cfg.Journal for writing, refusing one
-// another tether holds (spool.ErrLocked), and prunes in the background
+// another tether holds (journal.ErrLocked), and prunes in the background
 // what ended longer than cfg.Retention ago until it is closed.
 func OpenJournal(cfg config.Config, log *slog.Logger) (*journal.Journal, error) {
 	return journal.Open(cfg.Journal, journal.Options{Logger: log.With("component", "journal"), Retention: cfg.Retention, CrashPoint: crashpoint.Hit})

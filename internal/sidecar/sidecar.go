@@ -173,7 +173,7 @@ func (sc *Sidecar) openGuards(set provider.Set) error {
 			Logger: sc.log,
 		}
 		if sc.metrics != nil {
-			w.Observer = sc.metrics.Lease(k.Name)
+			w.Recorder = sc.metrics.Lease(k.Name)
 		}
 		g, err := k.Guard(w)
 		if err != nil {
@@ -344,7 +344,7 @@ func (sc *Sidecar) Listen() error {
 	for _, g := range sc.guards {
 		g.Resume() // durable work an earlier run left (hand-backs)
 	}
-	sc.sayWhere() // where.go
+	sc.sayStatePaths() // statepaths.go
 	return nil
 }
 
@@ -434,7 +434,7 @@ func (sc *Sidecar) AfterChild(ctx context.Context, st supervisor.Status) error {
 	sc.report = &rep
 	sc.mu.Unlock()
 	if sc.metrics != nil && (err == nil || errors.Is(err, reaper.ErrUnresolved)) {
-		sc.observeDrain(rep) // metrics.go
+		sc.recordDrain(rep) // metrics.go
 	}
 	sc.linger(ctx) // metrics.go
 	if errors.Is(err, reaper.ErrUnresolved) {

@@ -1,8 +1,8 @@
 // Package apiproxy is the provider-neutral half of the zero-code intake: a
 // proxy of a sandbox provider's HTTP API on loopback, which the child's SDK
 // is pointed at. Each provider's proxy (daytonaproxy, e2bproxy) is a
-// sibling package over it, and embeds Front, what every proxy shows its
-// caller (Open, URL, Serve, Close, its oklog/run actor).
+// sibling package over it, and embeds Endpoint, the proxy as its caller
+// reaches it (Open, URL, Serve, Close, its oklog/run actor).
 //
 // What is here does not depend on the provider's API: the loopback
 // listener and its lifecycle (an oklog/run actor that never blocks), the
@@ -508,7 +508,7 @@ func (p *Proxy) afterPass(resp *http.Response) error {
 		// An intent that never learned its id (its create's answer was
 		// lost) learns it now: a provider may rename a deleted sandbox
 		// (Daytona does), so only the id confirms the deletion. An id
-		// already known stays (spool.ErrObservedOther).
+		// already known stays (journal.ErrObservedOther).
 		p.Journal.Observe(id, sandboxID)
 	}
 	in, err := p.Journal.MarkDeleteRequested(id)

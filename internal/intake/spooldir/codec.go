@@ -22,7 +22,7 @@ const (
 
 // FileOp is one spool file: one operation on the intent ID. For op "intent"
 // ID is the id the writer chose ([a-z0-9_-]): the intent gets exactly that
-// id, so the sandbox is named spool.NamePrefix+ID; later ops name it again.
+// id, so the sandbox is named intent.NamePrefix+ID; later ops name it again.
 type FileOp struct {
 	Op        string            `json:"op"`
 	ID        string            `json:"id"`

@@ -482,7 +482,7 @@ func (in *Reader) prepare(f FileOp) (*journal.Change, error) {
 	switch f.Op {
 	case OpIntent:
 		// The writer chose the intent id, so it knew the sandbox name
-		// (spool.NamePrefix + id) before tether took the file.
+		// (intent.NamePrefix + id) before tether took the file.
 		n, err := in.NewIntentOf(f.Provider, f.Labels, f.OnDrain, "", f.ID)
 		if err != nil {
 			return nil, err

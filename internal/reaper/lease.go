@@ -1,5 +1,8 @@
 package reaper
 
+// Lease mode's calls on one sandbox: ApplyLease when it is observed,
+// EndLease when it is handed back.
+
 import (
 	"context"
 	"errors"

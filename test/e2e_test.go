@@ -149,11 +149,10 @@ func computes(t *testing.T) {
 
 func newWorld(t *testing.T, opts ...daytonatest.Option) *world {
 	t.Helper()
-	sim := daytonatest.NewServer(append([]daytonatest.Option{
+	sim, _ := testutil.Daytona(t, append([]daytonatest.Option{
 		daytonatest.WithCreateDelay(simCreateDelay),
 		daytonatest.WithDestroyDelay(simDestroyDelay),
 	}, opts...)...)
-	t.Cleanup(sim.Close)
 	sim.AddKey("other-key", otherOrg)
 	// A short path: Unix socket paths are limited to about 100 bytes.
 	dir, err := os.MkdirTemp("", "tt")

@@ -129,10 +129,7 @@ func TestResolve(t *testing.T) {
 			// another account for tether: it was not declared under it.
 			const otherKey = "dtn_OTHER_key_of_another_account"
 			w.srv.AddKey(otherKey, daytonatest.DefaultOrg)
-			other, err := daytona.New(daytona.Config{APIKey: otherKey, APIURL: w.srv.URL})
-			if err != nil {
-				t.Fatal(err)
-			}
+			other := testutil.DaytonaProvider(t, w.srv, func(c *daytona.Config) { c.APIKey = otherKey })
 			w.r.Providers = provider.NewSet(other)
 			before := w.srv.Calls()
 			out, err := w.resolve(in, generous)

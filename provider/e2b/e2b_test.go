@@ -31,8 +31,7 @@ type env struct {
 
 func newEnv(t *testing.T, opts ...e2btest.Option) *env {
 	t.Helper()
-	srv := e2btest.NewServer(opts...)
-	t.Cleanup(srv.Close)
+	srv, _ := testutil.E2B(t, opts...)
 	e := &env{t: t, srv: srv, logs: &testutil.Buffer{}}
 	e.tr = spectest.New(t, srv.URL)
 	e.p = e.provider(e2btest.DefaultKey, 5*time.Second, e.tr)
@@ -48,11 +47,9 @@ func newEnv(t *testing.T, opts ...e2btest.Option) *env {
 func (e *env) provider(key string, timeout time.Duration, rt http.RoundTripper) *e2b.Provider {
 	e.t.Helper()
 	log := slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	p, err := e2b.New(e2b.Config{APIKey: key, APIURL: e.srv.URL, CallTimeout: timeout, Logger: log, HTTPClient: &http.Client{Transport: rt}})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return p
+	return testutil.E2BProvider(e.t, e.srv, func(c *e2b.Config) {
+		c.APIKey, c.CallTimeout, c.Logger, c.HTTPClient = key, timeout, log, &http.Client{Transport: rt}
+	})
 }
 
 func (e *env) create(name string, labels map[string]string) provider.Sandbox {

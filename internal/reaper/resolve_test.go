@@ -224,7 +224,7 @@ func TestResolve(t *testing.T) {
 				t.Fatal(err)
 			}
 			go func() {
-				if !poll(func() bool { return w.srv.Calls()[daytonatest.RouteDelete] >= 2 }) {
+				if !testutil.Poll(func() bool { return w.srv.Calls()[daytonatest.RouteDelete] >= 2 }) {
 					t.Error("timed out waiting for two refused deletes")
 				}
 				if err := w.srv.Release(sb.ID); err != nil {

@@ -504,7 +504,8 @@ func TestMisconfigured(t *testing.T) {
 // List pages through everything the filter selects; GetByName of a name
 // carried by a parent and its forks takes the first started.
 func TestListPagingAndForks(t *testing.T) {
-	e := newEnv(t)
+	clock := e2btest.NewManualClock(time.Now())
+	e := newEnv(t, e2btest.WithClock(clock.Now))
 	e.srv.AddTeam(e2btest.DefaultTeam, e2btest.Limits{Concurrency: 1000})
 	var wg sync.WaitGroup
 	for i := range 230 {
@@ -559,7 +560,7 @@ func TestListPagingAndForks(t *testing.T) {
 	}
 
 	parent := e.create("forked", map[string]string{"tether-owner": "me"})
-	time.Sleep(2 * time.Millisecond) // forks start later than their parent
+	clock.Advance(2 * time.Millisecond) // forks start later than their parent
 	resp := forkVia(t, e.srv.URL, parent.ID)
 	if resp != http.StatusCreated {
 		t.Fatalf("fork: %d", resp)

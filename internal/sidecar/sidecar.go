@@ -110,7 +110,7 @@ func Open(cfg config.Config, opts Options) (*Sidecar, error) {
 	}
 	j, err := OpenJournal(cfg, log)
 	if err != nil {
-		return nil, withSetting(err, "--journal", config.EnvJournal)
+		return nil, withPathSetting(err, "--journal", config.EnvJournal)
 	}
 	sc := &Sidecar{cfg: cfg, log: log, out: out, version: opts.Version, journal: j}
 	sc.opened = providers.Open(providers.OpenOptions{Config: cfg, Logger: log, Level: slog.LevelInfo})
@@ -264,7 +264,7 @@ func (sc *Sidecar) Listen() error {
 	}
 	l, err := srv.Listen(sc.cfg.Socket)
 	if err != nil {
-		return withSetting(err, "--socket", config.EnvSocket)
+		return withPathSetting(err, "--socket", config.EnvSocket)
 	}
 	// Every interrupt below only signals; settle waits at the start of the
 	// drain (see shutdown.go).
@@ -275,7 +275,7 @@ func (sc *Sidecar) Listen() error {
 	reader := &spooldir.Reader{Intake: sc.withLogger("spool"), Dir: sc.cfg.Spool, AllowUIDs: srv.AllowUIDs}
 	if err := reader.Open(); err != nil {
 		l.Close()
-		return withSetting(err, "--spool", config.EnvSpool)
+		return withPathSetting(err, "--spool", config.EnvSpool)
 	}
 	readerCtx, stopReader := context.WithCancel(context.Background())
 	reader.FinalScanCtx, sc.cutFinal = context.WithCancel(context.Background())

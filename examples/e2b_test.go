@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/tether-run/tether/intent"
+	"github.com/tether-run/tether/internal/testutil"
 	"github.com/tether-run/tether/provider/e2b"
 	"github.com/tether-run/tether/provider/e2b/e2btest"
 )
@@ -43,9 +44,8 @@ func TestE2BZeroCodeExamples(t *testing.T) {
 				t.Run(how, func(t *testing.T) {
 					t.Parallel()
 					w := newWorld(t)
-					sim := e2btest.NewServer()
-					t.Cleanup(sim.Close)
-					w.env = append(w.env, "E2B_API_URL="+sim.URL, "E2B_API_KEY="+e2btest.DefaultKey)
+					sim, _ := testutil.E2B(t)
+					w.env = append(w.env, testutil.E2BEnv(sim)...)
 					job := "e2b-" + r.name + "-" + how
 					args := append(r.cmd, "--sandboxes", fmt.Sprint(plain), "--job", job, "--kill", fmt.Sprint(killed))
 					if how != "exits" {

@@ -170,19 +170,15 @@ func (w *world) assertDestroyed(label string, want int) {
 // eventuallyDestroyed waits until no sandbox of run=label is destroying.
 func (w *world) eventuallyDestroyed(label string) {
 	w.t.Helper()
-	deadline := time.Now().Add(waitBound)
-	for {
-		busy := 0
+	// Not a failure when it does not happen: the caller's checks say what is left.
+	testutil.Poll(func() bool {
 		for _, sb := range w.sim.Sandboxes() {
 			if sb.Labels["run"] == label && sb.State == "destroying" {
-				busy++
+				return false
 			}
 		}
-		if busy == 0 || time.Now().After(deadline) {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return true
+	})
 }
 
 // intents reads the journal once tether has exited.
@@ -232,21 +228,18 @@ func (w *world) start(runner ...string) *proc {
 func (p *proc) untilReady() []string {
 	p.t.Helper()
 	var out []string
-	deadline := time.Now().Add(waitBound)
-	for {
-		if time.Now().After(deadline) {
-			p.t.Fatalf("the runner was not ready within %s; it said %q", waitBound, out)
-		}
-		l, ok := p.NextLine()
-		if !ok {
-			p.Wait()
-			p.t.Fatalf("tether exited before the runner was ready (%v); stderr:\n%s", p.Err(), p.stderr)
-		}
+	ready := p.ReadUntil("runner's ready", func(l string) bool {
 		if l == "ready" {
-			return out
+			return true
 		}
 		out = append(out, l)
+		return false
+	})
+	if !ready {
+		p.Wait()
+		p.t.Fatalf("tether exited before the runner was ready (%v); stderr:\n%s", p.Err(), p.stderr)
 	}
+	return out
 }
 
 // ready reads lines until "ready" and returns how many sandboxes were created.

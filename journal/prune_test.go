@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tether-run/tether/intent"
+	"github.com/tether-run/tether/internal/testutil"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -115,15 +116,10 @@ func TestPruneInTheBackground(t *testing.T) {
 		t.Fatal(err)
 	}
 	live := fill(t, j, 100, 10, 10)
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	testutil.Eventually(t, "ended intents pruned", func() (bool, string) {
 		all, err := j.All()
-		if err == nil && len(all) == len(live) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("ended intents not pruned within 30s: %d intents, %v", len(all), err)
-		}
-	}
+		return err == nil && len(all) == len(live), fmt.Sprintf("%d intents, %v", len(all), err)
+	})
 	if err := j.Close(); err != nil {
 		t.Fatal(err)
 	}

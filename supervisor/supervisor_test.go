@@ -141,10 +141,7 @@ func TestRunFailingActorStopsTheChild(t *testing.T) {
 		Name: "api",
 		Execute: func() error {
 			// Fail once the child is up, so it is the one to be stopped.
-			deadline := time.Now().Add(waitLimit)
-			for !strings.Contains(out.String(), "ready") && time.Now().Before(deadline) {
-				time.Sleep(5 * time.Millisecond)
-			}
+			testutil.Poll(func() bool { return strings.Contains(out.String(), "ready") })
 			return boom
 		},
 		Interrupt: func(error) {},
@@ -165,10 +162,7 @@ func TestRunContextEndStopsTheChild(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
-		deadline := time.Now().Add(waitLimit)
-		for !strings.Contains(out.String(), "ready") && time.Now().Before(deadline) {
-			time.Sleep(5 * time.Millisecond)
-		}
+		testutil.Poll(func() bool { return strings.Contains(out.String(), "ready") })
 		cancel()
 	}()
 	st, err := Run(ctx, cfg)

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/testutil"
@@ -269,19 +268,8 @@ func (w *world) plantOtherAccount() {
 // output (tether and its runner died), within waitBound.
 func (p *proc) collect() (out runnerOut, ready bool) {
 	p.t.Helper()
-	deadline := time.Now().Add(waitBound)
-	for {
-		if time.Now().After(deadline) {
-			p.t.Fatalf("the runner neither finished nor died within %s; stderr:\n%s", waitBound, p.stderr)
-		}
-		line, ok := p.NextLine()
-		if !ok {
-			return out, false
-		}
-		if out.add(line) {
-			return out, true
-		}
-	}
+	ready = p.ReadUntil("runner's ready (nor the end of tether's output)", out.add)
+	return out, ready
 }
 
 // spoolLeft lists the spool files tether has not taken yet, by content.

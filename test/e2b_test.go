@@ -8,12 +8,14 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/intentapi"
+	"github.com/tether-run/tether/internal/testutil"
 	"github.com/tether-run/tether/provider/e2b"
 	"github.com/tether-run/tether/provider/e2b/e2btest"
 )
@@ -64,10 +66,9 @@ type e2bWorld struct {
 func newE2BWorld(t *testing.T, opts ...e2btest.Option) *e2bWorld {
 	t.Helper()
 	w := &e2bWorld{world: newWorld(t)}
-	w.e2b = e2btest.NewServer(opts...)
-	t.Cleanup(w.e2b.Close)
+	w.e2b, _ = testutil.E2B(t, opts...)
 	w.e2b.AddTeam(otherE2BTeam, e2btest.Limits{MaxLengthHours: 1, Concurrency: 20})
-	w.env = append(w.env, "E2B_API_URL="+w.e2b.URL, "E2B_API_KEY="+e2btest.DefaultKey)
+	w.env = append(w.env, testutil.E2BEnv(w.e2b)...)
 	for _, seed := range []struct {
 		team string
 		md   map[string]string
@@ -245,23 +246,18 @@ func TestE2BSocketIntent(t *testing.T) {
 	defer cancel()
 	c := w.client()
 	var in intentapi.Intent
-	var err error
-	for {
-		if in, err = c.CreateIntent(ctx, intentapi.CreateRequest{Provider: e2b.ProviderName}); err == nil || ctx.Err() != nil {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if err != nil || in.Provider != e2b.ProviderName {
-		t.Fatalf("declare: %+v, %v", in, err)
+	testutil.Eventually(t, "an E2B intent declared over the socket", func() (bool, string) {
+		var err error
+		in, err = c.CreateIntent(ctx, intentapi.CreateRequest{Provider: e2b.ProviderName})
+		return err == nil, fmt.Sprint(err)
+	})
+	if in.Provider != e2b.ProviderName {
+		t.Fatalf("declare: %+v", in)
 	}
 	if _, err := c.CreateIntent(ctx, intentapi.CreateRequest{Provider: "nosuch"}); err == nil {
 		t.Fatal("a provider tether has no credentials for was accepted")
 	}
-	prov, err := e2b.New(e2b.Config{APIKey: e2btest.DefaultKey, APIURL: w.e2b.URL})
-	if err != nil {
-		t.Fatal(err)
-	}
+	prov := testutil.E2BProvider(t, w.e2b)
 	sb, err := prov.Create(ctx, in.Name, in.Labels, e2b.CreateOptions{Timeout: 50 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
@@ -269,15 +265,10 @@ func TestE2BSocketIntent(t *testing.T) {
 	if _, err := c.Observe(ctx, in.ID, sb.ID); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(waitBound); ; time.Sleep(50 * time.Millisecond) {
+	testutil.Eventually(t, "the timeout of "+sb.ID+" capped", func() (bool, string) {
 		rec, _ := w.e2b.Sandbox(sb.ID)
-		if rec.EndAt.Sub(time.Now()) <= 10*time.Minute {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timeout of %s not capped: ends %s", sb.ID, rec.EndAt)
-		}
-	}
+		return time.Until(rec.EndAt) <= 10*time.Minute, "ends " + rec.EndAt.String()
+	})
 	// An intent observed with a sandbox that is not its own (another
 	// sandbox of the team): its timeout is never touched, it is never
 	// killed.
@@ -303,11 +294,19 @@ func TestE2BSocketIntent(t *testing.T) {
 func TestE2BRenewedThenHostLost(t *testing.T) {
 	t.Parallel()
 	const max = 15 * time.Second
-	w := newE2BWorld(t)
+	// The simulator follows the wall clock while tether lives, then jumps
+	// past the cap once the host is lost (skip).
+	var skip atomic.Int64
+	w := newE2BWorld(t, e2btest.WithClock(func() time.Time { return time.Now().Add(time.Duration(skip.Load())) }))
 	args := append(w.tetherArgs("run"), "--drain-timeout", drainTimeout, "--e2b-max-timeout", max.String(), "--", e2bRunner(t), "timeout:120", "e2b:1")
 	p := w.start(args...)
 	out := p.ready()
 	id := ids(out.of("created"), sandboxOf)[0]
+	// Real time, on purpose: the scenario is a runner at work past one
+	// whole cap, and what keeps its sandbox alive is the real tether's
+	// renewals, timed by the wall clock in that process, against a
+	// timeout the simulator counts on the same clock. Neither can be sped
+	// up from here without the renewals racing a faster timeout.
 	time.Sleep(max + 5*time.Second)
 	sb, _ := w.e2b.Sandbox(id)
 	if sb.State != e2btest.StateRunning || time.Until(sb.EndAt) > max {
@@ -318,16 +317,14 @@ func TestE2BRenewedThenHostLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	syscall.Kill(out.pid, syscall.SIGKILL)
-	for {
+	p.wait() // no renewal of tether's can land after the jump
+	// With nobody left to renew it, the sandbox's timeout, at most the cap
+	// from the host loss, passes on the simulator's clock.
+	skip.Store(int64(max + time.Second))
+	testutil.Eventually(t, "the sandbox ended after the host loss", func() (bool, string) {
 		sb, _ = w.e2b.Sandbox(id)
-		if sb.State == e2btest.StateKilled {
-			break
-		}
-		if time.Since(lost) > max+waitBound {
-			t.Fatalf("sandbox %s still %s %s after the host loss", id, sb.State, time.Since(lost))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return sb.State == e2btest.StateKilled, sb.State
+	})
 	if sb.KillReason != e2btest.KillTimeout || sb.KilledAt.Sub(lost) > max {
 		t.Fatalf("sandbox ended %s after the host loss (%s), want by its timeout within %s", sb.KilledAt.Sub(lost), sb.KillReason, max)
 	}
@@ -346,20 +343,15 @@ func TestE2BTetherKilledThenReplayed(t *testing.T) {
 	syscall.Kill(out.pid, syscall.SIGKILL)
 	next := w.runE2B(nil)
 	next.ready()
-	for deadline := time.Now().Add(waitBound); ; time.Sleep(50 * time.Millisecond) {
+	testutil.Eventually(t, "the boot replay's kills", func() (bool, string) {
 		n := 0
 		for _, id := range created {
 			if sb, _ := w.e2b.Sandbox(id); sb.State == e2btest.StateKilled {
 				n++
 			}
 		}
-		if n == len(created) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d killed by the boot replay within %s", n, len(created), waitBound)
-		}
-	}
+		return n == len(created), fmt.Sprintf("%d of %d killed", n, len(created))
+	})
 	w.assertKilled(created...)
 	next.stop(syscall.SIGTERM)
 }
@@ -371,13 +363,17 @@ func TestE2BTetherKilledThenReplayed(t *testing.T) {
 // are the neighbours of another owner and another team.
 func TestE2BSweep(t *testing.T) {
 	t.Parallel()
-	w := newE2BWorld(t)
+	// Planted a minute ago, on the simulator's clock: older and idle for
+	// longer than the sweep's bounds without waiting for it.
+	var ago atomic.Int64
+	ago.Store(int64(time.Minute))
+	w := newE2BWorld(t, e2btest.WithClock(func() time.Time { return time.Now().Add(-time.Duration(ago.Load())) }))
 	owner := w.e2b.AddSandbox(e2btest.DefaultTeam, e2btest.SeedSandbox{Paused: true,
 		Metadata: map[string]string{intent.LabelOwner: "a-dead-run", intent.LabelIntent: newIntentID(), e2b.MetadataName: "tether-old"}})
 	running := w.e2b.AddSandbox(e2btest.DefaultTeam, e2btest.SeedSandbox{Timeout: 50 * time.Minute,
 		Metadata: map[string]string{intent.LabelOwner: "a-dead-run", intent.LabelIntent: newIntentID(), e2b.MetadataName: "tether-run"}})
 	noOwner := w.e2b.AddSandbox(e2btest.DefaultTeam, e2btest.SeedSandbox{Paused: true, Metadata: map[string]string{"app": "x"}})
-	time.Sleep(50 * time.Millisecond)
+	ago.Store(0)
 	code, stderr := w.runTether("sweep", "--provider", "e2b", "--yes", "--owner", "a-dead-run", "--older-than", "10ms", "--idle-for", "10ms")
 	if code != 0 {
 		t.Fatalf("sweep exit %d:\n%s", code, stderr)

@@ -2,7 +2,6 @@ package e2e_test
 
 import (
 	"context"
-	"log/slog"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/crashpoint"
+	"github.com/tether-run/tether/internal/testutil"
 	"github.com/tether-run/tether/journal"
 	"github.com/tether-run/tether/provider/e2b"
 	"github.com/tether-run/tether/provider/e2b/e2btest"
@@ -61,8 +61,7 @@ type e2bcWorld struct {
 
 func newE2BCWorld(t *testing.T) *e2bcWorld {
 	t.Helper()
-	srv := e2btest.NewServer()
-	t.Cleanup(srv.Close)
+	srv, _ := testutil.E2B(t)
 	srv.AddTeam(e2btest.DefaultTeam, e2btest.Limits{MaxLengthHours: 1, Concurrency: 1000})
 	srv.AddTeam(e2bcOtherTeam, e2btest.Limits{MaxLengthHours: 1, Concurrency: 1000})
 	srv.AddKey(e2bcOtherKey, e2bcOtherTeam)
@@ -81,11 +80,7 @@ func newE2BCWorld(t *testing.T) *e2bcWorld {
 
 func (w *e2bcWorld) provider(key string) *e2b.Provider {
 	w.t.Helper()
-	p, err := e2b.New(e2b.Config{APIKey: key, APIURL: w.srv.URL, CallTimeout: 5 * time.Second, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	return p
+	return testutil.E2BProvider(w.t, w.srv, func(c *e2b.Config) { c.APIKey, c.CallTimeout = key, 5*time.Second })
 }
 
 func (w *e2bcWorld) open() *journal.Journal {
@@ -189,7 +184,7 @@ func (w *e2bcWorld) drain(point string) (int, string) {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
-	cmd.Env = append(cmd.Env, "E2B_API_URL="+w.srv.URL, "E2B_API_KEY="+e2btest.DefaultKey)
+	cmd.Env = append(cmd.Env, testutil.E2BEnv(w.srv)...)
 	if point != "" {
 		cmd.Env = append(cmd.Env, crashpoint.Env+"="+point)
 	}

@@ -149,11 +149,10 @@ func computes(t *testing.T) {
 
 func newWorld(t *testing.T, opts ...daytonatest.Option) *world {
 	t.Helper()
-	sim := daytonatest.NewServer(append([]daytonatest.Option{
+	sim, _ := testutil.Daytona(t, append([]daytonatest.Option{
 		daytonatest.WithCreateDelay(simCreateDelay),
 		daytonatest.WithDestroyDelay(simDestroyDelay),
 	}, opts...)...)
-	t.Cleanup(sim.Close)
 	sim.AddKey("other-key", otherOrg)
 	// A short path: Unix socket paths are limited to about 100 bytes.
 	dir, err := os.MkdirTemp("", "tt")
@@ -393,20 +392,11 @@ func (o runnerOut) of(how ...string) []runnerLine {
 func (p *proc) ready() runnerOut {
 	p.t.Helper()
 	var out runnerOut
-	deadline := time.Now().Add(waitBound)
-	for {
-		if time.Now().After(deadline) {
-			p.t.Fatalf("the runner was not ready within %s; it said %+v", waitBound, out)
-		}
-		line, ok := p.NextLine()
-		if !ok {
-			p.Wait()
-			p.t.Fatalf("tether exited (%v) before the runner was ready; stderr:\n%s", p.Err(), p.stderr)
-		}
-		if out.add(line) {
-			return out
-		}
+	if !p.ReadUntil("runner's ready", out.add) {
+		p.Wait()
+		p.t.Fatalf("tether exited (%v) before the runner was ready; stderr:\n%s", p.Err(), p.stderr)
 	}
+	return out
 }
 
 // add records one line of the runner's; it reports whether it is "ready".

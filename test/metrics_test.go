@@ -73,8 +73,7 @@ next:
 func TestRunMetricsAfterAReplayWithFaults(t *testing.T) {
 	const n = 12
 	t.Parallel()
-	srv := daytonatest.NewServer()
-	t.Cleanup(srv.Close)
+	srv, _ := testutil.Daytona(t)
 	srv.AddKey("metrics-key", daytonatest.DefaultOrg)
 	prov := testutil.DaytonaProvider(t, srv, func(c *daytona.Config) { c.APIKey = "metrics-key" })
 	dir := shortDir(t, "tmet")
@@ -174,15 +173,8 @@ func runWithMetrics(t *testing.T, dir, journalPath string, env ...string) string
 func TestRunMetricsSplitByProvider(t *testing.T) {
 	const n = 3
 	t.Parallel()
-	dsrv := daytonatest.NewServer()
-	t.Cleanup(dsrv.Close)
-	esrv := e2btest.NewServer()
-	t.Cleanup(esrv.Close)
-	day := testutil.DaytonaProvider(t, dsrv)
-	ep, err := e2b.New(e2b.Config{APIKey: e2btest.DefaultKey, APIURL: esrv.URL})
-	if err != nil {
-		t.Fatal(err)
-	}
+	dsrv, day := testutil.Daytona(t)
+	esrv, ep := testutil.E2B(t)
 	dir := shortDir(t, "tmsp")
 	journalPath := filepath.Join(dir, "journal.db")
 	j, err := journal.Open(journalPath, journal.Options{})
@@ -224,7 +216,7 @@ func TestRunMetricsSplitByProvider(t *testing.T) {
 	esrv.Inject(e2btest.RouteKill, limited, e2btest.Scripted{Status: http.StatusTooManyRequests, RetryAfter: time.Second})
 	esrv.Inject(e2btest.RouteKill, 100, e2btest.Scripted{Status: http.StatusUnauthorized, Message: "Invalid API key"})
 
-	addr := runWithMetrics(t, dir, journalPath, append(testutil.DaytonaEnv(dsrv), "E2B_API_URL="+esrv.URL, "E2B_API_KEY="+e2btest.DefaultKey)...)
+	addr := runWithMetrics(t, dir, journalPath, append(testutil.DaytonaEnv(dsrv), testutil.E2BEnv(esrv)...)...)
 	var m map[string]float64
 	testutil.WaitFor(t, "the replay to end and each provider's check", func() bool {
 		m = scrapeText(t, addr)
@@ -289,14 +281,12 @@ func TestRunMetricsSplitByProvider(t *testing.T) {
 // it, as E2B's, and Daytona's check as passed.
 func TestRunMetricsE2BKeyExpired(t *testing.T) {
 	t.Parallel()
-	dsrv := daytonatest.NewServer()
-	t.Cleanup(dsrv.Close)
-	esrv := e2btest.NewServer()
-	t.Cleanup(esrv.Close)
+	dsrv, _ := testutil.Daytona(t)
+	esrv, _ := testutil.E2B(t)
 	esrv.RemoveKey(e2btest.DefaultKey)
 	dir := shortDir(t, "tmex")
 	addr := runWithMetrics(t, dir, filepath.Join(dir, "journal.db"),
-		append(testutil.DaytonaEnv(dsrv), "E2B_API_URL="+esrv.URL, "E2B_API_KEY="+e2btest.DefaultKey)...)
+		append(testutil.DaytonaEnv(dsrv), testutil.E2BEnv(esrv)...)...)
 	refused := `tether_provider_calls_total{provider="e2b",op="check",outcome="unauthorized"}`
 	var m map[string]float64
 	testutil.WaitFor(t, "E2B's check to be counted", func() bool {

@@ -99,6 +99,9 @@ func TestRetentionPrunesAndCompacts(t *testing.T) {
 	}
 
 	// A short one prunes every ended intent, live or not a moment ago.
+	// Real time, on purpose: the journal stamps each end from the wall
+	// clock and the real binary prunes against its own; 10 ms puts the
+	// last end past the 5 ms retention. No simulator is involved.
 	time.Sleep(10 * time.Millisecond)
 	code, stderr = w.runTether("drain", "--journal", w.journal, "--drain-timeout", drainTimeout, "--retention", "5ms")
 	if code != 0 || !strings.Contains(stderr, "pruned ended intents") {

@@ -3,12 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/intake"
@@ -195,18 +195,12 @@ func TestIntentCommandSpool(t *testing.T) {
 	done := make(chan error, 1)
 	reader := &spooldir.Reader{Intake: &intake.Intake{Journal: j, Labels: map[string]string{"scope": "s"}}, Dir: dir}
 	go func() { done <- reader.Run(ctx) }()
-	deadline := time.Now().Add(testutil.WaitBound)
-	for {
+	testutil.Eventually(t, "the spool files taken", func() (bool, string) {
 		got, err1 := j.Get(in.ID)
 		run, err2 := j.Get("my-run")
-		if err1 == nil && err2 == nil && got.SandboxID == "sb-9" && run.State == intent.Released {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("spool files not taken: %+v %v / %+v %v", got, err1, run, err2)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return err1 == nil && err2 == nil && got.SandboxID == "sb-9" && run.State == intent.Released,
+			fmt.Sprintf("%+v %v / %+v %v", got, err1, run, err2)
+	})
 	cancel()
 	if err := testutil.Receive(t, "done", done); err != nil {
 		t.Fatal(err)

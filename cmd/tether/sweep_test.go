@@ -9,6 +9,7 @@ import (
 
 	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/reaper"
+	"github.com/tether-run/tether/internal/testutil"
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
 )
 
@@ -16,8 +17,7 @@ import (
 // that deletes nothing, then --yes; the simulator's record decides.
 func TestSweepCommand(t *testing.T) {
 	var offset atomic.Int64
-	srv := daytonatest.NewServer(daytonatest.WithClock(func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }))
-	defer srv.Close()
+	srv, _ := testutil.Daytona(t, daytonatest.WithClock(func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }))
 	srv.AddKey("sweep-key", daytonatest.DefaultOrg)
 	env := []string{"DAYTONA_API_URL=" + srv.URL, "DAYTONA_API_KEY=sweep-key", "DAYTONA_JWT_TOKEN="}
 

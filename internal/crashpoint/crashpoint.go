@@ -55,7 +55,7 @@ const (
 	ReplayStarted = "replay-started"
 	// CompactBeforeRename: the journal's compacted copy is written and
 	// fsynced beside it, not yet renamed over it (journal/compact.go, which
-	// hits the points through journal.Options.CrashPoint: spool imports
+	// hits the points through journal.Options.CrashPoint: journal imports
 	// nothing of internal/).
 	CompactBeforeRename = "journal-compact-before-rename"
 	// CompactAfterRename: the compacted copy is the journal, the old file

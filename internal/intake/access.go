@@ -17,8 +17,8 @@ import (
 // (effective or real) uid, or one of allow.
 func Allowed(uid int, allow []int) bool { return access.Allowed(uid, allow) }
 
-// Who describes the users Allowed accepts, for error messages.
-func Who(allow []int) string { return access.Who(allow) }
+// AllowedUsers describes the users Allowed accepts, for error messages.
+func AllowedUsers(allow []int) string { return access.AllowedUsers(allow) }
 
 // FileOwner is the uid owning the file fi describes (-1 if unknown).
 func FileOwner(fi os.FileInfo) int { return access.FileOwner(fi) }

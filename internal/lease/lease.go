@@ -32,7 +32,7 @@
 // Lease mode is Daytona's. A provider whose sandboxes end at a timeout
 // (E2B) has its own renewer here, TimeoutRenewer (timeout.go): the timeout
 // cut to a cap and renewed while the runner lives; it reports to the same
-// Observer.
+// Recorder.
 package lease
 
 import (
@@ -91,8 +91,8 @@ type Journal interface {
 	Get(id string) (intent.Intent, error)
 }
 
-// Observer is told what the renewer sees, for metrics. May be nil.
-type Observer interface {
+// Recorder is told what the renewer sees, for metrics. May be nil.
+type Recorder interface {
 	// LeaseAtRisk: renewals of one sandbox have failed for RiskAfter.
 	LeaseAtRisk()
 	// Leased is how many sandboxes the renewer keeps alive now.
@@ -123,7 +123,7 @@ type Renewer struct {
 	// deleted behind tether's back (default: once per Lease).
 	Census time.Duration
 
-	Observer Observer
+	Recorder Recorder
 	Logger   *slog.Logger
 	// Kept, if set, is called in a goroutine of its own with each intent
 	// the renewer stops renewing because the runner released it as kept
@@ -398,8 +398,8 @@ func (l *loop) settle(res result, now time.Time) {
 			l.log.Error("lease renewals keep failing: the provider may stop this sandbox under the live runner",
 				"intent", e.intent, "sandbox", e.sandbox, "failing_for", now.Sub(e.failingSince).Round(time.Millisecond),
 				"lease", l.r.Lease, "err", res.err)
-			if l.r.Observer != nil {
-				l.r.Observer.LeaseAtRisk()
+			if l.r.Recorder != nil {
+				l.r.Recorder.LeaseAtRisk()
 			}
 		}
 	}
@@ -438,8 +438,8 @@ func (l *loop) scan(now time.Time) {
 			}
 		}
 	}
-	if r.Observer != nil {
-		r.Observer.Leased(len(l.entries))
+	if r.Recorder != nil {
+		r.Recorder.Leased(len(l.entries))
 	}
 }
 

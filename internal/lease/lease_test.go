@@ -87,19 +87,19 @@ func (j *memJournal) set(id string, st intent.State) {
 	j.intents[id] = in
 }
 
-type observer struct {
+type recorder struct {
 	mu     sync.Mutex
 	atRisk int
 }
 
-func (o *observer) LeaseAtRisk() { o.mu.Lock(); o.atRisk++; o.mu.Unlock() }
-func (o *observer) Leased(int)   {}
+func (o *recorder) LeaseAtRisk() { o.mu.Lock(); o.atRisk++; o.mu.Unlock() }
+func (o *recorder) Leased(int)   {}
 
 type world struct {
 	sim      *daytonatest.Server
 	prov     *daytona.Provider
 	journal  *memJournal
-	observer *observer
+	recorder *recorder
 	ids      []string // sandbox ids, by intent "i<n>"
 	spent    *atomic.Int64
 }
@@ -125,7 +125,7 @@ func newWorldStop(t *testing.T, n, autoStop int, opts ...daytonatest.Option) *wo
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &world{sim: sim, prov: prov, journal: &memJournal{intents: map[string]intent.Intent{}}, observer: &observer{}, spent: spent}
+	w := &world{sim: sim, prov: prov, journal: &memJournal{intents: map[string]intent.Intent{}}, recorder: &recorder{}, spent: spent}
 	stop, del := autoStop, provider.LeaseAutoDelete(-1, leaseMinutes)
 	for i := 0; i < n; i++ {
 		sb, err := sim.AddSandbox(daytonatest.DefaultOrg, daytonatest.SeedSandbox{
@@ -149,7 +149,7 @@ const testOwner = "owner-lease-test"
 func (w *world) renewer() *lease.Renewer {
 	return &lease.Renewer{
 		Journal: w.journal, Provider: w.prov, Lease: leaseMinutes * time.Minute,
-		Observer: w.observer, Logger: slog.New(slog.DiscardHandler),
+		Recorder: w.recorder, Logger: slog.New(slog.DiscardHandler),
 	}
 }
 
@@ -366,8 +366,8 @@ func TestFailingRenewalsAreReported(t *testing.T) {
 			Seed: 1, Rate5xx: 1, Routes: []string{daytonatest.RouteLastActivity},
 		}))
 		w.run(t, leaseMinutes*time.Minute)
-		if w.observer.atRisk != len(w.ids) {
-			t.Fatalf("at-risk reports: %d, want %d (one per sandbox)", w.observer.atRisk, len(w.ids))
+		if w.recorder.atRisk != len(w.ids) {
+			t.Fatalf("at-risk reports: %d, want %d (one per sandbox)", w.recorder.atRisk, len(w.ids))
 		}
 	})
 }

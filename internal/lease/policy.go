@@ -34,7 +34,7 @@ type Reaper interface {
 type Policy struct {
 	Reaper Reaper
 	// Journal is where pending hand-backs are found and marked done.
-	// PendingHandBacks reads only them (spool's index of them), never the
+	// PendingHandBacks reads only them (the journal's index of them), never the
 	// journal's history: a start and a drain beside 100,000 finished
 	// intents cost what the few pending ones do.
 	Journal interface {

@@ -35,11 +35,11 @@ type Timeouts interface {
 
 // Verifier proves a sandbox is an intent's before tether changes it: the
 // reaper's check of id, name and every label (Vouch), and its retry of a
-// step on a newly observed sandbox (OnObserved: backoff, Retry-After, a
+// step on a newly observed sandbox (RetryOnObserved: backoff, Retry-After, a
 // mistyped id corrected by name).
 type Verifier interface {
 	Vouch(in intent.Intent, sb provider.Sandbox) error
-	OnObserved(ctx context.Context, in intent.Intent, once func(intent.Intent) error) error
+	RetryOnObserved(ctx context.Context, in intent.Intent, once func(intent.Intent) error) error
 }
 
 // TimeoutRenewer cuts and renews the timeouts of one provider's sandboxes.
@@ -53,9 +53,9 @@ type TimeoutRenewer struct {
 	Max time.Duration
 	// CallTimeout bounds each call.
 	CallTimeout time.Duration
-	// Observer is told how many sandboxes are renewed and when one's
+	// Recorder is told how many sandboxes are renewed and when one's
 	// renewals fail (metrics); nil without them.
-	Observer Observer
+	Recorder Recorder
 	Logger   *slog.Logger
 
 	mu      sync.Mutex
@@ -84,8 +84,8 @@ func (k *TimeoutRenewer) Capped(intentID string, end time.Time) {
 
 // leasedLocked tells the metrics how many sandboxes are renewed.
 func (k *TimeoutRenewer) leasedLocked() {
-	if k.Observer != nil {
-		k.Observer.Leased(len(k.ends))
+	if k.Recorder != nil {
+		k.Recorder.Leased(len(k.ends))
 	}
 }
 
@@ -97,8 +97,8 @@ func (k *TimeoutRenewer) failed(id string) {
 	first := !k.failing[id]
 	k.failing[id] = true
 	k.mu.Unlock()
-	if first && k.Observer != nil {
-		k.Observer.LeaseAtRisk()
+	if first && k.Recorder != nil {
+		k.Recorder.LeaseAtRisk()
 	}
 }
 
@@ -107,7 +107,7 @@ func (k *TimeoutRenewer) failed(id string) {
 // is tried again (backoff, Retry-After) until ctx ends: a sandbox left
 // with its long timeout would outlive a lost host by that much.
 func (k *TimeoutRenewer) CapObserved(ctx context.Context, in intent.Intent) {
-	err := k.Verifier.OnObserved(ctx, in, func(in intent.Intent) error { return k.capOnce(ctx, in) })
+	err := k.Verifier.RetryOnObserved(ctx, in, func(in intent.Intent) error { return k.capOnce(ctx, in) })
 	if err != nil {
 		k.log().Warn("timeout cap not applied", "intent", in.ID, "sandbox", in.SandboxID, "err", err)
 	}

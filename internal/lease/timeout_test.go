@@ -28,12 +28,7 @@ type renewWorld struct {
 
 func newRenewWorld(t *testing.T) *renewWorld {
 	t.Helper()
-	sim := e2btest.NewServer()
-	t.Cleanup(sim.Close)
-	p, err := e2b.New(e2b.Config{APIKey: e2btest.DefaultKey, APIURL: sim.URL})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sim, p := testutil.E2B(t)
 	j, err := journal.Open(filepath.Join(t.TempDir(), "journal.db"), journal.Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -18,26 +18,26 @@ var (
 func (w *leasing) SetAutoDelete(ctx context.Context, id string, minutes int) error {
 	start := time.Now()
 	err := w.p.(provider.Leaser).SetAutoDelete(ctx, id, minutes)
-	w.observe("set_autodelete", start, err)
+	w.record("set_autodelete", start, err)
 	return err
 }
 
 func (w *leasing) Renew(ctx context.Context, id string) error {
 	start := time.Now()
 	err := w.p.(provider.Leaser).Renew(ctx, id)
-	w.observe("renew", start, err)
+	w.record("renew", start, err)
 	return err
 }
 
 func (w *leasing) SetLabels(ctx context.Context, id string, labels map[string]string) error {
 	start := time.Now()
 	err := w.p.(provider.Labeler).SetLabels(ctx, id, labels)
-	w.observe("set_labels", start, err)
+	w.record("set_labels", start, err)
 	return err
 }
 
 // Lease is what the renewals of one provider's sandboxes report (the
-// lease.Observer of lease mode's renewer, for Daytona; E2B's timeout
+// lease.Recorder of lease mode's renewer, for Daytona; E2B's timeout
 // renewals, for E2B).
 type Lease struct {
 	m    *Metrics

@@ -18,7 +18,7 @@
 // little CPU and tether little memory. Every series is there from the first
 // scrape: counters at 0 with every label value they can take.
 //
-// It observes; it never changes what tether does. Off by default. It is
+// It records; it never changes what tether does. Off by default. It is
 // written with github.com/VictoriaMetrics/metrics, whose package
 // initialisation costs little: the endpoint's library is linked into every
 // start, with --metrics-addr or not (docs/benchmarks.md).
@@ -407,21 +407,21 @@ func (s *Server) Close() error {
 	return nil
 }
 
-// ObserveDrain records a drain's duration and outcome.
-func (m *Metrics) ObserveDrain(rep reaper.Report) {
+// RecordDrain records a drain's duration and outcome.
+func (m *Metrics) RecordDrain(rep reaper.Report) {
 	m.drain.Update(rep.Elapsed.Seconds())
-	m.observeReport(rep)
+	m.recordReport(rep)
 }
 
-// ObserveReplay records a boot replay's duration and outcome.
-func (m *Metrics) ObserveReplay(elapsed time.Duration, rep reaper.Report) {
+// RecordReplay records a boot replay's duration and outcome.
+func (m *Metrics) RecordReplay(elapsed time.Duration, rep reaper.Report) {
 	m.replay.Update(elapsed.Seconds())
-	m.observeReport(rep)
+	m.recordReport(rep)
 }
 
-// observeReport counts what the drain ended each provider's intents in,
+// recordReport counts what the drain ended each provider's intents in,
 // and sets each provider's cleanup debt to what it left live.
-func (m *Metrics) observeReport(rep reaper.Report) {
+func (m *Metrics) recordReport(rep reaper.Report) {
 	byLabel := map[string]reaper.Tally{}
 	for name, t := range rep.ByProvider {
 		l := providerLabel(name)
@@ -497,8 +497,9 @@ func outcome(err error) string {
 	return "error"
 }
 
-// observe records one call of op (one of Ops) to provider name.
-func (m *Metrics) observe(name, op string, start time.Time, err error) {
+// recordCall counts one call of op (one of Ops) to provider name, by its
+// outcome, and its latency.
+func (m *Metrics) recordCall(name, op string, start time.Time, err error) {
 	ps := m.series(name)
 	oc := outcome(err)
 	m.smu.Lock()

@@ -122,7 +122,7 @@ func TestScrapeAfterADrainWithFaults(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	rep := r.Drain(ctx, live)
-	m.ObserveDrain(rep)
+	m.RecordDrain(rep)
 	srv.SetFaults(daytonatest.Faults{})
 	after := srv.Calls()
 	limited := refused(srv.Throttle())
@@ -182,7 +182,7 @@ func TestScrapeShowsCleanupDebt(t *testing.T) {
 	r := &reaper.Reaper{Journal: j}
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
-	m.ObserveReplay(time.Second, r.Drain(ctx, live))
+	m.RecordReplay(time.Second, r.Drain(ctx, live))
 	fams := scrape(t, m.Handler())
 	if got := sum(fams, "tether_unresolved_intents"); got != 3 {
 		t.Fatalf("cleanup debt %v, want 3", got)

@@ -81,50 +81,50 @@ var (
 func (w *measured) Name() string    { return w.p.Name() }
 func (w *measured) Account() string { return w.p.Account() }
 
-// observe records one call of op that started at start.
-func (w *measured) observe(op string, start time.Time, err error) {
-	w.m.observe(w.name, op, start, err)
+// record counts one call of op, started at start, and its latency.
+func (w *measured) record(op string, start time.Time, err error) {
+	w.m.recordCall(w.name, op, start, err)
 }
 
 func (w *measured) Get(ctx context.Context, id string) (provider.Sandbox, error) {
 	start := time.Now()
 	sb, err := w.p.Get(ctx, id)
-	w.observe("get", start, err)
+	w.record("get", start, err)
 	return sb, err
 }
 
 func (w *measured) GetByName(ctx context.Context, name string) (provider.Sandbox, error) {
 	start := time.Now()
 	sb, err := w.p.GetByName(ctx, name)
-	w.observe("get_by_name", start, err)
+	w.record("get_by_name", start, err)
 	return sb, err
 }
 
 func (w *measured) List(ctx context.Context, labels map[string]string) ([]provider.Sandbox, error) {
 	start := time.Now()
 	out, err := w.p.List(ctx, labels)
-	w.observe("list", start, err)
+	w.record("list", start, err)
 	return out, err
 }
 
 func (w *measured) Delete(ctx context.Context, id string) error {
 	start := time.Now()
 	err := w.p.Delete(ctx, id)
-	w.observe("delete", start, err)
+	w.record("delete", start, err)
 	return err
 }
 
 func (w *measured) Stop(ctx context.Context, id string) error {
 	start := time.Now()
 	err := w.p.Stop(ctx, id)
-	w.observe("stop", start, err)
+	w.record("stop", start, err)
 	return err
 }
 
 func (w *measured) SetAutoStop(ctx context.Context, id string, minutes int) error {
 	start := time.Now()
 	err := w.p.SetAutoStop(ctx, id, minutes)
-	w.observe("set_autostop", start, err)
+	w.record("set_autostop", start, err)
 	return err
 }
 
@@ -142,7 +142,7 @@ func (w *measured) ListPage(ctx context.Context, q provider.AccountQuery, cursor
 	}
 	start := time.Now()
 	page, next, err := a.ListPage(ctx, q, cursor)
-	w.observe("list_page", start, err)
+	w.record("list_page", start, err)
 	return page, next, err
 }
 
@@ -153,7 +153,7 @@ func (w *measured) Inspect(ctx context.Context, id string) (provider.Listed, err
 	}
 	start := time.Now()
 	sb, err := a.Inspect(ctx, id)
-	w.observe("inspect", start, err)
+	w.record("inspect", start, err)
 	return sb, err
 }
 
@@ -166,7 +166,7 @@ func (w *measured) Check(ctx context.Context) error {
 	}
 	start := time.Now()
 	err := c.Check(ctx)
-	w.observe("check", start, err)
+	w.record("check", start, err)
 	return err
 }
 
@@ -183,7 +183,7 @@ var _ provider.NameSharer = (*sharing)(nil)
 func (w *sharing) Named(ctx context.Context, name string) ([]provider.Sandbox, error) {
 	start := time.Now()
 	out, err := w.p.(provider.NameSharer).Named(ctx, name)
-	w.observe("named", start, err)
+	w.record("named", start, err)
 	return out, err
 }
 
@@ -200,6 +200,6 @@ func (w *sharing) SetTimeout(ctx context.Context, id string, d time.Duration) er
 	}
 	start := time.Now()
 	err := t.SetTimeout(ctx, id, d)
-	w.observe("set_timeout", start, err)
+	w.record("set_timeout", start, err)
 	return err
 }

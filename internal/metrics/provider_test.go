@@ -2,7 +2,6 @@ package metrics_test
 
 import (
 	"context"
-	"log/slog"
 	"net/http"
 	"path/filepath"
 	"reflect"
@@ -21,15 +20,6 @@ import (
 	"github.com/tether-run/tether/provider/e2b/e2btest"
 )
 
-func newE2B(t *testing.T, srv *e2btest.Server) *e2b.Provider {
-	t.Helper()
-	p, err := e2b.New(e2b.Config{APIKey: e2btest.DefaultKey, APIURL: srv.URL, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
 // TestMeasuredKeepsEachProviderShape: the reaper chooses its path by what
 // a provider can do (a shared name's look-up for E2B, labels and leases
 // for Daytona), so the counted provider can do exactly what it wraps can.
@@ -43,8 +33,7 @@ func TestMeasuredKeepsEachProviderShape(t *testing.T) {
 	defer j.Close()
 	m := metrics.New(j, "test", "daytona", "e2b")
 	_, day := testutil.Daytona(t)
-	esrv := e2btest.NewServer()
-	t.Cleanup(esrv.Close)
+	_, e2bp := testutil.E2B(t)
 	kinds := map[string]reflect.Type{
 		"NameSharer":    reflect.TypeFor[provider.NameSharer](),
 		"Leaser":        reflect.TypeFor[provider.Leaser](),
@@ -54,7 +43,7 @@ func TestMeasuredKeepsEachProviderShape(t *testing.T) {
 		"TimeoutSetter": reflect.TypeFor[metrics.TimeoutSetter](),
 		"Checker":       reflect.TypeFor[provider.Checker](),
 	}
-	for _, p := range []provider.Provider{day, newE2B(t, esrv)} {
+	for _, p := range []provider.Provider{day, e2bp} {
 		w := m.Provider(p)
 		for name, k := range kinds {
 			if got, want := reflect.TypeOf(w).Implements(k), reflect.TypeOf(p).Implements(k); got != want {
@@ -87,9 +76,8 @@ func newTwoClouds(t *testing.T) *twoClouds {
 	}
 	t.Cleanup(func() { j.Close() })
 	dsrv, day := testutil.Daytona(t)
-	esrv := e2btest.NewServer()
-	t.Cleanup(esrv.Close)
-	w := &twoClouds{j: j, m: metrics.New(j, "test", "daytona", "e2b"), dsrv: dsrv, esrv: esrv, day: day, e2b: newE2B(t, esrv)}
+	esrv, e2bp := testutil.E2B(t)
+	w := &twoClouds{j: j, m: metrics.New(j, "test", "daytona", "e2b"), dsrv: dsrv, esrv: esrv, day: day, e2b: e2bp}
 	w.r = &reaper.Reaper{
 		Journal: j, Providers: provider.NewSet(w.m.Provider(day), w.m.Provider(w.e2b)), Concurrency: 4,
 		RetryBase: 10 * time.Millisecond, RetryMax: 100 * time.Millisecond,
@@ -138,7 +126,7 @@ func (w *twoClouds) drain(t *testing.T) reaper.Report {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	rep := w.r.Drain(ctx, live)
-	w.m.ObserveDrain(rep)
+	w.m.RecordDrain(rep)
 	return rep
 }
 

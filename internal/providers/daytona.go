@@ -224,7 +224,7 @@ func (g *daytonaGuard) renewer() supervisor.Actor {
 		Kept:       g.lease.Kept,
 		Rescue:     g.w.Config.DaytonaAutoStop,
 		Restore:    g.lease.Apply,
-		Observer:   g.w.Observer,
+		Recorder:   g.w.Recorder,
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	return supervisor.Actor{Name: "lease", Execute: func() error {

@@ -49,7 +49,7 @@ func e2bGuardOf(w Wiring) (Guard, error) {
 		Verifier:    w.Reaper,
 		Max:         w.Config.E2BMaxTimeout,
 		CallTimeout: observeTimeout,
-		Observer:    w.Observer,
+		Recorder:    w.Recorder,
 		Logger:      w.Logger.With("component", "e2b"),
 	}}
 	return g, nil

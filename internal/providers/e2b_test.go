@@ -15,6 +15,7 @@ import (
 	"github.com/tether-run/tether/internal/config"
 	"github.com/tether-run/tether/internal/metrics"
 	"github.com/tether-run/tether/internal/reaper"
+	"github.com/tether-run/tether/internal/testutil"
 	"github.com/tether-run/tether/journal"
 	"github.com/tether-run/tether/provider"
 	"github.com/tether-run/tether/provider/e2b"
@@ -26,12 +27,7 @@ import (
 // saw them), the capped sandbox as one E2B renews, and a run of failed
 // renewals as one sandbox at risk, E2B's; nothing of it is Daytona's.
 func TestE2BRenewalsCounted(t *testing.T) {
-	esrv := e2btest.NewServer()
-	t.Cleanup(esrv.Close)
-	p, err := e2b.New(e2b.Config{APIKey: e2btest.DefaultKey, APIURL: esrv.URL})
-	if err != nil {
-		t.Fatal(err)
-	}
+	esrv, p := testutil.E2B(t)
 	j, err := journal.Open(filepath.Join(t.TempDir(), "journal.db"), journal.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -42,7 +38,7 @@ func TestE2BRenewalsCounted(t *testing.T) {
 	cfg := config.Default()
 	cfg.E2BMaxTimeout = 10 * time.Minute
 	log := slog.New(slog.DiscardHandler)
-	g, err := e2bGuardOf(Wiring{Config: cfg, Provider: counted, Journal: j, Logger: log, Observer: m.Lease(e2b.ProviderName),
+	g, err := e2bGuardOf(Wiring{Config: cfg, Provider: counted, Journal: j, Logger: log, Recorder: m.Lease(e2b.ProviderName),
 		Reaper: &reaper.Reaper{Journal: j, Providers: provider.NewSet(counted)}})
 	if err != nil {
 		t.Fatal(err)

@@ -89,8 +89,8 @@ type Wiring struct {
 	// as what it declares for. Nil for `tether drain`, which starts no
 	// intake.
 	Intake func(component string) *intake.Intake
-	// Observer counts renewals (metrics); nil without them.
-	Observer lease.Observer
+	// Recorder counts renewals (metrics); nil without them.
+	Recorder lease.Recorder
 	Logger   *slog.Logger
 }
 

@@ -11,9 +11,9 @@ import (
 
 	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/reaper"
+	"github.com/tether-run/tether/internal/testutil"
 	"github.com/tether-run/tether/journal"
 	"github.com/tether-run/tether/provider"
-	"github.com/tether-run/tether/provider/daytona"
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
 )
 
@@ -51,12 +51,7 @@ func BenchmarkDrain(b *testing.B) {
 }
 
 func benchDrain(b *testing.B, n int, faults daytonatest.Faults) {
-	srv := daytonatest.NewServer()
-	defer srv.Close()
-	prov, err := daytona.New(daytona.Config{APIKey: daytonatest.DefaultKey, APIURL: srv.URL, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		b.Fatal(err)
-	}
+	srv, prov := testutil.Daytona(b)
 	j, err := journal.Open(filepath.Join(b.TempDir(), "journal.db"), journal.Options{})
 	if err != nil {
 		b.Fatal(err)

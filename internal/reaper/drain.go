@@ -1,5 +1,9 @@
 package reaper
 
+// Drain, Replay and DrainLive: many intents resolved in parallel under one
+// deadline (forks before their parents), and the Report of what is left,
+// by provider.
+
 import (
 	"context"
 	"errors"

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tether-run/tether/intent"
+	"github.com/tether-run/tether/internal/testutil"
 	"github.com/tether-run/tether/provider"
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
 )
@@ -152,7 +153,7 @@ func TestDrainReportsExactlyWhatIsLeft(t *testing.T) {
 	ctx, cancel := w.drainCtx(generous)
 	defer cancel()
 	go func() {
-		if !poll(func() bool {
+		if !testutil.Poll(func() bool {
 			return len(w.live()) == len(absent) && strings.Contains(w.logs.String(), "drain in progress")
 		}) {
 			t.Error("timed out waiting for the five that exist to go")
@@ -195,7 +196,7 @@ func TestDrainOneHangStillResolvesOthers(t *testing.T) {
 	ctx, cancel := w.drainCtx(generous)
 	defer cancel()
 	go func() {
-		if !poll(func() bool { return len(w.live()) == 1 }) {
+		if !testutil.Poll(func() bool { return len(w.live()) == 1 }) {
 			t.Error("timed out waiting for all but the hung one to go")
 		}
 		cancel()

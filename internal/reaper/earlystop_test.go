@@ -46,6 +46,13 @@ func TestDrainWaitsForANameThatClosesBeforeItsDeadline(t *testing.T) {
 	w.r.ProgressInterval = 20 * time.Millisecond
 	w.r.NameWaitGrace = 300 * time.Millisecond
 	early := w.intent(scope, intent.DrainDelete)
+	// Real time, on purpose: the two names must close at different times,
+	// and when a name closes is its intent's CreatedAt, which the journal
+	// stamps from the wall clock at the declaration, plus the horizon; the
+	// drain's deadline it is weighed against is a real context deadline.
+	// No simulator is asked (the names never appear), so no simulated
+	// clock can stand in. The gap gives each side a second's margin for a
+	// look-up delayed on a loaded machine.
 	time.Sleep(2 * time.Second)
 	late := w.intent(scope, intent.DrainDelete)
 	gap := late.CreatedAt.Sub(early.CreatedAt)

@@ -1,5 +1,7 @@
 package reaper
 
+// The wait, within one drain, of a parent's delete for its forks' deletes.
+
 import (
 	"context"
 	"sync"

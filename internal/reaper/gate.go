@@ -1,5 +1,8 @@
 package reaper
 
+// The call gate: the bound on provider calls in flight, by priority,
+// adapting under 429s.
+
 import (
 	"context"
 	"sync"

@@ -3,6 +3,7 @@ package reaper
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -21,19 +22,13 @@ func TestGate(t *testing.T) {
 	}
 	order := make(chan string, 4)
 	waitQueued := func(n int) {
-		deadline := time.Now().Add(20 * time.Second)
-		for {
+		t.Helper()
+		testutil.Eventually(t, fmt.Sprintf("%d waiters", n), func() (bool, string) {
 			g.mu.Lock()
 			k := len(g.waiting)
 			g.mu.Unlock()
-			if k == n {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%d waiters, want %d", k, n)
-			}
-			time.Sleep(time.Millisecond)
-		}
+			return k == n, fmt.Sprintf("%d waiters", k)
+		})
 	}
 	enqueue := func(name string, prio int) {
 		go func() {
@@ -72,19 +67,12 @@ func TestGate(t *testing.T) {
 		}
 	}
 	// The last holder releases after it reported; wait for that.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	testutil.Eventually(t, "the gate idle", func() (bool, string) {
 		g.mu.Lock()
 		inFlight, waiting := g.inFlight, len(g.waiting)
 		g.mu.Unlock()
-		if inFlight == 0 && waiting == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("in flight %d, waiting %d; want 0 and 0", inFlight, waiting)
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return inFlight == 0 && waiting == 0, fmt.Sprintf("in flight %d, waiting %d", inFlight, waiting)
+	})
 }
 
 // TestGateAIMD: a round (as many calls as the bound) with at least the

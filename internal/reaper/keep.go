@@ -1,5 +1,8 @@
 package reaper
 
+// The keep label on a sandbox tether hands back or stops on purpose, so
+// that no sweep deletes it.
+
 import (
 	"context"
 	"fmt"

@@ -1,5 +1,8 @@
 package reaper
 
+// Lease mode's calls on one sandbox: ApplyLease when it is observed,
+// EndLease when it is handed back.
+
 import (
 	"context"
 	"errors"
@@ -50,7 +53,7 @@ func (r *Reaper) ApplyLease(ctx context.Context, in intent.Intent, l Lease) erro
 	if l.Settle <= 0 {
 		l.Settle = DefaultLeaseSettle
 	}
-	return r.retryObserved(ctx, p, in, func(in intent.Intent) error { return r.leaseOnce(ctx, p, leaser, in, l) })
+	return r.retryOnObserved(ctx, p, in, func(in intent.Intent) error { return r.leaseOnce(ctx, p, leaser, in, l) })
 }
 
 func (r *Reaper) leaseOnce(ctx context.Context, p provider.Provider, leaser provider.Leaser, in intent.Intent, l Lease) error {

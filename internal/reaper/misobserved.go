@@ -40,23 +40,17 @@ func (r *Reaper) observedAbsent(ctx context.Context, p provider.Provider, in int
 	if accepted {
 		return r.finish(in, intent.Gone)
 	}
-	unlock, err := r.nameLock(ctx, p, in)
-	if err != nil {
-		return in, err
-	}
-	defer unlock()
-	sb, ours, err := r.underName(ctx, p, in)
-	switch {
-	case err != nil:
-		return in, err
-	case !ours:
-		return r.unlisted(ctx, p, in)
-	case sb.ID == in.SandboxID:
-		// One read says 404, the other finds it: a lagging replica, or
-		// a hiccup. Read again rather than conclude either way.
-		return in, fmt.Errorf("%w: sandbox %s answered 404 by id but is found by its name %s", ErrMisobserved, sb.ID, in.Name)
-	}
-	return r.adopt(in, sb, "answered 404")
+	return r.withUnderName(ctx, p, in, func(sb provider.Sandbox, ours bool) (intent.Intent, error) {
+		switch {
+		case !ours:
+			return r.unlisted(ctx, p, in)
+		case sb.ID == in.SandboxID:
+			// One read says 404, the other finds it: a lagging replica, or
+			// a hiccup. Read again rather than conclude either way.
+			return in, fmt.Errorf("%w: sandbox %s answered 404 by id but is found by its name %s", ErrMisobserved, sb.ID, in.Name)
+		}
+		return r.adopt(in, sb, "answered 404")
+	})
 }
 
 // unlisted closes as gone an intent whose observed id answered 404 and
@@ -112,22 +106,29 @@ func (r *Reaper) listed(ctx context.Context, p provider.Provider, in intent.Inte
 // sandbox is never touched; the intent closes as foreign unless its own
 // sandbox is found under its name.
 func (r *Reaper) observedNotOurs(ctx context.Context, p provider.Provider, in intent.Intent, by provider.Sandbox, why string) (intent.Intent, error) {
-	foreign := func() (intent.Intent, error) {
-		return r.transition(in, intent.Foreign, fmt.Sprintf("sandbox %s: %s", by.ID, why))
-	}
+	return r.withUnderName(ctx, p, in, func(sb provider.Sandbox, ours bool) (intent.Intent, error) {
+		if !ours || sb.ID == in.SandboxID {
+			return r.transition(in, intent.Foreign, fmt.Sprintf("sandbox %s: %s", by.ID, why))
+		}
+		return r.adopt(in, sb, "is not ours ("+why+")")
+	})
+}
+
+// withUnderName takes in's name lock (nameLock), reads what is under the
+// name (underName) and runs then on it with the lock still held, so that
+// an adoption then makes cannot take a sandbox another intent of that name
+// is taking. An error of the lock or the look-up is returned as it is.
+func (r *Reaper) withUnderName(ctx context.Context, p provider.Provider, in intent.Intent, then func(sb provider.Sandbox, ours bool) (intent.Intent, error)) (intent.Intent, error) {
 	unlock, err := r.nameLock(ctx, p, in)
 	if err != nil {
 		return in, err
 	}
 	defer unlock()
 	sb, ours, err := r.underName(ctx, p, in)
-	switch {
-	case err != nil:
+	if err != nil {
 		return in, err
-	case !ours || sb.ID == in.SandboxID:
-		return foreign()
 	}
-	return r.adopt(in, sb, "is not ours ("+why+")")
+	return then(sb, ours)
 }
 
 // underName reads the sandbox under in's exact creation name (byName: one
@@ -177,21 +178,20 @@ func (r *Reaper) adopt(in intent.Intent, sb provider.Sandbox, what string) (inte
 // replay after a crash, act on the right sandbox, and the runner's mistake
 // is in the log while it is still running.
 func (r *Reaper) correctObserved(ctx context.Context, p provider.Provider, in intent.Intent, err error) (intent.Intent, bool) {
-	unlock, lerr := r.nameLock(ctx, p, in)
-	if lerr != nil {
-		return in, false
-	}
-	defer unlock()
-	sb, ours, lerr := r.underName(ctx, p, in)
-	if lerr != nil || !ours || sb.ID == in.SandboxID {
-		return in, false
-	}
 	what := "answered 404"
 	if errors.Is(err, ErrForeign) {
 		what = "is not ours"
 	}
-	out, aerr := r.adopt(in, sb, what)
-	if aerr != nil || out.SandboxID != sb.ID {
+	corrected := false
+	out, _ := r.withUnderName(ctx, p, in, func(sb provider.Sandbox, ours bool) (intent.Intent, error) {
+		if !ours || sb.ID == in.SandboxID {
+			return in, nil
+		}
+		out, err := r.adopt(in, sb, what)
+		corrected = err == nil && out.SandboxID == sb.ID
+		return out, err
+	})
+	if !corrected {
 		return in, false
 	}
 	return out, true

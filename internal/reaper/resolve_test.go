@@ -129,10 +129,7 @@ func TestResolve(t *testing.T) {
 			// another account for tether: it was not declared under it.
 			const otherKey = "dtn_OTHER_key_of_another_account"
 			w.srv.AddKey(otherKey, daytonatest.DefaultOrg)
-			other, err := daytona.New(daytona.Config{APIKey: otherKey, APIURL: w.srv.URL})
-			if err != nil {
-				t.Fatal(err)
-			}
+			other := testutil.DaytonaProvider(t, w.srv, func(c *daytona.Config) { c.APIKey = otherKey })
 			w.r.Providers = provider.NewSet(other)
 			before := w.srv.Calls()
 			out, err := w.resolve(in, generous)
@@ -227,7 +224,7 @@ func TestResolve(t *testing.T) {
 				t.Fatal(err)
 			}
 			go func() {
-				if !poll(func() bool { return w.srv.Calls()[daytonatest.RouteDelete] >= 2 }) {
+				if !testutil.Poll(func() bool { return w.srv.Calls()[daytonatest.RouteDelete] >= 2 }) {
 					t.Error("timed out waiting for two refused deletes")
 				}
 				if err := w.srv.Release(sb.ID); err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/reaper"
+	"github.com/tether-run/tether/internal/testutil"
 	"github.com/tether-run/tether/provider"
 	"github.com/tether-run/tether/provider/daytona"
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
@@ -58,13 +59,9 @@ func sweepWorld(t *testing.T, n int) (*daytonatest.Server, *between, *reaper.Rea
 	t.Helper()
 	var offset atomic.Int64
 	clock := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
-	srv := daytonatest.NewServer(daytonatest.WithClock(clock))
-	t.Cleanup(srv.Close)
+	srv, _ := testutil.Daytona(t, daytonatest.WithClock(clock))
 	srv.AddKey(apiKey, daytonatest.DefaultOrg)
-	prov, err := daytona.New(daytona.Config{APIKey: apiKey, APIURL: srv.URL})
-	if err != nil {
-		t.Fatal(err)
-	}
+	prov := testutil.DaytonaProvider(t, srv, func(c *daytona.Config) { c.APIKey = apiKey })
 	offset.Store(int64(-48 * time.Hour))
 	var sbs []daytonatest.Sandbox
 	for range n {

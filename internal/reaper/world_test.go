@@ -167,18 +167,6 @@ func (w *world) resolve(in intent.Intent, timeout time.Duration) (intent.Intent,
 	return out, err
 }
 
-// poll reports whether cond came to hold within 20 s; it returns as soon as it does.
-func poll(cond func() bool) bool {
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	return true
-}
-
 // spy is the real provider with the destructive calls recorded, and an
 // optional hook run just before each delete reaches the API.
 type spy struct {

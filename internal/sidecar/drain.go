@@ -61,7 +61,7 @@ func TakeSpool(ctx context.Context, cfg config.Config, j *journal.Journal, opene
 		return nil
 	}
 	if err != nil {
-		return withSetting(err, "--spool", config.EnvSpool)
+		return withPathSetting(err, "--spool", config.EnvSpool)
 	}
 	args := []any{"dir", cfg.Spool, "taken", t.Taken, "rejected", t.Rejected, "left", t.Left}
 	switch {

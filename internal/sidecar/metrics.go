@@ -87,13 +87,13 @@ func (sc *Sidecar) replay(ctx context.Context, left []string) {
 	if sc.metrics == nil || len(left) == 0 || ctx.Err() != nil || sc.reaper.Providers.Len() == 0 {
 		return // cut short, or nothing tried: the drain that follows reports
 	}
-	sc.metrics.ObserveReplay(rep.Elapsed, rep)
+	sc.metrics.RecordReplay(rep.Elapsed, rep)
 }
 
-// observeDrain records the drain's report. A drain that had no provider
+// recordDrain records the drain's report. A drain that had no provider
 // tried none of the live intents: they are counted by the provider each
 // names from the journal's counts (kept in memory).
-func (sc *Sidecar) observeDrain(rep reaper.Report) {
+func (sc *Sidecar) recordDrain(rep reaper.Report) {
 	if rep.NotTried > 0 {
 		rep.ByProvider = map[string]reaper.Tally{}
 		counts, err := sc.journal.CountsByProvider()
@@ -110,7 +110,7 @@ func (sc *Sidecar) observeDrain(rep reaper.Report) {
 			rep.ByProvider[name] = reaper.Tally{Live: live}
 		}
 	}
-	sc.metrics.ObserveDrain(rep)
+	sc.metrics.RecordDrain(rep)
 }
 
 // liveByProvider is the live intents of ids (what an earlier run left) by

@@ -67,19 +67,10 @@ func TestReplayWaitsForTheSpoolLeftBehind(t *testing.T) {
 	acted := make(chan bool, 1) // false: the bound passed first
 	go func() {
 		defer close(hold)
-		deadline := time.Now().Add(testutil.WaitBound)
-		for {
+		acted <- testutil.Poll(func() bool {
 			cur, err := sc.Journal().Get(in.ID)
-			if err == nil && cur.State != intent.Pending || strings.Contains(w.log.String(), replayWaitsMsg) {
-				acted <- true
-				return
-			}
-			if time.Now().After(deadline) {
-				acted <- false
-				return
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+			return err == nil && cur.State != intent.Pending || strings.Contains(w.log.String(), replayWaitsMsg)
+		})
 	}()
 	// The child lives until the spool intake has taken the release file.
 	path := filepath.Join(w.cfg.Spool, file)

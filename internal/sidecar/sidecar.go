@@ -110,7 +110,7 @@ func Open(cfg config.Config, opts Options) (*Sidecar, error) {
 	}
 	j, err := OpenJournal(cfg, log)
 	if err != nil {
-		return nil, withSetting(err, "--journal", config.EnvJournal)
+		return nil, withPathSetting(err, "--journal", config.EnvJournal)
 	}
 	sc := &Sidecar{cfg: cfg, log: log, out: out, version: opts.Version, journal: j}
 	sc.opened = providers.Open(providers.OpenOptions{Config: cfg, Logger: log, Level: slog.LevelInfo})
@@ -173,7 +173,7 @@ func (sc *Sidecar) openGuards(set provider.Set) error {
 			Logger: sc.log,
 		}
 		if sc.metrics != nil {
-			w.Observer = sc.metrics.Lease(k.Name)
+			w.Recorder = sc.metrics.Lease(k.Name)
 		}
 		g, err := k.Guard(w)
 		if err != nil {
@@ -264,7 +264,7 @@ func (sc *Sidecar) Listen() error {
 	}
 	l, err := srv.Listen(sc.cfg.Socket)
 	if err != nil {
-		return withSetting(err, "--socket", config.EnvSocket)
+		return withPathSetting(err, "--socket", config.EnvSocket)
 	}
 	// Every interrupt below only signals; settle waits at the start of the
 	// drain (see shutdown.go).
@@ -275,7 +275,7 @@ func (sc *Sidecar) Listen() error {
 	reader := &spooldir.Reader{Intake: sc.withLogger("spool"), Dir: sc.cfg.Spool, AllowUIDs: srv.AllowUIDs}
 	if err := reader.Open(); err != nil {
 		l.Close()
-		return withSetting(err, "--spool", config.EnvSpool)
+		return withPathSetting(err, "--spool", config.EnvSpool)
 	}
 	readerCtx, stopReader := context.WithCancel(context.Background())
 	reader.FinalScanCtx, sc.cutFinal = context.WithCancel(context.Background())
@@ -344,7 +344,7 @@ func (sc *Sidecar) Listen() error {
 	for _, g := range sc.guards {
 		g.Resume() // durable work an earlier run left (hand-backs)
 	}
-	sc.sayWhere() // where.go
+	sc.sayStatePaths() // statepaths.go
 	return nil
 }
 
@@ -434,7 +434,7 @@ func (sc *Sidecar) AfterChild(ctx context.Context, st supervisor.Status) error {
 	sc.report = &rep
 	sc.mu.Unlock()
 	if sc.metrics != nil && (err == nil || errors.Is(err, reaper.ErrUnresolved)) {
-		sc.observeDrain(rep) // metrics.go
+		sc.recordDrain(rep) // metrics.go
 	}
 	sc.linger(ctx) // metrics.go
 	if errors.Is(err, reaper.ErrUnresolved) {

@@ -209,8 +209,7 @@ type world struct {
 
 func newWorld(t *testing.T, opts ...daytonatest.Option) *world {
 	t.Helper()
-	srv := daytonatest.NewServer(opts...)
-	t.Cleanup(srv.Close)
+	srv, _ := testutil.Daytona(t, opts...)
 	t.Setenv(daytona.EnvAPIURL, srv.URL)
 	t.Setenv(daytona.EnvServerURL, "")
 	t.Setenv("DAYTONA_API_KEY", daytonatest.DefaultKey)

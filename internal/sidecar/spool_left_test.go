@@ -44,11 +44,7 @@ func TestReplayTakesTheIntentsLeftInTheSpool(t *testing.T) {
 	go func() {
 		defer os.WriteFile(marker, nil, 0o600)
 		var s seen
-		deadline := time.Now().Add(testutil.WaitBound)
-		for !s.replayed && time.Now().Before(deadline) {
-			time.Sleep(5 * time.Millisecond)
-			s.replayed = strings.Contains(w.log.String(), "replay: done")
-		}
+		s.replayed = testutil.Poll(func() bool { return strings.Contains(w.log.String(), "replay: done") })
 		if ok, why := w.deleted(old); !ok {
 			s.oldGone = why
 		}

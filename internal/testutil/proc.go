@@ -137,22 +137,23 @@ func (p *Proc) NextLine() (line string, ok bool) {
 	}
 }
 
-// WaitLine skips lines until one equal to want, failing the test if stdout
-// ends first or nothing matches within WaitBound.
-func (p *Proc) WaitLine(want string) {
+// ReadUntil reads lines of stdout until done returns true for one (true)
+// or stdout ends (false), failing the test if neither happens within
+// WaitBound; what names the line awaited in that failure.
+func (p *Proc) ReadUntil(what string, done func(line string) bool) bool {
 	p.t.Helper()
 	deadline := time.Now().Add(WaitBound)
 	for time.Now().Before(deadline) {
 		line, ok := p.NextLine()
 		if !ok {
-			p.Wait()
-			p.t.Fatalf("%s ended its output (exit %v) before the line %q; stderr:\n%s", p.Cmd.Path, p.err, want, p.Stderr)
+			return false
 		}
-		if line == want {
-			return
+		if done(line) {
+			return true
 		}
 	}
-	p.t.Fatalf("no line %q from %s within %s", want, p.Cmd.Path, WaitBound)
+	p.t.Fatalf("no %s from %s within %s; stdout so far:\n%s\nstderr:\n%s", what, p.Cmd.Path, WaitBound, p.Stdout(), p.Stderr)
+	return false
 }
 
 // Stdout is all of stdout so far.

@@ -1,8 +1,9 @@
 // Package testutil holds what tether's tests share: one set of wait bounds,
-// bounded polls, a buffer one goroutine writes while the test reads it, the
+// bounded polls (WaitFor, Eventually, Poll), a buffer one goroutine writes while the test reads it, the
 // tether binary (and other commands of the module) built once per `go test`
 // run, one process helper for the binaries the tests run, a pseudo-terminal,
-// the Daytona simulator with the real provider on it, a bit flipped in a
+// each provider's simulator with the real provider on it and the
+// environment a tether run needs for it (Daytona, E2B), a bit flipped in a
 // journal record, and WaitingParallel, more tests at once for a package
 // whose tests mostly wait. Only tests import it.
 package testutil
@@ -32,16 +33,15 @@ const (
 	DrainTimeout = 30 * time.Second
 )
 
+// pollEvery is the pause between two looks at a condition polled.
+const pollEvery = 5 * time.Millisecond
+
 // WaitFor polls cond every few milliseconds until it holds, failing the test
 // after WaitBound.
 func WaitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(WaitBound)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", WaitBound, what)
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !Poll(cond) {
+		t.Fatalf("timed out after %s waiting for %s", WaitBound, what)
 	}
 }
 
@@ -49,17 +49,25 @@ func WaitFor(t testing.TB, what string, cond func() bool) {
 // yet: the last reason is in the failure.
 func Eventually(t testing.TB, what string, cond func() (ok bool, why string)) {
 	t.Helper()
-	deadline := time.Now().Add(WaitBound)
-	for {
-		ok, why := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s: %s", what, WaitBound, why)
-		}
-		time.Sleep(5 * time.Millisecond)
+	var why string
+	if !Poll(func() (ok bool) { ok, why = cond(); return ok }) {
+		t.Fatalf("%s: not within %s: %s", what, WaitBound, why)
 	}
+}
+
+// Poll polls cond every few milliseconds until it holds or WaitBound has
+// passed, and reports whether it held. It fails nothing, so a goroutine
+// other than the test's (an actor, a handler) may wait with it and act on
+// the answer.
+func Poll(cond func() bool) bool {
+	deadline := time.Now().Add(WaitBound)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(pollEvery)
+	}
+	return true
 }
 
 // Receive waits for one value of ch, failing the test after WaitBound.

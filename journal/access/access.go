@@ -27,8 +27,8 @@ func Allowed(uid int, allow []int) bool {
 	return uid == 0 || uid == selfEUID || uid == selfUID || slices.Contains(allow, uid)
 }
 
-// Who describes the users Allowed accepts, for error messages.
-func Who(allow []int) string {
+// AllowedUsers describes the users Allowed accepts, for error messages.
+func AllowedUsers(allow []int) string {
 	s := fmt.Sprintf("root and tether's own uid %d", selfEUID)
 	if len(allow) > 0 {
 		s += fmt.Sprintf(" and the allowed uids %v", allow)
@@ -56,7 +56,7 @@ func CheckDir(fi os.FileInfo, owners []int) error {
 		return fmt.Errorf("not a directory (%s)", DescribeType(fi.Mode()))
 	}
 	if uid := FileOwner(fi); uid >= 0 && !Allowed(uid, owners) {
-		return fmt.Errorf("owned by uid %d, who may not use tether (only %s may own it)", uid, Who(owners))
+		return fmt.Errorf("owned by uid %d, who may not use tether (only %s may own it)", uid, AllowedUsers(owners))
 	}
 	if fi.Mode().Perm()&0o022 != 0 && fi.Mode()&os.ModeSticky == 0 {
 		return fmt.Errorf("mode %s lets others write to it and replace what is there; use a directory only tether's user can write (or one with the sticky bit, like /tmp)", fi.Mode().Perm())

@@ -16,8 +16,7 @@ import (
 // error says what the server said — a taken name is not reported as a
 // state change in progress, nor the other way round.
 func TestConflictSaysWhichConflict(t *testing.T) {
-	s := newSim(t, daytonatest.WithFaults(daytonatest.Faults{Starting: time.Hour}), daytonatest.WithCreateWait(0))
-	p := newProvider(t, s)
+	_, p := testutil.Daytona(t, daytonatest.WithFaults(daytonatest.Faults{Starting: time.Hour}), daytonatest.WithCreateWait(0))
 	ctx := context.Background()
 	sb, err := p.Create(ctx, "tether-taken", nil, nil)
 	if err != nil {

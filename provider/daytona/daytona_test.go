@@ -25,26 +25,6 @@ import (
 // pollTimeout bounds every wait for a simulated state change.
 const pollTimeout = testutil.WaitBound
 
-func newSim(t *testing.T, opts ...daytonatest.Option) *daytonatest.Server {
-	t.Helper()
-	s := daytonatest.NewServer(opts...)
-	t.Cleanup(s.Close)
-	return s
-}
-
-func newProvider(t *testing.T, s *daytonatest.Server, mutate ...func(*daytona.Config)) *daytona.Provider {
-	t.Helper()
-	cfg := daytona.Config{APIKey: daytonatest.DefaultKey, APIURL: s.URL}
-	for _, m := range mutate {
-		m(&cfg)
-	}
-	p, err := daytona.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
 func TestConfigFromEnv(t *testing.T) {
 	vars := []string{daytona.EnvAPIKey, daytona.EnvJWTToken, daytona.EnvOrganizationID,
 		daytona.EnvAPIURL, daytona.EnvServerURL, daytona.EnvTarget}
@@ -139,8 +119,7 @@ func TestFingerprint(t *testing.T) {
 }
 
 func TestRoundTrip(t *testing.T) {
-	s := newSim(t, daytonatest.WithDestroyDelay(time.Hour))
-	p := newProvider(t, s)
+	s, p := testutil.Daytona(t, daytonatest.WithDestroyDelay(time.Hour))
 	ctx := context.Background()
 	labels := map[string]string{"tether-owner": "o1", "tether-intent": "i1"}
 
@@ -190,8 +169,7 @@ func TestRoundTrip(t *testing.T) {
 }
 
 func TestStop(t *testing.T) {
-	s := newSim(t)
-	p := newProvider(t, s)
+	_, p := testutil.Daytona(t)
 	ctx := context.Background()
 	sb, err := p.Create(ctx, "tether-stop", nil, nil)
 	if err != nil {
@@ -209,8 +187,7 @@ func TestStop(t *testing.T) {
 // GET /sandbox/{idOrName} resolves ids first: neither lookup may be fooled
 // by a sandbox whose name is another's id.
 func TestIDNameConfusion(t *testing.T) {
-	s := newSim(t)
-	p := newProvider(t, s)
+	_, p := testutil.Daytona(t)
 	ctx := context.Background()
 	a, err := p.Create(ctx, "alpha", nil, nil)
 	if err != nil {
@@ -233,8 +210,7 @@ func TestIDNameConfusion(t *testing.T) {
 }
 
 func TestListPagesAndFilters(t *testing.T) {
-	s := newSim(t)
-	p := newProvider(t, s)
+	s, p := testutil.Daytona(t)
 	const n = 650
 	want := 0 // more than two pages of 200
 	for i := range n {
@@ -268,10 +244,10 @@ func TestListPagesAndFilters(t *testing.T) {
 }
 
 func TestOtherAccountsAreInvisible(t *testing.T) {
-	s := newSim(t)
+	s, _ := testutil.Daytona(t)
 	s.AddKey("key-2", "org-2")
-	mine := newProvider(t, s)
-	theirs := newProvider(t, s, func(c *daytona.Config) { c.APIKey = "key-2" })
+	mine := testutil.DaytonaProvider(t, s)
+	theirs := testutil.DaytonaProvider(t, s, func(c *daytona.Config) { c.APIKey = "key-2" })
 	ctx := context.Background()
 	sb, err := theirs.Create(ctx, "tether-x", map[string]string{"tether-owner": "o1"}, nil)
 	if err != nil {
@@ -295,9 +271,9 @@ func TestOtherAccountsAreInvisible(t *testing.T) {
 }
 
 func TestJWT(t *testing.T) {
-	s := newSim(t)
+	s, _ := testutil.Daytona(t)
 	s.AddJWT("jwt-1", "org-7")
-	p := newProvider(t, s, func(c *daytona.Config) { c.APIKey, c.JWTToken, c.OrganizationID = "", "jwt-1", "org-7" })
+	p := testutil.DaytonaProvider(t, s, func(c *daytona.Config) { c.APIKey, c.JWTToken, c.OrganizationID = "", "jwt-1", "org-7" })
 	sb, err := p.Create(context.Background(), "tether-j", nil, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -323,8 +299,7 @@ func TestErrorMapping(t *testing.T) {
 		{503, provider.ErrUnavailable, true},
 		{400, provider.ErrRefused, false},
 	}
-	s := newSim(t)
-	p := newProvider(t, s)
+	s, p := testutil.Daytona(t)
 	ctx := context.Background()
 	sb, err := p.Create(ctx, "tether-e", nil, nil)
 	if err != nil {
@@ -382,8 +357,7 @@ func TestRetryAfter(t *testing.T) {
 		{daytonatest.Faults{RetryAfter: 30 * time.Second, RetryAfterDate: true}, 25 * time.Second, 31 * time.Second},
 		{daytonatest.Faults{}, daytonatest.DefaultRetryAfter, daytonatest.DefaultRetryAfter},
 	} {
-		s := newSim(t, daytonatest.WithFaults(tt.faults))
-		p := newProvider(t, s)
+		s, p := testutil.Daytona(t, daytonatest.WithFaults(tt.faults))
 		s.FailNext(daytonatest.RouteGet, 429, 1)
 		_, err := p.Get(context.Background(), "x")
 		var rl *provider.RateLimitError
@@ -399,15 +373,15 @@ func TestRetryAfter(t *testing.T) {
 // A hung call ends at the per-call timeout as ErrUnavailable (retryable);
 // the caller's own deadline ends it as the caller's error (not retryable).
 func TestTimeouts(t *testing.T) {
-	s := newSim(t)
-	p := newProvider(t, s, func(c *daytona.Config) { c.CallTimeout = 50 * time.Millisecond })
+	s, _ := testutil.Daytona(t)
+	p := testutil.DaytonaProvider(t, s, func(c *daytona.Config) { c.CallTimeout = 50 * time.Millisecond })
 	s.Inject(daytonatest.RouteGet, 1, daytonatest.Scripted{Hang: true})
 	_, err := p.Get(context.Background(), "x")
 	if !errors.Is(err, provider.ErrUnavailable) || !provider.Retryable(err) {
 		t.Fatalf("hung call: %v, want retryable ErrUnavailable", err)
 	}
 
-	slow := newProvider(t, s, func(c *daytona.Config) { c.CallTimeout = time.Hour })
+	slow := testutil.DaytonaProvider(t, s, func(c *daytona.Config) { c.CallTimeout = time.Hour })
 	s.Inject(daytonatest.RouteDelete, 1, daytonatest.Scripted{Hang: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
@@ -437,8 +411,8 @@ func TestConnectionRefused(t *testing.T) {
 // gets an error, the sandbox exists, and its exact name finds it.
 func TestLostCreateIsFoundByName(t *testing.T) {
 	for _, f := range []daytonatest.Scripted{{Status: 500, After: true}, {Hang: true, After: true}} {
-		s := newSim(t)
-		p := newProvider(t, s, func(c *daytona.Config) { c.CallTimeout = 100 * time.Millisecond })
+		s, _ := testutil.Daytona(t)
+		p := testutil.DaytonaProvider(t, s, func(c *daytona.Config) { c.CallTimeout = 100 * time.Millisecond })
 		s.Inject(daytonatest.RouteCreate, 1, f)
 		_, err := p.Create(context.Background(), "tether-lost", map[string]string{"tether-intent": "i"}, nil)
 		if !errors.Is(err, provider.ErrUnavailable) {
@@ -453,8 +427,7 @@ func TestLostCreateIsFoundByName(t *testing.T) {
 
 // A sandbox stuck in `starting` answers 409 to delete until it has started.
 func TestStuckStartingConflicts(t *testing.T) {
-	s := newSim(t, daytonatest.WithFaults(daytonatest.Faults{Starting: time.Hour}), daytonatest.WithCreateWait(0))
-	p := newProvider(t, s)
+	s, p := testutil.Daytona(t, daytonatest.WithFaults(daytonatest.Faults{Starting: time.Hour}), daytonatest.WithCreateWait(0))
 	ctx := context.Background()
 	sb, err := p.Create(ctx, "tether-st", nil, nil)
 	if err != nil {
@@ -567,12 +540,7 @@ func TestKeyNeverLeaks(t *testing.T) {
 }
 
 func BenchmarkGet(b *testing.B) {
-	s := daytonatest.NewServer(daytonatest.WithCreateDelay(0))
-	defer s.Close()
-	p, err := daytona.New(daytona.Config{APIKey: daytonatest.DefaultKey, APIURL: s.URL})
-	if err != nil {
-		b.Fatal(err)
-	}
+	_, p := testutil.Daytona(b, daytonatest.WithCreateDelay(0))
 	sb, err := p.Create(context.Background(), "bench", nil, nil)
 	if err != nil {
 		b.Fatal(err)
@@ -586,17 +554,12 @@ func BenchmarkGet(b *testing.B) {
 }
 
 func BenchmarkList1000(b *testing.B) {
-	s := daytonatest.NewServer()
-	defer s.Close()
+	s, p := testutil.Daytona(b)
 	for i := range 1000 {
 		labels := map[string]string{"scope": fmt.Sprint(i % 2)}
 		if _, err := s.AddSandbox(daytonatest.DefaultOrg, daytonatest.SeedSandbox{Labels: labels}); err != nil {
 			b.Fatal(err)
 		}
-	}
-	p, err := daytona.New(daytona.Config{APIKey: daytonatest.DefaultKey, APIURL: s.URL})
-	if err != nil {
-		b.Fatal(err)
 	}
 	b.ResetTimer()
 	for b.Loop() {
@@ -610,8 +573,7 @@ func BenchmarkList1000(b *testing.B) {
 // Daytona's 429s name their throttler: Retry-After-<throttler>, not a
 // plain Retry-After; the quota left shows in X-RateLimit-*-<throttler>.
 func TestRateLimitHeaders(t *testing.T) {
-	s := newSim(t, daytonatest.WithRateLimit(daytonatest.ThrottlerSandboxLifecycle, 1, time.Minute))
-	p := newProvider(t, s)
+	_, p := testutil.Daytona(t, daytonatest.WithRateLimit(daytonatest.ThrottlerSandboxLifecycle, 1, time.Minute))
 	ctx := context.Background()
 	a, err := p.Create(ctx, "tether-rl-a", nil, nil)
 	if err != nil {
@@ -649,8 +611,8 @@ func TestRateLimitHeaders(t *testing.T) {
 // times; 401 and 403 "Access denied" are final, the latter naming the
 // permission the key lacks.
 func TestForbidden(t *testing.T) {
-	s := newSim(t)
-	p := newProvider(t, s, func(c *daytona.Config) { c.AuthContextRetryWait = time.Millisecond })
+	s, _ := testutil.Daytona(t)
+	p := testutil.DaytonaProvider(t, s, func(c *daytona.Config) { c.AuthContextRetryWait = time.Millisecond })
 	ctx := context.Background()
 	sb, err := p.Create(ctx, "tether-403", nil, nil)
 	if err != nil {
@@ -682,10 +644,7 @@ func TestForbidden(t *testing.T) {
 
 	const scoped = "dtn_scoped_key_without_delete"
 	s.AddKeyWithPermissions(scoped, daytonatest.DefaultOrg, daytonatest.PermWriteSandboxes)
-	sp, err := daytona.New(daytona.Config{APIKey: scoped, APIURL: s.URL})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sp := testutil.DaytonaProvider(t, s, func(c *daytona.Config) { c.APIKey = scoped })
 	err = sp.Delete(ctx, sb.ID)
 	var pe *provider.PermissionError
 	if !errors.As(err, &pe) || pe.Permission != "delete:sandboxes" || !errors.Is(err, provider.ErrUnauthorized) || !errors.Is(err, provider.ErrPermission) {
@@ -702,8 +661,7 @@ func TestForbidden(t *testing.T) {
 // Stop answers 400 for a sandbox already stopped or archived, and for an
 // errored one; each has its own error.
 func TestStopRefusals(t *testing.T) {
-	s := newSim(t)
-	p := newProvider(t, s)
+	s, p := testutil.Daytona(t)
 	for state, want := range map[string]error{"stopped": provider.ErrNotStoppable, "archived": provider.ErrNotStoppable, "error": provider.ErrErrored} {
 		sb, err := s.AddSandbox(daytonatest.DefaultOrg, daytonatest.SeedSandbox{State: state})
 		if err != nil {
@@ -719,13 +677,9 @@ func TestStopRefusals(t *testing.T) {
 // ("k") is not hunted through every message, which would turn each "k"
 // into [REDACTED]; the server refuses it anyway.
 func TestShortKeyIsNotRedactedEverywhere(t *testing.T) {
-	s := daytonatest.NewServer()
-	defer s.Close()
-	p, err := daytona.New(daytona.Config{APIKey: "k", APIURL: s.URL})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = p.Get(t.Context(), "sb")
+	s, _ := testutil.Daytona(t)
+	p := testutil.DaytonaProvider(t, s, func(c *daytona.Config) { c.APIKey = "k" })
+	_, err := p.Get(t.Context(), "sb")
 	if err == nil || strings.Contains(err.Error(), "REDACTED") || !strings.Contains(err.Error(), "unauthorized") {
 		t.Fatalf("short key: %v", err)
 	}

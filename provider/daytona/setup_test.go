@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tether-run/tether/internal/testutil"
 	"github.com/tether-run/tether/provider"
 	"github.com/tether-run/tether/provider/daytona"
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
@@ -70,11 +71,11 @@ func TestSetupFromEnv(t *testing.T) {
 // TLS, is a configuration error (not retried as an outage), on every call.
 func TestCheck(t *testing.T) {
 	ctx := context.Background()
-	sim := newSim(t)
+	sim, _ := testutil.Daytona(t)
 
 	t.Run("a good setup passes with one read", func(t *testing.T) {
 		before := sim.Calls()[daytonatest.RouteList]
-		if err := newProvider(t, sim).Check(ctx); err != nil {
+		if err := testutil.DaytonaProvider(t, sim).Check(ctx); err != nil {
 			t.Fatal(err)
 		}
 		if n := sim.Calls()[daytonatest.RouteList] - before; n != 1 {
@@ -83,7 +84,7 @@ func TestCheck(t *testing.T) {
 	})
 
 	t.Run("a wrong key is a configuration error naming the variable", func(t *testing.T) {
-		p := newProvider(t, sim, func(c *daytona.Config) { c.APIKey = "dtn_wrong" })
+		p := testutil.DaytonaProvider(t, sim, func(c *daytona.Config) { c.APIKey = "dtn_wrong" })
 		err := p.Check(ctx)
 		if !errors.Is(err, provider.ErrUnauthorized) || !provider.ConfigError(err) || !strings.Contains(err.Error(), "DAYTONA_API_KEY") {
 			t.Fatalf("Check = %v; want unauthorized naming DAYTONA_API_KEY", err)
@@ -94,7 +95,7 @@ func TestCheck(t *testing.T) {
 	})
 
 	t.Run("a URL that is not the API", func(t *testing.T) {
-		p := newProvider(t, sim, func(c *daytona.Config) { c.APIURL = strings.TrimSuffix(sim.URL, "/api") + "/nope" })
+		p := testutil.DaytonaProvider(t, sim, func(c *daytona.Config) { c.APIURL = strings.TrimSuffix(sim.URL, "/api") + "/nope" })
 		if err := p.Check(ctx); !errors.Is(err, provider.ErrNotFound) || !strings.Contains(err.Error(), "DAYTONA_API_URL") {
 			t.Fatalf("Check = %v; want not found naming DAYTONA_API_URL", err)
 		}
@@ -119,14 +120,14 @@ func TestCheck(t *testing.T) {
 	})
 
 	t.Run("https to a server that speaks plain HTTP", func(t *testing.T) {
-		p := newProvider(t, sim, func(c *daytona.Config) { c.APIURL = strings.Replace(sim.URL, "http://", "https://", 1) })
+		p := testutil.DaytonaProvider(t, sim, func(c *daytona.Config) { c.APIURL = strings.Replace(sim.URL, "http://", "https://", 1) })
 		if err := p.Check(ctx); !errors.Is(err, provider.ErrMisconfigured) || !strings.Contains(err.Error(), "TLS") {
 			t.Fatalf("Check = %v; want a configuration error about TLS", err)
 		}
 	})
 
 	t.Run("a refused connection stays an outage", func(t *testing.T) {
-		p := newProvider(t, sim, func(c *daytona.Config) { c.APIURL = "http://127.0.0.1:1/api" })
+		p := testutil.DaytonaProvider(t, sim, func(c *daytona.Config) { c.APIURL = "http://127.0.0.1:1/api" })
 		if err := p.Check(ctx); !errors.Is(err, provider.ErrUnavailable) || provider.ConfigError(err) {
 			t.Fatalf("Check = %v; want unavailable", err)
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/reaper"
+	"github.com/tether-run/tether/internal/testutil"
 	"github.com/tether-run/tether/journal"
 	"github.com/tether-run/tether/provider"
 	"github.com/tether-run/tether/provider/e2b"
@@ -66,14 +67,9 @@ type waitingKills struct{ *e2b.Provider }
 func (waitingKills) DeletesSynchronously() bool { return false }
 
 func benchDrain(b *testing.B, n int, waitConfirm bool, faults e2btest.Faults) {
-	srv := e2btest.NewServer()
-	defer srv.Close()
+	srv, p := testutil.E2B(b)
 	// The planted sandboxes must not end by their own timeout mid-bench.
 	srv.AddTeam(e2btest.DefaultTeam, e2btest.Limits{MaxLengthHours: 24, Concurrency: 2 * n})
-	p, err := e2b.New(e2b.Config{APIKey: e2btest.DefaultKey, APIURL: srv.URL, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		b.Fatal(err)
-	}
 	var prov provider.Provider = p
 	if waitConfirm {
 		prov = waitingKills{p}

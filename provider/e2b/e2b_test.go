@@ -31,8 +31,7 @@ type env struct {
 
 func newEnv(t *testing.T, opts ...e2btest.Option) *env {
 	t.Helper()
-	srv := e2btest.NewServer(opts...)
-	t.Cleanup(srv.Close)
+	srv, _ := testutil.E2B(t, opts...)
 	e := &env{t: t, srv: srv, logs: &testutil.Buffer{}}
 	e.tr = spectest.New(t, srv.URL)
 	e.p = e.provider(e2btest.DefaultKey, 5*time.Second, e.tr)
@@ -48,11 +47,9 @@ func newEnv(t *testing.T, opts ...e2btest.Option) *env {
 func (e *env) provider(key string, timeout time.Duration, rt http.RoundTripper) *e2b.Provider {
 	e.t.Helper()
 	log := slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	p, err := e2b.New(e2b.Config{APIKey: key, APIURL: e.srv.URL, CallTimeout: timeout, Logger: log, HTTPClient: &http.Client{Transport: rt}})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return p
+	return testutil.E2BProvider(e.t, e.srv, func(c *e2b.Config) {
+		c.APIKey, c.CallTimeout, c.Logger, c.HTTPClient = key, timeout, log, &http.Client{Transport: rt}
+	})
 }
 
 func (e *env) create(name string, labels map[string]string) provider.Sandbox {
@@ -507,7 +504,8 @@ func TestMisconfigured(t *testing.T) {
 // List pages through everything the filter selects; GetByName of a name
 // carried by a parent and its forks takes the first started.
 func TestListPagingAndForks(t *testing.T) {
-	e := newEnv(t)
+	clock := e2btest.NewManualClock(time.Now())
+	e := newEnv(t, e2btest.WithClock(clock.Now))
 	e.srv.AddTeam(e2btest.DefaultTeam, e2btest.Limits{Concurrency: 1000})
 	var wg sync.WaitGroup
 	for i := range 230 {
@@ -562,7 +560,7 @@ func TestListPagingAndForks(t *testing.T) {
 	}
 
 	parent := e.create("forked", map[string]string{"tether-owner": "me"})
-	time.Sleep(2 * time.Millisecond) // forks start later than their parent
+	clock.Advance(2 * time.Millisecond) // forks start later than their parent
 	resp := forkVia(t, e.srv.URL, parent.ID)
 	if resp != http.StatusCreated {
 		t.Fatalf("fork: %d", resp)

@@ -14,7 +14,8 @@ import (
 // the intent whose create's answer was lost takes the sandbox that is its
 // own by every label, not the first started, and the other is untouched.
 func TestDrainSharedNameTakesOwnNotFirst(t *testing.T) {
-	w := newDrainWorld(t)
+	clock := e2btest.NewManualClock(time.Now())
+	w := newDrainWorld(t, e2btest.WithClock(clock.Now))
 	in, _, err := w.j.Create(context.Background(), intent.Declaration{
 		Labels: map[string]string{"scope": "s1"}, Provider: e2b.ProviderName, Account: w.p.Account(), Name: "job-1",
 	})
@@ -23,9 +24,7 @@ func TestDrainSharedNameTakesOwnNotFirst(t *testing.T) {
 	}
 	other := w.srv.AddSandbox(e2btest.DefaultTeam, e2btest.SeedSandbox{Timeout: 10 * time.Minute,
 		Metadata: map[string]string{e2b.MetadataName: "job-1", intent.LabelOwner: "another-tether", "scope": "s1"}})
-	for !time.Now().After(other.StartedAt) {
-		time.Sleep(time.Millisecond) // ours starts strictly later
-	}
+	clock.Advance(time.Millisecond) // ours starts strictly later
 	ours, err := w.p.Create(ctx, in.Name, in.Labels, e2b.CreateOptions{Timeout: 10 * time.Minute})
 	if err != nil {
 		t.Fatal(err)

@@ -8,9 +8,9 @@ import (
 
 	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/reaper"
+	"github.com/tether-run/tether/internal/testutil"
 	"github.com/tether-run/tether/provider"
 	"github.com/tether-run/tether/provider/daytona"
-	"github.com/tether-run/tether/provider/daytona/daytonatest"
 	"github.com/tether-run/tether/provider/e2b"
 	"github.com/tether-run/tether/provider/e2b/e2btest"
 )
@@ -20,12 +20,7 @@ import (
 // under one deadline, one report; each simulator's record judges.
 func TestDrainTwoClouds(t *testing.T) {
 	w := newDrainWorld(t)
-	dsrv := daytonatest.NewServer()
-	t.Cleanup(dsrv.Close)
-	dp, err := daytona.New(daytona.Config{APIKey: daytonatest.DefaultKey, APIURL: dsrv.URL})
-	if err != nil {
-		t.Fatal(err)
-	}
+	dsrv, dp := testutil.Daytona(t)
 	w.r.Providers = provider.NewSet(dp, w.p)
 
 	inE2B := w.intent(w.p.Account())

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tether-run/tether/intent"
+	"github.com/tether-run/tether/internal/testutil"
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
 	"github.com/tether-run/tether/provider/e2b"
 	"github.com/tether-run/tether/provider/e2b/e2btest"
@@ -232,19 +233,16 @@ type e2bWorld struct {
 // E2B answers it once the sandbox is gone (handlers/sandbox_kill.go).
 func newE2BWorld(t *testing.T) *e2bWorld {
 	t.Helper()
-	sim := e2btest.NewServer(e2btest.WithCreateDelay(simCreateDelay), e2btest.WithKillDelay(simDestroyDelay))
+	sim, _ := testutil.E2B(t, e2btest.WithCreateDelay(simCreateDelay), e2btest.WithKillDelay(simDestroyDelay))
 	sim.AddTeam(e2btest.DefaultTeam, e2btest.Limits{Concurrency: 200})
 	sim.AddKey(otherE2BKey, otherE2BTeam)
 	w := &e2bWorld{t: t, sim: sim}
-	t.Cleanup(func() {
-		w.checkNeighbours()
-		sim.Close()
-	})
+	t.Cleanup(w.checkNeighbours) // before the simulator closes
 	return w
 }
 
 func (w *e2bWorld) env() []string {
-	return []string{e2b.EnvAPIURL + "=" + w.sim.URL, e2b.EnvAPIKey + "=" + e2btest.DefaultKey}
+	return testutil.E2BEnv(w.sim)
 }
 
 // holder is test/e2brunner, a runner that knows nothing of tether: it

@@ -191,11 +191,10 @@ type world struct {
 
 func newWorld(t *testing.T, opts ...daytonatest.Option) *world {
 	t.Helper()
-	sim := daytonatest.NewServer(append([]daytonatest.Option{
+	sim, _ := testutil.Daytona(t, append([]daytonatest.Option{
 		daytonatest.WithCreateDelay(simCreateDelay),
 		daytonatest.WithDestroyDelay(simDestroyDelay),
 	}, opts...)...)
-	t.Cleanup(sim.Close)
 	return &world{t: t, sim: sim}
 }
 

@@ -1,8 +1,8 @@
 // Package apiproxy is the provider-neutral half of the zero-code intake: a
 // proxy of a sandbox provider's HTTP API on loopback, which the child's SDK
 // is pointed at. Each provider's proxy (daytonaproxy, e2bproxy) is a
-// sibling package over it, and embeds Front, what every proxy shows its
-// caller (Open, URL, Serve, Close, its oklog/run actor).
+// sibling package over it, and embeds Endpoint, the proxy as its caller
+// reaches it (Open, URL, Serve, Close, its oklog/run actor).
 //
 // What is here does not depend on the provider's API: the loopback
 // listener and its lifecycle (an oklog/run actor that never blocks), the

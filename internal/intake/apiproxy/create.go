@@ -42,23 +42,24 @@ type Create struct {
 	// Each is journaled as its own intent, all of them before the call is
 	// forwarded, so that a sandbox the call makes always has one.
 	Count int
-	// Made, if set, reads a 2xx answer instead of API.SandboxID: one entry
-	// per sandbox the call was asked to make, the i-th for the i-th intent.
-	Made func(answer []byte) ([]Made, error)
+	// Results, if set, reads a 2xx answer instead of API.SandboxID: one
+	// entry per sandbox the call was asked to make, the i-th for the i-th
+	// intent.
+	Results func(answer []byte) ([]SandboxResult, error)
 	// Refused, if set, is asked about an error answer instead of
 	// API.CreatedNothing: a non-empty reason when the provider certainly
 	// stored nothing, so the intent closes at once with it.
 	Refused func(status int, answer []byte) string
-	// Answered, if set, is called with a 2xx answer and its sandbox id
-	// before the runner hears of it, on a context the runner cannot
-	// cancel: the provider's proxy finishes what the call made (a fork's
-	// own labels) and vouches for the sandbox.
-	Answered func(ctx context.Context, in intent.Intent, sandboxID string, answer []byte)
+	// Settle, if set, is called with a 2xx answer, once for each sandbox
+	// it names, before the runner hears of it, on a context the runner
+	// cannot cancel: the provider's proxy finishes what the call made (a
+	// fork's own labels) and vouches for the sandbox.
+	Settle func(ctx context.Context, in intent.Intent, sandboxID string, answer []byte)
 }
 
-// Made is one sandbox of a call's answer (Create.Made): its id, or the
-// error status and message of one the call failed to make.
-type Made struct {
+// SandboxResult is one sandbox of a call's answer (Create.Results): its
+// id, or the error status and message of one the call failed to make.
+type SandboxResult struct {
 	ID      string
 	Status  int
 	Message string
@@ -232,7 +233,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, body []byte, ins
 	// sandbox by its name.
 	crashpoint.Hit(crashpoint.ProxyAfterUpstream)
 	if resp.StatusCode >= 200 && resp.StatusCode <= 299 {
-		p.answered(ctx, ins, c, answer)
+		p.journalAnswer(ctx, ins, c, answer)
 	} else {
 		for _, in := range ins {
 			p.failed(in, c, resp.StatusCode, answer)
@@ -251,11 +252,11 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, body []byte, ins
 	}
 }
 
-// answered journals the sandbox ids of a 2xx answer, each with its
+// journalAnswer journals the sandbox ids of a 2xx answer, each with its
 // intent; an intent whose sandbox the answer does not name stays for the
 // drain to resolve by name, unless the provider says it made nothing.
-func (p *Proxy) answered(ctx context.Context, ins []intent.Intent, c Create, answer []byte) {
-	made, err := p.readMade(c, answer)
+func (p *Proxy) journalAnswer(ctx context.Context, ins []intent.Intent, c Create, answer []byte) {
+	made, err := p.readResults(c, answer)
 	if err != nil {
 		p.log.Warn(p.prefix+": "+c.kind()+" succeeded but its answer names no sandbox; the drain resolves it by name", "intent", ins[0].ID, "name", ins[0].Name, "count", len(ins), "err", err)
 		return
@@ -268,8 +269,8 @@ func (p *Proxy) answered(ctx context.Context, ins []intent.Intent, c Create, ans
 		switch {
 		case m.ID != "":
 			p.remember(c.Account, in.Name, m.ID, in.ID)
-			if c.Answered != nil {
-				c.Answered(ctx, in, m.ID, answer)
+			if c.Settle != nil {
+				c.Settle(ctx, in, m.ID, answer)
 			}
 			go p.observe(in, m.ID)
 		case p.API.CreatedNothing(m.Status):
@@ -280,17 +281,17 @@ func (p *Proxy) answered(ctx context.Context, ins []intent.Intent, c Create, ans
 	}
 }
 
-// readMade reads the sandboxes a 2xx answer names (Create.Made, else the one
-// of API.SandboxID).
-func (p *Proxy) readMade(c Create, answer []byte) ([]Made, error) {
-	if c.Made != nil {
-		return c.Made(answer)
+// readResults reads the sandboxes a 2xx answer names (Create.Results,
+// else the one of API.SandboxID).
+func (p *Proxy) readResults(c Create, answer []byte) ([]SandboxResult, error) {
+	if c.Results != nil {
+		return c.Results(answer)
 	}
 	id, err := p.API.SandboxID(answer)
 	if err != nil {
 		return nil, err
 	}
-	return []Made{{ID: id}}, nil
+	return []SandboxResult{{ID: id}}, nil
 }
 
 // observe journals the sandbox id a create answered with.

@@ -94,13 +94,10 @@ func TestIdleAndStalledConnectionsClosed(t *testing.T) {
 		}
 	}
 	// The server counts a connection out just after closing it.
-	deadline := time.Now().Add(waitBound)
-	for f.srv.limiter.Load().open() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d connections still counted", f.srv.limiter.Load().open())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testutil.Eventually(t, "no connection counted", func() (bool, string) {
+		n := f.srv.limiter.Load().open()
+		return n == 0, fmt.Sprintf("%d connections still counted", n)
+	})
 }
 
 // TestAllConnectionsBusy: when every connection is being answered, a new

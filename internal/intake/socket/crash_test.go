@@ -16,6 +16,7 @@ import (
 	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/intentapi"
 	"github.com/tether-run/tether/intentapi/client"
+	"github.com/tether-run/tether/internal/testutil"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -82,19 +83,11 @@ func TestCrashKeepsAcknowledgedIntents(t *testing.T) {
 				}
 			}()
 		}
-		deadline := time.Now().Add(60 * time.Second)
-		for {
+		testutil.Eventually(t, fmt.Sprintf("round %d: %d acks", round, killAfter), func() (bool, string) {
 			mu.Lock()
-			reached := n >= killAfter
-			mu.Unlock()
-			if reached {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("round %d: only %d acks", round, n)
-			}
-			time.Sleep(time.Millisecond)
-		}
+			defer mu.Unlock()
+			return n >= killAfter, fmt.Sprintf("only %d acks", n)
+		})
 		cmd.Process.Signal(syscall.SIGKILL)
 		cmd.Wait()
 		close(stop)

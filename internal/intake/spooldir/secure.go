@@ -130,7 +130,7 @@ func (in *Reader) readFile(name string) ([]byte, error) {
 		// tether (not root) may not read another user's file: say whose.
 		var st unix.Stat_t
 		if unix.Fstatat(int(in.dir.Fd()), name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && !intake.Allowed(int(st.Uid), in.AllowUIDs) {
-			return nil, fmt.Errorf("written by uid %d, who may not use tether (only %s may)", st.Uid, intake.Who(in.AllowUIDs))
+			return nil, fmt.Errorf("written by uid %d, who may not use tether (only %s may)", st.Uid, intake.AllowedUsers(in.AllowUIDs))
 		}
 	}
 	if err != nil {
@@ -143,7 +143,7 @@ func (in *Reader) readFile(name string) ([]byte, error) {
 		return nil, err
 	}
 	if uid := intake.FileOwner(fi); uid >= 0 && !intake.Allowed(uid, in.AllowUIDs) {
-		return nil, fmt.Errorf("written by uid %d, who may not use tether (only %s may)", uid, intake.Who(in.AllowUIDs))
+		return nil, fmt.Errorf("written by uid %d, who may not use tether (only %s may)", uid, intake.AllowedUsers(in.AllowUIDs))
 	}
 	if !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("not a regular file but %s", intake.DescribeType(fi.Mode()))

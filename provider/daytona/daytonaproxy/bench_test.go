@@ -16,6 +16,7 @@ import (
 
 	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/intake"
+	"github.com/tether-run/tether/internal/testutil"
 
 	"github.com/tether-run/tether/journal"
 	"github.com/tether-run/tether/provider/daytona"
@@ -38,9 +39,8 @@ const (
 //
 //	go test -run '^$' -bench BenchmarkProxyOverhead -benchtime 1x ./provider/daytona/daytonaproxy
 func BenchmarkProxyOverhead(b *testing.B) {
-	sim := daytonatest.NewServer(daytonatest.WithCreateDelay(0), daytonatest.WithCreateWait(0),
+	sim, _ := testutil.Daytona(b, daytonatest.WithCreateDelay(0), daytonatest.WithCreateWait(0),
 		daytonatest.WithStopDelay(0), daytonatest.WithDestroyDelay(0))
-	defer sim.Close()
 	dir, err := os.MkdirTemp(os.Getenv("TETHER_BENCH_DIR"), "tpbench")
 	if err != nil {
 		b.Fatal(err)

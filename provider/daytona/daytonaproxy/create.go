@@ -37,13 +37,13 @@ func (p *Proxy) create(w http.ResponseWriter, r *http.Request, rt route) {
 		return
 	}
 	p.core.Create(w, r, apiproxy.Create{
-		Account:  p.accountOf(r.Header),
-		Name:     cb.name,
-		Kind:     kindCreate,
-		Path:     rt.path,
-		Rewrite:  func(in intent.Intent) ([]byte, error) { return p.rewrite(cb, in) },
-		Refused:  func(status int, answer []byte) string { return refused(kindCreate, status, answer) },
-		Answered: p.answered(r, rt, kindCreate),
+		Account: p.accountOf(r.Header),
+		Name:    cb.name,
+		Kind:    kindCreate,
+		Path:    rt.path,
+		Rewrite: func(in intent.Intent) ([]byte, error) { return p.rewrite(cb, in) },
+		Refused: func(status int, answer []byte) string { return refused(kindCreate, status, answer) },
+		Settle:  p.settle(r, rt, kindCreate),
 	})
 }
 
@@ -64,11 +64,11 @@ func (p *Proxy) rewrite(cb *createBody, in intent.Intent) ([]byte, error) {
 	return out, nil
 }
 
-// answered is what follows a create's or a fork's 2xx answer, before the
+// settle is what follows a create's or a fork's 2xx answer, before the
 // runner hears of it: a fork gets its own labels and the interval rule
 // (adoptFork), and the answer, Daytona's own read of the sandbox, vouches
 // for it to the drain, in the organization the runner acted in.
-func (p *Proxy) answered(r *http.Request, rt route, kind string) func(ctx context.Context, in intent.Intent, id string, answer []byte) {
+func (p *Proxy) settle(r *http.Request, rt route, kind string) func(ctx context.Context, in intent.Intent, id string, answer []byte) {
 	org := r.Header.Get(headerOrganization)
 	return func(ctx context.Context, in intent.Intent, id string, answer []byte) {
 		sb, err := decodeSandbox(answer)

@@ -39,7 +39,7 @@ func (p *Proxy) fork(w http.ResponseWriter, r *http.Request, rt route) {
 		Path:         rt.path,
 		Rewrite:      func(in intent.Intent) ([]byte, error) { return forkBody(cb, in.Name) },
 		Refused:      func(status int, answer []byte) string { return refused(kindFork, status, answer) },
-		Answered:     p.answered(r, rt, kindFork),
+		Settle:       p.settle(r, rt, kindFork),
 	})
 }
 

@@ -94,9 +94,9 @@ type Proxy struct {
 	MaxCreateBody   int64         // default apiproxy.DefaultMaxCreateBody (Daytona's own limit is smaller)
 	MaxCreateAnswer int64         // default apiproxy.DefaultMaxCreateAnswer
 
-	// Front is the listener's side (URL, ShownURL, Serve, Close, Actor),
+	// Endpoint is the listener's side (URL, ShownURL, Serve, Close, Actor),
 	// built by Listen.
-	apiproxy.Front
+	apiproxy.Endpoint
 	core *apiproxy.Proxy
 }
 

@@ -66,8 +66,7 @@ func newWorld(t *testing.T, wrap func(http.Handler) http.Handler, opts ...dayton
 	opts = append([]daytonatest.Option{daytonatest.WithCreateDelay(time.Millisecond), daytonatest.WithDestroyDelay(5 * time.Millisecond),
 		daytonatest.WithSnapshotClass(vmSnapshot, daytonatest.ClassLinuxVM)}, opts...)
 	if wrap == nil {
-		w.sim = daytonatest.NewServer(opts...)
-		t.Cleanup(w.sim.Close)
+		w.sim, _ = testutil.Daytona(t, opts...)
 		w.upstream = w.sim.URL
 	} else {
 		w.sim = daytonatest.NewUnstartedServer(opts...)

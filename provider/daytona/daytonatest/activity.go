@@ -4,8 +4,8 @@ package daytonatest
 // proxy or toolbox would: its lastActivityAt becomes the server's now, and
 // the list shows it (after any list lag).
 func (s *Server) Touch(id string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
 	r, now, err := s.recordLocked(id)
 	if err != nil {
 		return err

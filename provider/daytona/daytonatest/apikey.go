@@ -30,10 +30,10 @@ type apiKeyJSON struct {
 // AddKeyWithPermissions, its own.
 func (s *Server) currentAPIKey(w http.ResponseWriter, r *http.Request) {
 	token, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	s.mu.Lock()
-	_, isKey := s.keys[token]
+	s.Mu.Lock()
+	_, isKey := s.Keys[token]
 	perms, scoped := s.perms[token]
-	s.mu.Unlock()
+	s.Mu.Unlock()
 	if !isKey {
 		writeError(w, r, http.StatusUnauthorized, "Invalid credentials")
 		return

@@ -1,7 +1,6 @@
 package daytonatest
 
 import (
-	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -118,30 +117,15 @@ type Scripted struct {
 	After bool
 }
 
-// SetFaults replaces the random faults (and reseeds the generator).
-// Queued Scripted faults are kept.
-func (s *Server) SetFaults(f Faults) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.setFaultsLocked(f)
-}
-
-func (s *Server) setFaultsLocked(f Faults) {
-	s.faults = f
-	s.faults.Routes = slices.Clone(f.Routes)
-	s.rng = rand.New(rand.NewPCG(uint64(f.Seed), 0x7e7e7))
-}
-
-// Inject queues fault f for each of the next n calls of route.
-func (s *Server) Inject(route string, n int, f Scripted) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.scripted.Push(route, n, f)
-}
-
-// FailNext makes the next n calls of route answer status without effect.
-func (s *Server) FailNext(route string, status, n int) {
-	s.Inject(route, n, Scripted{Status: status})
+// faultRules are what the shared base needs of Daytona's faults: the
+// seed, an own copy of the route list, and FailNext's answer.
+var faultRules = simtest.FaultRules[Faults, Scripted]{
+	Own: func(f Faults) (Faults, int64) {
+		f.Routes = slices.Clone(f.Routes)
+		return f, f.Seed
+	},
+	Stream: 0x7e7e7,
+	Status: func(status int) Scripted { return Scripted{Status: status} },
 }
 
 // decision is what the fault layer does with one call.
@@ -165,7 +149,7 @@ var setterRoutes = []string{RouteAutoStop, RouteAutoArchive, RouteAutoDelete, Ro
 // random values for every call, so that a seed gives the same sequence.
 func (s *Server) decideLocked(route string) decision {
 	var d decision
-	if f, ok := s.scripted.Pop(route); ok {
+	if f, ok := s.Queued.Pop(route); ok {
 		switch {
 		case f.FailStart:
 			d.failStart = true
@@ -175,10 +159,10 @@ func (s *Server) decideLocked(route string) decision {
 			d.before = &f
 		}
 	}
-	f := s.faults
-	hang, r429, r5xx, lost, chang := s.rng.Float64(), s.rng.Float64(), s.rng.Float64(), s.rng.Float64(), s.rng.Float64()
-	r404, r403, rmod, rfail := s.rng.Float64(), s.rng.Float64(), s.rng.Float64(), s.rng.Float64()
-	d.lag = s.rng.Float64()
+	f := s.Faults
+	hang, r429, r5xx, lost, chang := s.Rand.Float64(), s.Rand.Float64(), s.Rand.Float64(), s.Rand.Float64(), s.Rand.Float64()
+	r404, r403, rmod, rfail := s.Rand.Float64(), s.Rand.Float64(), s.Rand.Float64(), s.Rand.Float64()
+	d.lag = s.Rand.Float64()
 	inScope := len(f.Routes) == 0 || slices.Contains(f.Routes, route)
 	if inScope {
 		d.latency = f.Latency

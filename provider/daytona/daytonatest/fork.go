@@ -3,6 +3,8 @@ package daytonatest
 import (
 	"net/http"
 	"time"
+
+	"github.com/tether-run/tether/provider/internal/simtest"
 )
 
 // forkRequest is the ForkSandbox schema.
@@ -56,7 +58,7 @@ func (s *Server) fork(w http.ResponseWriter, r *http.Request) {
 			child.name = name
 		}
 		child.class, child.snapshot, child.user, child.target = src.class, src.snapshot, src.user, src.target
-		child.env, child.labels = copyLabels(src.env), copyLabels(src.labels)
+		child.env, child.labels = simtest.CopyMap(src.env), simtest.CopyMap(src.labels)
 		child.cpu, child.memory, child.disk, child.gpu = src.cpu, src.memory, src.disk, src.gpu
 		child.public, child.networkBlockAll = src.public, src.networkBlockAll
 		child.autoStop, child.autoArchive, child.autoDelete = src.autoStop, src.autoArchive, src.autoDelete

@@ -79,8 +79,8 @@ type ThrottleStats struct {
 
 // Throttle returns the throttling counters.
 func (s *Server) Throttle() ThrottleStats {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
 	out := ThrottleStats{Refused: map[string]int{}, InWindow: map[string]int{}}
 	for k, v := range s.refused {
 		out.Refused[k] = v

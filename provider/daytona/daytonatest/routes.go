@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tether-run/tether/provider/internal/simtest"
 )
 
 // maxBody bounds a request body; the real API's bodies are small.
@@ -79,15 +81,15 @@ func (s *Server) serve(mux *http.ServeMux, w http.ResponseWriter, r *http.Reques
 		r.Body = io.NopCloser(bytes.NewReader(b))
 	}
 
-	s.mu.Lock()
+	s.Mu.Lock()
 	target := pathTarget(r.URL.Path)
 	if route == RouteUnknown {
 		target = ""
 	}
-	s.calls.Add(route, target)
+	s.Counted.Add(route, target)
 	d := s.decideLocked(route)
-	faults := s.faults
-	s.mu.Unlock()
+	faults := s.Faults
+	s.Mu.Unlock()
 
 	if !s.wait(r, d.latency) {
 		return
@@ -110,9 +112,9 @@ func (s *Server) serve(mux *http.ServeMux, w http.ResponseWriter, r *http.Reques
 	// The failed-auth middleware runs before authentication
 	// (failed-auth-rate-limit.middleware.ts:52-70).
 	addr := clientAddr(r)
-	s.mu.Lock()
-	blocked, secs := s.failedAuthBlockedLocked(addr, s.now())
-	s.mu.Unlock()
+	s.Mu.Lock()
+	blocked, secs := s.failedAuthBlockedLocked(addr, s.Now())
+	s.Mu.Unlock()
 	if blocked {
 		s.refuseFailedAuth(w, r, secs)
 		return
@@ -121,9 +123,9 @@ func (s *Server) serve(mux *http.ServeMux, w http.ResponseWriter, r *http.Reques
 	if status == http.StatusUnauthorized {
 		// Every 401 is counted; the one that reaches the limit answers 429
 		// instead (filters/all-exceptions.filter.ts:49-60).
-		s.mu.Lock()
-		over, secs := s.failedAuthLocked(addr, s.now())
-		s.mu.Unlock()
+		s.Mu.Lock()
+		over, secs := s.failedAuthLocked(addr, s.Now())
+		s.Mu.Unlock()
 		if over {
 			s.refuseFailedAuth(w, r, secs)
 			return
@@ -259,8 +261,8 @@ func permissionOf(route string) string {
 // whether the request goes on.
 func (s *Server) throttle(w http.ResponseWriter, r *http.Request, org, route string, fault bool, f Faults) bool {
 	name := throttlerOf(route)
-	s.mu.Lock()
-	now := s.now()
+	s.Mu.Lock()
+	now := s.Now()
 	s.noteArrivalLocked(org, name, now)
 	q, limited := s.quotas[name]
 	var refused bool
@@ -279,7 +281,7 @@ func (s *Server) throttle(w http.ResponseWriter, r *http.Request, org, route str
 	} else if refused {
 		s.announceLocked(org, name, now.Add(time.Duration(secs)*time.Second))
 	}
-	s.mu.Unlock()
+	s.Mu.Unlock()
 
 	if !refused {
 		if limited {
@@ -305,10 +307,10 @@ func (s *Server) throttle(w http.ResponseWriter, r *http.Request, org, route str
 // 429 with a plain Retry-After and the failed-auth X-RateLimit headers
 // (failed-auth-tracker.service.ts:78-87).
 func (s *Server) refuseFailedAuth(w http.ResponseWriter, r *http.Request, secs int) {
-	s.mu.Lock()
-	s.announceLocked(clientAddr(r), ThrottlerFailedAuth, s.now().Add(time.Duration(secs)*time.Second))
+	s.Mu.Lock()
+	s.announceLocked(clientAddr(r), ThrottlerFailedAuth, s.Now().Add(time.Duration(secs)*time.Second))
 	limit := s.failedAuth.Limit
-	s.mu.Unlock()
+	s.Mu.Unlock()
 	setRateLimitHeaders(w.Header(), ThrottlerFailedAuth, limit, 0, secs)
 	w.Header().Set("Retry-After", strconv.Itoa(secs))
 	writeError(w, r, http.StatusTooManyRequests, "ThrottlerException: Too Many Requests")
@@ -321,9 +323,9 @@ func (s *Server) authenticate(r *http.Request) (string, int, []string) {
 	if !ok || token == "" {
 		return "", http.StatusUnauthorized, nil
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if org, ok := s.keys[token]; ok {
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
+	if org, ok := s.Keys[token]; ok {
 		perms, scoped := s.perms[token]
 		if !scoped {
 			perms = nil
@@ -343,7 +345,7 @@ func (s *Server) authenticate(r *http.Request) (string, int, []string) {
 // wait sleeps for d; false when the client hung up first. A server that
 // closes first drops the connection (abort).
 func (s *Server) wait(r *http.Request, d time.Duration) bool {
-	if s.host.Wait(r.Context(), d) {
+	if s.Host.Wait(r.Context(), d) {
 		return true
 	}
 	if r.Context().Err() == nil {
@@ -356,7 +358,7 @@ func (s *Server) wait(r *http.Request, d time.Duration) bool {
 func (s *Server) hang(ctx context.Context) {
 	select {
 	case <-ctx.Done():
-	case <-s.host.Closed():
+	case <-s.Host.Closed():
 		abort()
 	}
 }
@@ -454,12 +456,12 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	}
 	org := orgOf(r)
 
-	s.mu.Lock()
-	now := s.now()
+	s.Mu.Lock()
+	now := s.Now()
 	// The unique index on (organizationId, name) refuses the insert
 	// (sandbox.service.ts:683, 711-713): nothing is stored.
 	if req.Name != nil && *req.Name != "" && s.byNameLocked(org, *req.Name, now) != nil {
-		s.mu.Unlock()
+		s.Mu.Unlock()
 		writeError(w, r, http.StatusConflict, fmt.Sprintf("Sandbox with name %s already exists", *req.Name))
 		return
 	}
@@ -467,8 +469,8 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	if req.Name != nil && *req.Name != "" {
 		rec.name = *req.Name
 	}
-	rec.labels = copyLabels(req.Labels)
-	rec.env = copyLabels(req.Env)
+	rec.labels = simtest.CopyMap(req.Labels)
+	rec.env = simtest.CopyMap(req.Env)
 	rec.public, rec.networkBlockAll = req.Public, req.NetworkBlockAll
 	if req.Target != "" {
 		rec.target = req.Target
@@ -503,7 +505,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		// (sandbox.controller.ts:1547-1551 answers the create then).
 		rec.steps = []step{{at: now.Add(s.createDelay), state: stateError}}
 		rec.errorReason = startFailure
-	} else if starting := s.faults.Starting; starting > 0 {
+	} else if starting := s.Faults.Starting; starting > 0 {
 		ready := now.Add(s.createDelay)
 		rec.steps = []step{{at: ready, state: stateStarting}, {at: ready.Add(starting), state: stateStarted}}
 	} else {
@@ -516,7 +518,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	}
 	untilStarted := startedAt.Sub(now)
 	wait := s.createWait
-	s.mu.Unlock()
+	s.Mu.Unlock()
 
 	// Like the real server, answer once the sandbox is started (or the wait
 	// is over). A client that gives up meanwhile leaves the sandbox behind.
@@ -526,10 +528,10 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	if !s.wait(r, wait) {
 		return
 	}
-	s.mu.Lock()
-	rec, _ = s.sandboxes.At(id, s.now())
+	s.Mu.Lock()
+	rec, _ = s.Store.At(id, s.Now())
 	failed, reason := rec.state == stateError, rec.errorReason
-	s.mu.Unlock()
+	s.Mu.Unlock()
 	if failed {
 		// The sandbox exists (in state error) although the create failed
 		// (sandbox.controller.ts:1547-1551).
@@ -580,9 +582,9 @@ func setIf(dst *int, v *int) {
 // withSandbox resolves {idOrName} in the caller's organization and runs f
 // under the lock; it answers 404 for an unknown or destroyed sandbox.
 func (s *Server) withSandbox(w http.ResponseWriter, r *http.Request, f func(rec *record, now time.Time)) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	now := s.now()
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
+	now := s.Now()
 	idOrName := r.PathValue("idOrName")
 	rec := s.lookupLocked(orgOf(r), idOrName, now)
 	if rec == nil {
@@ -611,13 +613,13 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		// Forks not deleted yet keep their parent (:2020-2029).
-		for c := range s.sandboxes.All() {
+		for c := range s.Store.All() {
 			if c.parent == rec.id && c.desiredState != stateDestroyed {
 				writeError(w, r, http.StatusBadRequest, "Cannot delete sandbox which has active fork children. The forks must be deleted first.")
 				return
 			}
 		}
-		lag := s.destroyLag + time.Duration(infoOf(r).d.lag*float64(s.faults.DestroyLag))
+		lag := s.destroyLag + time.Duration(infoOf(r).d.lag*float64(s.Faults.DestroyLag))
 		rec.deleteBy(DeletedByAPI + callerOf(r))
 		rec.beginDestroy(now, lag)
 		// The answer is the renamed sandbox in its old state (:2031-2039).
@@ -664,12 +666,12 @@ func (s *Server) stop(w http.ResponseWriter, r *http.Request) {
 // answers 400. An archived one (restoring) and a started one answer at
 // once.
 func (s *Server) start(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	now := s.now()
+	s.Mu.Lock()
+	now := s.Now()
 	idOrName := r.PathValue("idOrName")
 	rec := s.lookupLocked(orgOf(r), idOrName, now)
 	if rec == nil {
-		s.mu.Unlock()
+		s.Mu.Unlock()
 		writeError(w, r, http.StatusNotFound, fmt.Sprintf("Sandbox with ID or name %s not found", idOrName))
 		return
 	}
@@ -677,19 +679,19 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request) {
 	case rec.state == stateStarted && rec.desiredState == stateStarted:
 		// Already started: answered as it is, nothing changes (:2056-2058).
 		out := rec.clone().sandboxJSON()
-		s.mu.Unlock()
+		s.Mu.Unlock()
 		writeJSON(w, http.StatusOK, out)
 		return
 	case rec.state == stateError || rec.state == stateBuildFailed:
 		// :2060 (assertSandboxNotErrored, :163-167)
-		s.mu.Unlock()
+		s.Mu.Unlock()
 		writeError(w, r, http.StatusBadRequest, "Sandbox is in an errored state")
 		return
 	case rec.state == stateArchiving && rec.desiredState == stateArchived:
 		// An archiving sandbox may be started (sandbox.service.ts:2064-2073).
 		s.transition(rec, now, stateRestoring)
 	case rec.pending || inProgress[rec.state]:
-		s.mu.Unlock()
+		s.Mu.Unlock()
 		writeError(w, r, http.StatusConflict, msgInProgress)
 		return
 	case rec.state == stateStopped:
@@ -709,16 +711,16 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	id := rec.id
-	s.mu.Unlock()
+	s.Mu.Unlock()
 	if wait > 0 {
 		if !s.wait(r, wait) {
 			return
 		}
-		s.mu.Lock()
-		rec, _ = s.sandboxes.At(id, s.now())
+		s.Mu.Lock()
+		rec, _ = s.Store.At(id, s.Now())
 		out = rec.clone().sandboxJSON()
 		failed := rec.state == stateError
-		s.mu.Unlock()
+		s.Mu.Unlock()
 		if failed {
 			writeError(w, r, http.StatusBadRequest, "Sandbox failed to start: "+out.ErrorReason)
 			return
@@ -800,7 +802,7 @@ func (s *Server) replaceLabels(w http.ResponseWriter, r *http.Request) {
 	// (sandbox.controller.ts:676-687), although the spec names the
 	// SandboxLabels schema; it has a labels property, so clients decode it.
 	s.withSandbox(w, r, func(rec *record, now time.Time) {
-		rec.labels = copyLabels(req.Labels)
+		rec.labels = simtest.CopyMap(req.Labels)
 		rec.updatedAt = now
 		rec.record(now)
 		writeJSON(w, http.StatusOK, rec.clone().sandboxJSON())
@@ -864,9 +866,9 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	}
 	idPrefix, namePrefix := strings.ToLower(q.Get("id")), strings.ToLower(q.Get("name"))
 
-	s.mu.Lock()
-	now := s.now()
-	seen := now.Add(-s.faults.ListLag)
+	s.Mu.Lock()
+	now := s.Now()
+	seen := now.Add(-s.Faults.ListLag)
 	type row struct {
 		v   view
 		seq uint64
@@ -896,7 +898,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 		}
 		rows = append(rows, row{v, rec.seq})
 	}
-	s.mu.Unlock()
+	s.Mu.Unlock()
 
 	less := func(a, b cursor) bool {
 		if a.Key != b.Key {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	"github.com/tether-run/tether/provider/internal/simtest"
 )
 
 // Daytona's own state words (SandboxState in the spec).
@@ -86,7 +88,7 @@ type record struct {
 	held      bool   // Hold without end: no step runs until Release
 	steps     []step // future state changes, in time order
 	history   []version
-	srv       *Server // for timings and faults; read under srv.mu
+	srv       *Server // for timings and faults; read under srv.Mu
 	lease             // the lifecycle timers' own state (timers.go)
 }
 
@@ -122,8 +124,8 @@ type version struct {
 
 func (r *record) clone() view {
 	v := r.view
-	v.labels = copyLabels(r.labels)
-	v.env = copyLabels(r.env)
+	v.labels = simtest.CopyMap(r.labels)
+	v.env = simtest.CopyMap(r.env)
 	return v
 }
 
@@ -139,7 +141,7 @@ func (r *record) record(at time.Time) {
 	}
 	// Keep the newest version at or before the oldest moment a list can
 	// show (at - ListLag), and everything after it.
-	seen := at.Add(-r.srv.faults.ListLag)
+	seen := at.Add(-r.srv.Faults.ListLag)
 	i := 0
 	for i+1 < len(r.history) && !r.history[i+1].at.After(seen) {
 		i++
@@ -219,12 +221,12 @@ func (r *record) beginDestroy(at time.Time, lag time.Duration) {
 	case stateDestroying, stateDestroyed:
 		// Already on its way (a Hold in destroying, an ephemeral stop).
 		if len(r.steps) == 0 || r.steps[len(r.steps)-1].state != stateDestroyed {
-			r.steps = []step{{at: act.Add(r.srv.destroyDelay + r.srv.faults.Destroying), state: stateDestroyed}}
+			r.steps = []step{{at: act.Add(r.srv.destroyDelay + r.srv.Faults.Destroying), state: stateDestroyed}}
 		}
 	case stateArchived, statePendingBuild, stateError, stateBuildFailed:
 		r.steps = []step{{at: act, state: stateDestroyed}}
 	default:
-		r.steps = []step{{at: act, state: stateDestroying}, {at: act.Add(r.srv.destroyDelay + r.srv.faults.Destroying), state: stateDestroyed}}
+		r.steps = []step{{at: act, state: stateDestroying}, {at: act.Add(r.srv.destroyDelay + r.srv.Faults.Destroying), state: stateDestroyed}}
 	}
 	r.record(at)
 }
@@ -279,7 +281,7 @@ func (r *record) delayOf(state string) time.Duration {
 	case stateStopping, stateArchiving, statePausing:
 		return r.srv.stopDelay
 	case stateDestroying:
-		return r.srv.destroyDelay + r.srv.faults.Destroying
+		return r.srv.destroyDelay + r.srv.Faults.Destroying
 	}
 	return 0
 }
@@ -288,7 +290,7 @@ func (r *record) Export() Sandbox {
 	return Sandbox{
 		ID: r.id, Org: r.org, Name: r.name,
 		State: r.state, DesiredState: r.desiredState,
-		Labels:              copyLabels(r.labels),
+		Labels:              simtest.CopyMap(r.labels),
 		AutoStopInterval:    r.autoStop,
 		AutoArchiveInterval: r.autoArchive,
 		AutoDeleteInterval:  r.autoDelete,

@@ -66,9 +66,6 @@ package daytonatest
 import (
 	crand "crypto/rand"
 	"fmt"
-	"math/rand/v2"
-	"net/http"
-	"sync"
 	"time"
 
 	"github.com/tether-run/tether/provider/internal/simtest"
@@ -94,30 +91,30 @@ const (
 	DefaultCreateWait = 30 * time.Second
 )
 
-// Server is a simulated Daytona API.
+// Server is a simulated Daytona API. Besides its own methods it has those
+// every simulator has alike (simtest.Base): Sandboxes and Sandbox (the
+// fate of every sandbox it made), Calls and CallsFor (the requests it
+// counted), RemoveKey, SetFaults, Inject and FailNext (faults), Handler
+// and Close.
 type Server struct {
 	// URL is the API base URL, e.g. http://127.0.0.1:41234/api. Empty for a
 	// server made with NewUnstartedServer until Start.
 	URL string
 
-	host *simtest.Host
+	// base: the host, the lock (Mu), the clock (Now), the API keys (Keys:
+	// key → organization), the sandboxes across organizations (Store), the
+	// calls by route and by {idOrName} in the path (Counted), the faults
+	// and the scripted answers; and the methods every simulator has.
+	*base
 
-	mu        sync.Mutex
-	keys      map[string]string               // API key → organization
-	perms     map[string][]string             // API key → its permissions; none listed: all
-	jwts      map[string][]string             // JWT → organizations it may act in
-	sandboxes simtest.Store[*record, Sandbox] // by id, across organizations, in creation order
-	calls     simtest.Calls                   // by route name, and by {idOrName} in the path
-	faults    Faults
-	rng       *rand.Rand
-	scripted  simtest.Script[Scripted] // by route name
-	seq       uint64                   // tie-break for equal creation times
+	perms map[string][]string // API key → its permissions; none listed: all
+	jwts  map[string][]string // JWT → organizations it may act in
+	seq   uint64              // tie-break for equal creation times
 
 	snapshotClass map[string]string // snapshot → sandbox class; absent: container
 
 	createDelay, stopDelay, destroyDelay, createWait time.Duration
 	destroyLag                                       time.Duration
-	now                                              func() time.Time
 
 	// minute is the length of a simulated minute with WithMinute; zero:
 	// no lifecycle timer runs (timers.go).
@@ -132,6 +129,9 @@ type Server struct {
 	refused    map[string]int // by throttler
 	inWindow   map[string]int // by throttler
 }
+
+// base is the simulators' shared base, as Daytona's.
+type base = simtest.Base[*record, Sandbox, Faults, Scripted]
 
 // Option configures a Server.
 type Option func(*Server)
@@ -159,7 +159,7 @@ func WithCreateWait(d time.Duration) Option { return func(s *Server) { s.createW
 
 // WithListLag makes GET /sandbox show the world as it was d ago (the same
 // as Faults.ListLag; a later SetFaults replaces it).
-func WithListLag(d time.Duration) Option { return func(s *Server) { s.faults.ListLag = d } }
+func WithListLag(d time.Duration) Option { return func(s *Server) { s.Faults.ListLag = d } }
 
 // WithSnapshotClass makes sandboxes created from snapshot of class class
 // (ClassLinuxVM, ClassWindows, ...): the real server takes a sandbox's
@@ -172,10 +172,10 @@ func WithSnapshotClass(snapshot, class string) Option {
 // WithClock replaces the wall clock the simulated state changes follow,
 // so a test can move time by hand. Latency, hangs and the create wait still
 // pass in real time.
-func WithClock(now func() time.Time) Option { return func(s *Server) { s.now = now } }
+func WithClock(now func() time.Time) Option { return func(s *Server) { s.Now = now } }
 
 // WithFaults switches faults on from the start.
-func WithFaults(f Faults) Option { return func(s *Server) { s.setFaultsLocked(f) } }
+func WithFaults(f Faults) Option { return func(s *Server) { s.SetFaults(f) } }
 
 // NewServer starts a simulated Daytona API on a loopback port.
 func NewServer(opts ...Option) *Server {
@@ -188,7 +188,7 @@ func NewServer(opts ...Option) *Server {
 // serve it yourself (as `tether demo` does), or Start.
 func NewUnstartedServer(opts ...Option) *Server {
 	s := &Server{
-		keys:          map[string]string{DefaultKey: DefaultOrg},
+		base:          simtest.NewBase[*record, Sandbox](map[string]string{DefaultKey: DefaultOrg}, faultRules),
 		perms:         map[string][]string{},
 		quotas:        map[string]Quota{},
 		windows:       map[string]*window{},
@@ -201,30 +201,24 @@ func NewUnstartedServer(opts ...Option) *Server {
 		stopDelay:     DefaultStopDelay,
 		destroyDelay:  DefaultDestroyDelay,
 		createWait:    DefaultCreateWait,
-		now:           time.Now,
 	}
-	s.setFaultsLocked(Faults{})
 	for _, o := range opts {
 		o(s)
 	}
-	s.host = simtest.NewHost(s.routes())
+	s.Host = simtest.NewHost(s.routes())
 	return s
 }
 
-// Start serves the API on a loopback port and sets URL.
-func (s *Server) Start() { s.URL = s.host.Start() + "/api" }
-
-// Handler serves the API; its paths start with /api.
-func (s *Server) Handler() http.Handler { return s.host.Handler() }
-
-// Close releases every hung request and stops the server.
-func (s *Server) Close() { s.host.Close() }
+// Start serves the API on a loopback port and sets URL. Handler is the
+// API to serve yourself (its paths start with /api); Close releases every
+// hung request and stops the server.
+func (s *Server) Start() { s.URL = s.Host.Start() + "/api" }
 
 // AddKey lets key act in org. An org needs no other creation.
 func (s *Server) AddKey(key, org string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.keys[key] = org
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
+	s.Keys[key] = org
 }
 
 // Sandbox classes (SandboxClass in the spec).
@@ -248,24 +242,17 @@ const (
 // and the setters require write:sandboxes, DELETE delete:sandboxes
 // (sandbox.controller.ts:244, 416, 504, 550, 958); reads require none.
 func (s *Server) AddKeyWithPermissions(key, org string, perms ...string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.keys[key] = org
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
+	s.Keys[key] = org
 	s.perms[key] = append([]string{}, perms...)
-}
-
-// RemoveKey revokes a key; its calls answer 401 from then on.
-func (s *Server) RemoveKey(key string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.keys, key)
 }
 
 // AddJWT lets a JWT act in the given organizations, chosen per request by
 // the X-Daytona-Organization-ID header (as the real server does for JWTs).
 func (s *Server) AddJWT(token string, orgs ...string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
 	s.jwts[token] = append([]string(nil), orgs...)
 }
 
@@ -293,38 +280,6 @@ type Sandbox struct {
 	// DeletedBy* constant of a delete Daytona made itself. Empty while no
 	// delete was accepted.
 	DeletedBy string
-}
-
-// Sandboxes returns every sandbox of every organization, destroyed ones
-// included, in creation order, with their current states.
-func (s *Server) Sandboxes() []Sandbox {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.sandboxes.Export(s.now())
-}
-
-// Sandbox returns one sandbox by id, destroyed or not.
-func (s *Server) Sandbox(id string) (Sandbox, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.sandboxes.ExportOne(id, s.now())
-}
-
-// Calls returns how many requests each route received, by route name
-// (see the Route* constants), faulted ones included.
-func (s *Server) Calls() map[string]int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.calls.ByRoute()
-}
-
-// CallsFor returns how many requests named idOrName in their path (GET,
-// DELETE, stop, ... of /sandbox/{idOrName}), by route name, faulted ones
-// included: what one sandbox cost its organization's quota.
-func (s *Server) CallsFor(idOrName string) map[string]int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.calls.For(idOrName)
 }
 
 // SeedSandbox describes a sandbox planted by AddSandbox.
@@ -355,9 +310,9 @@ type SeedSandbox struct {
 // with the same name in another organization, or one with other labels.
 // It fails if the name is taken in that organization.
 func (s *Server) AddSandbox(org string, seed SeedSandbox) (Sandbox, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	now := s.now()
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
+	now := s.Now()
 	if seed.Name != "" && s.byNameLocked(org, seed.Name, now) != nil {
 		return Sandbox{}, fmt.Errorf("daytonatest: sandbox with name %s already exists in %s", seed.Name, org)
 	}
@@ -365,7 +320,7 @@ func (s *Server) AddSandbox(org string, seed SeedSandbox) (Sandbox, error) {
 	if seed.Name != "" {
 		r.name = seed.Name
 	}
-	r.labels = copyLabels(seed.Labels)
+	r.labels = simtest.CopyMap(seed.Labels)
 	if seed.AutoStopInterval != nil {
 		r.autoStop = *seed.AutoStopInterval
 	}
@@ -398,8 +353,8 @@ func (s *Server) AddSandbox(org string, seed SeedSandbox) (Sandbox, error) {
 // Release. A sandbox held in `destroying` keeps its original name if it was
 // not deleted: use it on a deleted sandbox to model Daytona issue #3294.
 func (s *Server) Hold(id, state string, d time.Duration) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
 	r, now, err := s.recordLocked(id)
 	if err != nil {
 		return err
@@ -417,8 +372,8 @@ func (s *Server) Hold(id, state string, d time.Duration) error {
 
 // Release ends a Hold: the sandbox moves on from its state now.
 func (s *Server) Release(id string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
 	r, now, err := s.recordLocked(id)
 	if err != nil {
 		return err
@@ -432,8 +387,8 @@ func (s *Server) Release(id string) error {
 // recordLocked finds the sandbox id, advanced to now, for a test's call
 // that names it.
 func (s *Server) recordLocked(id string) (*record, time.Time, error) {
-	now := s.now()
-	r, ok := s.sandboxes.At(id, now)
+	now := s.Now()
+	r, ok := s.Store.At(id, now)
 	if !ok {
 		return nil, now, fmt.Errorf("daytonatest: no sandbox %s", id)
 	}
@@ -442,7 +397,7 @@ func (s *Server) recordLocked(id string) (*record, time.Time, error) {
 
 // orgRecordsLocked returns the records of org, advanced to now, in creation order.
 func (s *Server) orgRecordsLocked(org string, now time.Time) []*record {
-	return s.sandboxes.Where(now, func(r *record) bool { return r.org == org })
+	return s.Store.Where(now, func(r *record) bool { return r.org == org })
 }
 
 // byNameLocked finds the sandbox of org with this exact name that is not destroyed.
@@ -460,7 +415,7 @@ func (s *Server) byNameLocked(org, name string, now time.Time) *record {
 // (sandbox.service.ts:1739-1775), and never one deleted in an errored
 // state (:1777-1783).
 func (s *Server) lookupLocked(org, idOrName string, now time.Time) *record {
-	if r, ok := s.sandboxes.Get(idOrName); ok && r.org == org {
+	if r, ok := s.Store.Get(idOrName); ok && r.org == org {
 		r.Advance(now)
 		if r.state != stateDestroyed {
 			if r.erroredDeleted() {
@@ -503,7 +458,7 @@ func (s *Server) newRecordLocked(org string, now time.Time) *record {
 		lastActivityAt: now,
 	}, seq: s.seq}
 	r.srv = s
-	s.sandboxes.Add(id, r)
+	s.Store.Add(id, r)
 	return r
 }
 
@@ -515,12 +470,4 @@ func newID() string {
 	b[6] = b[6]&0x0f | 0x40
 	b[8] = b[8]&0x3f | 0x80
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
-}
-
-func copyLabels(m map[string]string) map[string]string {
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }

@@ -48,8 +48,7 @@ func newClient(t *testing.T, s *daytonatest.Server, key string) *client {
 
 func newServer(t *testing.T, opts ...daytonatest.Option) *daytonatest.Server {
 	t.Helper()
-	s := daytonatest.NewServer(opts...)
-	t.Cleanup(s.Close)
+	s, _ := testutil.Daytona(t, opts...)
 	return s
 }
 

@@ -90,10 +90,10 @@ const (
 // TimerEvents returns every timer that has fired, in order, on every
 // sandbox (advanced to now first).
 func (s *Server) TimerEvents() []TimerEvent {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	now := s.now()
-	for r := range s.sandboxes.All() {
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
+	now := s.Now()
+	for r := range s.Store.All() {
 		r.Advance(now)
 	}
 	return append([]TimerEvent(nil), s.timerLog...)
@@ -254,22 +254,22 @@ const destroyedKept = 24 * time.Hour
 // flush keys activity by sandbox id, and a name is skipped as a missing
 // sandbox (:150-172).
 func (s *Server) lastActivity(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	now := s.now()
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
+	now := s.Now()
 	org, idOrName := orgOf(r), r.PathValue("idOrName")
 	kept := func(rec *record) bool {
 		rec.Advance(now)
 		return rec.org == org && (rec.state != stateDestroyed || now.Sub(rec.updatedAt) <= destroyedKept)
 	}
-	if rec, ok := s.sandboxes.Get(idOrName); ok && kept(rec) {
+	if rec, ok := s.Store.Get(idOrName); ok && kept(rec) {
 		if rec.state != stateDestroyed && !rec.erroredDeleted() {
 			rec.noteActivity(now)
 		}
 		w.WriteHeader(http.StatusCreated)
 		return
 	}
-	for rec := range s.sandboxes.All() {
+	for rec := range s.Store.All() {
 		if rec.name == idOrName && kept(rec) {
 			w.WriteHeader(http.StatusCreated)
 			return

@@ -130,16 +130,16 @@ func (p *Proxy) create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.core.Create(w, r, apiproxy.Create{
-		Account:  p.accountOf(r.Header),
-		Rewrite:  func(in intent.Intent) ([]byte, error) { return p.rewrite(c, in) },
-		Answered: p.answered,
+		Account: p.accountOf(r.Header),
+		Rewrite: func(in intent.Intent) ([]byte, error) { return p.rewrite(c, in) },
+		Settle:  p.vouch,
 	})
 }
 
-// answered vouches for the sandbox a create or fork answered: the intent's
+// vouch vouches for the sandbox a create or fork answered: the intent's
 // name and labels are the metadata the proxy sent (or, for a fork, the
 // parent's, which the fork carries).
-func (p *Proxy) answered(_ context.Context, in intent.Intent, id string, _ []byte) {
+func (p *Proxy) vouch(_ context.Context, in intent.Intent, id string, _ []byte) {
 	if p.Vouch == nil {
 		return
 	}

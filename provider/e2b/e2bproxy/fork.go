@@ -62,9 +62,9 @@ func (p *Proxy) fork(w http.ResponseWriter, r *http.Request, parentID string) {
 			}
 			return c.encode()
 		},
-		Refused:  forkRefused,
-		Made:     forkResults,
-		Answered: p.answered,
+		Refused: forkRefused,
+		Results: forkResults,
+		Settle:  p.vouch,
 	})
 }
 
@@ -113,7 +113,7 @@ func forkRefused(status int, _ []byte) string {
 // snapshot's data, orchestrator/create_instance.go:192-214, 264-267), so
 // e2bAPI.CreatedNothing closes its intent; any other leaves it for the
 // drain.
-func forkResults(answer []byte) ([]apiproxy.Made, error) {
+func forkResults(answer []byte) ([]apiproxy.SandboxResult, error) {
 	var results []struct {
 		Sandbox *struct {
 			SandboxID string `json:"sandboxID"`
@@ -126,7 +126,7 @@ func forkResults(answer []byte) ([]apiproxy.Made, error) {
 	if err := json.Unmarshal(answer, &results); err != nil {
 		return nil, err
 	}
-	made := make([]apiproxy.Made, len(results))
+	made := make([]apiproxy.SandboxResult, len(results))
 	for i, res := range results {
 		switch {
 		case res.Sandbox != nil && res.Sandbox.SandboxID != "":

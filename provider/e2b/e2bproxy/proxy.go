@@ -88,9 +88,9 @@ type Proxy struct {
 
 	CreateTimeout time.Duration // default apiproxy.DefaultCreateTimeout
 
-	// Front is the listener's side (URL, ShownURL, Serve, Close, Actor),
+	// Endpoint is the listener's side (URL, ShownURL, Serve, Close, Actor),
 	// built by Listen.
-	apiproxy.Front
+	apiproxy.Endpoint
 	core *apiproxy.Proxy
 }
 

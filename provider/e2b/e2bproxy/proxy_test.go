@@ -154,11 +154,7 @@ func (w *world) arrivals() []arrival {
 // eventually waits (bounded) for cond.
 func (w *world) eventually(what string, cond func() bool) {
 	w.t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			w.t.Fatalf("not within 10s: %s", what)
-		}
-	}
+	testutil.WaitFor(w.t, what, cond)
 }
 
 type created struct {

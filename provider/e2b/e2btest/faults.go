@@ -2,7 +2,6 @@ package e2btest
 
 import (
 	"math"
-	"math/rand/v2"
 	"net/http"
 	"slices"
 	"strconv"
@@ -85,7 +84,8 @@ type Faults struct {
 	Routes []string
 }
 
-// Scripted is one answer FailNext queues for a route.
+// Scripted is one answer Inject (or FailNext) queues for a route: given
+// after authentication and rate limits, without doing anything.
 type Scripted struct {
 	Status  int
 	Message string // empty: a message like the real server's for the status
@@ -93,30 +93,15 @@ type Scripted struct {
 	RetryAfter time.Duration
 }
 
-// SetFaults replaces the faults and reseeds their generator.
-func (s *Server) SetFaults(f Faults) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.setFaultsLocked(f)
-}
-
-func (s *Server) setFaultsLocked(f Faults) {
-	s.faults = f
-	s.faults.Routes = slices.Clone(f.Routes)
-	s.rng = rand.New(rand.NewPCG(uint64(f.Seed), 0xe2b))
-}
-
-// FailNext makes the next n calls of route answer status without doing
-// anything (after authentication and rate limits).
-func (s *Server) FailNext(route string, status, n int) {
-	s.Inject(route, n, Scripted{Status: status})
-}
-
-// Inject queues n scripted answers for route.
-func (s *Server) Inject(route string, n int, f Scripted) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.scripted.Push(route, n, f)
+// faultRules are what the shared base needs of E2B's faults: the seed,
+// an own copy of the route list, and FailNext's answer.
+var faultRules = simtest.FaultRules[Faults, Scripted]{
+	Own: func(f Faults) (Faults, int64) {
+		f.Routes = slices.Clone(f.Routes)
+		return f, f.Seed
+	},
+	Stream: 0xe2b,
+	Status: func(status int) Scripted { return Scripted{Status: status} },
 }
 
 // decision is what the faults make of one call.
@@ -131,12 +116,12 @@ type decision struct {
 
 func (s *Server) decideLocked(route string) decision {
 	var d decision
-	f := s.faults
+	f := s.Faults
 	inScope := len(f.Routes) == 0 || slices.Contains(f.Routes, route)
 	if inScope {
 		d.latency = f.Latency
 	}
-	if sc, ok := s.scripted.Pop(route); ok {
+	if sc, ok := s.Queued.Pop(route); ok {
 		d.status, d.message, d.retryAfter = sc.Status, sc.Message, sc.RetryAfter
 		return d
 	}
@@ -144,16 +129,16 @@ func (s *Server) decideLocked(route string) decision {
 		return d
 	}
 	switch {
-	case f.Rate5xx > 0 && s.rng.Float64() < f.Rate5xx:
+	case f.Rate5xx > 0 && s.Rand.Float64() < f.Rate5xx:
 		d.status = http.StatusInternalServerError
-	case f.Rate429 > 0 && s.rng.Float64() < f.Rate429:
+	case f.Rate429 > 0 && s.Rand.Float64() < f.Rate429:
 		d.status = http.StatusTooManyRequests
 		d.retryAfter = f.RetryAfter
-	case route == RouteCreate && f.RateCreateLost > 0 && s.rng.Float64() < f.RateCreateLost:
+	case route == RouteCreate && f.RateCreateLost > 0 && s.Rand.Float64() < f.RateCreateLost:
 		d.lost = true
-	case route == RouteFork && f.RateForkLost > 0 && s.rng.Float64() < f.RateForkLost:
+	case route == RouteFork && f.RateForkLost > 0 && s.Rand.Float64() < f.RateForkLost:
 		d.lost = true
-	case route == RouteKill && f.RateKillFail > 0 && s.rng.Float64() < f.RateKillFail:
+	case route == RouteKill && f.RateKillFail > 0 && s.Rand.Float64() < f.RateKillFail:
 		d.killFail = true
 	}
 	return d
@@ -171,8 +156,8 @@ type RateLimit struct {
 // removes the limit. A route without a limit is not limited and its
 // answers carry no RateLimit-* header (ratelimit.go:89-96).
 func (s *Server) SetRateLimit(pattern string, l RateLimit) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
 	if l.Rate <= 0 {
 		delete(s.limits, pattern)
 		return

@@ -90,8 +90,8 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, c *call) {
 		filter = f
 	}
 
-	s.mu.Lock()
-	now := s.now()
+	s.Mu.Lock()
+	now := s.Now()
 	running, items := 0, []item{}
 	for _, rec := range s.teamRecordsLocked(c.team, now) {
 		var want bool
@@ -109,7 +109,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, c *call) {
 		}
 		items = append(items, item{listedJSON: rec.listed(), key: rec.startedAt.Truncate(time.Microsecond)})
 	}
-	s.mu.Unlock()
+	s.Mu.Unlock()
 
 	if slices.Contains(states, StateRunning) {
 		w.Header().Set("X-Total-Running", strconv.Itoa(running))

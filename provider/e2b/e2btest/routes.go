@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/tether-run/tether/provider/internal/simtest"
 )
 
 // call is one authenticated request as a handler sees it.
@@ -31,9 +33,9 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("POST /sandboxes/{sandboxID}/refreshes", s.route(RouteRefresh, s.refresh))
 	mux.HandleFunc("POST /sandboxes/{sandboxID}/fork", s.route(RouteFork, s.fork))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		s.mu.Lock()
-		s.calls.Add(RouteUnknown, "")
-		s.mu.Unlock()
+		s.Mu.Lock()
+		s.Counted.Add(RouteUnknown, "")
+		s.Mu.Unlock()
 		writeError(w, http.StatusNotFound, "Not found")
 	})
 	return mux
@@ -45,10 +47,10 @@ func (s *Server) routes() http.Handler {
 // unauthenticated requests), then the faults.
 func (s *Server) route(name string, h func(http.ResponseWriter, *http.Request, *call)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		s.mu.Lock()
-		s.calls.Add(name, r.PathValue("sandboxID"))
+		s.Mu.Lock()
+		s.Counted.Add(name, r.PathValue("sandboxID"))
 		d := s.decideLocked(name)
-		s.mu.Unlock()
+		s.Mu.Unlock()
 		if d.latency > 0 && !s.wait(r, d.latency) {
 			return
 		}
@@ -59,9 +61,9 @@ func (s *Server) route(name string, h func(http.ResponseWriter, *http.Request, *
 			writeError(w, status, msg)
 			return
 		}
-		s.mu.Lock()
-		a, l, hasLimit := s.allowLocked(c.team, patternOf[name], s.now())
-		s.mu.Unlock()
+		s.Mu.Lock()
+		a, l, hasLimit := s.allowLocked(c.team, patternOf[name], s.Now())
+		s.Mu.Unlock()
 		if hasLimit {
 			setRateLimitHeaders(w.Header(), l, a)
 			if a.limited {
@@ -106,9 +108,9 @@ func (s *Server) authenticate(r *http.Request, c *call) (int, string) {
 	if !strings.HasPrefix(key, "e2b_") {
 		return http.StatusUnauthorized, "Invalid API key format"
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	team, ok := s.keys[key]
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
+	team, ok := s.Keys[key]
 	if !ok {
 		return http.StatusUnauthorized, "Cannot get the team for the given API key"
 	}
@@ -121,7 +123,7 @@ func (s *Server) authenticate(r *http.Request, c *call) (int, string) {
 
 // wait sleeps d of real time; false when the client or the server went
 // away first.
-func (s *Server) wait(r *http.Request, d time.Duration) bool { return s.host.Wait(r.Context(), d) }
+func (s *Server) wait(r *http.Request, d time.Duration) bool { return s.Host.Wait(r.Context(), d) }
 
 // errorJSON is the Error schema, every error's body
 // (packages/shared/pkg/apierrors/apierrors.go:26-41).
@@ -291,10 +293,10 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, c *call) {
 		return
 	}
 
-	s.mu.Lock()
-	now := s.now()
+	s.Mu.Lock()
+	now := s.Now()
 	if !s.concurrencyLeftLocked(c, now) {
-		s.mu.Unlock()
+		s.Mu.Unlock()
 		writeError(w, http.StatusTooManyRequests, concurrencyMsg(c.limits.Concurrency))
 		return
 	}
@@ -302,23 +304,23 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, c *call) {
 	// id answer 404 and the list omits it (create_instance.go:192, 473).
 	rec := s.newRecordLocked(c.team, now)
 	rec.template = body.TemplateID
-	rec.metadata = copyMap(body.Metadata)
+	rec.metadata = simtest.CopyMap(body.Metadata)
 	rec.autoPause = autoPause
 	gate := s.createGate
-	s.mu.Unlock()
+	s.Mu.Unlock()
 
 	// The node's answer. A client that gives up does not stop it: the
 	// sandbox is made all the same, the case of a lost create.
 	s.await(s.createDelay, gate)
 
-	s.mu.Lock()
-	now = s.now()
+	s.Mu.Lock()
+	now = s.Now()
 	// The timeout counts from the node's answer (create_instance.go:406-409).
 	rec.state = StateRunning
 	rec.startedAt, rec.endAt = now, now.Add(timeout)
 	rec.lost = c.d.lost
 	out := rec.sandbox()
-	s.mu.Unlock()
+	s.Mu.Unlock()
 	if c.d.lost {
 		dropConnection(w)
 		return
@@ -331,12 +333,12 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, c *call) {
 // released; or until the server closes. A client that gives up does not
 // stop it.
 func (s *Server) await(d time.Duration, gate chan struct{}) {
-	if !s.host.Wait(context.Background(), d) || gate == nil {
+	if !s.Host.Wait(context.Background(), d) || gate == nil {
 		return
 	}
 	select {
 	case <-gate:
-	case <-s.host.Closed():
+	case <-s.Host.Closed():
 	}
 }
 
@@ -360,15 +362,15 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request, c *call) {
 	if !ok {
 		return
 	}
-	s.mu.Lock()
-	rec := s.lookupLocked(c.team, id, s.now())
+	s.Mu.Lock()
+	rec := s.lookupLocked(c.team, id, s.Now())
 	if rec == nil || !(rec.state == StateRunning || rec.state == StatePausing || rec.state == StatePaused) {
-		s.mu.Unlock()
+		s.Mu.Unlock()
 		writeError(w, http.StatusNotFound, notFoundMsg(r.PathValue("sandboxID")))
 		return
 	}
 	out := rec.detail()
-	s.mu.Unlock()
+	s.Mu.Unlock()
 	writeJSON(w, http.StatusOK, out)
 }
 
@@ -381,22 +383,22 @@ func (s *Server) kill(w http.ResponseWriter, r *http.Request, c *call) {
 	if !ok {
 		return
 	}
-	s.mu.Lock()
-	now := s.now()
+	s.Mu.Lock()
+	now := s.Now()
 	rec := s.lookupLocked(c.team, id, now)
 	if missing(rec) {
-		s.mu.Unlock()
+		s.Mu.Unlock()
 		writeError(w, http.StatusNotFound, notFoundMsg(id))
 		return
 	}
 	switch rec.state {
 	case StateKilling:
-		s.mu.Unlock()
+		s.Mu.Unlock()
 		w.WriteHeader(http.StatusNoContent)
 		return
 	case StatePaused:
 		rec.kill(now, KillRequest, redactKey(c.key))
-		s.mu.Unlock()
+		s.Mu.Unlock()
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
@@ -405,17 +407,17 @@ func (s *Server) kill(w http.ResponseWriter, r *http.Request, c *call) {
 		// (delete_instance.go:104-106); the node's failure is a 500.
 		rec.kill(now, "orphaned", "")
 		rec.orphaned = true
-		s.mu.Unlock()
+		s.Mu.Unlock()
 		writeError(w, http.StatusInternalServerError, "Error killing sandbox: failed to kill sandbox on node")
 		return
 	}
 	rec.state = StateKilling
 	gate := s.killGate
-	s.mu.Unlock()
+	s.Mu.Unlock()
 	s.await(s.killDelay, gate)
-	s.mu.Lock()
-	rec.kill(s.now(), KillRequest, redactKey(c.key))
-	s.mu.Unlock()
+	s.Mu.Lock()
+	rec.kill(s.Now(), KillRequest, redactKey(c.key))
+	s.Mu.Unlock()
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -439,31 +441,31 @@ func (s *Server) pause(w http.ResponseWriter, r *http.Request, c *call) {
 	if !ok {
 		return
 	}
-	s.mu.Lock()
-	rec := s.reachableLocked(w, c, id, s.now())
+	s.Mu.Lock()
+	rec := s.reachableLocked(w, c, id, s.Now())
 	switch {
 	case rec == nil:
-		s.mu.Unlock()
+		s.Mu.Unlock()
 		return
 	case rec.state == StatePaused:
-		s.mu.Unlock()
+		s.Mu.Unlock()
 		writeError(w, http.StatusConflict, fmt.Sprintf("Error pausing sandbox - sandbox '%s' is already paused", id))
 		return
 	case rec.state == StatePausing:
-		s.mu.Unlock()
+		s.Mu.Unlock()
 		writeError(w, http.StatusConflict, fmt.Sprintf("Sandbox '%s' cannot be paused while in '%s' state", id, StatePausing))
 		return
 	}
 	rec.state = StatePausing
 	gate := s.pauseGate
-	s.mu.Unlock()
+	s.Mu.Unlock()
 	s.await(s.pauseDelay, gate)
-	s.mu.Lock()
+	s.Mu.Lock()
 	if rec.state == StatePausing { // a kill meanwhile wins (sandboxtypes/states.go:95-99)
-		rec.state, rec.snapshot, rec.endAt = StatePaused, true, s.now()
+		rec.state, rec.snapshot, rec.endAt = StatePaused, true, s.Now()
 		rec.pauses++
 	}
-	s.mu.Unlock()
+	s.Mu.Unlock()
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -485,9 +487,9 @@ func (s *Server) resume(w http.ResponseWriter, r *http.Request, c *call) {
 	if !ok {
 		return
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	now := s.now()
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
+	now := s.Now()
 	rec := s.reachableLocked(w, c, id, now)
 	switch {
 	case rec == nil:
@@ -530,9 +532,9 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request, c *call) {
 	if !ok {
 		return
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	now := s.now()
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
+	now := s.Now()
 	rec := s.lookupLocked(c.team, id, now)
 	switch {
 	case missing(rec):
@@ -608,16 +610,16 @@ func (s *Server) setTimeout(w http.ResponseWriter, r *http.Request, c *call) {
 
 // keepAlive applies a keep-alive to an id and answers 204 or the error.
 func (s *Server) keepAlive(w http.ResponseWriter, c *call, id string, d time.Duration, allowShorter bool) {
-	s.mu.Lock()
-	now := s.now()
+	s.Mu.Lock()
+	now := s.Now()
 	rec := s.lookupLocked(c.team, id, now)
 	if rec == nil || !rec.inStore() {
-		s.mu.Unlock()
+		s.Mu.Unlock()
 		writeError(w, http.StatusNotFound, notFoundMsg(id))
 		return
 	}
 	status, msg := s.keepAliveLocked(rec, c, now, d, allowShorter)
-	s.mu.Unlock()
+	s.Mu.Unlock()
 	if status != 0 {
 		writeError(w, status, msg)
 		return
@@ -681,9 +683,9 @@ func (s *Server) fork(w http.ResponseWriter, r *http.Request, c *call) {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("Count must be lower than the maximum number of concurrent sandboxes (%d)", c.limits.Concurrency))
 		return
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	now := s.now()
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
+	now := s.Now()
 	parent := s.reachableLocked(w, c, id, now)
 	switch {
 	case parent == nil:
@@ -704,7 +706,7 @@ func (s *Server) fork(w http.ResponseWriter, r *http.Request, c *call) {
 			continue
 		}
 		rec := s.newRecordLocked(c.team, now)
-		rec.template, rec.metadata, rec.autoPause, rec.forkOf = parent.template, copyMap(parent.metadata), parent.autoPause, parent.id
+		rec.template, rec.metadata, rec.autoPause, rec.forkOf = parent.template, simtest.CopyMap(parent.metadata), parent.autoPause, parent.id
 		rec.state, rec.startedAt, rec.endAt = StateRunning, now, now.Add(timeout)
 		rec.lost = c.d.lost
 		sb := rec.sandbox()

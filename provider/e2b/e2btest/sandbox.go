@@ -2,6 +2,8 @@ package e2btest
 
 import (
 	"time"
+
+	"github.com/tether-run/tether/provider/internal/simtest"
 )
 
 // record is one sandbox and its whole history.
@@ -65,7 +67,7 @@ func (r *record) inStore() bool {
 func (r *record) Export() Sandbox {
 	return Sandbox{
 		ID: r.id, Team: r.team, TemplateID: r.template,
-		Metadata:  copyMap(r.metadata),
+		Metadata:  simtest.CopyMap(r.metadata),
 		State:     r.state,
 		AutoPause: r.autoPause,
 		StartedAt: r.startedAt, EndAt: r.endAt, CreatedAt: r.createdAt,
@@ -133,7 +135,7 @@ func (r *record) listed() listedJSON {
 		State: r.apiState(), EnvdVersion: envdVersion,
 	}
 	if len(r.metadata) > 0 {
-		out.Metadata = copyMap(r.metadata)
+		out.Metadata = simtest.CopyMap(r.metadata)
 	}
 	return out
 }

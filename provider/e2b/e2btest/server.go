@@ -31,8 +31,6 @@ package e2btest
 
 import (
 	crand "crypto/rand"
-	"math/rand/v2"
-	"net/http"
 	"sync"
 	"time"
 
@@ -79,25 +77,25 @@ type Limits struct {
 	Concurrency    int
 }
 
-// Server is a simulated E2B API.
+// Server is a simulated E2B API. Besides its own methods it has those
+// every simulator has alike (simtest.Base): Sandboxes and Sandbox (the
+// fate of every sandbox it made), Calls and CallsFor (the requests it
+// counted), RemoveKey, SetFaults, Inject and FailNext (faults), Handler
+// and Close.
 type Server struct {
 	// URL is the API base URL, e.g. http://127.0.0.1:41234. Empty for a
 	// server made with NewUnstartedServer until Start.
 	URL string
 
-	host *simtest.Host
+	// base: the host, the lock (Mu), the clock (Now), the API keys (Keys:
+	// key → team), the sandboxes (Store), the calls by route and by
+	// sandbox id in the path (Counted), the faults and the scripted
+	// answers; and the methods every simulator has.
+	*base
 
-	mu        sync.Mutex
-	keys      map[string]string // API key → team
-	teams     map[string]Limits
-	blocked   map[string]string               // team → reason
-	sandboxes simtest.Store[*record, Sandbox] // by id, in creation order
-	calls     simtest.Calls                   // by route, and by sandbox id in the path
-	seq       uint64
-
-	faults   Faults
-	rng      *rand.Rand
-	scripted simtest.Script[Scripted]
+	teams   map[string]Limits
+	blocked map[string]string // team → reason
+	seq     uint64
 
 	limits  map[string]RateLimit // by route pattern
 	buckets map[string]*bucket   // by team + route pattern
@@ -106,8 +104,10 @@ type Server struct {
 	createGate                         chan struct{} // non-nil: creates wait for it to close
 	killGate                           chan struct{} // non-nil: kills wait for it to close
 	pauseGate                          chan struct{} // non-nil: pauses wait for it to close
-	now                                func() time.Time
 }
+
+// base is the simulators' shared base, as E2B's.
+type base = simtest.Base[*record, Sandbox, Faults, Scripted]
 
 // Option configures a Server.
 type Option func(*Server)
@@ -125,10 +125,10 @@ func WithKillDelay(d time.Duration) Option { return func(s *Server) { s.killDela
 // WithClock replaces the clock timeouts follow (time.Now by default), so a
 // test can move time by hand (ManualClock) or speed it up (ScaledClock).
 // Latency and the create, pause and kill delays still pass in real time.
-func WithClock(now func() time.Time) Option { return func(s *Server) { s.now = now } }
+func WithClock(now func() time.Time) Option { return func(s *Server) { s.Now = now } }
 
 // WithFaults switches faults on from the start.
-func WithFaults(f Faults) Option { return func(s *Server) { s.setFaultsLocked(f) } }
+func WithFaults(f Faults) Option { return func(s *Server) { s.SetFaults(f) } }
 
 // WithRateLimit limits a route of every team, as SetRateLimit.
 func WithRateLimit(route string, l RateLimit) Option {
@@ -146,7 +146,7 @@ func NewServer(opts ...Option) *Server {
 // serve it yourself, or Start.
 func NewUnstartedServer(opts ...Option) *Server {
 	s := &Server{
-		keys:        map[string]string{DefaultKey: DefaultTeam},
+		base:        simtest.NewBase[*record, Sandbox](map[string]string{DefaultKey: DefaultTeam}, faultRules),
 		teams:       map[string]Limits{DefaultTeam: {MaxLengthHours: DefaultMaxLengthHours, Concurrency: DefaultConcurrency}},
 		blocked:     map[string]string{},
 		limits:      map[string]RateLimit{},
@@ -154,28 +154,24 @@ func NewUnstartedServer(opts ...Option) *Server {
 		createDelay: DefaultCreateDelay,
 		pauseDelay:  DefaultPauseDelay,
 		killDelay:   DefaultKillDelay,
-		now:         time.Now,
 	}
-	s.setFaultsLocked(Faults{})
 	for _, o := range opts {
 		o(s)
 	}
-	s.host = simtest.NewHost(s.routes())
+	s.Host = simtest.NewHost(s.routes())
 	return s
 }
 
-// Start serves the API on a loopback port and sets URL.
-func (s *Server) Start() { s.URL = s.host.Start() }
-
-// Handler serves the API.
-func (s *Server) Handler() http.Handler { return s.host.Handler() }
+// Start serves the API on a loopback port and sets URL. Handler is the
+// API to serve yourself.
+func (s *Server) Start() { s.URL = s.Host.Start() }
 
 // Close releases every waiting request and stops the server.
 func (s *Server) Close() {
 	s.ReleaseCreates()
 	s.ReleaseKills()
 	s.ReleasePauses()
-	s.host.Close()
+	s.Host.Close()
 }
 
 // AddTeam creates a team with these limits (zero fields: the defaults),
@@ -187,80 +183,73 @@ func (s *Server) AddTeam(team string, l Limits) {
 	if l.Concurrency == 0 {
 		l.Concurrency = DefaultConcurrency
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
 	s.teams[team] = l
 }
 
 // AddKey lets key act in team, which is created with the default limits if
 // it does not exist.
 func (s *Server) AddKey(key, team string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.keys[key] = team
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
+	s.Keys[key] = team
 	if _, ok := s.teams[team]; !ok {
 		s.teams[team] = Limits{MaxLengthHours: DefaultMaxLengthHours, Concurrency: DefaultConcurrency}
 	}
-}
-
-// RemoveKey revokes a key; its calls answer 401 from then on.
-func (s *Server) RemoveKey(key string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.keys, key)
 }
 
 // BlockTeam makes every call of the team's keys answer 403 with reason,
 // as the real server does for a blocked team
 // (packages/auth/pkg/auth/internal/service/service.go:113-120).
 func (s *Server) BlockTeam(team, reason string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
 	s.blocked[team] = reason
 }
 
 // HoldCreates makes every create wait, reserved but in no store, until
 // ReleaseCreates: the window in which a create is in flight.
 func (s *Server) HoldCreates() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
 	hold(&s.createGate)
 }
 
 // ReleaseCreates lets the held creates go on.
 func (s *Server) ReleaseCreates() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
 	release(&s.createGate)
 }
 
 // HoldKills makes every kill of a running sandbox wait, `killing`,
 // until ReleaseKills: the window in which a kill is in progress.
 func (s *Server) HoldKills() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
 	hold(&s.killGate)
 }
 
 // ReleaseKills lets the held kills go on.
 func (s *Server) ReleaseKills() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
 	release(&s.killGate)
 }
 
 // HoldPauses makes every pause request wait, `pausing`, until
 // ReleasePauses: the window in which a pause is in progress.
 func (s *Server) HoldPauses() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
 	hold(&s.pauseGate)
 }
 
 // ReleasePauses lets the held pauses go on.
 func (s *Server) ReleasePauses() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
 	release(&s.pauseGate)
 }
 
@@ -330,21 +319,6 @@ type Sandbox struct {
 	Lost bool
 }
 
-// Sandboxes returns every sandbox the server ever made, killed ones
-// included, in creation order, advanced to now.
-func (s *Server) Sandboxes() []Sandbox {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.sandboxes.Export(s.now())
-}
-
-// Sandbox returns one sandbox by id, whatever its state.
-func (s *Server) Sandbox(id string) (Sandbox, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.sandboxes.ExportOne(id, s.now())
-}
-
 // Live counts the sandboxes that still cost something: running, pausing,
 // paused (a snapshot), killing, or in flight.
 func (s *Server) Live() int {
@@ -355,22 +329,6 @@ func (s *Server) Live() int {
 		}
 	}
 	return n
-}
-
-// Calls returns how many requests each route received, by route name
-// (see the Route* constants), faulted ones included.
-func (s *Server) Calls() map[string]int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.calls.ByRoute()
-}
-
-// CallsFor returns how many requests named this sandbox id in their path,
-// by route name.
-func (s *Server) CallsFor(id string) map[string]int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.calls.For(id)
 }
 
 // SeedSandbox describes a sandbox planted by AddSandbox.
@@ -386,15 +344,15 @@ type SeedSandbox struct {
 // AddSandbox plants a running (or paused) sandbox in team without an API
 // call, e.g. another team's sandbox, or a foreign one of the same team.
 func (s *Server) AddSandbox(team string, seed SeedSandbox) Sandbox {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	now := s.now()
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
+	now := s.Now()
 	r := s.newRecordLocked(team, now)
 	r.template = seed.TemplateID
 	if r.template == "" {
 		r.template = "base"
 	}
-	r.metadata = copyMap(seed.Metadata)
+	r.metadata = simtest.CopyMap(seed.Metadata)
 	r.autoPause = seed.AutoPause
 	t := seed.Timeout
 	if t == 0 {
@@ -411,10 +369,10 @@ func (s *Server) AddSandbox(team string, seed SeedSandbox) Sandbox {
 // Expire ends a running sandbox's timeout now, as if it had passed: it is
 // killed, or paused if it was created with autoPause.
 func (s *Server) Expire(id string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	now := s.now()
-	r, ok := s.sandboxes.At(id, now)
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
+	now := s.Now()
+	r, ok := s.Store.At(id, now)
 	if !ok || r.state != StateRunning {
 		return false
 	}
@@ -426,14 +384,14 @@ func (s *Server) Expire(id string) bool {
 func (s *Server) newRecordLocked(team string, now time.Time) *record {
 	s.seq++
 	r := &record{id: newID(), team: team, state: StateCreating, createdAt: now, seq: s.seq, metadata: map[string]string{}}
-	s.sandboxes.Add(r.id, r)
+	s.Store.Add(r.id, r)
 	return r
 }
 
 // teamRecordsLocked returns the records of team, advanced to now, in
 // creation order.
 func (s *Server) teamRecordsLocked(team string, now time.Time) []*record {
-	return s.sandboxes.Where(now, func(r *record) bool { return r.team == team })
+	return s.Store.Where(now, func(r *record) bool { return r.team == team })
 }
 
 // lookupLocked finds the team's sandbox with this id, advanced to now.
@@ -441,7 +399,7 @@ func (s *Server) teamRecordsLocked(team string, now time.Time) []*record {
 // server is scoped by team (orchestrator/keep_alive.go:47,
 // handlers/sandbox_get.go:126-131, 194-199).
 func (s *Server) lookupLocked(team, id string, now time.Time) *record {
-	r, ok := s.sandboxes.Get(id)
+	r, ok := s.Store.Get(id)
 	if !ok || r.team != team {
 		return nil
 	}
@@ -465,14 +423,6 @@ func newID() string {
 		out = append(out, idAlphabet[int(c)%len(idAlphabet)])
 	}
 	return string(out)
-}
-
-func copyMap(m map[string]string) map[string]string {
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }
 
 // ManualClock is a clock a test moves by hand. Its zero value starts at

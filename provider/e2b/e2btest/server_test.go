@@ -40,8 +40,7 @@ func newClient(t *testing.T, srv *e2btest.Server) *client {
 func newSim(t *testing.T, opts ...e2btest.Option) (*e2btest.Server, *e2btest.ManualClock) {
 	t.Helper()
 	clock := e2btest.NewManualClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-	srv := e2btest.NewServer(append([]e2btest.Option{e2btest.WithClock(clock.Now)}, opts...)...)
-	t.Cleanup(srv.Close)
+	srv, _ := testutil.E2B(t, append([]e2btest.Option{e2btest.WithClock(clock.Now)}, opts...)...)
 	return srv, clock
 }
 
@@ -726,8 +725,7 @@ func TestFailNext(t *testing.T) {
 
 // A scaled clock runs timeouts faster than the wall clock.
 func TestScaledClock(t *testing.T) {
-	srv := e2btest.NewServer(e2btest.WithClock(e2btest.ScaledClock(600)))
-	defer srv.Close()
+	srv, _ := testutil.E2B(t, e2btest.WithClock(e2btest.ScaledClock(600)))
 	sb := srv.AddSandbox(e2btest.DefaultTeam, e2btest.SeedSandbox{Timeout: 30 * time.Second})
 	testutil.WaitFor(t, "a 30 s timeout at 600x", func() bool { s, _ := srv.Sandbox(sb.ID); return s.State == e2btest.StateKilled })
 }

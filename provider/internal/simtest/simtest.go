@@ -1,10 +1,14 @@
 // Package simtest is what the provider simulators (daytonatest, e2btest)
-// share, none of it either provider's: the HTTP host a simulator serves
-// from, in the manner of httptest.Server, which ends the requests that
-// wait on it when it closes; the count of calls by route and by sandbox;
-// the queue of scripted answers; and the key=value syntax of a fault spec
-// (ParseSpec, Spec). Which routes, faults and answers there are is each
-// simulator's own.
+// share, none of it either provider's: Base, which each simulator's Server
+// embeds (its host, lock, clock, keys, sandboxes, counted calls, faults and
+// scripted answers, and the methods tests call on every simulator alike:
+// Sandboxes, Sandbox, Calls, CallsFor, RemoveKey, SetFaults, Inject,
+// FailNext, Handler, Close); the HTTP host a simulator serves from, in the
+// manner of httptest.Server, which ends the requests that wait on it when
+// it closes; the store of sandboxes; the count of calls by route and by
+// sandbox; the queue of scripted answers; and the key=value syntax of a
+// fault spec (Parse, FormatSpec). Which routes, faults and answers there are
+// is each simulator's own.
 package simtest
 
 import (
@@ -129,4 +133,14 @@ func (s *Script[T]) Pop(route string) (T, bool) {
 	}
 	s.queued[route] = q[1:]
 	return q[0], true
+}
+
+// CopyMap returns a copy of m, empty (never nil) for a nil m: a sandbox's
+// labels or metadata, which the simulator writes into.
+func CopyMap(m map[string]string) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
 }

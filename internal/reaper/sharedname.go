@@ -1,5 +1,9 @@
 package reaper
 
+// Finding a never-observed intent's sandbox by name where several
+// sandboxes may share one name (provider.NameSharer: E2B forks carry their
+// parent's): the look-up, the pick among them, and the lock on the name.
+
 import (
 	"context"
 	"fmt"

@@ -9,13 +9,13 @@ import (
 	"github.com/tether-run/tether/journal"
 )
 
-// withSetting adds to an error about one of tether's paths which setting
+// withPathSetting adds to an error about one of tether's paths which setting
 // chooses that path, so that a start that fails (often a non-root start on
 // default paths) says what to change, not only what went wrong. A journal
 // another tether holds already says so; other journal errors get the hint
 // only when they are about the file system (permission, a missing or
 // read-only directory), not about the file's content.
-func withSetting(err error, flag, env string) error {
+func withPathSetting(err error, flag, env string) error {
 	if err == nil {
 		return nil
 	}

@@ -6,13 +6,13 @@ import (
 	"sync"
 )
 
-// Front is what a provider's proxy shows its caller, the same for every
-// provider: Open builds the shared half once, from the provider's
+// Endpoint is a provider's proxy as its caller reaches it, the same for
+// every provider: Open builds the shared half once, from the provider's
 // settings, and opens the listener; URL, ShownURL, Serve, Close and Actor
 // then act on what Open built. A provider's proxy embeds it and stays a
 // struct of settings that its caller fills in, with a Listen of its own
 // that names its settings to Open.
-type Front struct {
+type Endpoint struct {
 	once sync.Once
 	core *Proxy
 	err  error
@@ -24,7 +24,7 @@ var errNotOpen = errors.New("api proxy: serve before listen")
 // Open builds the shared half with build, the first time only (a later
 // call reuses what the first built, or its error), and opens its listener
 // on addr (loopback; port 0 picks one).
-func (f *Front) Open(addr string, build func() (*Proxy, error)) (net.Listener, error) {
+func (f *Endpoint) Open(addr string, build func() (*Proxy, error)) (net.Listener, error) {
 	f.once.Do(func() { f.core, f.err = build() })
 	if f.err != nil {
 		return nil, f.err
@@ -34,7 +34,7 @@ func (f *Front) Open(addr string, build func() (*Proxy, error)) (net.Listener, e
 
 // URL is the API URL the child gets for listener l (Proxy.URL): it
 // carries the run's secret.
-func (f *Front) URL(l net.Listener) string {
+func (f *Endpoint) URL(l net.Listener) string {
 	if f.core == nil {
 		return ""
 	}
@@ -42,7 +42,7 @@ func (f *Front) URL(l net.Listener) string {
 }
 
 // ShownURL is URL without the secret, for logs and messages.
-func (f *Front) ShownURL(l net.Listener) string {
+func (f *Endpoint) ShownURL(l net.Listener) string {
 	if f.core == nil {
 		return ""
 	}
@@ -50,7 +50,7 @@ func (f *Front) ShownURL(l net.Listener) string {
 }
 
 // Serve answers requests on l until Close. It returns nil after Close.
-func (f *Front) Serve(l net.Listener) error {
+func (f *Endpoint) Serve(l net.Listener) error {
 	if f.core == nil {
 		return errNotOpen
 	}
@@ -59,7 +59,7 @@ func (f *Front) Serve(l net.Listener) error {
 
 // Close stops serving at once (Proxy.Close): creates still waiting for the
 // provider go on, and the drain finds their sandboxes by name.
-func (f *Front) Close() error {
+func (f *Endpoint) Close() error {
 	if f.core == nil {
 		return nil
 	}
@@ -68,7 +68,7 @@ func (f *Front) Close() error {
 
 // Actor is the proxy as an oklog/run actor on listener l. The interrupt
 // never blocks.
-func (f *Front) Actor(l net.Listener) (execute func() error, interrupt func(error)) {
+func (f *Endpoint) Actor(l net.Listener) (execute func() error, interrupt func(error)) {
 	return func() error { return f.Serve(l) },
 		func(error) { f.Close() }
 }

@@ -9,11 +9,11 @@ import (
 	"strings"
 )
 
-// sayWhere says in one line where this run keeps its state and where the
+// sayStatePaths says in one line where this run keeps its state and where the
 // child's SDK is pointed — the paths actually used, which for a non-root
 // user may be fallbacks the flags never named — and warns when the
 // journal is somewhere it will not outlive the container.
-func (sc *Sidecar) sayWhere() {
+func (sc *Sidecar) sayStatePaths() {
 	journalPath := absolute(sc.cfg.Journal)
 	attrs := []any{"journal", journalPath, "socket", absolute(sc.cfg.Socket), "spool", absolute(sc.cfg.Spool)}
 	// Each provider's proxy as the child is pointed at it, without the

@@ -1,0 +1,395 @@
+package reaper
+
+// Resolve: one intent's steps until it is terminal or its context ends —
+// a read by the observed id or a look-up by name, the decision (act), the
+// destructive call (destroy), and the journal moves between them.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/tether-run/tether/intent"
+	"github.com/tether-run/tether/internal/crashpoint"
+	"github.com/tether-run/tether/provider"
+)
+
+// stateStopping is the provider's word for a stop in progress; the reaper
+// waits it out instead of asking again.
+const stateStopping = "stopping"
+
+// progress is what one Resolve learned of its sandbox along the way.
+type progress struct {
+	// accepted: the provider accepted this Resolve's delete of the sandbox
+	// (our DELETE answered 200). Only confirmation remains, and a 404 then
+	// is the end of it. A read that shows the sandbox renamed for
+	// destruction does not set it: that delete may be an earlier run's,
+	// still under way, and a 404 then may be the access guard's (notFound).
+	accepted bool
+	// notFound counts 404s of the observed id not yet confirmed.
+	notFound int
+	// deleteSent: this Resolve sent the destructive call at least once.
+	deleteSent bool
+	// resend: the last destructive call was refused by a rate limit, so it
+	// did nothing; it is sent again without another read.
+	resend bool
+	// wait, when set, is the pause before the next step instead of the
+	// usual poll backoff (the confirmation delay, a 404's recheck).
+	wait time.Duration
+}
+
+// Resolve runs the single-intent step until the intent is terminal or ctx
+// ends, and returns the intent as journaled. The error says why it is still
+// live; it is nil when the intent is terminal (gone, stopped, released,
+// never-created, or foreign — the reason for foreign is in LastError).
+//
+// It re-reads the intent from the journal first, so a stale copy is fine.
+func (r *Reaper) Resolve(ctx context.Context, in intent.Intent) (intent.Intent, error) {
+	unlock, err := r.lock(ctx, in.ID)
+	if err != nil {
+		return in, err
+	}
+	defer unlock()
+	cur, err := r.Journal.Get(in.ID)
+	if err != nil {
+		return in, fmt.Errorf("%w: read intent %s: %w", ErrJournal, in.ID, err)
+	}
+	in = cur
+	if !in.Live() {
+		return in, nil
+	}
+	log := r.log().With("intent", in.ID, "name", in.Name)
+
+	p, err := r.providerFor(in)
+	if err != nil {
+		// Left live, and said so. Debug: a drain logs each intent it
+		// leaves live once, at its end.
+		log.Debug("intent left live", "err", err)
+		return r.leave(in, err)
+	}
+
+	var (
+		failures int   // consecutive failed calls: drives the retry backoff
+		polls    int   // consecutive polls while the provider works
+		last     error // why the previous step did not finish
+		pr       progress
+	)
+	defer noteNameWait(ctx, in.ID, time.Time{})
+	for {
+		next, err := r.step(ctx, p, in, &pr)
+		in = next
+		if !errors.Is(err, ErrNotCreated) {
+			noteNameWait(ctx, in.ID, time.Time{})
+		}
+		if err == nil {
+			if !in.Live() {
+				r.forget(in.ID)
+				r.logOutcome(log, in)
+				return in, nil
+			}
+			failures, polls, last = 0, 0, nil
+			continue
+		}
+		if ctx.Err() != nil {
+			// The call cut short by the deadline says less than the
+			// reason the intent was still live before it: keep both.
+			if last != nil {
+				err = fmt.Errorf("%w (before that: %w)", err, last)
+			}
+			return r.leave(in, err)
+		}
+		if errors.Is(err, provider.ErrMisconfigured) {
+			// An untrusted certificate, a wrong scheme: not an outage.
+			// Asking again until the deadline would only hide it.
+			log.Error("configuration error: giving up on intent", "err", err)
+			return r.leave(in, err)
+		}
+		last = err
+		var wait time.Duration
+		switch {
+		case pr.wait > 0:
+			wait, pr.wait = pr.wait, 0
+		case errors.Is(err, ErrNotCreated):
+			noteNameWait(ctx, in.ID, in.CreatedAt.Add(orDefault(r.NeverCreatedHorizon, DefaultNeverCreatedHorizon)))
+			wait = r.backoff(polls, orDefault(r.PollInterval, DefaultPollInterval), orDefault(r.LookupPollMax, DefaultLookupPollMax), nil)
+			polls++
+		case errors.Is(err, ErrInProgress):
+			wait = r.backoff(polls, orDefault(r.PollInterval, DefaultPollInterval), orDefault(r.PollMax, DefaultPollMax), nil)
+			polls++
+		case errors.Is(err, provider.ErrPermission):
+			log.Debug("configuration error: giving up on intent", "err", err) // a drain logs it once, at its end
+			return r.leave(in, err)
+		case errors.Is(err, provider.ErrUnauthorized) || errors.Is(err, ErrJournal) || errors.Is(err, ErrNoProvider) ||
+			errors.Is(err, provider.ErrRefused) || errors.Is(err, provider.ErrErrored):
+			// Asking again gets the same answer: report it now instead of
+			// looping to the deadline.
+			log.Debug("giving up on intent", "err", err) // a drain logs it once, at its end
+			return r.leave(in, err)
+		default:
+			// Every other provider failure is retried: 409 (state change
+			// in progress), 429, 5xx, timeouts, and answers the backend
+			// could not classify. The deadline bounds it; giving up early
+			// would leave a sandbox running.
+			log.Debug("provider call failed; retrying", "err", err, "attempt", failures+1)
+			if n, nerr := r.Journal.Note(in.ID, err.Error()); nerr == nil {
+				in = n
+			}
+			wait = r.backoff(failures, orDefault(r.RetryBase, DefaultRetryBase), orDefault(r.RetryMax, DefaultRetryMax), err)
+			failures++
+		}
+		if !sleep(ctx, wait) {
+			return r.leave(in, err)
+		}
+	}
+}
+
+// leave records why an intent stays live (when the journal does not already
+// say so) and returns it with that reason.
+func (r *Reaper) leave(in intent.Intent, why error) (intent.Intent, error) {
+	if why != nil && in.LastError != why.Error() {
+		if n, err := r.Journal.Note(in.ID, why.Error()); err == nil {
+			in = n
+		}
+	}
+	return in, why
+}
+
+func (r *Reaper) logOutcome(log *slog.Logger, in intent.Intent) {
+	switch in.State {
+	case intent.Foreign:
+		log.Warn("sandbox is not ours; left untouched", "sandbox", in.SandboxID, "why", in.LastError)
+	case intent.NeverCreated:
+		log.Info("intent closed: its sandbox never appeared", "horizon", orDefault(r.NeverCreatedHorizon, DefaultNeverCreatedHorizon))
+	case intent.Released:
+		log.Debug("intent already released by the runner")
+	default:
+		log.Info("sandbox "+string(in.State)+", confirmed", "sandbox", in.SandboxID)
+	}
+}
+
+// step makes one unit of progress. A nil error means the intent moved (and
+// the loop goes on at once, or ends if the intent is terminal); an error
+// means wait (ErrNotCreated, ErrInProgress), retry, or give up.
+func (r *Reaper) step(ctx context.Context, p provider.Provider, in intent.Intent, pr *progress) (intent.Intent, error) {
+	if in.SandboxID == "" {
+		return r.lookup(ctx, p, in, pr)
+	}
+	if pr.resend || in.State != intent.Releasing && !pr.deleteSent && pr.notFound == 0 && r.isVerified(in) {
+		// A read already proved this id ours (the backstop's, at observe
+		// time), or the last delete was throttled without effect: go
+		// straight to the destructive call.
+		pr.resend = false
+		return r.destroy(ctx, p, in, in.SandboxID, pr)
+	}
+	prio := prioRead
+	if in.State == intent.Releasing {
+		prio = prioConfirm
+	}
+	var sb provider.Sandbox
+	err := r.call(ctx, p, prio, provider.CallRead, "read sandbox "+in.SandboxID, func(ctx context.Context) (err error) {
+		sb, err = p.Get(ctx, in.SandboxID)
+		return err
+	})
+	if errors.Is(err, provider.ErrNotFound) {
+		return r.notFound(ctx, p, in, pr, err)
+	}
+	if err != nil {
+		return in, err
+	}
+	pr.notFound = 0
+	return r.act(ctx, p, in, sb, pr)
+}
+
+// notFound handles a 404 for the observed id. After a delete of this
+// Resolve the provider accepted, it is the end: gone. Otherwise one 404 is
+// not enough (Daytona's access guard answers 404 for any error it meets): a
+// second read after RecheckDelay must agree, and then the name and the list
+// must show nothing of ours either (observedAbsent).
+func (r *Reaper) notFound(ctx context.Context, p provider.Provider, in intent.Intent, pr *progress, err error) (intent.Intent, error) {
+	pr.notFound++
+	if pr.accepted || pr.notFound >= 2 {
+		// Proof the sandbox is gone, unless the observed id was wrong.
+		return r.observedAbsent(ctx, p, in, pr.accepted)
+	}
+	pr.wait = orDefault(r.RecheckDelay, DefaultRecheckDelay)
+	return in, fmt.Errorf("%w: sandbox %s answered 404 once; reading it again to be sure: %w", ErrInProgress, in.SandboxID, err)
+}
+
+// lookup finds a never-observed intent's sandbox by its exact creation name.
+func (r *Reaper) lookup(ctx context.Context, p provider.Provider, in intent.Intent, pr *progress) (intent.Intent, error) {
+	obs, sb, found, err := r.observeByName(ctx, p, in)
+	if !found {
+		return obs, err
+	}
+	crashpoint.Hit(crashpoint.ReaperAfterLookup)
+	return r.act(ctx, p, obs, sb, pr)
+}
+
+// observeByName finds in's sandbox by its name and journals its id; found
+// reports whether sb is then the intent's to act on. Where several
+// sandboxes may carry one name (provider.NameSharer), the look-up and the
+// observe hold that name's lock, so two intents of one name never take
+// the same sandbox.
+func (r *Reaper) observeByName(ctx context.Context, p provider.Provider, in intent.Intent) (obs intent.Intent, sb provider.Sandbox, found bool, err error) {
+	unlock, err := r.nameLock(ctx, p, in)
+	if err != nil {
+		return in, sb, false, err
+	}
+	defer unlock()
+	sb, err = r.byName(ctx, p, in, prioRead, "look up name "+in.Name)
+	if errors.Is(err, provider.ErrNotFound) {
+		horizon := orDefault(r.NeverCreatedHorizon, DefaultNeverCreatedHorizon)
+		if age := r.now().Sub(in.CreatedAt); age >= horizon {
+			obs, err = r.transition(in, intent.NeverCreated, fmt.Sprintf("name %s not found %s after the intent was declared (horizon %s)", in.Name, age.Round(time.Second), horizon))
+			return obs, sb, false, err
+		}
+		return in, sb, false, ErrNotCreated
+	}
+	if err != nil {
+		return in, sb, false, err
+	}
+	if why := mismatch(in, sb); why != "" {
+		obs, err = r.transition(in, intent.Foreign, fmt.Sprintf("sandbox %s named %s: %s", sb.ID, in.Name, why))
+		return obs, sb, false, err
+	}
+	// Journal the id before anything destructive: if tether dies after the
+	// delete, the next boot confirms by this id's 404 instead of guessing
+	// from a missing name.
+	obs, err = r.Journal.Observe(in.ID, sb.ID)
+	if err != nil {
+		cur, gerr := r.Journal.Get(in.ID)
+		if gerr == nil && (cur.SandboxID != "" || !cur.Live()) {
+			// Someone observed (or released) it meanwhile; go on from there.
+			return cur, sb, false, nil
+		}
+		return in, sb, false, fmt.Errorf("%w: observe %s: %w", ErrJournal, sb.ID, err)
+	}
+	return obs, sb, true, nil
+}
+
+// act decides, from a fresh read of the intent's sandbox, whether it is done,
+// still in progress, not ours, or needs the destructive call.
+func (r *Reaper) act(ctx context.Context, p provider.Provider, in intent.Intent, sb provider.Sandbox, pr *progress) (intent.Intent, error) {
+	if sb.Gone() {
+		return r.finish(in, intent.Gone)
+	}
+	if why := mismatch(in, sb); why != "" {
+		return r.observedNotOurs(ctx, p, in, sb, why)
+	}
+	stop := in.OnDrain == intent.DrainStop
+	if renamedForDeletion(in, sb) {
+		// Daytona renames a sandbox the moment it accepts its delete, but
+		// its state lags (archived, archiving, paused, ... until the
+		// destroy action runs): a delete was accepted, ours or another's.
+		// Nothing more to send; confirm until the id answers 404 and the
+		// list no longer shows it (observedAbsent: unless this Resolve's
+		// own delete was accepted, a 404 alone may be the access guard's).
+		if in.State != intent.Releasing {
+			return r.transition(in, intent.Releasing, "")
+		}
+		return in, fmt.Errorf("%w: sandbox %s is being deleted (renamed %s, still %s)", ErrInProgress, sb.ID, sb.Name, sb.State)
+	}
+	r.remember(in, sb.ID)
+	switch {
+	case stop && sb.Stopped():
+		if err := r.markStopped(ctx, p, sb, true); err != nil {
+			return in, err
+		}
+		return r.finish(in, intent.Stopped)
+	case sb.State == provider.StateDestroying, stop && sb.State == stateStopping:
+		if in.State != intent.Releasing {
+			return r.transition(in, intent.Releasing, "")
+		}
+		return in, fmt.Errorf("%w: sandbox %s is %s", ErrInProgress, sb.ID, sb.State)
+	case stop:
+		r.markStopped(ctx, p, sb, false)
+	}
+	return r.destroy(ctx, p, in, sb.ID, pr)
+}
+
+// destroy journals the intent releasing, then sends the delete (or stop) of
+// a sandbox verified as the intent's.
+func (r *Reaper) destroy(ctx context.Context, p provider.Provider, in intent.Intent, id string, pr *progress) (intent.Intent, error) {
+	if in.State != intent.Releasing {
+		var err error
+		if in, err = r.transition(in, intent.Releasing, ""); err != nil || in.State != intent.Releasing {
+			return in, err
+		}
+	}
+	stop := in.OnDrain == intent.DrainStop
+	kind, what, do := provider.CallDelete, "delete sandbox "+id, p.Delete
+	if stop {
+		kind, what, do = provider.CallStop, "stop sandbox "+id, p.Stop
+	}
+	if !stop {
+		waitForks(ctx, in.ID)
+	}
+	crashpoint.Hit(crashpoint.ReaperBeforeDelete)
+	pr.deleteSent = true
+	err := r.call(ctx, p, prioDestroy, kind, what, func(ctx context.Context) error { return do(ctx, id) })
+	crashpoint.Hit(crashpoint.ReaperAfterDelete)
+	switch {
+	case err == nil && stop:
+		return in, nil // the next read sees stopping, then stopped
+	case err == nil:
+		// Accepted. Daytona destroys asynchronously: the first read that
+		// confirms waits about as long as that takes. A parent of this
+		// sandbox in the same drain may be deleted now.
+		forkSettled(ctx, in.ID)
+		pr.accepted = true
+		pr.wait = orDefault(r.ConfirmDelay, DefaultConfirmDelay)
+		if provider.DeletesSynchronously(p) {
+			pr.wait = time.Nanosecond // confirm at once
+		}
+		return in, fmt.Errorf("%w: delete of sandbox %s accepted", ErrInProgress, id)
+	case stop && errors.Is(err, provider.ErrNotStoppable):
+		// Already stopped or archived: what the stop was for.
+		return r.finish(in, intent.Stopped)
+	case errors.Is(err, provider.ErrNotFound):
+		// Deleted meanwhile, an earlier delete landed and lost its answer,
+		// or a hiccup: reads confirm (a 404 twice, see notFound).
+		return r.notFound(ctx, p, in, pr, err)
+	case errors.Is(err, provider.ErrRateLimited):
+		// Refused by the throttler before it did anything: send it again
+		// after the Retry-After, with no read in between.
+		pr.resend = true
+	case errors.Is(err, provider.ErrHasForks):
+		// Refused before it did anything, while forks of the sandbox
+		// live: the drain deletes them (first, see Drain), and this delete
+		// is sent again, without a read, once they are gone.
+		pr.resend = true
+		return in, fmt.Errorf("%w: sandbox %s: %w", ErrInProgress, id, err)
+	}
+	// A 409 (Daytona's answer to a delete while an earlier one is still
+	// under way, or a state change is), a 5xx or a timeout: the read that
+	// follows tells what happened (a rename means a delete was accepted).
+	return in, err
+}
+
+// finish closes an intent in a terminal state, passing through releasing
+// when the intent has not been there (the journal allows gone and stopped
+// only from releasing).
+func (r *Reaper) finish(in intent.Intent, to intent.State) (intent.Intent, error) {
+	if in.State != intent.Releasing {
+		var err error
+		if in, err = r.transition(in, intent.Releasing, ""); err != nil || in.State != intent.Releasing {
+			return in, err
+		}
+	}
+	return r.transition(in, to, "")
+}
+
+// transition journals a move. When the journal refuses because the intent
+// moved meanwhile (the runner released it), the fresh intent is returned.
+func (r *Reaper) transition(in intent.Intent, to intent.State, why string) (intent.Intent, error) {
+	out, err := r.Journal.Transition(in.ID, to, why)
+	if err == nil {
+		return out, nil
+	}
+	if cur, gerr := r.Journal.Get(in.ID); gerr == nil && cur.State != in.State {
+		return cur, nil
+	}
+	return in, fmt.Errorf("%w: %s → %s: %w", ErrJournal, in.State, to, err)
+}

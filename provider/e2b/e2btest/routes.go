@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/tether-run/tether/provider/internal/simtest"
 )
 
 // call is one authenticated request as a handler sees it.
@@ -395,7 +397,7 @@ func (s *Server) kill(w http.ResponseWriter, r *http.Request, c *call) {
 		w.WriteHeader(http.StatusNoContent)
 		return
 	case StatePaused:
-		rec.kill(now, KillRequest, redactKey(c.key))
+		rec.kill(now, KillRequest, KilledByAPI+simtest.Caller(r))
 		s.mu.Unlock()
 		w.WriteHeader(http.StatusNoContent)
 		return
@@ -414,16 +416,9 @@ func (s *Server) kill(w http.ResponseWriter, r *http.Request, c *call) {
 	s.mu.Unlock()
 	s.await(s.killDelay, gate)
 	s.mu.Lock()
-	rec.kill(s.now(), KillRequest, redactKey(c.key))
+	rec.kill(s.now(), KillRequest, KilledByAPI+simtest.Caller(r))
 	s.mu.Unlock()
 	w.WriteHeader(http.StatusNoContent)
-}
-
-func redactKey(k string) string {
-	if len(k) <= 4 {
-		return k
-	}
-	return "…" + k[len(k)-4:]
 }
 
 // pause is POST /sandboxes/{sandboxID}/pause

@@ -18,7 +18,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/tether-run/tether/examples/go/samplerunner"
+	"github.com/tether-run/tether/internal/demo/samplerunner"
 	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/journal"
 	"github.com/tether-run/tether/provider/daytona/daytonatest"

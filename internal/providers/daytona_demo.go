@@ -42,6 +42,9 @@ func daytonaDemo() *Demo {
 				return nil, err
 			}
 			st := daytonaStand(f, daytonaDemoKey, 0)
+			if faults != "" {
+				st.Notes = append(st.Notes, fmt.Sprintf("simulated faults: %s", f))
+			}
 			st.Run = []string{"--daytona-proxy=false"}
 			st.Backstop = "with Daytona's auto-stop set to 0 (disabled), as some runners leave it: then no server-side cleanup ever comes"
 			return st, nil

@@ -201,7 +201,7 @@ func (d *Story) Tell(ctx context.Context) (ok bool, err error) {
 	d.live(1, "running")
 
 	d.step(2, "docker stop: SIGTERM to tether (docker would SIGKILL %s later)", dockerStopKill)
-	d.explain("A drain is what tether does when its runner ends: for every live intent, prove the sandbox its own (id, name, labels), delete it, and wait until "+d.title()+" answers 404, then exit.")
+	d.explain("A drain is what tether does when its runner ends: for every live intent, prove the sandbox its own (id, name, labels), delete it, and wait until " + d.title() + " answers 404, then exit.")
 	start = time.Now()
 	code, err := t1.stop(ctx, syscall.SIGTERM)
 	if err != nil {

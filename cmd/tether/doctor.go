@@ -12,7 +12,6 @@ import (
 
 	"github.com/tether-run/tether/internal/config"
 	"github.com/tether-run/tether/internal/doctor"
-	"github.com/tether-run/tether/internal/providers"
 )
 
 // Exit codes of `tether doctor`, for a CI job.
@@ -94,11 +93,10 @@ func (*DoctorCommand) Run(ctx context.Context, args []string) error {
 	if *verbose {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	// Daytona's settings as tether run reads them (.env files included);
-	// a file it ignores is said on stderr.
-	env := providers.DaytonaSettings(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), slog.LevelDebug)
-	o := doctor.Options{Journal: cfg.Journal, JournalFrom: from, Live: *live, CallTimeout: *callTimeout, Logger: log,
-		Getenv: env.Get, Origin: env.Origin, E2B: e2bSettings()}
+	// Each provider reads its settings as tether run does; what is wrong
+	// with where they come from (an .env file ignored) is said on stderr.
+	warnings := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	o := doctor.Options{Journal: cfg.Journal, JournalFrom: from, Live: *live, CallTimeout: *callTimeout, Logger: log, Warnings: warnings}
 	if !*asJSON {
 		o.Report = func(s doctor.Step) { writeStep(stdout, s) }
 	}
@@ -116,12 +114,6 @@ func (*DoctorCommand) Run(ctx context.Context, args []string) error {
 		return &ExitError{Code: ExitCodeDoctorFailed}
 	}
 	return nil
-}
-
-// e2bSettings are tether's own E2B settings as tether run would read them.
-func e2bSettings() doctor.E2BSettings {
-	st, err := config.E2BFromEnv()
-	return doctor.E2BSettings{MaxTimeout: st.E2BMaxTimeout, Proxy: st.E2BProxy, Err: err}
 }
 
 // writeStep is one line: verdict, name, latency, detail.
@@ -157,7 +149,7 @@ func writeVerdict(w io.Writer, res doctor.Result, live bool) {
 	case !live:
 		fmt.Fprintf(w, "verdict: ready%s; `tether doctor --live` proves it with one sandbox on the account\n", warnings(warned))
 	case !roundTrip:
-		fmt.Fprintf(w, "verdict: ready%s; no sandbox was created: the round trip is Daytona's\n", warnings(warned))
+		fmt.Fprintf(w, "verdict: ready%s; no sandbox was created: no provider checked here makes a round trip\n", warnings(warned))
 	default:
 		fmt.Fprintf(w, "verdict: ready%s: a sandbox was created, drained and confirmed gone on this account\n", warnings(warned))
 	}

@@ -48,6 +48,10 @@ type Kind struct {
 	Guard func(w Wiring) (Guard, error)
 	// Demo is the provider's part of `tether demo` (demo.go); nil: none.
 	Demo *Demo
+	// Doctor reads the provider's settings for `tether doctor` and says
+	// whether the environment names it; its Check makes its checks
+	// (doctor.go). Nil: the doctor says nothing of it.
+	Doctor func(o DoctorOptions) Doctor
 }
 
 // OpenOptions are what opening a provider's setup takes.

@@ -141,7 +141,6 @@ func proxyOf(pkg string) string {
 // registry is the one package outside provider/ that names providers.
 const registry = "internal/providers"
 
-
 // forbidden says why an import breaks the one-way rule, or "".
 func forbidden(from, to string) string {
 	under := func(p, prefix string) bool { return p == prefix || strings.HasPrefix(p, prefix+"/") }

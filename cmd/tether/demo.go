@@ -15,7 +15,7 @@ import (
 	"github.com/tether-run/tether/internal/providers"
 )
 
-// DemoCommand is `tether demo`: the whole story on a machine with no
+// demoCommand is `tether demo`: the whole story on a machine with no
 // account (internal/demo). It serves the default provider's simulated API
 // on loopback, runs a sample runner under `tether run` (this same binary,
 // as real processes), ends it the way production does — SIGTERM as docker
@@ -27,16 +27,16 @@ import (
 // samplerunner); the demo starts it as tether's child. `tether demo NAME`
 // serves provider NAME's simulator alone, and `tether demo NAME ls` lists
 // its record: each provider's from the registry (providers.Kind.Demo).
-type DemoCommand struct{}
+type demoCommand struct{}
 
-func (*DemoCommand) Synopsis() string {
+func (*demoCommand) Synopsis() string {
 	return "show tether draining and replaying sandboxes against a simulated Daytona"
 }
 
-func (*DemoCommand) Run(ctx context.Context, args []string) error {
+func (*demoCommand) Run(ctx context.Context, args []string) error {
 	if len(args) > 0 && args[0] == "runner" {
 		if code := samplerunner.Main(ctx, args[1:], os.Stdout, os.Stderr); code != 0 {
-			return &ExitError{Code: code}
+			return &exitError{Code: code}
 		}
 		return nil
 	}
@@ -105,7 +105,7 @@ func demoStory(ctx context.Context, k providers.Kind, name string, args []string
 		return err
 	}
 	if !ok {
-		return &ExitError{Code: 1, Err: errors.New("demo: some sandboxes did not end confirmed gone (see the table)")}
+		return &exitError{Code: 1, Err: errors.New("demo: some sandboxes did not end confirmed gone (see the table)")}
 	}
 	return nil
 }
@@ -164,7 +164,7 @@ func demoLs(ctx context.Context, k providers.Kind, args []string) error {
 	raw, sbs, err := demo.Record(ctx, *addr)
 	switch {
 	case errors.Is(err, demo.ErrNothingThere):
-		return &ExitError{Code: ExitCodeUsage, Err: fmt.Errorf("%s: no simulated %s at %s (start one with tether demo %s --addr %s): %w", name, k.Demo.Title, *addr, k.Name, *addr, err)}
+		return &exitError{Code: exitCodeUsage, Err: fmt.Errorf("%s: no simulated %s at %s (start one with tether demo %s --addr %s): %w", name, k.Demo.Title, *addr, k.Name, *addr, err)}
 	case err != nil:
 		return fmt.Errorf("%s: %w", name, err)
 	case *asJSON:

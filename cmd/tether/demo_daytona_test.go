@@ -259,8 +259,8 @@ func TestDemoDaytonaUsage(t *testing.T) {
 		cmd.Stderr = &stderr
 		err := cmd.Run()
 		var ee *exec.ExitError
-		if !errors.As(err, &ee) || ee.ExitCode() != ExitCodeUsage || !strings.Contains(stderr.String(), tc.want) {
-			t.Errorf("%v: %v, stderr %q; want exit %d naming %q", tc.args, err, stderr.String(), ExitCodeUsage, tc.want)
+		if !errors.As(err, &ee) || ee.ExitCode() != exitCodeUsage || !strings.Contains(stderr.String(), tc.want) {
+			t.Errorf("%v: %v, stderr %q; want exit %d naming %q", tc.args, err, stderr.String(), exitCodeUsage, tc.want)
 		}
 	}
 }

@@ -149,7 +149,7 @@ func TestDemoE2BLs(t *testing.T) {
 	var stderr strings.Builder
 	ls.Stderr = &stderr
 	var ee *exec.ExitError
-	if err := ls.Run(); !errors.As(err, &ee) || ee.ExitCode() != ExitCodeUsage || !strings.Contains(stderr.String(), "no simulated E2B at 127.0.0.1:1 (start one with tether demo e2b --addr 127.0.0.1:1)") {
+	if err := ls.Run(); !errors.As(err, &ee) || ee.ExitCode() != exitCodeUsage || !strings.Contains(stderr.String(), "no simulated E2B at 127.0.0.1:1 (start one with tether demo e2b --addr 127.0.0.1:1)") {
 		t.Errorf("ls with nothing listening: %v, %q", err, stderr.String())
 	}
 	d.stop(t)

@@ -16,21 +16,21 @@ import (
 
 // Exit codes of `tether doctor`, for a CI job.
 const (
-	// ExitCodeDoctorFailed: a check (or a step of the round trip) failed:
+	// exitCodeDoctorFailed: a check (or a step of the round trip) failed:
 	// tether would not work as configured here.
-	ExitCodeDoctorFailed = 1
-	// ExitCodeDoctorLeftBehind: the round trip could not confirm its
+	exitCodeDoctorFailed = 1
+	// exitCodeDoctorLeftBehind: the round trip could not confirm its
 	// sandbox gone, even after its cleanup: it may still run on the
 	// account (its id is printed). The same code as a drain that leaves
 	// sandboxes live.
-	ExitCodeDoctorLeftBehind = ExitCodeUnresolved
+	exitCodeDoctorLeftBehind = exitCodeUnresolved
 )
 
-// DoctorCommand is `tether doctor`: whether tether will work with this
+// doctorCommand is `tether doctor`: whether tether will work with this
 // account and this machine, checked before it is trusted with sandboxes.
-type DoctorCommand struct{}
+type doctorCommand struct{}
 
-func (*DoctorCommand) Synopsis() string {
+func (*doctorCommand) Synopsis() string {
 	return "check the Daytona account, the E2B team and the journal tether would use (--live: one real round trip)"
 }
 
@@ -63,12 +63,12 @@ is its authenticated read.) Each step is printed with its latency
 and a verdict (ok, warn, FAIL, skip). Without --live nothing is changed
 on the account.
 
-Exit: 0 when no check failed (warnings allowed), ` + fmt.Sprint(ExitCodeDoctorFailed) + ` when one failed,
-` + fmt.Sprint(ExitCodeDoctorLeftBehind) + ` when the --live round trip could not confirm its sandbox gone (its id is
-printed: delete it by hand), ` + fmt.Sprint(ExitCodeUsage) + ` for a usage error.
+Exit: 0 when no check failed (warnings allowed), ` + fmt.Sprint(exitCodeDoctorFailed) + ` when one failed,
+` + fmt.Sprint(exitCodeDoctorLeftBehind) + ` when the --live round trip could not confirm its sandbox gone (its id is
+printed: delete it by hand), ` + fmt.Sprint(exitCodeUsage) + ` for a usage error.
 `
 
-func (*DoctorCommand) Run(ctx context.Context, args []string) error {
+func (*doctorCommand) Run(ctx context.Context, args []string) error {
 	cfg := config.Default()
 	fs := newFlags("doctor", doctorUsage)
 	envErr := cfg.Bind(fs, config.Journal)
@@ -109,9 +109,9 @@ func (*DoctorCommand) Run(ctx context.Context, args []string) error {
 	}
 	switch {
 	case len(res.LeftBehind) > 0:
-		return &ExitError{Code: ExitCodeDoctorLeftBehind}
+		return &exitError{Code: exitCodeDoctorLeftBehind}
 	case res.Failed():
-		return &ExitError{Code: ExitCodeDoctorFailed}
+		return &exitError{Code: exitCodeDoctorFailed}
 	}
 	return nil
 }

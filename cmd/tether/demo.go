@@ -156,7 +156,7 @@ func demoServe(ctx context.Context, k providers.Kind, args []string) error {
 func demoLs(ctx context.Context, k providers.Kind, args []string) error {
 	name := "demo " + k.Name + " ls"
 	fs := newFlags(name, fmt.Sprintf("Usage: tether demo %s ls [flags]\n\nLists every sandbox a running `tether demo %s` has seen, deleted ones\nincluded, with what deleted it.\n", k.Name, k.Name))
-	addr := fs.String("addr", k.Demo.LsAddr(os.Getenv), "address of the running tether demo "+k.Name+" (default: the host of the API URL exported for it, when plain http, else "+k.Demo.Addr+")")
+	addr := fs.String("addr", k.Demo.LsAddr(os.Getenv), "address of the running tether demo "+k.Name+": the host of the API URL exported for it when that is plain http, else "+k.Demo.Addr)
 	asJSON := fs.Bool("json", false, "print the simulator's record as JSON")
 	if err := parseFlags(fs, args, 0); err != nil {
 		return helped(err)

@@ -65,9 +65,6 @@ func Serve(addr string, st *providers.Stand) (*Served, error) {
 	return s, nil
 }
 
-// Host is HOST:PORT of Base.
-func (s *Served) Host() string { return strings.TrimPrefix(s.Base, "http://") }
-
 // Wait serves until ctx ends, then stops (Close); an error is a server
 // that stopped by itself.
 func (s *Served) Wait(ctx context.Context) error {

@@ -59,13 +59,10 @@ type StoryOptions struct {
 
 // Story is one telling of `tether demo`.
 type Story struct {
-	o       StoryOptions
-	st      *providers.Stand
-	srv     *Served
-	dir     string
-	verbose bool
-	tty     bool
-	out     io.Writer
+	o   StoryOptions
+	st  *providers.Stand
+	srv *Served
+	dir string
 
 	rows   []row // appended by awaitReady, in run order
 	phases []phaseTime
@@ -84,19 +81,19 @@ func NewStory(o StoryOptions) (*Story, error) {
 	if err != nil {
 		return nil, &UsageError{Err: fmt.Errorf("--faults: %w", err)}
 	}
-	s := &Story{o: o, st: st, verbose: o.Verbose, tty: o.TTY, out: o.Out}
+	d := &Story{o: o, st: st}
 	if st.Handler != nil {
-		if s.srv, err = Serve("127.0.0.1:0", st); err != nil {
+		if d.srv, err = Serve("127.0.0.1:0", st); err != nil {
 			st.Close()
 			return nil, fmt.Errorf("demo: %w", err)
 		}
 	}
 	// A short path: Unix socket paths are limited to about 100 bytes.
-	if s.dir, err = os.MkdirTemp("", "tether-demo-"); err != nil {
-		s.closeStand()
+	if d.dir, err = os.MkdirTemp("", "tether-demo-"); err != nil {
+		d.closeStand()
 		return nil, fmt.Errorf("demo: %w", err)
 	}
-	return s, nil
+	return d, nil
 }
 
 func (d *Story) closeStand() {
@@ -143,24 +140,24 @@ type phaseTime struct {
 }
 
 func (d *Story) say(format string, a ...any) {
-	fmt.Fprintf(d.out, format+"\n", a...)
+	fmt.Fprintf(d.o.Out, format+"\n", a...)
 }
 
 func (d *Story) step(n int, format string, a ...any) {
 	head := fmt.Sprintf("[%d/5] ", n)
-	if d.tty {
+	if d.o.TTY {
 		head = "\033[1m" + head + "\033[0m"
 	}
-	fmt.Fprintf(d.out, "\n"+head+format+"\n", a...)
+	fmt.Fprintf(d.o.Out, "\n"+head+format+"\n", a...)
 }
 
 func (d *Story) mark(ok bool) string {
 	switch {
-	case ok && d.tty:
+	case ok && d.o.TTY:
 		return "\033[32m✓\033[0m"
 	case ok:
 		return "ok"
-	case d.tty:
+	case d.o.TTY:
 		return "\033[31m✗\033[0m"
 	default:
 		return "FAIL"
@@ -196,8 +193,8 @@ func (d *Story) Tell(ctx context.Context) (ok bool, err error) {
 	if err := d.awaitReady(ctx, t1, 1); err != nil {
 		return false, err
 	}
-	d.awaitBackstops(ctx, 1)
 	d.phase("run 1: declare and create", time.Since(start))
+	d.awaitBackstops(ctx, 1)
 	d.live(1, "running")
 
 	d.step(2, "docker stop: SIGTERM to tether (docker would SIGKILL %s later)", dockerStopKill)
@@ -221,8 +218,8 @@ func (d *Story) Tell(ctx context.Context) (ok bool, err error) {
 	if err := d.awaitReady(ctx, t2, 2); err != nil {
 		return false, err
 	}
-	d.awaitBackstops(ctx, 2)
 	d.phase("run 2: declare and create", time.Since(start))
+	d.awaitBackstops(ctx, 2)
 
 	d.step(4, "kill -9 tether: no cleanup code runs anywhere (the runner dies with it)")
 	if _, err := t2.stop(ctx, syscall.SIGKILL); err != nil {
@@ -361,7 +358,7 @@ func (d *Story) table() (bool, error) {
 	}
 	defer j.Close()
 	d.say("")
-	tw := tabwriter.NewWriter(d.out, 0, 0, 2, ' ', 0)
+	tw := tabwriter.NewWriter(d.o.Out, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "SANDBOX\tCREATED\tENDED BY\tJOURNAL\t%s\tCONFIRMED GONE\n", strings.ToUpper(d.title()))
 	all := true
 	for _, r := range d.rows {
@@ -446,10 +443,10 @@ func signalName(s syscall.Signal) string {
 // explain says in one line what a word of the story means, the first time
 // it comes up.
 func (d *Story) explain(text string) {
-	if d.tty {
+	if d.o.TTY {
 		text = "\033[2m" + text + "\033[0m"
 	}
-	fmt.Fprintln(d.out, "  "+text)
+	fmt.Fprintln(d.o.Out, "  "+text)
 }
 
 // runningTether is one `tether run` of the story, with its runner's stdout.
@@ -531,17 +528,17 @@ func (d *Story) startTether(ctx context.Context, name string, runnerArgs ...stri
 // only what moves the story on, in a sentence (the signal, the drain's and
 // the replay's outcome), and warnings and errors as they are.
 func (d *Story) logLine(line string) {
-	if !d.verbose {
+	if !d.o.Verbose {
 		if line = storyLine(line, d.title()); line == "" {
 			return
 		}
 	}
 	prefix := "    tether │ "
-	if d.tty {
+	if d.o.TTY {
 		prefix = "\033[2m" + prefix
 		line += "\033[0m"
 	}
-	fmt.Fprintln(d.out, prefix+line)
+	fmt.Fprintln(d.o.Out, prefix+line)
 }
 
 // logAttr is one key=value of a log line in slog's text format.

@@ -49,12 +49,7 @@ func daytonaDemo() *Demo {
 			st.Backstop = "with Daytona's auto-stop set to 0 (disabled), as some runners leave it: then no server-side cleanup ever comes"
 			return st, nil
 		},
-		LsAddr: func(getenv func(string) string) string {
-			if host := simulatorAt(getenv(daytona.EnvAPIURL)); host != "" {
-				return host
-			}
-			return daytonaDemoAddr
-		},
+		LsAddr: lsAddr(daytona.EnvAPIURL, daytonaDemoAddr),
 		Runner: daytonaRunner,
 	}
 }
@@ -157,15 +152,8 @@ func daytonaStand(f daytonatest.Faults, key string, minute time.Duration) *Stand
 		Env: func(base string) []string {
 			return []string{daytona.EnvAPIURL + "=" + base + "/api", daytona.EnvAPIKey + "=" + key}
 		},
-		Record: func() []DemoSandbox {
-			all := sim.Sandboxes()
-			out := make([]DemoSandbox, 0, len(all))
-			for _, sb := range all {
-				out = append(out, daytonaDemoSandbox(sb))
-			}
-			return out
-		},
-		Close: sim.Close,
+		Record: func() []DemoSandbox { return demoRecord(sim.Sandboxes(), daytonaDemoSandbox) },
+		Close:  sim.Close,
 	}
 }
 

@@ -137,11 +137,23 @@ func Names() []string {
 	return names
 }
 
-// simulatorAt is the host of a plain-http API URL (a simulator's: the
-// real APIs are https), or "".
-func simulatorAt(apiURL string) string {
-	if u, err := url.Parse(apiURL); err == nil && u.Scheme == "http" && u.Host != "" {
-		return u.Host
+// lsAddr is a Demo.LsAddr: the host of the API URL in variable when it
+// is plain http (a simulator's: the real APIs are https), else def.
+func lsAddr(variable, def string) func(getenv func(string) string) string {
+	return func(getenv func(string) string) string {
+		if u, err := url.Parse(getenv(variable)); err == nil && u.Scheme == "http" && u.Host != "" {
+			return u.Host
+		}
+		return def
 	}
-	return ""
+}
+
+// demoRecord is a simulator's record of every sandbox, each as ls lists
+// it.
+func demoRecord[S any](all []S, each func(S) DemoSandbox) []DemoSandbox {
+	out := make([]DemoSandbox, 0, len(all))
+	for _, sb := range all {
+		out = append(out, each(sb))
+	}
+	return out
 }

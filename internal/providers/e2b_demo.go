@@ -18,16 +18,11 @@ const e2bDemoAddr = "127.0.0.1:3987"
 
 func e2bDemo() *Demo {
 	return &Demo{
-		Title: "E2B",
-		Addr:  e2bDemoAddr,
-		Usage: e2bDemoUsage,
-		Flags: e2bDemoFlags,
-		LsAddr: func(getenv func(string) string) string {
-			if host := simulatorAt(getenv(e2b.EnvAPIURL)); host != "" {
-				return host
-			}
-			return e2bDemoAddr
-		},
+		Title:  "E2B",
+		Addr:   e2bDemoAddr,
+		Usage:  e2bDemoUsage,
+		Flags:  e2bDemoFlags,
+		LsAddr: lsAddr(e2b.EnvAPIURL, e2bDemoAddr),
 		Runner: e2bRunner,
 	}
 }
@@ -82,15 +77,8 @@ func e2bDemoFlags(fs *flag.FlagSet) func() (*Stand, error) {
 			Env: func(base string) []string {
 				return []string{e2b.EnvAPIURL + "=" + base, e2b.EnvAPIKey + "=" + e2btest.DefaultKey}
 			},
-			Record: func() []DemoSandbox {
-				all := sim.Sandboxes()
-				out := make([]DemoSandbox, 0, len(all))
-				for _, sb := range all {
-					out = append(out, e2bDemoSandbox(sb))
-				}
-				return out
-			},
-			Close: sim.Close,
+			Record: func() []DemoSandbox { return demoRecord(sim.Sandboxes(), e2bDemoSandbox) },
+			Close:  sim.Close,
 		}
 		if *faults != "" {
 			st.Notes = append(st.Notes, fmt.Sprintf("Simulated faults: %s", f))

@@ -43,7 +43,7 @@ func (*demoCommand) Run(ctx context.Context, args []string) error {
 	if len(args) > 0 {
 		if k, ok := providers.Lookup(args[0]); ok && k.Demo != nil {
 			switch {
-			case len(args) > 1 && args[1] == "ls":
+			case len(args) > 1 && args[1] == "ls" && k.Demo.Flags != nil:
 				return demoLs(ctx, k, args[2:])
 			case k.Demo.Flags != nil:
 				return demoServe(ctx, k, args[1:])

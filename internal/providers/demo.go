@@ -40,9 +40,10 @@ type Demo struct {
 	// top. The story is the default provider's (`tether demo`), and that
 	// of a provider with nothing to serve (`tether demo NAME`). Nil: none.
 	Story func(faults string) (*Stand, error)
-	// LsAddr is the stand-in `tether demo NAME ls` asks when given no
+	// LsAddr is the simulator `tether demo NAME ls` asks when given no
 	// --addr: the one the user's exported API URL names (read by getenv)
-	// when it is plain http (a simulator's), else Addr.
+	// when it is plain http (a simulator's), else Addr. ls reads a served
+	// simulator's record: with Flags nil there is no ls.
 	LsAddr func(getenv func(string) string) string
 	// Runner opens the provider's client as a runner holds it, from the
 	// environment its SDK reads (under tether run, the API URL is tether's

@@ -25,7 +25,7 @@ COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
 ARG VERSION=dev
-RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.Version=${VERSION}" -o /out/rootfs/usr/local/bin/tether ./cmd/tether
+RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.releaseVersion=${VERSION}" -o /out/rootfs/usr/local/bin/tether ./cmd/tether
 # The image's file system, modes included: the journal's directory (a
 # volume) and the socket's are world-writable with the sticky bit, like
 # /tmp, so `docker run --user 1000` journals on the volume (each uid in a

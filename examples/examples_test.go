@@ -1,4 +1,4 @@
-// Package examples_test runs each example runner (node, python, shell)
+// Package examples_test runs each example runner (Go, Node, Python, shell)
 // under the real tether binary against the simulated Daytona API on
 // loopback, and judges by the simulator's record: a runner that finishes
 // its job leaves nothing to tether; one stopped mid-job (SIGTERM to tether,
@@ -67,10 +67,14 @@ var runners = []struct {
 	name string
 	tool string // must be on PATH, else the case is skipped
 	cmd  []string
+	// build, if set, is the example's package: its binary, built once, is
+	// the command.
+	build string
 }{
-	{"node", "node", []string{"node", "node/runner.js"}},
-	{"python", "python3", []string{"python3", "python/runner.py"}},
-	{"shell", "curl", []string{"sh", "shell/runner.sh"}},
+	{name: "go", tool: "go", build: testutil.Module + "/examples/go"},
+	{"node", "node", []string{"node", "node/runner.js"}, ""},
+	{"python", "python3", []string{"python3", "python/runner.py"}, ""},
+	{"shell", "curl", []string{"sh", "shell/runner.sh"}, ""},
 }
 
 func TestExamples(t *testing.T) {
@@ -81,6 +85,9 @@ func TestExamples(t *testing.T) {
 			t.Parallel()
 			if _, err := exec.LookPath(r.tool); err != nil {
 				t.Skipf("SKIP: %s is not installed: the %s example did not run", r.tool, r.name)
+			}
+			if r.build != "" {
+				r.cmd = []string{testutil.Build(t, r.build)}
 			}
 			t.Run("job done: the runner cleans up", func(t *testing.T) {
 				t.Parallel()

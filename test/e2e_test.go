@@ -1,6 +1,6 @@
 // Package e2e_test proves tether's promise end to end: nothing outlives the
 // runner. Every test runs the real tether binary and the real sample runner
-// (examples/go) as processes, with real signals, a real bbolt journal and a
+// (test/runner, package samplerunner) as processes, with real signals, a real bbolt journal and a
 // real Unix socket, against the simulated Daytona API of daytonatest, and
 // judges by what the simulator says happened to each sandbox, by the journal
 // once tether has exited, and by tether's exit code and stderr report.
@@ -31,9 +31,9 @@ import (
 
 	"github.com/oklog/ulid/v2"
 
-	"github.com/tether-run/tether/examples/go/samplerunner"
 	"github.com/tether-run/tether/intentapi"
 	"github.com/tether-run/tether/intentapi/client"
+	"github.com/tether-run/tether/internal/demo/samplerunner"
 	"github.com/tether-run/tether/journal"
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
 )
@@ -94,7 +94,7 @@ func testMain(m *testing.M) int {
 	defer testutil.Cleanup()
 	for out, pkg := range map[*string]string{
 		&bin.tether: testutil.TetherPkg,
-		&bin.runner: testutil.Module + "/examples/go",
+		&bin.runner: testutil.Module + "/test/runner",
 	} {
 		path, err := testutil.BuildBinary(pkg)
 		if err != nil {

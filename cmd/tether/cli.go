@@ -14,7 +14,7 @@ import (
 )
 
 // stdout is where help goes (asked for, so it is output, exit 0); usage
-// errors go to stderr through ExitError. A variable so tests can capture it.
+// errors go to stderr through exitError. A variable so tests can capture it.
 var stdout io.Writer = os.Stdout
 
 // newFlags is a subcommand's flag set. usage is printed, with the flags
@@ -124,7 +124,7 @@ func parseConfig(fs *flag.FlagSet, args []string, maxArgs int, cfg *config.Confi
 // usageError is every usage error of subcommand fs: exit 125, one line on
 // stderr naming the command and where its help is.
 func usageError(fs *flag.FlagSet, err error) error {
-	return &ExitError{Code: ExitCodeUsage, Err: fmt.Errorf("%s: %w (see %s -h)", fs.Name()[len("tether "):], err, fs.Name())}
+	return &exitError{Code: exitCodeUsage, Err: fmt.Errorf("%s: %w (see %s -h)", fs.Name()[len("tether "):], err, fs.Name())}
 }
 
 // helped turns errHelpShown into a clean exit.

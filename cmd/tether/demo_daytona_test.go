@@ -15,24 +15,35 @@ import (
 
 	apiclient "github.com/daytonaio/daytona/libs/api-client-go"
 
+	"github.com/tether-run/tether/internal/providers"
 	"github.com/tether-run/tether/internal/testutil"
 )
 
-// localDaytona is a running `tether demo daytona`, as a real process.
-type localDaytona struct {
+// localSim is a running `tether demo NAME` (a provider's simulator), as a
+// real process.
+type localSim struct {
 	cmd      *exec.Cmd
+	name     string // the provider
 	url, key string
 	addr     string // host:port, for ls
 	done     chan struct{}
 	waitErr  error
 }
 
-// startLocalDaytona starts `tether demo daytona --addr 127.0.0.1:0 ARGS`
-// and reads the URL and key from the export lines it prints, as a user
-// would paste them.
-func startLocalDaytona(t *testing.T, args ...string) *localDaytona {
+// startLocalDaytona starts `tether demo daytona --addr 127.0.0.1:0 ARGS`.
+func startLocalDaytona(t *testing.T, args ...string) *localSim {
 	t.Helper()
-	cmd := exec.Command(tetherBin, append([]string{"demo", "daytona", "--addr", "127.0.0.1:0"}, args...)...)
+	d := startLocalSim(t, "daytona", "DAYTONA_API_URL", "DAYTONA_API_KEY", args...)
+	d.addr = strings.TrimSuffix(strings.TrimPrefix(d.url, "http://"), "/api")
+	return d
+}
+
+// startLocalSim starts `tether demo NAME --addr 127.0.0.1:0 ARGS` and
+// reads the URL and key from the export lines it prints (of urlVar and
+// keyVar), as a user would paste them.
+func startLocalSim(t *testing.T, name, urlVar, keyVar string, args ...string) *localSim {
+	t.Helper()
+	cmd := exec.Command(tetherBin, append([]string{"demo", name, "--addr", "127.0.0.1:0"}, args...)...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -41,7 +52,7 @@ func startLocalDaytona(t *testing.T, args ...string) *localDaytona {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	d := &localDaytona{cmd: cmd, done: make(chan struct{})}
+	d := &localSim{cmd: cmd, name: name, done: make(chan struct{})}
 	lines := make(chan string, 100)
 	go func() {
 		sc := bufio.NewScanner(out)
@@ -67,19 +78,19 @@ func startLocalDaytona(t *testing.T, args ...string) *localDaytona {
 		select {
 		case l, ok := <-lines:
 			if !ok {
-				t.Fatalf("tether demo daytona exited before printing the export lines: %v", d.waitErr)
+				t.Fatalf("tether demo %s exited before printing the export lines: %v", name, d.waitErr)
 			}
-			if v, ok := strings.CutPrefix(l, "export DAYTONA_API_URL="); ok {
+			if v, ok := strings.CutPrefix(l, "export "+urlVar+"="); ok {
 				d.url = v
 			}
-			if v, ok := strings.CutPrefix(l, "export DAYTONA_API_KEY="); ok {
+			if v, ok := strings.CutPrefix(l, "export "+keyVar+"="); ok {
 				d.key = v
 			}
 		case <-timeout:
-			t.Fatalf("tether demo daytona printed no export lines within %s", waitLimit)
+			t.Fatalf("tether demo %s printed no export lines within %s", name, waitLimit)
 		}
 	}
-	d.addr = strings.TrimSuffix(strings.TrimPrefix(d.url, "http://"), "/api")
+	d.addr = strings.TrimPrefix(d.url, "http://")
 	go func() {
 		for range lines { // keep the pipe flowing
 		}
@@ -87,14 +98,30 @@ func startLocalDaytona(t *testing.T, args ...string) *localDaytona {
 	return d
 }
 
-// ls runs `tether demo daytona ls --addr ADDR ARGS` and returns its stdout.
-func (d *localDaytona) ls(t *testing.T, args ...string) string {
+// ls runs `tether demo NAME ls --addr ADDR ARGS` and returns its stdout.
+func (d *localSim) ls(t *testing.T, args ...string) string {
 	t.Helper()
-	out, err := exec.Command(tetherBin, append([]string{"demo", "daytona", "ls", "--addr", d.addr}, args...)...).Output()
+	out, err := exec.Command(tetherBin, append([]string{"demo", d.name, "ls", "--addr", d.addr}, args...)...).Output()
 	if err != nil {
-		t.Fatalf("tether demo daytona ls: %v", err)
+		t.Fatalf("tether demo %s ls: %v", d.name, err)
 	}
 	return string(out)
+}
+
+// stop sends SIGTERM and wants exit 0.
+func (d *localSim) stop(t *testing.T) {
+	t.Helper()
+	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-d.done:
+	case <-time.After(waitLimit):
+		t.Fatalf("tether demo %s still running %s after SIGTERM", d.name, waitLimit)
+	}
+	if d.waitErr != nil {
+		t.Errorf("exit after SIGTERM: %v, want 0", d.waitErr)
+	}
 }
 
 // row returns the ls line of one sandbox id.
@@ -152,32 +179,22 @@ func TestDemoDaytonaServesTheAPI(t *testing.T) {
 		t.Errorf("ls summary missing:\n%s", out)
 	}
 
-	var rec []simSandbox
+	var rec []providers.DemoSandbox
 	if err := json.Unmarshal([]byte(d.ls(t, "--json")), &rec); err != nil {
 		t.Fatal(err)
 	}
-	resp, err := http.Get("http://" + d.addr + simSandboxesPath)
+	resp, err := http.Get("http://" + d.addr + providers.RecordPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var viaHTTP []simSandbox
+	var viaHTTP []providers.DemoSandbox
 	err = json.NewDecoder(resp.Body).Decode(&viaHTTP)
 	resp.Body.Close()
 	if err != nil || len(rec) != 2 || len(viaHTTP) != 2 || rec[0].ID != gone || rec[0].DeletedBy == "" || rec[1].DeletedBy != "" {
-		t.Errorf("GET %s: %+v (%v); ls --json: %+v", simSandboxesPath, viaHTTP, err, rec)
+		t.Errorf("GET %s: %+v (%v); ls --json: %+v", providers.RecordPath, viaHTTP, err, rec)
 	}
 
-	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-d.done:
-	case <-time.After(waitLimit):
-		t.Fatalf("tether demo daytona still running %s after SIGTERM", waitLimit)
-	}
-	if d.waitErr != nil {
-		t.Errorf("exit after SIGTERM: %v, want 0", d.waitErr)
-	}
+	d.stop(t)
 }
 
 // TestDemoDaytonaTryItLocally is the README's "try it locally": tether run
@@ -242,8 +259,8 @@ func TestDemoDaytonaUsage(t *testing.T) {
 		cmd.Stderr = &stderr
 		err := cmd.Run()
 		var ee *exec.ExitError
-		if !errors.As(err, &ee) || ee.ExitCode() != ExitCodeUsage || !strings.Contains(stderr.String(), tc.want) {
-			t.Errorf("%v: %v, stderr %q; want exit %d naming %q", tc.args, err, stderr.String(), ExitCodeUsage, tc.want)
+		if !errors.As(err, &ee) || ee.ExitCode() != exitCodeUsage || !strings.Contains(stderr.String(), tc.want) {
+			t.Errorf("%v: %v, stderr %q; want exit %d naming %q", tc.args, err, stderr.String(), exitCodeUsage, tc.want)
 		}
 	}
 }

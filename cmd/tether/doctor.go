@@ -12,26 +12,25 @@ import (
 
 	"github.com/tether-run/tether/internal/config"
 	"github.com/tether-run/tether/internal/doctor"
-	"github.com/tether-run/tether/internal/providers"
 )
 
 // Exit codes of `tether doctor`, for a CI job.
 const (
-	// ExitCodeDoctorFailed: a check (or a step of the round trip) failed:
+	// exitCodeDoctorFailed: a check (or a step of the round trip) failed:
 	// tether would not work as configured here.
-	ExitCodeDoctorFailed = 1
-	// ExitCodeDoctorLeftBehind: the round trip could not confirm its
+	exitCodeDoctorFailed = 1
+	// exitCodeDoctorLeftBehind: the round trip could not confirm its
 	// sandbox gone, even after its cleanup: it may still run on the
 	// account (its id is printed). The same code as a drain that leaves
 	// sandboxes live.
-	ExitCodeDoctorLeftBehind = ExitCodeUnresolved
+	exitCodeDoctorLeftBehind = exitCodeUnresolved
 )
 
-// DoctorCommand is `tether doctor`: whether tether will work with this
+// doctorCommand is `tether doctor`: whether tether will work with this
 // account and this machine, checked before it is trusted with sandboxes.
-type DoctorCommand struct{}
+type doctorCommand struct{}
 
-func (*DoctorCommand) Synopsis() string {
+func (*doctorCommand) Synopsis() string {
 	return "check the Daytona account, the E2B team and the journal tether would use (--live: one real round trip)"
 }
 
@@ -64,12 +63,12 @@ is its authenticated read.) Each step is printed with its latency
 and a verdict (ok, warn, FAIL, skip). Without --live nothing is changed
 on the account.
 
-Exit: 0 when no check failed (warnings allowed), ` + fmt.Sprint(ExitCodeDoctorFailed) + ` when one failed,
-` + fmt.Sprint(ExitCodeDoctorLeftBehind) + ` when the --live round trip could not confirm its sandbox gone (its id is
-printed: delete it by hand), ` + fmt.Sprint(ExitCodeUsage) + ` for a usage error.
+Exit: 0 when no check failed (warnings allowed), ` + fmt.Sprint(exitCodeDoctorFailed) + ` when one failed,
+` + fmt.Sprint(exitCodeDoctorLeftBehind) + ` when the --live round trip could not confirm its sandbox gone (its id is
+printed: delete it by hand), ` + fmt.Sprint(exitCodeUsage) + ` for a usage error.
 `
 
-func (*DoctorCommand) Run(ctx context.Context, args []string) error {
+func (*doctorCommand) Run(ctx context.Context, args []string) error {
 	cfg := config.Default()
 	fs := newFlags("doctor", doctorUsage)
 	envErr := cfg.Bind(fs, config.Journal)
@@ -94,11 +93,10 @@ func (*DoctorCommand) Run(ctx context.Context, args []string) error {
 	if *verbose {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	// Daytona's settings as tether run reads them (.env files included);
-	// a file it ignores is said on stderr.
-	env := providers.DaytonaSettings(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), slog.LevelDebug)
-	o := doctor.Options{Journal: cfg.Journal, JournalFrom: from, Live: *live, CallTimeout: *callTimeout, Logger: log,
-		Getenv: env.Get, Origin: env.Origin, E2B: e2bSettings()}
+	// Each provider reads its settings as tether run does; what is wrong
+	// with where they come from (an .env file ignored) is said on stderr.
+	warnings := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	o := doctor.Options{Journal: cfg.Journal, JournalFrom: from, Live: *live, CallTimeout: *callTimeout, Logger: log, Warnings: warnings}
 	if !*asJSON {
 		o.Report = func(s doctor.Step) { writeStep(stdout, s) }
 	}
@@ -111,17 +109,11 @@ func (*DoctorCommand) Run(ctx context.Context, args []string) error {
 	}
 	switch {
 	case len(res.LeftBehind) > 0:
-		return &ExitError{Code: ExitCodeDoctorLeftBehind}
+		return &exitError{Code: exitCodeDoctorLeftBehind}
 	case res.Failed():
-		return &ExitError{Code: ExitCodeDoctorFailed}
+		return &exitError{Code: exitCodeDoctorFailed}
 	}
 	return nil
-}
-
-// e2bSettings are tether's own E2B settings as tether run would read them.
-func e2bSettings() doctor.E2BSettings {
-	st, err := config.E2BFromEnv()
-	return doctor.E2BSettings{MaxTimeout: st.E2BMaxTimeout, Proxy: st.E2BProxy, Err: err}
 }
 
 // writeStep is one line: verdict, name, latency, detail.
@@ -157,7 +149,7 @@ func writeVerdict(w io.Writer, res doctor.Result, live bool) {
 	case !live:
 		fmt.Fprintf(w, "verdict: ready%s; `tether doctor --live` proves it with one sandbox on the account\n", warnings(warned))
 	case !roundTrip:
-		fmt.Fprintf(w, "verdict: ready%s; no sandbox was created: the round trip is Daytona's\n", warnings(warned))
+		fmt.Fprintf(w, "verdict: ready%s; no sandbox was created: no provider checked here makes a round trip\n", warnings(warned))
 	default:
 		fmt.Fprintf(w, "verdict: ready%s: a sandbox was created, drained and confirmed gone on this account\n", warnings(warned))
 	}

@@ -70,7 +70,7 @@ func TestDoctorExitCodes(t *testing.T) {
 	t.Cleanup(srv.Close)
 	srv.AddKeyWithPermissions(doctorKey, daytonatest.DefaultOrg, daytonatest.PermWriteSandboxes)
 	out, _, code := tetherCmd(t, doctorEnv(t, srv.URL), "doctor", "--live")
-	if code != ExitCodeDoctorFailed || !strings.Contains(out, "lacks delete:sandboxes") || !strings.Contains(out, "fix permissions") {
+	if code != exitCodeDoctorFailed || !strings.Contains(out, "lacks delete:sandboxes") || !strings.Contains(out, "fix permissions") {
 		t.Fatalf("no delete permission: exit %d:\n%s", code, out)
 	}
 	if n := srv.Calls()[daytonatest.RouteCreate]; n != 0 {
@@ -84,12 +84,12 @@ func TestDoctorExitCodes(t *testing.T) {
 	dead := "http://" + ln.Addr().String() + "/api"
 	ln.Close()
 	out, _, code = tetherCmd(t, doctorEnv(t, dead), "doctor")
-	if code != ExitCodeDoctorFailed || !strings.Contains(out, "unreachable") || !strings.Contains(out, "connection refused") {
+	if code != exitCodeDoctorFailed || !strings.Contains(out, "unreachable") || !strings.Contains(out, "connection refused") {
 		t.Fatalf("unreachable: exit %d:\n%s", code, out)
 	}
 
 	_, errOut, code := tetherCmd(t, nil, "doctor", "--bogus")
-	if code != ExitCodeUsage || !strings.Contains(errOut, "see tether doctor -h") {
+	if code != exitCodeUsage || !strings.Contains(errOut, "see tether doctor -h") {
 		t.Fatalf("usage error: exit %d: %s", code, errOut)
 	}
 }
@@ -118,7 +118,7 @@ func TestDoctorTLS(t *testing.T) {
 	os.WriteFile(empty, []byte{}, 0o644)
 	env = append(doctorEnv(t, ts.URL+"/api"), "SSL_CERT_FILE="+empty, "SSL_CERT_DIR="+t.TempDir())
 	out, _, code = tetherCmd(t, env, "doctor")
-	if code != ExitCodeDoctorFailed || !strings.Contains(out, "FAIL  tls") {
+	if code != exitCodeDoctorFailed || !strings.Contains(out, "FAIL  tls") {
 		t.Fatalf("no bundle with the server's CA: exit %d:\n%s", code, out)
 	}
 }
@@ -159,7 +159,7 @@ func TestDoctorE2BLines(t *testing.T) {
 
 	bad := append(doctorEnv(t, dsrv.URL), "E2B_API_KEY=e2b_revoked_0123456789abcdef", "E2B_API_URL="+srv.URL)
 	out, _, code = tetherCmd(t, bad, "doctor")
-	if code != ExitCodeDoctorFailed || !strings.Contains(out, "FAIL  e2b api") || !strings.Contains(out, "credentials are refused") || !strings.Contains(out, "fix e2b api") {
+	if code != exitCodeDoctorFailed || !strings.Contains(out, "FAIL  e2b api") || !strings.Contains(out, "credentials are refused") || !strings.Contains(out, "fix e2b api") {
 		t.Fatalf("a key E2B refuses: exit %d:\n%s", code, out)
 	}
 

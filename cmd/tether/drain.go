@@ -15,19 +15,19 @@ import (
 	"github.com/tether-run/tether/journal"
 )
 
-// DefaultOfflineDrainTimeout is the deadline of `tether drain`: no docker
+// defaultOfflineDrainTimeout is the deadline of `tether drain`: no docker
 // stop is waiting, so it can afford longer than the in-container drain.
-const DefaultOfflineDrainTimeout = 2 * time.Minute
+const defaultOfflineDrainTimeout = 2 * time.Minute
 
-// ExitCodeUnresolved is the exit code of `tether drain` (and of `tether
+// exitCodeUnresolved is the exit code of `tether drain` (and of `tether
 // run --on-unresolved=exit-code`) when intents were left live.
-const ExitCodeUnresolved = config.UnresolvedExitCode
+const exitCodeUnresolved = config.UnresolvedExitCode
 
-// DrainCommand is `tether drain --journal PATH`: resolve a journal offline,
+// drainCommand is `tether drain --journal PATH`: resolve a journal offline,
 // e.g. from a host cron after a container died with its journal on a volume.
-type DrainCommand struct{}
+type drainCommand struct{}
 
-func (*DrainCommand) Synopsis() string {
+func (*drainCommand) Synopsis() string {
 	return "resolve every live intent of a journal now (no child), and report"
 }
 
@@ -48,16 +48,16 @@ falls after the deadline, the drain stops early (after ` + sidecar.DrainNameWait
 so. Before any call it checks each provider once: a URL nothing answers at
 (connection refused, a host that does not resolve) or a setup error
 (credentials, certificates) ends it at once, with nothing done, when no
-provider passes; when one of two fails, its intents stay live (exit ` + fmt.Sprint(ExitCodeUnresolved) + `).
-Exit: 0 when nothing live is left, ` + fmt.Sprint(ExitCodeUnresolved) + ` when intents stay live (quarantined
-records count as live), ` + fmt.Sprint(ExitCodeUsage) + ` for a usage error, a journal that cannot be opened, a
+provider passes; when one of two fails, its intents stay live (exit ` + fmt.Sprint(exitCodeUnresolved) + `).
+Exit: 0 when nothing live is left, ` + fmt.Sprint(exitCodeUnresolved) + ` when intents stay live (quarantined
+records count as live), ` + fmt.Sprint(exitCodeUsage) + ` for a usage error, a journal that cannot be opened, a
 spool directory that cannot be used, or a provider that cannot be reached or
 used (nothing done).
 `
 
-func (*DrainCommand) Run(ctx context.Context, args []string) error {
+func (*drainCommand) Run(ctx context.Context, args []string) error {
 	cfg := config.Default()
-	cfg.DrainTimeout = DefaultOfflineDrainTimeout
+	cfg.DrainTimeout = defaultOfflineDrainTimeout
 	fs := newFlags("drain", drainUsage)
 	envErr := cfg.Bind(fs, config.Journal, config.SpoolDir, config.Drain, config.Log)
 	salvageTo := fs.String("salvage-to", "", "copy what is readable of a damaged --journal into this new journal (same owner id; the damaged file is only read), then drain the new one")
@@ -66,28 +66,28 @@ func (*DrainCommand) Run(ctx context.Context, args []string) error {
 	}
 	if _, err := os.Stat(cfg.Journal); err != nil {
 		// Never create an empty journal where the operator expected one.
-		return &ExitError{Code: ExitCodeUsage, Err: fmt.Errorf("drain: journal %s: %w", cfg.Journal, err)}
+		return &exitError{Code: exitCodeUsage, Err: fmt.Errorf("drain: journal %s: %w", cfg.Journal, err)}
 	}
 	log := newLogger(cfg, os.Stderr)
 	// Credentials first: a salvage followed by a drain that cannot run
 	// would leave the new file behind for nothing.
 	ps := sidecar.OpenProviders(cfg, log)
 	if err := ps.Err(); err != nil {
-		return &ExitError{Code: ExitCodeUsage, Err: fmt.Errorf("drain: %w", err)}
+		return &exitError{Code: exitCodeUsage, Err: fmt.Errorf("drain: %w", err)}
 	}
 	if *salvageTo != "" {
 		if err := salvage(cfg.Journal, *salvageTo, os.Stderr); err != nil {
-			return &ExitError{Code: ExitCodeUsage, Err: fmt.Errorf("drain: %w", err)}
+			return &exitError{Code: exitCodeUsage, Err: fmt.Errorf("drain: %w", err)}
 		}
 		cfg.Journal = *salvageTo
 	}
 	j, err := sidecar.OpenJournal(cfg, log)
 	if err != nil {
-		return &ExitError{Code: ExitCodeUsage, Err: fmt.Errorf("drain: %w", err)}
+		return &exitError{Code: exitCodeUsage, Err: fmt.Errorf("drain: %w", err)}
 	}
 	defer j.Close()
 	if err := sidecar.TakeSpool(ctx, cfg, j, ps, log); err != nil {
-		return &ExitError{Code: ExitCodeUsage, Err: fmt.Errorf("drain: %w", err)}
+		return &exitError{Code: exitCodeUsage, Err: fmt.Errorf("drain: %w", err)}
 	}
 	_, err = sidecar.DrainProviders(ctx, cfg, j, ps, log, os.Stderr)
 	// What ended before the retention goes now (the journal's own pruning
@@ -100,10 +100,10 @@ func (*DrainCommand) Run(ctx context.Context, args []string) error {
 	}
 	if err != nil {
 		if errors.Is(err, reaper.ErrUnresolved) {
-			return &ExitError{Code: ExitCodeUnresolved}
+			return &exitError{Code: exitCodeUnresolved}
 		}
 		if errors.Is(err, reaper.ErrNothingDone) {
-			return &ExitError{Code: ExitCodeUsage, Err: fmt.Errorf("drain: %w", err)}
+			return &exitError{Code: exitCodeUsage, Err: fmt.Errorf("drain: %w", err)}
 		}
 		return err
 	}

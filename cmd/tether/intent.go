@@ -19,22 +19,22 @@ import (
 	"github.com/tether-run/tether/internal/intake/spooldir"
 )
 
-// DefaultIntentTimeout bounds one `tether intent` call. It exceeds the
+// defaultIntentTimeout bounds one `tether intent` call. It exceeds the
 // server's own bound on a DELETE (socket.DefaultDeleteTimeout) so the client
 // sees tether's 504 rather than its own timeout.
-const DefaultIntentTimeout = 60 * time.Second
+const defaultIntentTimeout = 60 * time.Second
 
-// ExitCodeRefused is the exit code of `tether intent` when tether answered
+// exitCodeRefused is the exit code of `tether intent` when tether answered
 // with an error (4xx or 5xx); the error is printed.
-const ExitCodeRefused = 1
+const exitCodeRefused = 1
 
-// IntentCommand is `tether intent new|observe|release|delete|ls|get`: the
+// intentCommand is `tether intent new|observe|release|delete|ls|get`: the
 // client of the intent API for shell runners. It speaks $TETHER_SOCKET; with
 // only $TETHER_SPOOL set it writes spool files instead (new, observe,
 // release, delete), which tether takes when it is up.
-type IntentCommand struct{}
+type intentCommand struct{}
 
-func (*IntentCommand) Synopsis() string {
+func (*intentCommand) Synopsis() string {
 	return "declare, observe, release, delete or list sandbox intents"
 }
 
@@ -160,9 +160,9 @@ var intentSubs = map[string]intentSub{
 	},
 }
 
-func (c *IntentCommand) Run(ctx context.Context, args []string) error {
+func (c *intentCommand) Run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return &ExitError{Code: ExitCodeUsage, Err: errors.New("intent: which subcommand? new, observe, release, delete, ls or get (see tether intent -h)")}
+		return &exitError{Code: exitCodeUsage, Err: errors.New("intent: which subcommand? new, observe, release, delete, ls or get (see tether intent -h)")}
 	}
 	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprint(stdout, intentUsage)
@@ -171,12 +171,12 @@ func (c *IntentCommand) Run(ctx context.Context, args []string) error {
 	name, args := args[0], args[1:]
 	sub, ok := intentSubs[name]
 	if !ok {
-		return &ExitError{Code: ExitCodeUsage, Err: fmt.Errorf("intent: unknown subcommand %q (see tether intent -h)", name)}
+		return &exitError{Code: exitCodeUsage, Err: fmt.Errorf("intent: unknown subcommand %q (see tether intent -h)", name)}
 	}
 	fs := newFlags("intent "+name, intentUsage)
 	socket := fs.String("socket", os.Getenv(config.EnvSocket), "intent API socket ($"+config.EnvSocket+")")
 	spoolDir := fs.String("spool", os.Getenv(config.EnvSpool), "spool directory, used when no socket is set ($"+config.EnvSpool+")")
-	timeout := fs.Duration("timeout", DefaultIntentTimeout, "bound on the whole call")
+	timeout := fs.Duration("timeout", defaultIntentTimeout, "bound on the whole call")
 	a := &intentArgs{labels: map[string]string{}}
 	if sub.flags != nil {
 		sub.flags(fs, a)
@@ -228,21 +228,21 @@ func (c *IntentCommand) Run(ctx context.Context, args []string) error {
 func spoolNew(dir string, a *intentArgs) error {
 	owner := os.Getenv(config.EnvOwner)
 	if owner == "" {
-		return &ExitError{Code: ExitCodeUsage, Err: fmt.Errorf("intent new: without a socket, $%s must be set (tether run gives it to the child): the sandbox must carry the owner label", config.EnvOwner)}
+		return &exitError{Code: exitCodeUsage, Err: fmt.Errorf("intent new: without a socket, $%s must be set (tether run gives it to the child): the sandbox must carry the owner label", config.EnvOwner)}
 	}
 	scope, err := config.ParseLabels(os.Getenv(config.EnvLabels))
 	if os.Getenv(config.EnvLabels) == "" {
 		scope, err = nil, nil
 	}
 	if err != nil {
-		return &ExitError{Code: ExitCodeUsage, Err: fmt.Errorf("intent new: $%s: %w", config.EnvLabels, err)}
+		return &exitError{Code: exitCodeUsage, Err: fmt.Errorf("intent new: $%s: %w", config.EnvLabels, err)}
 	}
 	id := a.key
 	if id == "" {
 		id = strings.ToLower(ulid.Make().String())
 	}
 	if err := intent.ValidateIntentID(id); err != nil {
-		return &ExitError{Code: ExitCodeUsage, Err: fmt.Errorf("intent new: --key: without a socket the key is the intent id, and so the sandbox name: %w", err)}
+		return &exitError{Code: exitCodeUsage, Err: fmt.Errorf("intent new: --key: without a socket the key is the intent id, and so the sandbox name: %w", err)}
 	}
 	f := spooldir.FileOp{Op: spooldir.OpIntent, ID: id, Labels: a.labels, OnDrain: intent.OnDrain(a.onDrain), Provider: a.provider}
 	if err := writeSpool(dir, f); err != nil {
@@ -281,7 +281,7 @@ func printJSON(v any) {
 func refusedOrFailed(err error) error {
 	var e *client.Error
 	if errors.As(err, &e) {
-		return &ExitError{Code: ExitCodeRefused, Err: fmt.Errorf("intent: %w", err)}
+		return &exitError{Code: exitCodeRefused, Err: fmt.Errorf("intent: %w", err)}
 	}
 	return fmt.Errorf("intent: %w", err)
 }

@@ -90,7 +90,7 @@ func TestIntentCommandOverSocket(t *testing.T) {
 	}
 	// Refused by tether: exit 1 and the reason printed.
 	_, errOut, code = tetherIntent(t, env, "observe", in.ID, "sb-2")
-	if code != ExitCodeRefused || !strings.Contains(errOut, "409") || !strings.Contains(errOut, "already observed") {
+	if code != exitCodeRefused || !strings.Contains(errOut, "409") || !strings.Contains(errOut, "already observed") {
 		t.Fatalf("observe other: %d %s", code, errOut)
 	}
 	out, _, code = tetherIntent(t, env, "ls")
@@ -117,7 +117,7 @@ func TestIntentCommandOverSocket(t *testing.T) {
 		t.Fatalf("delete: %d %s %s", code, out, errOut)
 	}
 	_, errOut, code = tetherIntent(t, env, "get", "01arz3ndektsv4rrffq69g5fav")
-	if code != ExitCodeRefused || !strings.Contains(errOut, "404") {
+	if code != exitCodeRefused || !strings.Contains(errOut, "404") {
 		t.Fatalf("get unknown: %d %s", code, errOut)
 	}
 }
@@ -144,8 +144,8 @@ func TestIntentCommandUsage(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, errOut, code := tetherIntent(t, tc.env, tc.args...)
-			if code != ExitCodeUsage || !strings.Contains(errOut, tc.says) {
-				t.Fatalf("exit %d, stderr %q; want %d saying %q", code, errOut, ExitCodeUsage, tc.says)
+			if code != exitCodeUsage || !strings.Contains(errOut, tc.says) {
+				t.Fatalf("exit %d, stderr %q; want %d saying %q", code, errOut, exitCodeUsage, tc.says)
 			}
 		})
 	}
@@ -184,7 +184,7 @@ func TestIntentCommandSpool(t *testing.T) {
 	if _, errOut, code := tetherIntent(t, env, "release", "my-run"); code != 0 {
 		t.Fatalf("release: %d %s", code, errOut)
 	}
-	if _, _, code := tetherIntent(t, env, "new", "--key", "Not Valid"); code != ExitCodeUsage {
+	if _, _, code := tetherIntent(t, env, "new", "--key", "Not Valid"); code != exitCodeUsage {
 		t.Fatalf("invalid client id accepted: %d", code)
 	}
 	entries, _ := os.ReadDir(dir)

@@ -17,55 +17,55 @@ import (
 	"github.com/tether-run/tether/supervisor"
 )
 
-// Command is one subcommand. Run returns nil for exit 0, an *ExitError for a
+// command is one subcommand. Run returns nil for exit 0, an *exitError for a
 // chosen exit code, or any other error for tether's own failure (exit 125).
-type Command interface {
+type command interface {
 	Run(ctx context.Context, args []string) error
 	Synopsis() string
 }
 
 // commands maps each subcommand name to its implementation.
-var commands = map[string]Command{
-	"version": &VersionCommand{},
-	"run":     &RunCommand{},
-	"intent":  &IntentCommand{},
-	"demo":    &DemoCommand{},
-	"drain":   &DrainCommand{},
-	"status":  &StatusCommand{}, // status.go
-	"sweep":   &SweepCommand{},  // sweep.go
-	"doctor":  &DoctorCommand{}, // doctor.go
+var commands = map[string]command{
+	"version": &versionCommand{},
+	"run":     &runCommand{},
+	"intent":  &intentCommand{},
+	"demo":    &demoCommand{},
+	"drain":   &drainCommand{},
+	"status":  &statusCommand{}, // status.go
+	"sweep":   &sweepCommand{},  // sweep.go
+	"doctor":  &doctorCommand{}, // doctor.go
 }
 
-// ExitCodeUsage is tether's exit code for its own errors: bad flags, no
+// exitCodeUsage is tether's exit code for its own errors: bad flags, no
 // command, a journal it cannot open (supervisor.ExitCodeOwnError).
-const ExitCodeUsage = supervisor.ExitCodeOwnError
+const exitCodeUsage = supervisor.ExitCodeOwnError
 
-// ExitError carries an exit code chosen by a subcommand (e.g. the child's).
+// exitError carries an exit code chosen by a subcommand (e.g. the child's).
 // Err, if set, is printed; a nil Err exits silently with Code.
-type ExitError struct {
+type exitError struct {
 	Code int
 	Err  error
 }
 
-func (e *ExitError) Error() string {
+func (e *exitError) Error() string {
 	if e.Err == nil {
 		return fmt.Sprintf("exit status %d", e.Code)
 	}
 	return e.Err.Error()
 }
 
-func (e *ExitError) Unwrap() error { return e.Err }
+func (e *exitError) Unwrap() error { return e.Err }
 
 func main() {
-	os.Exit(Main(context.Background(), os.Args[1:]))
+	os.Exit(runMain(context.Background(), os.Args[1:]))
 }
 
-// Main runs the subcommand named by args[0] and returns the process exit code.
-func Main(ctx context.Context, args []string) int {
+// runMain runs the subcommand named by args[0] and returns the process exit code.
+func runMain(ctx context.Context, args []string) int {
 	switch {
 	case len(args) == 0:
 		usage(os.Stderr)
-		return ExitCodeUsage
+		return exitCodeUsage
 	case args[0] == "-h" || args[0] == "--help" || args[0] == "help":
 		usage(stdout)
 		return 0
@@ -75,7 +75,7 @@ func Main(ctx context.Context, args []string) int {
 	cmd, ok := commands[args[0]]
 	if !ok {
 		fmt.Fprintf(os.Stderr, "tether: unknown command %q (see tether -h)\n", args[0])
-		return ExitCodeUsage
+		return exitCodeUsage
 	}
 	err := cmd.Run(ctx, args[1:])
 	return exitCode(err)
@@ -85,7 +85,7 @@ func exitCode(err error) int {
 	if err == nil {
 		return 0
 	}
-	var ee *ExitError
+	var ee *exitError
 	if errors.As(err, &ee) {
 		if ee.Err != nil {
 			fmt.Fprintf(os.Stderr, "tether: %v\n", ee.Err)
@@ -93,7 +93,7 @@ func exitCode(err error) int {
 		return ee.Code
 	}
 	fmt.Fprintf(os.Stderr, "tether: %v\n", err)
-	return ExitCodeUsage
+	return exitCodeUsage
 }
 
 func usage(w io.Writer) {

@@ -12,11 +12,11 @@ import (
 	"github.com/tether-run/tether/supervisor"
 )
 
-// RunCommand is `tether run [flags] -- CMD [ARGS...]`: it runs the agent
+// runCommand is `tether run [flags] -- CMD [ARGS...]`: it runs the agent
 // runner as its child and exits with the child's exit status.
-type RunCommand struct{}
+type runCommand struct{}
 
-func (*RunCommand) Synopsis() string { return "run a command under tether's supervision" }
+func (*runCommand) Synopsis() string { return "run a command under tether's supervision" }
 
 const runUsage = `Usage: tether run [flags] -- CMD [ARGS...]
 
@@ -25,7 +25,7 @@ zombies (as PID 1 or subreaper), serves the intent API to it, drains every
 live intent when it ends, and exits with its exit code.
 `
 
-func (*RunCommand) Run(ctx context.Context, args []string) error {
+func (*runCommand) Run(ctx context.Context, args []string) error {
 	cfg := config.Default()
 	fs := newFlags("run", runUsage)
 	envErr := cfg.Bind(fs, config.All, config.Metrics)
@@ -43,28 +43,28 @@ func (*RunCommand) Run(ctx context.Context, args []string) error {
 	logger := newLogger(cfg, os.Stderr)
 	sc, err := sidecar.Open(cfg, sidecar.Options{Logger: logger, Version: version(), Report: os.Stderr})
 	if err != nil {
-		return &ExitError{Code: ExitCodeUsage, Err: fmt.Errorf("run: %w", err)}
+		return &exitError{Code: exitCodeUsage, Err: fmt.Errorf("run: %w", err)}
 	}
 	defer sc.Close()
 	if err := sc.Listen(); err != nil {
-		return &ExitError{Code: ExitCodeUsage, Err: fmt.Errorf("run: %w", err)}
+		return &exitError{Code: exitCodeUsage, Err: fmt.Errorf("run: %w", err)}
 	}
 	st, err := sc.Run(ctx, command, signals)
 	if st.Code == 0 && cfg.OnUnresolved == "exit-code" && sc.Unresolved() > 0 {
-		return &ExitError{Code: ExitCodeUnresolved}
+		return &exitError{Code: exitCodeUnresolved}
 	}
 	if err != nil {
 		// tether's own failure; the child's status still wins when it ran.
 		logger.Error("tether failed", "err", err)
 		if st.Code == 0 {
-			return &ExitError{Code: ExitCodeUsage, Err: err}
+			return &exitError{Code: exitCodeUsage, Err: err}
 		}
 	}
 	if st.Code == 0 {
 		return nil
 	}
 	// The reason a child could not be started is already logged.
-	return &ExitError{Code: st.Code}
+	return &exitError{Code: st.Code}
 }
 
 // newLogger writes tether's logs to w (stderr), never to the child's stdout.

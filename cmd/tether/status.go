@@ -22,14 +22,14 @@ import (
 
 // Settings of `tether status`.
 const (
-	// DefaultStatusRecent is how many finished intents status shows after
+	// defaultStatusRecent is how many finished intents status shows after
 	// the live ones.
-	DefaultStatusRecent = 20
-	// DefaultStatusLimit is how many live intents one page of status shows;
+	defaultStatusRecent = 20
+	// defaultStatusLimit is how many live intents one page of status shows;
 	// the counts by state cover them all.
-	DefaultStatusLimit = 50
-	// DefaultStatusTimeout bounds the whole status call over the socket.
-	DefaultStatusTimeout = 10 * time.Second
+	defaultStatusLimit = 50
+	// defaultStatusTimeout bounds the whole status call over the socket.
+	defaultStatusTimeout = 10 * time.Second
 	// statusErrorWidth truncates the last error in the table (--json has it whole).
 	statusErrorWidth = 72
 )
@@ -40,11 +40,11 @@ var finishedStates = []intent.State{intent.Gone, intent.Stopped, intent.Released
 // liveStates are the states of an unresolved intent, in the order counted.
 var liveStates = []intent.State{intent.Pending, intent.Observed, intent.Releasing}
 
-// StatusCommand is `tether status`: what a journal holds, read beside a
+// statusCommand is `tether status`: what a journal holds, read beside a
 // running tether (through its socket) or from a journal left behind.
-type StatusCommand struct{}
+type statusCommand struct{}
 
-func (*StatusCommand) Synopsis() string {
+func (*statusCommand) Synopsis() string {
 	return "show the live and recently finished intents of a journal"
 }
 
@@ -94,17 +94,17 @@ type statusQuery struct {
 	all           bool
 }
 
-func (*StatusCommand) Run(ctx context.Context, args []string) error {
+func (*statusCommand) Run(ctx context.Context, args []string) error {
 	cfg := config.Default()
 	fs := newFlags("status", statusUsage)
 	envErr := cfg.Bind(fs, config.Journal)
 	socket := fs.String("socket", os.Getenv(config.EnvSocket), "socket of a running tether to ask ($"+config.EnvSocket+"; default: the socket tether run listens on, if one is there)")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of the table")
-	recent := fs.Int("recent", DefaultStatusRecent, "finished intents to show after the live ones (0: none)")
-	limit := fs.Int("limit", DefaultStatusLimit, "live intents to show on one page (1 to "+fmt.Sprint(intent.MaxPageLimit)+")")
+	recent := fs.Int("recent", defaultStatusRecent, "finished intents to show after the live ones (0: none)")
+	limit := fs.Int("limit", defaultStatusLimit, "live intents to show on one page (1 to "+fmt.Sprint(intent.MaxPageLimit)+")")
 	token := fs.String("page-token", "", "show the page of live intents that starts after this one (the next-page token status printed)")
 	all := fs.Bool("all", false, "show every live intent, not one page")
-	timeout := fs.Duration("timeout", DefaultStatusTimeout, "bound on the whole call")
+	timeout := fs.Duration("timeout", defaultStatusTimeout, "bound on the whole call")
 	if err := parseConfig(fs, args, 0, &cfg, envErr); err != nil {
 		return helped(err)
 	}
@@ -124,7 +124,7 @@ func (*StatusCommand) Run(ctx context.Context, args []string) error {
 	q := statusQuery{recent: *recent, limit: *limit, token: *token, all: *all}
 	rep, err := readStatus(ctx, cfg.Journal, journalGiven, *socket, q)
 	if err != nil {
-		return &ExitError{Code: ExitCodeUsage, Err: fmt.Errorf("status: %w", err)}
+		return &exitError{Code: exitCodeUsage, Err: fmt.Errorf("status: %w", err)}
 	}
 	if *asJSON {
 		b, _ := json.MarshalIndent(rep, "", "  ")

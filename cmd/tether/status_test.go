@@ -130,7 +130,7 @@ func TestStatusOfADeadJournal(t *testing.T) {
 	// No journal there: an error, and no journal made.
 	missing := filepath.Join(t.TempDir(), "none.db")
 	_, errOut, code = tetherCmd(t, nil, "status", "--journal", missing)
-	if code != ExitCodeUsage || !strings.Contains(errOut, missing) {
+	if code != exitCodeUsage || !strings.Contains(errOut, missing) {
 		t.Fatalf("missing journal: exit %d: %s", code, errOut)
 	}
 	if _, err := os.Stat(missing); !errors.Is(err, os.ErrNotExist) {
@@ -187,7 +187,7 @@ func TestStatusBesideARunningTether(t *testing.T) {
 	}
 	start := time.Now()
 	_, errOut, code = tetherCmd(t, nil, "status", "--journal", journalPath)
-	if code != ExitCodeUsage || !strings.Contains(errOut, "held by a running tether") {
+	if code != exitCodeUsage || !strings.Contains(errOut, "held by a running tether") {
 		t.Fatalf("held journal: exit %d: %s", code, errOut)
 	}
 	if el := time.Since(start); el > waitLimit {
@@ -261,7 +261,7 @@ func TestStatusPages(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(out), &rep) != nil || len(rep.Live) != n || rep.NextPageToken != "" {
 		t.Fatalf("--all: exit %d, %d live, next %q", code, len(rep.Live), rep.NextPageToken)
 	}
-	if _, errOut, code := tetherCmd(t, nil, "status", "--journal", journalPath, "--all", "--page-token", "x"); code != ExitCodeUsage || !strings.Contains(errOut, "--all and --page-token") {
+	if _, errOut, code := tetherCmd(t, nil, "status", "--journal", journalPath, "--all", "--page-token", "x"); code != exitCodeUsage || !strings.Contains(errOut, "--all and --page-token") {
 		t.Fatalf("--all with --page-token: exit %d: %s", code, errOut)
 	}
 }

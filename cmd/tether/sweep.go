@@ -19,11 +19,11 @@ import (
 	"github.com/tether-run/tether/provider"
 )
 
-// SweepCommand is `tether sweep`: the fleet-level backstop for sandboxes
+// sweepCommand is `tether sweep`: the fleet-level backstop for sandboxes
 // whose journal is gone with its container and volume.
-type SweepCommand struct{}
+type sweepCommand struct{}
 
-func (*SweepCommand) Synopsis() string {
+func (*sweepCommand) Synopsis() string {
 	return "find and delete stale tether sandboxes in the Daytona account (dry run unless --yes)"
 }
 
@@ -45,11 +45,11 @@ again (still the same sandbox, still tether's, still stale), and waits until
 the provider confirms it gone (404). Rate limits are honoured (Retry-After).
 
 Exit: 0 when every stale sandbox was deleted (or, in a dry run, listed),
-` + fmt.Sprint(ExitCodeUnresolved) + ` when some were not confirmed deleted, ` + fmt.Sprint(ExitCodeUsage) + ` for a usage error, missing
+` + fmt.Sprint(exitCodeUnresolved) + ` when some were not confirmed deleted, ` + fmt.Sprint(exitCodeUsage) + ` for a usage error, missing
 credentials, or an account that could not be listed.
 `
 
-func (*SweepCommand) Run(ctx context.Context, args []string) error {
+func (*sweepCommand) Run(ctx context.Context, args []string) error {
 	cfg := config.Default()
 	fs := newFlags("sweep", sweepUsage)
 	envErr := cfg.Bind(fs, config.Sweep, config.Log)
@@ -63,7 +63,7 @@ func (*SweepCommand) Run(ctx context.Context, args []string) error {
 	log := newLogger(cfg, os.Stderr)
 	prov, err := sidecar.OpenProviders(cfg, log).Provider(*provName)
 	if err != nil {
-		return &ExitError{Code: ExitCodeUsage, Err: fmt.Errorf("sweep: %w", err)}
+		return &exitError{Code: exitCodeUsage, Err: fmt.Errorf("sweep: %w", err)}
 	}
 	r := &reaper.Reaper{Providers: provider.NewSet(prov), Logger: log, Concurrency: cfg.SweepConcurrency}
 	rule := reaper.SweepRule{Provider: prov.Name(), Owner: cfg.SweepOwner, Labels: cfg.Labels, OlderThan: cfg.SweepOlderThan, IdleFor: cfg.SweepIdleFor}
@@ -72,7 +72,7 @@ func (*SweepCommand) Run(ctx context.Context, args []string) error {
 	log.Info("sweep: listing the account", "deadline", time.Now().Add(cfg.SweepTimeout).Format(time.TimeOnly), "dry_run", !*yes)
 	rep, err := r.Sweep(ctx, rule, *yes)
 	if err != nil && !errors.Is(err, reaper.ErrSweepIncomplete) {
-		return &ExitError{Code: ExitCodeUsage, Err: err}
+		return &exitError{Code: exitCodeUsage, Err: err}
 	}
 	if *asJSON {
 		b, _ := json.MarshalIndent(rep, "", "  ")
@@ -81,7 +81,7 @@ func (*SweepCommand) Run(ctx context.Context, args []string) error {
 		writeSweep(stdout, rep, rule, time.Now())
 	}
 	if err != nil {
-		return &ExitError{Code: ExitCodeUnresolved, Err: err}
+		return &exitError{Code: exitCodeUnresolved, Err: err}
 	}
 	return nil
 }

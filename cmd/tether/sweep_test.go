@@ -72,7 +72,7 @@ func TestSweepCommand(t *testing.T) {
 
 	// Without credentials: a clear error, exit 125.
 	_, errOut, code = tetherCmd(t, []string{"DAYTONA_API_KEY=", "DAYTONA_JWT_TOKEN="}, "sweep")
-	if code != ExitCodeUsage || !strings.Contains(errOut, "DAYTONA_API_KEY") {
+	if code != exitCodeUsage || !strings.Contains(errOut, "DAYTONA_API_KEY") {
 		t.Fatalf("no credentials: exit %d: %s", code, errOut)
 	}
 }

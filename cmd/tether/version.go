@@ -6,16 +6,17 @@ import (
 	"runtime/debug"
 )
 
-// Version is set at build time with -ldflags "-X main.Version=v1.2.3";
-// otherwise it comes from the module's build info.
-var Version = ""
+// releaseVersion is set at build time with -ldflags "-X
+// main.releaseVersion=v1.2.3"; otherwise the version comes from the
+// module's build info.
+var releaseVersion = ""
 
-// VersionCommand prints tether's version.
-type VersionCommand struct{}
+// versionCommand prints tether's version.
+type versionCommand struct{}
 
-func (*VersionCommand) Synopsis() string { return "print tether's version and VCS revision" }
+func (*versionCommand) Synopsis() string { return "print tether's version and VCS revision" }
 
-func (*VersionCommand) Run(ctx context.Context, args []string) error {
+func (*versionCommand) Run(ctx context.Context, args []string) error {
 	fs := newFlags("version", "Usage: tether version\n\nPrints the module version and, when the binary was built from a\ncheckout, the VCS revision (with +dirty for uncommitted changes).\n")
 	if err := parseFlags(fs, args, 0); err != nil {
 		return helped(err)
@@ -24,11 +25,11 @@ func (*VersionCommand) Run(ctx context.Context, args []string) error {
 	return nil
 }
 
-// version is the module version: -X main.Version, the build info's module
+// version is the module version: -X main.releaseVersion, the build info's module
 // version, or "dev" for a build from a checkout.
 func version() string {
-	if Version != "" {
-		return Version
+	if releaseVersion != "" {
+		return releaseVersion
 	}
 	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
 		return bi.Main.Version

@@ -67,7 +67,7 @@ build() { # NAME PACKAGE [go build flags]
 	}
 	chmod 755 "$rootfs/usr/local/bin/$name"
 }
-build tether ./cmd/tether -ldflags "-s -w -X main.Version=$version"
+build tether ./cmd/tether -ldflags "-s -w -X main.releaseVersion=$version"
 for e in $extra; do
 	build "${e%%=*}" "${e#*=}"
 done

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tether-run/tether/internal/doctor"
 	"github.com/tether-run/tether/internal/dotenv"
+	"github.com/tether-run/tether/internal/providers"
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
 )
 
@@ -27,6 +28,9 @@ func sim(t *testing.T, opts ...daytonatest.Option) *daytonatest.Server {
 	t.Setenv("DAYTONA_API_KEY", key)
 	for _, v := range []string{"E2B_API_KEY", "E2B_API_URL", "E2B_DOMAIN"} {
 		t.Setenv(v, "") // Daytona's checks alone
+	}
+	for _, v := range []string{"TETHER_E2B_MAX_TIMEOUT", "TETHER_E2B_PROXY"} {
+		t.Setenv(v, "") // tether's own E2B settings: the defaults
 	}
 	return srv
 }
@@ -79,7 +83,7 @@ func TestDoctorHealthyAccountLiveRoundTrip(t *testing.T) {
 		t.Fatalf("%d sandboxes on the account, want the round trip's one", len(sbs))
 	}
 	sb := sbs[0]
-	if sb.Labels[doctor.LabelDoctor] != doctor.LabelDoctorValue || sb.AutoStopInterval != doctor.LiveAutoStopMinutes || !sb.DeleteRequested || sb.State != "destroyed" {
+	if sb.Labels[doctor.LabelDoctor] != doctor.LabelDoctorValue || sb.AutoStopInterval != providers.DoctorAutoStopMinutes || !sb.DeleteRequested || sb.State != "destroyed" {
 		t.Fatalf("the round trip's sandbox: %+v", sb)
 	}
 	if n := srv.CallsFor(sb.ID)[daytonatest.RouteDelete]; n != 1 {

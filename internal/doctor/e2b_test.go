@@ -2,7 +2,7 @@ package doctor_test
 
 import (
 	"context"
-	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -21,17 +21,21 @@ func e2bSim(t *testing.T) (*e2btest.Server, map[string]string) {
 	return srv, map[string]string{"E2B_API_KEY": e2btest.DefaultKey, "E2B_API_URL": srv.URL}
 }
 
-// runE2B is run with E2B's environment env and tether's E2B settings st.
-func runE2B(t *testing.T, live bool, env map[string]string, st doctor.E2BSettings) doctor.Result {
+// runE2B is run with E2B's environment env over the process's (tether's
+// own E2B settings, TETHER_E2B_*, from the process's: sim clears them).
+func runE2B(t *testing.T, live bool, env map[string]string) doctor.Result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
+	getenv := func(k string) string {
+		if v, ok := env[k]; ok {
+			return v
+		}
+		return os.Getenv(k)
+	}
 	return doctor.Run(ctx, doctor.Options{Journal: filepath.Join(t.TempDir(), "state", "journal.db"), Live: live,
-		LiveTimeout: 30 * time.Second, CleanupTimeout: 10 * time.Second, CallTimeout: 5 * time.Second,
-		E2BGetenv: func(k string) string { return env[k] }, E2B: st})
+		LiveTimeout: 30 * time.Second, CleanupTimeout: 10 * time.Second, CallTimeout: 5 * time.Second, Getenv: getenv})
 }
-
-var defaultE2B = doctor.E2BSettings{MaxTimeout: time.Hour, Proxy: true}
 
 func names(res doctor.Result) []string {
 	var out []string
@@ -48,7 +52,7 @@ func TestDoctorE2B(t *testing.T) {
 	dsrv := sim(t)
 	dsrv.AddKey(key, daytonatest.DefaultOrg)
 	srv, env := e2bSim(t)
-	res := runE2B(t, false, env, defaultE2B)
+	res := runE2B(t, false, env)
 	if res.Failed() {
 		t.Fatalf("failed: %+v", res.Steps)
 	}
@@ -87,7 +91,7 @@ func TestDoctorE2BFailures(t *testing.T) {
 		name      string
 		env       func(map[string]string)
 		prepare   func(*e2btest.Server)
-		st        doctor.E2BSettings
+		settings  string // TETHER_E2B_MAX_TIMEOUT
 		step      string
 		verdict   doctor.Verdict
 		says      string
@@ -109,7 +113,7 @@ func TestDoctorE2BFailures(t *testing.T) {
 			step: "e2b key", verdict: doctor.Fail, says: "set E2B_API_KEY", noListing: true},
 		{name: "plain http off this host", env: func(e map[string]string) { e["E2B_API_URL"] = "http://e2b.example:1" },
 			step: "e2b api url", verdict: doctor.Warn, says: "plain http", noListing: true},
-		{name: "tether's settings refused", st: doctor.E2BSettings{Err: errors.New("--e2b-max-timeout 1s: must be at least 15s")},
+		{name: "tether's settings refused", settings: "1s",
 			step: "e2b settings", verdict: doctor.Fail, says: "at least 15s"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -120,11 +124,10 @@ func TestDoctorE2BFailures(t *testing.T) {
 			if c.prepare != nil {
 				c.prepare(srv)
 			}
-			st := c.st
-			if st == (doctor.E2BSettings{}) {
-				st = defaultE2B
+			if c.settings != "" {
+				t.Setenv("TETHER_E2B_MAX_TIMEOUT", c.settings)
 			}
-			res := runE2B(t, false, env, st)
+			res := runE2B(t, false, env)
 			if s := step(t, res, c.step); s.Verdict != c.verdict || !strings.Contains(s.Detail, c.says) {
 				t.Errorf("%s: %s %q, want %s saying %q", c.step, s.Verdict, s.Detail, c.verdict, c.says)
 			}
@@ -146,7 +149,7 @@ func TestDoctorE2BFailures(t *testing.T) {
 func TestDoctorWithoutE2B(t *testing.T) {
 	dsrv := sim(t)
 	dsrv.AddKey(key, daytonatest.DefaultOrg)
-	res := runE2B(t, false, map[string]string{"E2B_DEBUG": "true"}, defaultE2B)
+	res := runE2B(t, false, map[string]string{"E2B_DEBUG": "true"})
 	if got := strings.Join(names(res), ","); got != "credentials,api url,tls,api,permissions,rate limits,journal" || res.Failed() {
 		t.Fatalf("steps %s (failed %v)", got, res.Failed())
 	}
@@ -161,7 +164,7 @@ func TestDoctorE2BAlone(t *testing.T) {
 		t.Setenv(v, "")
 	}
 	_, env := e2bSim(t)
-	res := runE2B(t, true, env, defaultE2B)
+	res := runE2B(t, true, env)
 	if res.Failed() || step(t, res, "credentials").Verdict != doctor.Skip || step(t, res, "live").Verdict != doctor.Skip || step(t, res, "e2b api").Verdict != doctor.Pass {
 		t.Fatalf("steps %+v", res.Steps)
 	}

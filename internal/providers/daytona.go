@@ -29,7 +29,7 @@ import (
 const observeTimeout = 30 * time.Second
 
 func daytonaKind() Kind {
-	return Kind{Name: daytona.ProviderName, Open: openDaytona, Guard: daytonaGuardOf}
+	return Kind{Name: daytona.ProviderName, Open: openDaytona, Guard: daytonaGuardOf, Demo: daytonaDemo(), Doctor: daytonaDoctor}
 }
 
 func openDaytona(o OpenOptions) Setup {

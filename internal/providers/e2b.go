@@ -17,7 +17,7 @@ import (
 // is its timeout), and runs its API proxy.
 
 func e2bKind() Kind {
-	return Kind{Name: e2b.ProviderName, Open: openE2B, Guard: e2bGuardOf}
+	return Kind{Name: e2b.ProviderName, Open: openE2B, Guard: e2bGuardOf, Demo: e2bDemo(), Doctor: e2bDoctor}
 }
 
 func openE2B(o OpenOptions) Setup {

@@ -8,7 +8,8 @@
 //
 // Adding a provider is one package tree under provider/ (the Provider, its
 // simulator, its proxy if it has one), a file here that wires it (Kind),
-// and its line in Registered.
+// and its line in Registered; its demo (<name>_demo.go) and its checks for
+// `tether doctor` (<name>_doctor.go) are optional hooks of its Kind.
 package providers
 
 import (
@@ -45,6 +46,12 @@ type Kind struct {
 	// (the Wiring's is nil then): each decides what it can run without one.
 	// Nil: the drain alone acts on them.
 	Guard func(w Wiring) (Guard, error)
+	// Demo is the provider's part of `tether demo` (demo.go); nil: none.
+	Demo *Demo
+	// Doctor reads the provider's settings for `tether doctor` and says
+	// whether the environment names it; its Check makes its checks
+	// (doctor.go). Nil: the doctor says nothing of it.
+	Doctor func(o DoctorOptions) Doctor
 }
 
 // OpenOptions are what opening a provider's setup takes.

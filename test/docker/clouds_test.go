@@ -130,7 +130,7 @@ func killReplay(t *testing.T, w cloud) {
 // otherDaytonaOrg is the other account a neighbour is planted in.
 const otherDaytonaOrg = "org-other"
 
-// holder is the sample runner (examples/go): it declares each sandbox
+// holder is the sample runner (test/runner): it declares each sandbox
 // over the socket and creates it with the official api-client-go, auto-stop
 // off.
 func (w *world) holder(n int, label string) []string {

@@ -91,10 +91,7 @@ func testMain(m *testing.M) int {
 // so the modes are exact: /tmp, /var/lib/tether and /run/tether
 // world-writable with the sticky bit, as the root Dockerfile makes them.
 func buildImage(dir, tag string) error {
-	runner, err := sampleRunnerPkg()
-	if err != nil {
-		return err
-	}
+	runner := sampleRunnerPkg
 	script, err := filepath.Abs("../../examples/docker/build-offline.sh")
 	if err != nil {
 		return err
@@ -108,19 +105,9 @@ func buildImage(dir, tag string) error {
 	return nil
 }
 
-// sampleRunnerPkgs are where the sample runner's command has lived: it
-// moves to examples/go with the restructured layout.
-var sampleRunnerPkgs = []string{"github.com/tether-run/tether/test/runner", "github.com/tether-run/tether/examples/go"}
-
-// sampleRunnerPkg returns the first of sampleRunnerPkgs this tree has.
-func sampleRunnerPkg() (string, error) {
-	for _, pkg := range sampleRunnerPkgs {
-		if exec.Command("go", "list", pkg).Run() == nil {
-			return pkg, nil
-		}
-	}
-	return "", fmt.Errorf("no sample runner in this tree (looked for %s)", strings.Join(sampleRunnerPkgs, ", "))
-}
+// sampleRunnerPkg is the sample runner's command (package samplerunner,
+// as the end-to-end tests run it).
+const sampleRunnerPkg = "github.com/tether-run/tether/test/runner"
 
 // dockerBuild builds the context dir as tag with the classic builder: the
 // engine has no registry to pull BuildKit's front end from.

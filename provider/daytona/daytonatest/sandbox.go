@@ -234,7 +234,7 @@ func (r *record) beginDestroy(at time.Time, lag time.Duration) {
 // Sandbox.DeletedBy for the deletes no API call asked for; a DELETE is
 // DeletedByAPI plus the caller's User-Agent.
 const (
-	DeletedByAPI           = "DELETE from "
+	DeletedByAPI           = simtest.DeletedByAPI
 	DeletedByAutoStop      = "auto-stop (ephemeral)"
 	DeletedByAutoDelete    = "auto-delete"
 	DeletedByEphemeralStop = "stop (ephemeral)"
@@ -250,12 +250,7 @@ func (r *record) deleteBy(by string) {
 
 // callerOf names the client of an API call by its User-Agent, so a
 // sandbox's record says whether tether, the runner or a curl deleted it.
-func callerOf(r *http.Request) string {
-	if ua := r.UserAgent(); ua != "" {
-		return ua
-	}
-	return "a client with no User-Agent"
-}
+func callerOf(r *http.Request) string { return simtest.Caller(r) }
 
 // settle schedules the rest of the natural progression from the current
 // state, the first change happening at `at`.

@@ -397,7 +397,7 @@ func (s *Server) kill(w http.ResponseWriter, r *http.Request, c *call) {
 		w.WriteHeader(http.StatusNoContent)
 		return
 	case StatePaused:
-		rec.kill(now, KillRequest, redactKey(c.key))
+		rec.kill(now, KillRequest, KilledByAPI+simtest.Caller(r))
 		s.Mu.Unlock()
 		w.WriteHeader(http.StatusNoContent)
 		return
@@ -416,16 +416,9 @@ func (s *Server) kill(w http.ResponseWriter, r *http.Request, c *call) {
 	s.Mu.Unlock()
 	s.await(s.killDelay, gate)
 	s.Mu.Lock()
-	rec.kill(s.Now(), KillRequest, redactKey(c.key))
+	rec.kill(s.Now(), KillRequest, KilledByAPI+simtest.Caller(r))
 	s.Mu.Unlock()
 	w.WriteHeader(http.StatusNoContent)
-}
-
-func redactKey(k string) string {
-	if len(k) <= 4 {
-		return k
-	}
-	return "…" + k[len(k)-4:]
 }
 
 // pause is POST /sandboxes/{sandboxID}/pause

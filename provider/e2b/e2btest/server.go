@@ -280,6 +280,11 @@ const (
 	StateKilled   = "killed"
 )
 
+// KilledByAPI prefixes Sandbox.KilledBy for a DELETE, followed by the
+// caller's User-Agent: "DELETE from tether" is tether's drain, replay or
+// sweep.
+const KilledByAPI = simtest.DeletedByAPI
+
 // Kill reasons (sandbox/sandboxtypes/states.go:51-58).
 const (
 	KillRequest = "request" // DELETE /sandboxes/{id}
@@ -303,8 +308,10 @@ type Sandbox struct {
 	// KilledAt and KillReason tell how a killed sandbox ended.
 	KilledAt   time.Time
 	KillReason string
-	// KilledBy is the API key of the DELETE that killed it (redacted to its
-	// last 4 characters), empty for a timeout.
+	// KilledBy says what killed it: KilledByAPI and the caller's
+	// User-Agent for a DELETE (tether's is "tether"), as Daytona's
+	// simulator says who deleted a sandbox; empty for a timeout (see
+	// KillReason).
 	KilledBy string
 	// Orphaned: a kill failed on the node after the sandbox had left the
 	// store (Faults.RateKillFail); the node's own sync kills it later.

@@ -24,6 +24,7 @@ type client struct {
 	t   *testing.T
 	srv *e2btest.Server
 	key string
+	ua  string // the User-Agent sent, if set
 	hc  *http.Client
 	tr  *spectest.Transport
 }
@@ -84,6 +85,9 @@ func (c *client) send(hc *http.Client, method, path string, body any) answer {
 	}
 	if c.key != "" {
 		req.Header.Set("X-API-Key", c.key)
+	}
+	if c.ua != "" {
+		req.Header.Set("User-Agent", c.ua)
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -260,6 +264,40 @@ func TestKillThen404(t *testing.T) {
 		sb := fate(t, srv, id)
 		if sb.State != e2btest.StateKilled || sb.KillReason != e2btest.KillRequest || sb.Snapshot || sb.KilledBy == "" {
 			t.Errorf("paused first %v: %+v", pausedFirst, sb)
+		}
+	}
+}
+
+// The record says who killed a sandbox by the DELETE's User-Agent, as
+// Daytona's simulator says who deleted one: tether's drain sends
+// "tether", the runner's SDK its own; a timeout names no caller. The key
+// is not shown.
+func TestKilledByNamesTheCaller(t *testing.T) {
+	srv, clock := newSim(t)
+	c := newClient(t, srv)
+	byTether := c.create(map[string]any{"timeout": 60})
+	byRunner := c.create(map[string]any{"timeout": 60})
+	paused := c.create(map[string]any{"timeout": 60})
+	expired := c.create(map[string]any{"timeout": 1})
+	expect(t, "pause", c.do("POST", "/sandboxes/"+paused+"/pause", nil), 204)
+	c.ua = "tether"
+	expect(t, "tether's kill", c.do("DELETE", "/sandboxes/"+byTether, nil), 204)
+	expect(t, "tether's kill of a paused sandbox", c.do("DELETE", "/sandboxes/"+paused, nil), 204)
+	c.ua = "e2b-js-sdk/1.2.3"
+	expect(t, "the runner's kill", c.do("DELETE", "/sandboxes/"+byRunner, nil), 204)
+	clock.Advance(2 * time.Second)
+	for id, want := range map[string]string{
+		byTether: e2btest.KilledByAPI + "tether",
+		paused:   "DELETE from tether",
+		byRunner: "DELETE from e2b-js-sdk/1.2.3",
+		expired:  "",
+	} {
+		sb := fate(t, srv, id)
+		if sb.State != e2btest.StateKilled || sb.KilledBy != want {
+			t.Errorf("sandbox %s: %s, killed by %q; want killed by %q", id, sb.State, sb.KilledBy, want)
+		}
+		if strings.Contains(sb.KilledBy, e2btest.DefaultKey[len(e2btest.DefaultKey)-4:]) {
+			t.Errorf("sandbox %s: killed by %q shows the key", id, sb.KilledBy)
 		}
 	}
 }

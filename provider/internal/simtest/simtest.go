@@ -144,3 +144,17 @@ func CopyMap(m map[string]string) map[string]string {
 	}
 	return out
 }
+
+// DeletedByAPI prefixes what a simulator's record says deleted a sandbox
+// when an API call did: "DELETE from " and the caller (Caller). tether's
+// drain, replay and sweep send the User-Agent "tether", so a record tells
+// tether's delete from the runner's own.
+const DeletedByAPI = "DELETE from "
+
+// Caller names the client of an API call by its User-Agent.
+func Caller(r *http.Request) string {
+	if ua := r.UserAgent(); ua != "" {
+		return ua
+	}
+	return "a client with no User-Agent"
+}

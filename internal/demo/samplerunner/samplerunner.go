@@ -1,11 +1,14 @@
 // Package samplerunner is a stand-in for an AI-agent runner, used by
-// `tether demo` and the end-to-end tests: it declares each sandbox to tether
-// over the socket API, creates it with the name and labels tether chose (on
-// Daytona through the official api-client-go; with --provider e2b on E2B,
-// with the SDKs' POST /sandboxes through provider/e2b's client, the labels
-// as its metadata), reports the id, and
-// then behaves like a runner that is about to be killed — it holds the
-// sandboxes and never cleans up (its `finally` never runs).
+// `tether demo` (as `tether demo runner`) and the end-to-end tests (as
+// test/runner): it declares each sandbox to tether over the socket API,
+// creates it with the name and labels tether chose, through the
+// provider's client as the registry gives it to a runner
+// (providers.Demo.Runner: on Daytona the official api-client-go; on E2B
+// the SDKs' POST /sandboxes, the labels as its metadata), reports the id,
+// and then behaves like a runner that is about to be killed — it holds
+// the sandboxes and never cleans up (its `finally` never runs).
+//
+// A Go runner to copy is examples/go, which imports only public packages.
 //
 // It prints one line per event on stdout so a test or the demo can follow it
 // without sleeping:
@@ -36,9 +39,8 @@ import (
 	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/intentapi"
 	"github.com/tether-run/tether/intentapi/client"
+	"github.com/tether-run/tether/internal/providers"
 	"github.com/tether-run/tether/provider"
-	"github.com/tether-run/tether/provider/daytona"
-	"github.com/tether-run/tether/provider/e2b"
 )
 
 // Options say what the runner does.
@@ -53,10 +55,10 @@ type Options struct {
 	Released int
 	// Label is added to every intent as run=<Label>.
 	Label string
-	// Provider is the cloud it declares and creates each sandbox in:
-	// daytona (the default, also when empty), e2b, or both, comma-separated
-	// ("daytona,e2b": the sandboxes alternate, the first on the first).
-	// tether must have their credentials too.
+	// Provider is the cloud it declares and creates each sandbox in: a
+	// registered provider's name (intent.DefaultProvider when empty), or
+	// several, comma-separated ("daytona,e2b": the sandboxes alternate,
+	// the first on the first). tether must have their credentials too.
 	Provider string
 	// AutoStop is Daytona's autoStopInterval sent on create; 0 reproduces the
 	// leak of real runners (auto-stop off disables Daytona's own cleanup), which tether's backstop then repairs.
@@ -94,7 +96,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.Unobserved, "unobserved", 0, "of those, how many are created but never reported to tether")
 	fs.IntVar(&o.Released, "released", 0, "of those, how many the runner deletes and releases itself")
 	fs.StringVar(&o.Label, "label", "demo", "value of the run=<label> scope label")
-	fs.StringVar(&o.Provider, "provider", daytona.ProviderName, "the cloud it creates in: daytona, e2b, or both comma-separated (they alternate)")
+	fs.StringVar(&o.Provider, "provider", intent.DefaultProvider, "the cloud it creates in: "+strings.Join(providers.Names(), ", ")+", or several comma-separated (they alternate)")
 	fs.IntVar(&o.AutoStop, "autostop", 0, "Daytona's autoStopInterval minutes sent on create (0: off, which disables Daytona's own cleanup)")
 	fs.IntVar(&o.Exit, "exit", -1, "exit with this code once ready; -1 holds until a signal")
 	fs.BoolVar(&o.WaitIdle, "wait-idle", false, "once ready, wait until tether has no live intent, then exit 0")
@@ -217,20 +219,19 @@ func declare(ctx context.Context, tether *client.Client, label, prov, which stri
 		OnDrain: intent.DrainDelete,
 		Key:     label + "-" + which,
 	}
-	// Daytona is the socket's default: its declarations name no provider,
-	// as a Daytona runner's do.
-	if prov != daytona.ProviderName {
+	// The default provider's declarations name none, as a Daytona
+	// runner's do.
+	if prov != intent.DefaultProvider {
 		req.Provider = prov
 	}
 	return tether.CreateIntent(ctx, req)
 }
 
-// cloud is a provider the runner creates in, with its create; a cloud
-// with no provider is one it never creates in.
+// cloud is a provider the runner creates in, with its client; a cloud
+// with no client is one it never creates in.
 type cloud struct {
 	name string
-	provider.Provider
-	create func(ctx context.Context, name string, labels map[string]string) (provider.Sandbox, error)
+	providers.RunnerClient
 }
 
 // openClouds returns the clouds of o.Provider in order, each opened with
@@ -240,52 +241,38 @@ type cloud struct {
 func openClouds(o Options) ([]*cloud, error) {
 	names := strings.Split(o.Provider, ",")
 	if o.Provider == "" {
-		names = []string{daytona.ProviderName}
+		names = []string{intent.DefaultProvider}
 	}
 	clouds := make([]*cloud, len(names))
 	for i, name := range names {
-		if name != daytona.ProviderName && name != e2b.ProviderName || slices.Contains(names[:i], name) {
-			return nil, fmt.Errorf("--provider %q: want %s, %s, or both comma-separated", o.Provider, daytona.ProviderName, e2b.ProviderName)
+		k, ok := providers.Lookup(name)
+		if !ok || k.Demo == nil || k.Demo.Runner == nil || slices.Contains(names[:i], name) {
+			return nil, fmt.Errorf("--provider %q: want %s, or several comma-separated", o.Provider, strings.Join(runnable(), ", "))
 		}
 		clouds[i] = &cloud{name: name}
 		if i >= o.Sandboxes {
 			continue
 		}
-		var err error
-		if clouds[i], err = openCloud(name, o.AutoStop); err != nil {
+		// The provider's credentials, from the environment as its SDKs
+		// read them (under tether run, its API URL is tether's proxy).
+		c, err := k.Demo.Runner(providers.RunnerOptions{AutoStop: o.AutoStop})
+		if err != nil {
 			return nil, err
 		}
+		clouds[i].RunnerClient = c
 	}
 	return clouds, nil
 }
 
-// openCloud reads the provider's credentials from the environment, as its
-// SDKs do (under tether run, its API URL is tether's proxy).
-func openCloud(name string, autoStop int) (*cloud, error) {
-	if name == e2b.ProviderName {
-		cfg, err := e2b.ConfigFromEnv()
-		if err != nil {
-			return nil, err
+// runnable names the providers the runner can create in.
+func runnable() []string {
+	var names []string
+	for _, k := range providers.Registered() {
+		if k.Demo != nil && k.Demo.Runner != nil {
+			names = append(names, k.Name)
 		}
-		p, err := e2b.New(cfg)
-		if err != nil {
-			return nil, err
-		}
-		return &cloud{name, p, func(ctx context.Context, name string, labels map[string]string) (provider.Sandbox, error) {
-			return p.Create(ctx, name, labels, e2b.CreateOptions{})
-		}}, nil
 	}
-	cfg, err := daytona.ConfigFromEnv()
-	if err != nil {
-		return nil, err
-	}
-	p, err := daytona.New(cfg)
-	if err != nil {
-		return nil, err
-	}
-	return &cloud{name, p, func(ctx context.Context, name string, labels map[string]string) (provider.Sandbox, error) {
-		return p.Create(ctx, name, labels, &autoStop)
-	}}, nil
+	return names
 }
 
 type heldSandbox struct {
@@ -319,7 +306,7 @@ func (c *cloud) createRetried(ctx context.Context, in intentapi.Intent) (provide
 	var err error
 	for attempt := 1; attempt <= createAttempts; attempt++ {
 		var sb provider.Sandbox
-		sb, err = c.create(ctx, in.Name, in.Labels)
+		sb, err = c.Create(ctx, in.Name, in.Labels)
 		if err == nil {
 			return sb, nil
 		}

@@ -215,9 +215,9 @@ func (r *recorder) classify(req *http.Request) (kind, id string) {
 	switch {
 	case req.Method == http.MethodDelete && one:
 		return "delete", parts[1]
-	case req.Method == http.MethodGet && one && parts[1] != "paginated":
+	case req.Method == http.MethodGet && one:
 		return "get", ""
-	case req.Method == http.MethodGet && (len(parts) == 1 || parts[len(parts)-1] == "paginated" || path == "/v2/sandboxes"):
+	case req.Method == http.MethodGet && (len(parts) == 1 || path == "/v2/sandboxes"):
 		return "list", ""
 	}
 	return "other", ""

@@ -494,6 +494,7 @@ func catchers(ctx context.Context, cfg Config, cl *cloud, reps []*replica, res *
 			defer func() { <-sem }()
 			cmd := exec.CommandContext(ctx, cfg.Tether, "drain", "--drain-timeout", "2m")
 			cmd.Env = replicaEnv(cfg, cl, r.dir)
+			cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 			// A drain that leaves intents live exits non-zero: counted
 			// below by the simulator's record, said here.
 			b, err := cmd.CombinedOutput()
@@ -552,6 +553,7 @@ func sweep(ctx context.Context, cfg Config, cl *cloud, yes bool) ([]sweepItem, e
 	}
 	cmd := exec.CommandContext(ctx, cfg.Tether, args...)
 	cmd.Env = append(baseEnv(), cl.env()...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	b, err := cmd.Output()

@@ -138,6 +138,7 @@ type world struct {
 	dir     string
 	journal string
 	env     []string // added to every tether's environment
+	flags   []string // added to tether run's flags (after the defaults: they win)
 }
 
 func newWorld(t *testing.T, opts ...daytonatest.Option) *world {
@@ -216,7 +217,8 @@ func (w *world) start(runner ...string) *proc {
 	t := w.t
 	t.Helper()
 	args := []string{"run", "--journal", w.journal, "--socket", filepath.Join(w.dir, "t.sock"), "--spool", filepath.Join(w.dir, "spool"),
-		"--drain-timeout", testutil.DrainTimeout.String(), "--"}
+		"--drain-timeout", testutil.DrainTimeout.String()}
+	args = append(append(args, w.flags...), "--")
 	cmd := exec.Command(filepath.Join(tetherDir, "tether"), append(args, runner...)...)
 	var env []string
 	for _, kv := range os.Environ() {

@@ -232,8 +232,8 @@ func readManifests(t *testing.T, path string) []k8sObject {
 // root file system.
 func TestKubernetesManifestsAreRestricted(t *testing.T) {
 	files, err := filepath.Glob("kubernetes/*.yaml")
-	if err != nil || len(files) < 2 {
-		t.Fatalf("manifests: %v %v, want the pod and the sweep CronJob", files, err)
+	if err != nil || len(files) < 3 {
+		t.Fatalf("manifests: %v %v, want the pod, the StatefulSet and the sweep CronJob", files, err)
 	}
 	for _, f := range files {
 		for _, obj := range readManifests(t, f) {
@@ -296,7 +296,12 @@ func TestRestrictedCheckRefuses(t *testing.T) {
 // (0700) inside the mount (it refuses an emptyDir's own 0777 directory for
 // any of them).
 func TestRunnerPodPathsOnVolumes(t *testing.T) {
-	ps := podSpecsOf(t, readManifests(t, "kubernetes/pod.yaml")[0])
+	for _, f := range []string{"kubernetes/pod.yaml", "kubernetes/statefulset.yaml"} {
+		t.Run(f, func(t *testing.T) { runnerPathsOnVolumes(t, podSpecsOf(t, readManifests(t, f)[0])) })
+	}
+}
+
+func runnerPathsOnVolumes(t *testing.T, ps podSpec) {
 	c := ps.Containers[0]
 	env := map[string]string{}
 	for _, e := range c.Env {
@@ -366,6 +371,33 @@ type strictJobSpec struct {
 	Template              struct {
 		Spec strictPodSpec `yaml:"spec"`
 	} `yaml:"template"`
+}
+
+type strictStatefulSetSpec struct {
+	ServiceName         string `yaml:"serviceName"`
+	Replicas            *int   `yaml:"replicas"`
+	PodManagementPolicy string `yaml:"podManagementPolicy"`
+	Selector            struct {
+		MatchLabels map[string]string `yaml:"matchLabels"`
+	} `yaml:"selector"`
+	Template struct {
+		Metadata struct {
+			Labels map[string]string `yaml:"labels"`
+		} `yaml:"metadata"`
+		Spec strictPodSpec `yaml:"spec"`
+	} `yaml:"template"`
+	VolumeClaimTemplates []struct {
+		Metadata struct {
+			Name string `yaml:"name"`
+		} `yaml:"metadata"`
+		Spec struct {
+			AccessModes      []string `yaml:"accessModes"`
+			StorageClassName *string  `yaml:"storageClassName"`
+			Resources        struct {
+				Requests map[string]string `yaml:"requests"`
+			} `yaml:"resources"`
+		} `yaml:"spec"`
+	} `yaml:"volumeClaimTemplates"`
 }
 
 type strictSeccomp struct {
@@ -453,6 +485,19 @@ type strictContainer struct {
 		ContainerPort int    `yaml:"containerPort"`
 		Protocol      string `yaml:"protocol"`
 	} `yaml:"ports"`
+	Lifecycle *struct {
+		PreStop   *strictHandler `yaml:"preStop"`
+		PostStart *strictHandler `yaml:"postStart"`
+	} `yaml:"lifecycle"`
+}
+
+type strictHandler struct {
+	Exec *struct {
+		Command []string `yaml:"command"`
+	} `yaml:"exec"`
+	Sleep *struct {
+		Seconds int `yaml:"seconds"`
+	} `yaml:"sleep"`
 }
 
 // checkSchema loads one manifest strictly; the error names the first
@@ -470,6 +515,8 @@ func checkSchema(data []byte) error {
 		spec = &strictCronJobSpec{}
 	case obj.APIVersion == "batch/v1" && obj.Kind == "Job":
 		spec = &strictJobSpec{}
+	case obj.APIVersion == "apps/v1" && obj.Kind == "StatefulSet":
+		spec = &strictStatefulSetSpec{}
 	default:
 		return fmt.Errorf("%s %s: not a kind this schema knows", obj.APIVersion, obj.Kind)
 	}

@@ -16,6 +16,7 @@ const margin = time.Second
 // TestGracePeriodsCoverTetherTimings: the stop grace of the compose file and
 // the termination grace of the pod cover the tether settings they set (or
 // tether's defaults), with margin; and both put the journal on a volume.
+// (kubernetes_test.go checks every runner workload of examples/kubernetes.)
 // No engine or cluster is needed: test/docker runs the compose file.
 func TestGracePeriodsCoverTetherTimings(t *testing.T) {
 	for _, tc := range []struct {
@@ -40,8 +41,9 @@ func TestGracePeriodsCoverTetherTimings(t *testing.T) {
 			n, _ := time.ParseDuration(m[1] + "s")
 			grace := setting(t, s, config.EnvGrace, config.DefaultGrace)
 			drain := setting(t, s, config.EnvDrainTimeout, config.DefaultDrainTimeout)
-			if need := grace + drain + margin; n < need {
-				t.Errorf("grace period %s < %s (grace) + %s (drain timeout) + %s", n, grace, drain, margin)
+			linger := setting(t, s, config.EnvMetricsLinger, 0)
+			if need := grace + drain + linger + margin; n < need {
+				t.Errorf("grace period %s < %s (grace) + %s (drain timeout) + %s (metrics linger) + %s", n, grace, drain, linger, margin)
 			}
 			if !tc.journal.MatchString(s) {
 				t.Errorf("%s does not mount a volume at %s", tc.file, config.StateDir)

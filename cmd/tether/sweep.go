@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/config"
+	"github.com/tether-run/tether/internal/metrics"
 	"github.com/tether-run/tether/internal/reaper"
 	"github.com/tether-run/tether/internal/sidecar"
 	"github.com/tether-run/tether/provider"
@@ -44,6 +46,10 @@ does not resolve) ends the sweep at once. With --yes it deletes each stale sandb
 again (still the same sandbox, still tether's, still stale), and waits until
 the provider confirms it gone (404). Rate limits are honoured (Retry-After).
 
+With --metrics-push URL (a Prometheus Pushgateway's job URL, e.g.
+http://pushgateway:9091/metrics/job/tether_sweep) it pushes what it found,
+for the alerts that watch the tethers (docs/operations.md).
+
 Exit: 0 when every stale sandbox was deleted (or, in a dry run, listed),
 ` + fmt.Sprint(exitCodeUnresolved) + ` when some were not confirmed deleted, ` + fmt.Sprint(exitCodeUsage) + ` for a usage error, missing
 credentials, or an account that could not be listed.
@@ -71,6 +77,16 @@ func (*sweepCommand) Run(ctx context.Context, args []string) error {
 	defer cancel()
 	log.Info("sweep: listing the account", "deadline", time.Now().Add(cfg.SweepTimeout).Format(time.TimeOnly), "dry_run", !*yes)
 	rep, err := r.Sweep(ctx, rule, *yes)
+	if cfg.SweepPush != "" {
+		// Pushed even when the sweep failed: a sweep that could not list
+		// the account says so (complete 0) to the alerts.
+		o := metrics.SweepOutcome{Provider: prov.Name(), Report: rep, Complete: err == nil, At: time.Now()}
+		if perr := metrics.PushSweep(context.WithoutCancel(ctx), http.DefaultClient, cfg.SweepPush, o); perr != nil {
+			log.Error("sweep: the metrics push failed", "err", perr)
+		} else {
+			log.Info("sweep: metrics pushed")
+		}
+	}
 	if err != nil && !errors.Is(err, reaper.ErrSweepIncomplete) {
 		return &exitError{Code: exitCodeUsage, Err: err}
 	}

@@ -3,8 +3,10 @@ package config
 import (
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -25,6 +27,9 @@ type Operator struct {
 	SweepIdleFor     time.Duration // and idle (Daytona's lastActivityAt) longer than this
 	SweepConcurrency int           // provider calls in flight
 	SweepTimeout     time.Duration // deadline of the whole sweep
+	// SweepPush is the Pushgateway job URL a sweep pushes its outcome to
+	// (its provider added as a grouping label); empty: no push.
+	SweepPush string
 }
 
 // MaxMetricsLinger bounds --metrics-linger: tether's exit (and whatever
@@ -49,6 +54,7 @@ const (
 	EnvSweepIdleFor     = "TETHER_SWEEP_IDLE_FOR"
 	EnvSweepConcurrency = "TETHER_SWEEP_CONCURRENCY"
 	EnvSweepTimeout     = "TETHER_SWEEP_TIMEOUT"
+	EnvSweepPush        = "TETHER_SWEEP_METRICS_PUSH"
 )
 
 // Defaults of a sweep.
@@ -87,6 +93,7 @@ func (c *Config) bindOperator(b *binder, want Group) {
 		b.duration(&c.SweepIdleFor, "idle-for", EnvSweepIdleFor, "sweep only sandboxes idle for longer than this (Daytona's last activity; on E2B only a paused sandbox, idle since it was paused)")
 		b.int(&c.SweepConcurrency, "concurrency", EnvSweepConcurrency, "provider calls in flight during the sweep")
 		b.duration(&c.SweepTimeout, "timeout", EnvSweepTimeout, "deadline of the whole sweep")
+		b.string(&c.SweepPush, "metrics-push", EnvSweepPush, "Pushgateway job URL to push the sweep's outcome to (e.g. http://pushgateway:9091/metrics/job/tether_sweep; the provider is added as a grouping label); empty: no push")
 		if want&Intake == 0 {
 			b.labels(c.Labels, "scope label k=v every swept sandbox must carry; repeatable")
 		}
@@ -131,6 +138,12 @@ func (c *Config) validateOperator() []error {
 	}
 	if c.SweepTimeout <= 0 {
 		bad("--timeout %s: must be positive", c.SweepTimeout)
+	}
+	if c.SweepPush != "" {
+		u, err := url.Parse(c.SweepPush)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || !strings.Contains(u.Path, "/metrics/job/") {
+			bad("--metrics-push: want the Pushgateway's job URL, http(s)://HOST:PORT/metrics/job/<job> (e.g. http://pushgateway:9091/metrics/job/tether_sweep)")
+		}
 	}
 	return errs
 }

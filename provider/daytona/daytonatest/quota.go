@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -53,6 +54,26 @@ type Quota struct {
 // server enforces no quota and sends no X-RateLimit headers.
 func WithRateLimit(throttler string, limit int, window time.Duration) Option {
 	return func(s *Server) { s.quotas[throttler] = Quota{Limit: limit, Window: window} }
+}
+
+// SetRateLimit is WithRateLimit on a running server: from the next request
+// on, the throttler enforces limit per window for every organization
+// (limit <= 0 removes the quota). The counters start empty, as after a
+// deploy that turns the throttler on, so a benchmark can create its
+// sandboxes unthrottled and then drain them against the quota.
+func (s *Server) SetRateLimit(throttler string, limit int, window time.Duration) {
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
+	for k := range s.windows {
+		if strings.HasPrefix(k, throttler+"\x00") {
+			delete(s.windows, k)
+		}
+	}
+	if limit <= 0 || window <= 0 {
+		delete(s.quotas, throttler)
+		return
+	}
+	s.quotas[throttler] = Quota{Limit: limit, Window: window}
 }
 
 // WithFailedAuthLimit blocks a client address for window once it has made

@@ -93,16 +93,21 @@ func docSnippets(t *testing.T, doc string) []snippet {
 // that comment. Each creates the sandbox on the simulated Daytona with the
 // name and labels of the intent the fragment just declared, through the
 // create function of fragmentPreludes, into the variable the fragment uses
-// next. before, when set, runs before the fragment (the context its prose
-// gives it).
-var fragmentSteps = map[string]struct{ before, step string }{
+// next. Each of befores, when set, runs the fragment once more with that
+// line before it (a context its prose gives it); the fragment always runs
+// as written too.
+var fragmentSteps = map[string]struct {
+	befores []string
+	step    string
+}{
 	// README.md, the intent API.
 	`# …create it on Daytona with that name and those labels, then report the sandbox's id ($SB):`: {
 		step: `SB=$(create_sandbox "$(printf '%s' "$in" | jq -r .name)" "$(printf '%s' "$in" | jq -c .labels)")`},
-	// README.md, spool files: "no socket set".
+	// README.md, the tether intent CLI: under tether run (over the socket)
+	// and with no socket set (through the spool), the key is the handle.
 	`# …create the sandbox with that name and labels, then:`: {
-		before: `unset TETHER_SOCKET`,
-		step:   `sandbox_id=$(create_sandbox tether-job-7 "{\"step\":\"build\",\"tether-owner\":\"$TETHER_OWNER\",\"tether-intent\":\"job-7\"}")`},
+		befores: []string{`unset TETHER_SOCKET`},
+		step:    `sandbox_id=$(create_sandbox tether-job-7 "{\"step\":\"build\",\"tether-owner\":\"$TETHER_OWNER\",\"tether-intent\":\"job-7\"}")`},
 	// docs/protocol.md, curl.
 	`# create the sandbox with .name and .labels, then, with its id in $SB:`: {
 		step: `SB=$(create_sandbox "$(printf '%s' "$in" | jq -r .name)" "$(printf '%s' "$in" | jq -c .labels)")`},
@@ -148,9 +153,10 @@ def create_sandbox(name, labels):
 }
 
 // wrapFragment returns the fragment with its create step filled in after
-// the comment that stands for it, the prelude before it; false when no
-// line of it is a step fragmentSteps knows.
-func wrapFragment(sn snippet) (string, bool) {
+// the comment that stands for it, the prelude before it: as written, then
+// once after each of the step's befores (keyed by that line; "" is as
+// written). False when no line of it is a step fragmentSteps knows.
+func wrapFragment(sn snippet) (map[string]string, bool) {
 	lang := snippetLangs[sn.lang]
 	lines := strings.Split(sn.body, "\n")
 	for i, l := range lines {
@@ -159,13 +165,13 @@ func wrapFragment(sn snippet) (string, bool) {
 			continue
 		}
 		body := strings.Join(lines[:i+1], "\n") + "\n" + st.step + "\n" + strings.Join(lines[i+1:], "\n")
-		before := ""
-		if st.before != "" {
-			before = st.before + "\n"
+		scripts := map[string]string{"": fragmentPreludes[lang] + body}
+		for _, before := range st.befores {
+			scripts[before] = fragmentPreludes[lang] + before + "\n" + body
 		}
-		return fragmentPreludes[lang] + before + body, true
+		return scripts, true
 	}
-	return "", false
+	return nil, false
 }
 
 // snippetTools are the commands a shell block may use that a machine may
@@ -219,17 +225,23 @@ func TestDocSnippets(t *testing.T) {
 				}
 				continue
 			case "fragment":
-				script, ok := wrapFragment(sn)
+				scripts, ok := wrapFragment(sn)
 				if !ok {
 					t.Errorf("%s: a fragment with no create step the test knows: add its comment line to fragmentSteps, or mark it <!-- snippet: skip (REASON) -->", name)
 					continue
 				}
-				ran++
-				t.Run(name, func(t *testing.T) {
-					t.Parallel()
-					needTools(t, sn, script)
-					runFragment(t, sn, script)
-				})
+				for before, script := range scripts {
+					ran++
+					sub := name
+					if before != "" {
+						sub += " after " + before
+					}
+					t.Run(sub, func(t *testing.T) {
+						t.Parallel()
+						needTools(t, sn, script)
+						runFragment(t, sn, script)
+					})
+				}
 			default:
 				ran++
 				t.Run(name, func(t *testing.T) {

@@ -2,7 +2,9 @@ package examples_test
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,9 +24,18 @@ import (
 var snippetDocs = []string{"../README.md", "../docs/*.md", "README.md", "*/README.md"}
 
 // tryItAddr is the address the docs' blocks use for the simulated Daytona:
-// the default of `tether demo daytona`. Each block gets its own on a free
-// port, written into the block in its place.
-const tryItAddr = "127.0.0.1:3986"
+// the default of `tether demo daytona`; tryItE2BAddr is the simulated E2B
+// API's, `tether demo e2b`'s. Each block gets its own on a free port,
+// written into the block in its place.
+const (
+	tryItAddr    = "127.0.0.1:3986"
+	tryItE2BAddr = "127.0.0.1:3987"
+)
+
+// tryItImage is the tag the blocks that run on the Docker engine build the
+// tether image as; each such block gets a tag of its own in its place,
+// removed after it.
+const tryItImage = "tether:try"
 
 // snippetLangs maps a fence's info string to the interpreter of its block.
 var snippetLangs = map[string]string{
@@ -38,18 +49,19 @@ var snippetLangs = map[string]string{
 //
 //	<!-- snippet: skip (REASON) -->   not runnable here; REASON says why
 //	<!-- snippet: fragment -->        needs context: run wrapped (fragments below)
+//	<!-- snippet: docker -->          runs as written where the Docker engine is up
 //
 // A block without a marker runs as written.
 type snippet struct {
 	doc    string // path, relative to this directory
 	line   int    // of the fence
 	lang   string // the fence's info string
-	marker string // "", "skip" or "fragment"
+	marker string // "", "skip", "fragment" or "docker"
 	reason string // of a skip
 	body   string
 }
 
-var markerRE = regexp.MustCompile(`^<!-- snippet: (skip|fragment)(?: \((.+)\))? -->$`)
+var markerRE = regexp.MustCompile(`^<!-- snippet: (skip|fragment|docker)(?: \((.+)\))? -->$`)
 
 // docSnippets returns the blocks of snippetLangs' languages in doc.
 func docSnippets(t *testing.T, doc string) []snippet {
@@ -79,7 +91,7 @@ func docSnippets(t *testing.T, doc string) []snippet {
 			if m := markerRE.FindStringSubmatch(prev); m != nil {
 				sn.marker, sn.reason = m[1], m[2]
 			} else if strings.HasPrefix(prev, "<!-- snippet") {
-				t.Errorf("%s:%d: unknown marker %q; want <!-- snippet: skip (REASON) --> or <!-- snippet: fragment -->", doc, start, prev)
+				t.Errorf("%s:%d: unknown marker %q; want <!-- snippet: skip (REASON) -->, <!-- snippet: fragment --> or <!-- snippet: docker -->", doc, start, prev)
 			}
 			out = append(out, sn)
 		}
@@ -242,6 +254,16 @@ func TestDocSnippets(t *testing.T) {
 						runFragment(t, sn, script)
 					})
 				}
+			case "docker":
+				ran++
+				t.Run(name, func(t *testing.T) {
+					t.Parallel()
+					needTools(t, sn, sn.body)
+					if err := exec.Command("docker", "info").Run(); err != nil {
+						t.Skipf("SKIP: no Docker engine (docker info: %v): the block at %s:%d did not run", err, sn.doc, sn.line)
+					}
+					runSnippet(t, sn)
+				})
 			default:
 				ran++
 				t.Run(name, func(t *testing.T) {
@@ -292,12 +314,12 @@ func snippetFile(t *testing.T, dir string, sn snippet, script string) []string {
 	return []string{interp, path}
 }
 
-// snippetEnv is the environment without the caller's TETHER_* and
-// DAYTONA_* settings, the built tether first on PATH, plus kv.
+// snippetEnv is the environment without the caller's TETHER_*, DAYTONA_*
+// and E2B_* settings, the built tether first on PATH, plus kv.
 func snippetEnv(kv ...string) []string {
 	var env []string
 	for _, e := range os.Environ() {
-		if !strings.HasPrefix(e, "TETHER_") && !strings.HasPrefix(e, "DAYTONA_") && !strings.HasPrefix(e, "PATH=") {
+		if !strings.HasPrefix(e, "TETHER_") && !strings.HasPrefix(e, "DAYTONA_") && !strings.HasPrefix(e, "E2B_") && !strings.HasPrefix(e, "PATH=") {
 			env = append(env, e)
 		}
 	}
@@ -327,8 +349,22 @@ func runBounded(t *testing.T, cmd *exec.Cmd, bound time.Duration) ([]byte, error
 }
 
 func runSnippet(t *testing.T, sn snippet) {
-	addr := startLocalDaytona(t)
+	addr := startLocalSim(t, "daytona", "export DAYTONA_API_URL=http://", "/api")
 	script := strings.ReplaceAll(sn.body, tryItAddr, addr)
+	var e2bAddr string
+	if strings.Contains(sn.body, tryItE2BAddr) {
+		e2bAddr = startLocalSim(t, "e2b", "export E2B_API_URL=http://", "")
+		script = strings.ReplaceAll(script, tryItE2BAddr, e2bAddr)
+	}
+	bound := 2 * waitBound
+	if sn.marker == "docker" {
+		// An image of its own, built and removed here (the build is a
+		// static link of tether: longer than a block's usual bound).
+		img := "tether-try:" + strings.ToLower(filepath.Base(shortTempDir(t)))
+		script = strings.ReplaceAll(script, tryItImage, img)
+		t.Cleanup(func() { _ = exec.Command("docker", "rmi", "-f", img).Run() })
+		bound = 5 * waitBound
+	}
 	dir := shortTempDir(t)
 	argv := snippetFile(t, dir, sn, script)
 	cmd := exec.Command(argv[0], argv[1:]...)
@@ -338,9 +374,12 @@ func runSnippet(t *testing.T, sn snippet) {
 		"TETHER_JOURNAL="+filepath.Join(dir, "journal.db"),
 		"TETHER_SOCKET="+filepath.Join(dir, "t.sock"),
 		"TETHER_SPOOL="+filepath.Join(dir, "spool"))
-	out, err := runBounded(t, cmd, 2*waitBound)
+	out, err := runBounded(t, cmd, bound)
 	if err != nil {
 		t.Fatalf("the block failed: %v\n%s\n--- output:\n%s", err, script, out)
+	}
+	if e2bAddr != "" && strings.Contains(sn.body, tryItE2BAddr+"/_sim/sandboxes") {
+		judgeE2B(t, e2bAddr, out)
 	}
 	if !strings.Contains(sn.body, "tether demo daytona ls") {
 		return
@@ -392,11 +431,12 @@ func runFragment(t *testing.T, sn snippet, script string) {
 	}
 }
 
-// startLocalDaytona starts `tether demo daytona` on a free loopback port
-// and returns its address, from the export line it prints.
-func startLocalDaytona(t *testing.T) string {
+// startLocalSim starts `tether demo KIND` (daytona or e2b) on a free
+// loopback port and returns its address, from the export line it prints
+// (prefix, the address, then suffix).
+func startLocalSim(t *testing.T, kind, prefix, suffix string) string {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(tetherDir, "tether"), "demo", "daytona", "--addr", "127.0.0.1:0")
+	cmd := exec.Command(filepath.Join(tetherDir, "tether"), "demo", kind, "--addr", "127.0.0.1:0")
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -412,8 +452,8 @@ func startLocalDaytona(t *testing.T) string {
 	go func() {
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
-			if v, ok := strings.CutPrefix(sc.Text(), "export DAYTONA_API_URL=http://"); ok {
-				found <- strings.TrimSuffix(v, "/api")
+			if v, ok := strings.CutPrefix(sc.Text(), prefix); ok {
+				found <- strings.TrimSuffix(v, suffix)
 			}
 		}
 		close(found)
@@ -421,13 +461,37 @@ func startLocalDaytona(t *testing.T) string {
 	select {
 	case addr, ok := <-found:
 		if !ok {
-			t.Fatal("tether demo daytona exited before printing its URL")
+			t.Fatalf("tether demo %s exited before printing its URL", kind)
 		}
 		return addr
 	case <-time.After(waitBound):
-		t.Fatalf("tether demo daytona printed no URL within %s", waitBound)
+		t.Fatalf("tether demo %s printed no URL within %s", kind, waitBound)
 	}
 	return ""
+}
+
+// judgeE2B reads the simulated E2B API's own record after a block that ends
+// showing it: some sandboxes were created, and every one was killed (by a
+// request: the block ends long before any sandbox's timeout).
+func judgeE2B(t *testing.T, addr string, out []byte) {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/_sim/sandboxes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var record []struct{ ID, State string }
+	if err := json.NewDecoder(resp.Body).Decode(&record); err != nil {
+		t.Fatalf("the simulated E2B API's record: %v", err)
+	}
+	if len(record) == 0 {
+		t.Fatalf("the block created no E2B sandbox:\n%s", out)
+	}
+	for _, sb := range record {
+		if sb.State != "killed" {
+			t.Errorf("E2B sandbox %s is %s after the block, want killed:\n%s", sb.ID, sb.State, out)
+		}
+	}
 }
 
 // shortTempDir: Unix socket paths are limited to about 100 bytes.
@@ -438,4 +502,53 @@ func shortTempDir(t *testing.T) string {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	return dir
+}
+
+// TestExamplesTryItLocally: every example directory has a README with a
+// "Try it locally" section whose first block runs in TestDocSnippets (no
+// marker, or docker), and the examples table names every directory.
+func TestExamplesTryItLocally(t *testing.T) {
+	entries, err := os.ReadDir(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	table, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range entries {
+		if !e.IsDir() || strings.HasPrefix(e.Name(), ".") || e.Name() == "testdata" {
+			continue
+		}
+		n++
+		readme := filepath.Join(e.Name(), "README.md")
+		b, err := os.ReadFile(readme)
+		if err != nil {
+			t.Errorf("examples/%s has no README: %v", e.Name(), err)
+			continue
+		}
+		if !strings.Contains(string(table), "| ["+e.Name()+"/]("+e.Name()+"/) |") {
+			t.Errorf("examples/README.md's table has no row for %s/", e.Name())
+		}
+		_, section, ok := strings.Cut(string(b), "\n## Try it locally\n")
+		if !ok {
+			t.Errorf("%s has no \"## Try it locally\" section", readme)
+			continue
+		}
+		offset := strings.Count(string(b), "\n") - strings.Count(section, "\n")
+		runs := false
+		for _, sn := range docSnippets(t, readme) {
+			if sn.line > offset && (sn.marker == "" || sn.marker == "docker") {
+				runs = true
+				break
+			}
+		}
+		if !runs {
+			t.Errorf("%s: its \"Try it locally\" section has no block TestDocSnippets runs", readme)
+		}
+	}
+	if n == 0 {
+		t.Fatal("no example directory")
+	}
 }

@@ -497,7 +497,7 @@ func (p *Provider) classify(ctx, cctx context.Context, op string, resp *http.Res
 		// No Daytona answers 404 to a list of sandboxes: the URL is not
 		// the API's (a path mistyped, /api left off). A configuration
 		// error, never "sandbox not found".
-		return &apicall.Error{Msg: msg + ": " + notTheAPI, Kind: provider.ErrMisconfigured}, false
+		return &apicall.Error{Msg: msg + ": " + wrongURLFix, Kind: provider.ErrMisconfigured}, false
 	case code == http.StatusNotFound:
 		return &apicall.Error{Msg: msg, Kind: provider.ErrNotFound}, false
 	case code == http.StatusConflict:
@@ -505,11 +505,11 @@ func (p *Provider) classify(ctx, cctx context.Context, op string, resp *http.Res
 	case code == http.StatusTooManyRequests:
 		return fmt.Errorf("%w: %s", rateLimit(resp.Header, time.Now()), msg), false
 	case code == http.StatusForbidden && text == msgInvalidAuthContext:
-		return &apicall.Error{Msg: msg + ": " + checkCredentials, Kind: provider.ErrUnauthorized}, true
+		return &apicall.Error{Msg: msg + ": " + refusedKeyFix, Kind: provider.ErrUnauthorized}, true
 	case code == http.StatusForbidden && text == msgAccessDenied:
 		return &provider.PermissionError{Op: op, Permission: permissionFor[op], Message: msg}, false
 	case code == http.StatusUnauthorized || code == http.StatusForbidden:
-		return &apicall.Error{Msg: msg + ": " + checkCredentials, Kind: provider.ErrUnauthorized}, false
+		return &apicall.Error{Msg: msg + ": " + refusedKeyFix, Kind: provider.ErrUnauthorized}, false
 	case code >= 500 || code == http.StatusRequestTimeout:
 		return &apicall.Error{Msg: msg, Kind: provider.ErrUnavailable}, false
 	case code == http.StatusBadRequest:
@@ -532,8 +532,8 @@ func (p *Provider) classify(ctx, cctx context.Context, op string, resp *http.Res
 // What a refused key and a wrong URL say to fix, wherever they show: the
 // start-up check, doctor, a sweep, a drain.
 var (
-	checkCredentials = "check " + EnvAPIKey + " (or " + EnvJWTToken + " and " + EnvOrganizationID + "), and that " + EnvAPIURL + " is the API the credentials belong to"
-	notTheAPI        = EnvAPIURL + " does not look like the Daytona API (it usually ends in /api)"
+	refusedKeyFix = "check " + EnvAPIKey + " (or " + EnvJWTToken + " and " + EnvOrganizationID + "), and that " + EnvAPIURL + " is the API the credentials belong to"
+	wrongURLFix   = EnvAPIURL + " does not look like the Daytona API (it usually ends in /api)"
 )
 
 // accountRead are the calls that read the account, not one sandbox: a 404

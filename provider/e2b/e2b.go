@@ -493,8 +493,8 @@ func (p *Provider) Check(ctx context.Context) error {
 // What a refused key and a wrong URL say to fix, wherever they show: the
 // start-up check, doctor, a sweep, a drain.
 var (
-	checkKey  = "check " + EnvAPIKey + ", and that " + EnvAPIURL + " (or " + EnvDomain + ") is the API the key belongs to"
-	notTheAPI = EnvAPIURL + " does not look like the E2B API"
+	refusedKeyFix = "check " + EnvAPIKey + ", and that " + EnvAPIURL + " (or " + EnvDomain + ") is the API the key belongs to"
+	wrongURLFix   = EnvAPIURL + " does not look like the E2B API"
 )
 
 // accountRead are the calls that read the team's sandboxes, not one
@@ -594,7 +594,7 @@ func (p *Provider) classify(op string, code int, h http.Header, body []byte) err
 		// E2B answers a list of sandboxes, if only with none: a 404 is
 		// a URL that is not the API's. A configuration error, never
 		// "sandbox not found".
-		return &apicall.Error{Msg: msg + ": " + notTheAPI, Kind: provider.ErrMisconfigured}
+		return &apicall.Error{Msg: msg + ": " + wrongURLFix, Kind: provider.ErrMisconfigured}
 	case code == http.StatusNotFound:
 		return &apicall.Error{Msg: msg, Kind: provider.ErrNotFound}
 	case code == http.StatusConflict && op == "stop" && strings.Contains(text, "already paused"):
@@ -607,7 +607,7 @@ func (p *Provider) classify(op string, code int, h http.Header, body []byte) err
 	case code == http.StatusUnauthorized || code == http.StatusForbidden:
 		// 403 is a blocked team (packages/auth/.../service.go:113-120):
 		// like a wrong key, only an operator can help.
-		return &apicall.Error{Msg: msg + ": " + checkKey, Kind: provider.ErrUnauthorized}
+		return &apicall.Error{Msg: msg + ": " + refusedKeyFix, Kind: provider.ErrUnauthorized}
 	case code >= 500 || code == http.StatusRequestTimeout:
 		return &apicall.Error{Msg: msg, Kind: provider.ErrUnavailable}
 	case code == http.StatusBadRequest:

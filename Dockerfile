@@ -12,6 +12,9 @@
 #   ENTRYPOINT ["tether", "run", "--"]
 #   CMD ["node", "server.js"]
 #
+#   # tether's own commands run as they are, not as a supervised runner:
+#   docker run --rm -v tether-journal:/var/lib/tether tether tether status
+#
 # Base images are pinned by exact version; pin them by digest as well where
 # your registry policy asks for it. GO_IMAGE replaces the build image (the
 # tests build with a stand-in, as the machine they run on has no registry).

@@ -2,7 +2,9 @@ package examples_test
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,9 +24,18 @@ import (
 var snippetDocs = []string{"../README.md", "../docs/*.md", "README.md", "*/README.md"}
 
 // tryItAddr is the address the docs' blocks use for the simulated Daytona:
-// the default of `tether demo daytona`. Each block gets its own on a free
-// port, written into the block in its place.
-const tryItAddr = "127.0.0.1:3986"
+// the default of `tether demo daytona`; tryItE2BAddr is the simulated E2B
+// API's, `tether demo e2b`'s. Each block gets its own on a free port,
+// written into the block in its place.
+const (
+	tryItAddr    = "127.0.0.1:3986"
+	tryItE2BAddr = "127.0.0.1:3987"
+)
+
+// tryItImage is the tag the blocks that run on the Docker engine build the
+// tether image as; each such block gets a tag of its own in its place,
+// removed after it.
+const tryItImage = "tether:try"
 
 // snippetLangs maps a fence's info string to the interpreter of its block.
 var snippetLangs = map[string]string{
@@ -38,18 +49,19 @@ var snippetLangs = map[string]string{
 //
 //	<!-- snippet: skip (REASON) -->   not runnable here; REASON says why
 //	<!-- snippet: fragment -->        needs context: run wrapped (fragments below)
+//	<!-- snippet: docker -->          runs as written where the Docker engine is up
 //
 // A block without a marker runs as written.
 type snippet struct {
 	doc    string // path, relative to this directory
 	line   int    // of the fence
 	lang   string // the fence's info string
-	marker string // "", "skip" or "fragment"
+	marker string // "", "skip", "fragment" or "docker"
 	reason string // of a skip
 	body   string
 }
 
-var markerRE = regexp.MustCompile(`^<!-- snippet: (skip|fragment)(?: \((.+)\))? -->$`)
+var markerRE = regexp.MustCompile(`^<!-- snippet: (skip|fragment|docker)(?: \((.+)\))? -->$`)
 
 // docSnippets returns the blocks of snippetLangs' languages in doc.
 func docSnippets(t *testing.T, doc string) []snippet {
@@ -79,7 +91,7 @@ func docSnippets(t *testing.T, doc string) []snippet {
 			if m := markerRE.FindStringSubmatch(prev); m != nil {
 				sn.marker, sn.reason = m[1], m[2]
 			} else if strings.HasPrefix(prev, "<!-- snippet") {
-				t.Errorf("%s:%d: unknown marker %q; want <!-- snippet: skip (REASON) --> or <!-- snippet: fragment -->", doc, start, prev)
+				t.Errorf("%s:%d: unknown marker %q; want <!-- snippet: skip (REASON) -->, <!-- snippet: fragment --> or <!-- snippet: docker -->", doc, start, prev)
 			}
 			out = append(out, sn)
 		}
@@ -93,16 +105,21 @@ func docSnippets(t *testing.T, doc string) []snippet {
 // that comment. Each creates the sandbox on the simulated Daytona with the
 // name and labels of the intent the fragment just declared, through the
 // create function of fragmentPreludes, into the variable the fragment uses
-// next. before, when set, runs before the fragment (the context its prose
-// gives it).
-var fragmentSteps = map[string]struct{ before, step string }{
+// next. Each of befores, when set, runs the fragment once more with that
+// line before it (a context its prose gives it); the fragment always runs
+// as written too.
+var fragmentSteps = map[string]struct {
+	befores []string
+	step    string
+}{
 	// README.md, the intent API.
 	`# …create it on Daytona with that name and those labels, then report the sandbox's id ($SB):`: {
 		step: `SB=$(create_sandbox "$(printf '%s' "$in" | jq -r .name)" "$(printf '%s' "$in" | jq -c .labels)")`},
-	// README.md, spool files: "no socket set".
+	// README.md, the tether intent CLI: under tether run (over the socket)
+	// and with no socket set (through the spool), the key is the handle.
 	`# …create the sandbox with that name and labels, then:`: {
-		before: `unset TETHER_SOCKET`,
-		step:   `sandbox_id=$(create_sandbox tether-job-7 "{\"step\":\"build\",\"tether-owner\":\"$TETHER_OWNER\",\"tether-intent\":\"job-7\"}")`},
+		befores: []string{`unset TETHER_SOCKET`},
+		step:    `sandbox_id=$(create_sandbox tether-job-7 "{\"step\":\"build\",\"tether-owner\":\"$TETHER_OWNER\",\"tether-intent\":\"job-7\"}")`},
 	// docs/protocol.md, curl.
 	`# create the sandbox with .name and .labels, then, with its id in $SB:`: {
 		step: `SB=$(create_sandbox "$(printf '%s' "$in" | jq -r .name)" "$(printf '%s' "$in" | jq -c .labels)")`},
@@ -148,9 +165,10 @@ def create_sandbox(name, labels):
 }
 
 // wrapFragment returns the fragment with its create step filled in after
-// the comment that stands for it, the prelude before it; false when no
-// line of it is a step fragmentSteps knows.
-func wrapFragment(sn snippet) (string, bool) {
+// the comment that stands for it, the prelude before it: as written, then
+// once after each of the step's befores (keyed by that line; "" is as
+// written). False when no line of it is a step fragmentSteps knows.
+func wrapFragment(sn snippet) (map[string]string, bool) {
 	lang := snippetLangs[sn.lang]
 	lines := strings.Split(sn.body, "\n")
 	for i, l := range lines {
@@ -159,18 +177,18 @@ func wrapFragment(sn snippet) (string, bool) {
 			continue
 		}
 		body := strings.Join(lines[:i+1], "\n") + "\n" + st.step + "\n" + strings.Join(lines[i+1:], "\n")
-		before := ""
-		if st.before != "" {
-			before = st.before + "\n"
+		scripts := map[string]string{"": fragmentPreludes[lang] + body}
+		for _, before := range st.befores {
+			scripts[before] = fragmentPreludes[lang] + before + "\n" + body
 		}
-		return fragmentPreludes[lang] + before + body, true
+		return scripts, true
 	}
-	return "", false
+	return nil, false
 }
 
 // snippetTools are the commands a shell block may use that a machine may
 // lack; a block that uses a missing one is skipped, saying so.
-var snippetTools = []string{"curl", "jq", "node", "python3", "timeout"}
+var snippetTools = []string{"curl", "jq", "node", "promtool", "python3", "timeout"}
 
 // TestDocSnippets runs every shell, Node and Python block of the docs
 // (snippetDocs):
@@ -219,16 +237,32 @@ func TestDocSnippets(t *testing.T) {
 				}
 				continue
 			case "fragment":
-				script, ok := wrapFragment(sn)
+				scripts, ok := wrapFragment(sn)
 				if !ok {
 					t.Errorf("%s: a fragment with no create step the test knows: add its comment line to fragmentSteps, or mark it <!-- snippet: skip (REASON) -->", name)
 					continue
 				}
+				for before, script := range scripts {
+					ran++
+					sub := name
+					if before != "" {
+						sub += " after " + before
+					}
+					t.Run(sub, func(t *testing.T) {
+						t.Parallel()
+						needTools(t, sn, script)
+						runFragment(t, sn, script)
+					})
+				}
+			case "docker":
 				ran++
 				t.Run(name, func(t *testing.T) {
 					t.Parallel()
-					needTools(t, sn, script)
-					runFragment(t, sn, script)
+					needTools(t, sn, sn.body)
+					if err := exec.Command("docker", "info").Run(); err != nil {
+						t.Skipf("SKIP: no Docker engine (docker info: %v): the block at %s:%d did not run", err, sn.doc, sn.line)
+					}
+					runSnippet(t, sn)
 				})
 			default:
 				ran++
@@ -280,12 +314,12 @@ func snippetFile(t *testing.T, dir string, sn snippet, script string) []string {
 	return []string{interp, path}
 }
 
-// snippetEnv is the environment without the caller's TETHER_* and
-// DAYTONA_* settings, the built tether first on PATH, plus kv.
+// snippetEnv is the environment without the caller's TETHER_*, DAYTONA_*
+// and E2B_* settings, the built tether first on PATH, plus kv.
 func snippetEnv(kv ...string) []string {
 	var env []string
 	for _, e := range os.Environ() {
-		if !strings.HasPrefix(e, "TETHER_") && !strings.HasPrefix(e, "DAYTONA_") && !strings.HasPrefix(e, "PATH=") {
+		if !strings.HasPrefix(e, "TETHER_") && !strings.HasPrefix(e, "DAYTONA_") && !strings.HasPrefix(e, "E2B_") && !strings.HasPrefix(e, "PATH=") {
 			env = append(env, e)
 		}
 	}
@@ -315,8 +349,22 @@ func runBounded(t *testing.T, cmd *exec.Cmd, bound time.Duration) ([]byte, error
 }
 
 func runSnippet(t *testing.T, sn snippet) {
-	addr := startLocalDaytona(t)
+	addr := startLocalSim(t, "daytona", "export DAYTONA_API_URL=http://", "/api")
 	script := strings.ReplaceAll(sn.body, tryItAddr, addr)
+	var e2bAddr string
+	if strings.Contains(sn.body, tryItE2BAddr) {
+		e2bAddr = startLocalSim(t, "e2b", "export E2B_API_URL=http://", "")
+		script = strings.ReplaceAll(script, tryItE2BAddr, e2bAddr)
+	}
+	bound := 2 * waitBound
+	if sn.marker == "docker" {
+		// An image of its own, built and removed here (the build is a
+		// static link of tether: longer than a block's usual bound).
+		img := "tether-try:" + strings.ToLower(filepath.Base(shortTempDir(t)))
+		script = strings.ReplaceAll(script, tryItImage, img)
+		t.Cleanup(func() { _ = exec.Command("docker", "rmi", "-f", img).Run() })
+		bound = 5 * waitBound
+	}
 	dir := shortTempDir(t)
 	argv := snippetFile(t, dir, sn, script)
 	cmd := exec.Command(argv[0], argv[1:]...)
@@ -326,9 +374,12 @@ func runSnippet(t *testing.T, sn snippet) {
 		"TETHER_JOURNAL="+filepath.Join(dir, "journal.db"),
 		"TETHER_SOCKET="+filepath.Join(dir, "t.sock"),
 		"TETHER_SPOOL="+filepath.Join(dir, "spool"))
-	out, err := runBounded(t, cmd, 2*waitBound)
+	out, err := runBounded(t, cmd, bound)
 	if err != nil {
 		t.Fatalf("the block failed: %v\n%s\n--- output:\n%s", err, script, out)
+	}
+	if e2bAddr != "" && strings.Contains(sn.body, tryItE2BAddr+"/_sim/sandboxes") {
+		judgeE2B(t, e2bAddr, out)
 	}
 	if !strings.Contains(sn.body, "tether demo daytona ls") {
 		return
@@ -380,11 +431,12 @@ func runFragment(t *testing.T, sn snippet, script string) {
 	}
 }
 
-// startLocalDaytona starts `tether demo daytona` on a free loopback port
-// and returns its address, from the export line it prints.
-func startLocalDaytona(t *testing.T) string {
+// startLocalSim starts `tether demo KIND` (daytona or e2b) on a free
+// loopback port and returns its address, from the export line it prints
+// (prefix, the address, then suffix).
+func startLocalSim(t *testing.T, kind, prefix, suffix string) string {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(tetherDir, "tether"), "demo", "daytona", "--addr", "127.0.0.1:0")
+	cmd := exec.Command(filepath.Join(tetherDir, "tether"), "demo", kind, "--addr", "127.0.0.1:0")
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -400,8 +452,8 @@ func startLocalDaytona(t *testing.T) string {
 	go func() {
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
-			if v, ok := strings.CutPrefix(sc.Text(), "export DAYTONA_API_URL=http://"); ok {
-				found <- strings.TrimSuffix(v, "/api")
+			if v, ok := strings.CutPrefix(sc.Text(), prefix); ok {
+				found <- strings.TrimSuffix(v, suffix)
 			}
 		}
 		close(found)
@@ -409,13 +461,37 @@ func startLocalDaytona(t *testing.T) string {
 	select {
 	case addr, ok := <-found:
 		if !ok {
-			t.Fatal("tether demo daytona exited before printing its URL")
+			t.Fatalf("tether demo %s exited before printing its URL", kind)
 		}
 		return addr
 	case <-time.After(waitBound):
-		t.Fatalf("tether demo daytona printed no URL within %s", waitBound)
+		t.Fatalf("tether demo %s printed no URL within %s", kind, waitBound)
 	}
 	return ""
+}
+
+// judgeE2B reads the simulated E2B API's own record after a block that ends
+// showing it: some sandboxes were created, and every one was killed (by a
+// request: the block ends long before any sandbox's timeout).
+func judgeE2B(t *testing.T, addr string, out []byte) {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/_sim/sandboxes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var record []struct{ ID, State string }
+	if err := json.NewDecoder(resp.Body).Decode(&record); err != nil {
+		t.Fatalf("the simulated E2B API's record: %v", err)
+	}
+	if len(record) == 0 {
+		t.Fatalf("the block created no E2B sandbox:\n%s", out)
+	}
+	for _, sb := range record {
+		if sb.State != "killed" {
+			t.Errorf("E2B sandbox %s is %s after the block, want killed:\n%s", sb.ID, sb.State, out)
+		}
+	}
 }
 
 // shortTempDir: Unix socket paths are limited to about 100 bytes.
@@ -426,4 +502,53 @@ func shortTempDir(t *testing.T) string {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	return dir
+}
+
+// TestExamplesTryItLocally: every example directory has a README with a
+// "Try it locally" section with a block TestDocSnippets runs (no marker, or
+// docker), and the examples table names every directory once.
+func TestExamplesTryItLocally(t *testing.T) {
+	entries, err := os.ReadDir(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	table, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range entries {
+		if !e.IsDir() || strings.HasPrefix(e.Name(), ".") || e.Name() == "testdata" {
+			continue
+		}
+		n++
+		readme := filepath.Join(e.Name(), "README.md")
+		b, err := os.ReadFile(readme)
+		if err != nil {
+			t.Errorf("examples/%s has no README: %v", e.Name(), err)
+			continue
+		}
+		if n := strings.Count(string(table), "| ["+e.Name()+"/]("+e.Name()+"/) |"); n != 1 {
+			t.Errorf("examples/README.md's table has %d rows for %s/, want 1", n, e.Name())
+		}
+		_, section, ok := strings.Cut(string(b), "\n## Try it locally\n")
+		if !ok {
+			t.Errorf("%s has no \"## Try it locally\" section", readme)
+			continue
+		}
+		offset := strings.Count(string(b), "\n") - strings.Count(section, "\n")
+		runs := false
+		for _, sn := range docSnippets(t, readme) {
+			if sn.line > offset && (sn.marker == "" || sn.marker == "docker") {
+				runs = true
+				break
+			}
+		}
+		if !runs {
+			t.Errorf("%s: its \"Try it locally\" section has no block TestDocSnippets runs", readme)
+		}
+	}
+	if n == 0 {
+		t.Fatal("no example directory")
+	}
 }

@@ -32,6 +32,13 @@ type CreateRequest struct {
 	// Provider is the cloud the sandbox is created in ("daytona", the
 	// default, or "e2b"); tether must have credentials for it.
 	Provider string `json:"provider,omitempty"`
+	// ID, if set, is the intent id the client chooses, as a spool file's
+	// writer does: the sandbox name, "tether-" + ID, is known before the
+	// answer, and the id is the handle of every later call. The same id
+	// again returns that intent while it is live; once it has ended the id
+	// is refused (409), as a name is never handed out twice. Empty: tether
+	// picks a ULID.
+	ID string `json:"id,omitempty"`
 }
 
 // ObserveRequest is the body of POST /v1/intents/{id}/observe.

@@ -65,7 +65,8 @@ func openChecked(timeout time.Duration, notes *[]string) func(string, int, os.Fi
 	}
 }
 
-// openLocked opens name under the access rule and takes its lock:
+// openLocked opens name under the access rule (to write; one opened only
+// to read is any regular file the user may read) and takes its lock:
 // exclusive for a journal opened to write, shared for one opened only to
 // read (bbolt's ReadOnly), as bbolt's own lock would be. A journal another
 // tether compacted while this one waited for the lock was renamed over
@@ -73,12 +74,21 @@ func openChecked(timeout time.Duration, notes *[]string) func(string, int, os.Fi
 // new one at name is opened instead.
 func openLocked(name string, flag int, perm os.FileMode, timeout time.Duration) (*os.File, error) {
 	deadline := time.Now().Add(timeout)
+	write := flag&(os.O_WRONLY|os.O_RDWR) != 0
 	for {
-		f, err := access.OpenFile(name, flag, perm)
+		var f *os.File
+		var err error
+		if write {
+			f, err = access.OpenFile(name, flag, perm)
+		} else {
+			// Only read (tether status, doctor): any journal the user
+			// may read, another uid's included (access.OpenToRead).
+			f, err = access.OpenToRead(name)
+		}
 		if err != nil {
 			return nil, err
 		}
-		if err := lockFile(f, flag&(os.O_WRONLY|os.O_RDWR) != 0, time.Until(deadline)); err != nil {
+		if err := lockFile(f, write, time.Until(deadline)); err != nil {
 			f.Close()
 			return nil, err
 		}

@@ -249,7 +249,11 @@ func checkPlace(path string) error {
 		return fmt.Errorf("journal %s: %w", path, err)
 	}
 	if err := access.CheckDir(fi, nil); err != nil {
-		return fmt.Errorf("journal %w", &access.RefusedError{Path: dir, Why: "the journal's directory is " + err.Error()})
+		refused := &access.RefusedError{Path: dir, Why: "the journal's directory is " + err.Error()}
+		if uid := access.FileOwner(fi); uid > 0 && uid != os.Geteuid() {
+			refused = access.OwnedBy(dir, fi, refused.Why) // another uid's: say how to act as it
+		}
+		return fmt.Errorf("journal %w", refused)
 	}
 	for _, p := range companions(path) {
 		if err := access.CheckExisting(p); err != nil {
@@ -277,9 +281,25 @@ func openError(path string, fresh bool, err error) error {
 	case fresh:
 		return fmt.Errorf("journal %s: cannot create: %w (there was no journal at this path)", path, err)
 	case errors.Is(err, fs.ErrPermission):
-		return fmt.Errorf("journal %s: cannot open: %w (tether's user may not read and write this file; it was left as it is)", path, err)
+		return fmt.Errorf("journal %s: cannot open: %w (tether's user may not read and write this file; it was left as it is%s)", path, err, actAsOwner(path))
 	}
 	return fmt.Errorf("journal %s: cannot open: %w (the file was left as it is; move it aside to start a new journal)", path, err)
+}
+
+// actAsOwner says, for a journal another uid owns, how to act as that uid:
+// it is most likely that uid's own tether's (a container run with --user),
+// and taking it from its owner (chown) would stop that tether from opening
+// it. "" when the journal is this user's, root's, or cannot be read.
+func actAsOwner(path string) string {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return ""
+	}
+	uid := access.FileOwner(fi)
+	if uid <= 0 || uid == os.Geteuid() {
+		return ""
+	}
+	return fmt.Sprintf("; it is uid %d's: run tether as that uid (setpriv --reuid=%d --regid=%d --clear-groups tether ..., or docker run --user %d ...) or as root, and do not chown it, or uid %d's own tether can no longer open it", uid, uid, uid, uid, uid)
 }
 
 // notRegular: the path given as a journal is /dev/null, a directory, ...:
@@ -335,6 +355,9 @@ func OpenReadOnly(path string, timeout time.Duration) (*Journal, error) {
 		return nil, fmt.Errorf("journal %w", err)
 	}
 	if err != nil {
+		if errors.Is(err, fs.ErrPermission) {
+			return nil, fmt.Errorf("journal %s: cannot open: %w (this user may not read it%s)", path, err, actAsOwner(path))
+		}
 		return nil, fmt.Errorf("journal %s: cannot open: %w", path, err)
 	}
 	owner, _, ok := readyJournal(db)

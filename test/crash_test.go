@@ -223,7 +223,10 @@ func TestOfflineDrain(t *testing.T) {
 	if took := time.Since(start); took > time.Minute {
 		t.Errorf("tether drain took %s: it did not stop early", took)
 	}
-	for _, want := range []string{"1 intent waits for its sandbox name to appear", "stopping early", "stopped early: "} {
+	// It names the setting that decides when, and what to do.
+	for _, want := range []string{"1 intent waits for its sandbox name to appear", "(--never-created-after 30m0s after its declaration)",
+		"so the drain stops in", "stopping early", "stopped early: ", "To close it: run tether drain again after ",
+		"now, with a --never-created-after shorter than its age"} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("tether drain does not say %q:\n%s", want, stderr)
 		}
@@ -247,15 +250,18 @@ func TestOfflineDrain(t *testing.T) {
 		t.Fatalf("tether drain exited %d, want 0; stderr:\n%s", code, stderr)
 	}
 	rep = mustReport(t, stderr)
+	if !strings.Contains(stderr, "tether: drain: 1 intent in ") {
+		t.Errorf("the report does not say \"1 intent\":\n%s", stderr)
+	}
 	if rep.total != 1 || rep.left != 0 || rep.counts["gone"] != 1 {
 		t.Errorf("report: %d intents, %d left, counts %v; want the 1 gone", rep.total, rep.left, rep.counts)
 	}
 	w.assertDestroyed(sb.ID)
 	w.assertJournal(intent.Gone, pending.ID)
 
-	// Nothing left: a third run has nothing to do.
-	if code, stderr := w.runTether("drain", "--journal", w.journal); code != 0 {
-		t.Fatalf("tether drain of an empty journal exited %d; stderr:\n%s", code, stderr)
+	// Nothing left: a third run has nothing to do, and says so.
+	if code, stderr := w.runTether("drain", "--journal", w.journal); code != 0 || !strings.Contains(stderr, "tether: drain: no live intent in "+w.journal+"; nothing to do, 0 left live") {
+		t.Fatalf("tether drain of a journal with nothing live exited %d, want 0 with a summary; stderr:\n%s", code, stderr)
 	}
 }
 

@@ -3,11 +3,7 @@ package e2e_test
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -27,30 +23,12 @@ import (
 
 const otherE2BTeam = "team-other"
 
-var e2bRunnerBin struct {
-	once sync.Once
-	path string
-	err  error
-}
-
+// e2bRunner is the zero-code E2B runner, built once per go test run beside
+// tether (testutil.Build: in the go command's work directory, removed with
+// it).
 func e2bRunner(t *testing.T) string {
 	t.Helper()
-	e2bRunnerBin.once.Do(func() {
-		dir, err := os.MkdirTemp("", "tether-e2e-e2brunner-")
-		if err != nil {
-			e2bRunnerBin.err = err
-			return
-		}
-		e2bRunnerBin.path = filepath.Join(dir, "e2brunner")
-		out, err := exec.Command("go", "build", "-o", e2bRunnerBin.path, "github.com/tether-run/tether/test/e2brunner").CombinedOutput()
-		if err != nil {
-			e2bRunnerBin.err = fmt.Errorf("build e2brunner: %v\n%s", err, out)
-		}
-	})
-	if e2bRunnerBin.err != nil {
-		t.Fatal(e2bRunnerBin.err)
-	}
-	return e2bRunnerBin.path
+	return testutil.Build(t, testutil.Module+"/test/e2brunner")
 }
 
 // e2bWorld is a world with a simulated E2B API beside its Daytona, and

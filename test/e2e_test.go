@@ -482,7 +482,7 @@ type report struct {
 type reportItem struct{ name, sandbox, state, why string }
 
 var (
-	reportHead       = regexp.MustCompile(`^tether: drain: (\d+) intents in (\S+), (\d+) left live$`)
+	reportHead       = regexp.MustCompile(`^tether: drain: (\d+) intents? in (\S+), (\d+) left live$`)
 	reportCount      = regexp.MustCompile(`^tether:   (\S+)\s+(\d+)$`)
 	reportUnresolved = regexp.MustCompile(`^tether:   unresolved (\S+) intent=(\S+) sandbox=(\S+) state=(\S+): (.*)$`)
 	reportForeign    = regexp.MustCompile(`^tether:   foreign (\S+) intent=(\S+) sandbox=(\S+): (.*)$`)

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/journal"
 	"github.com/tether-run/tether/journal/access"
 )
@@ -171,4 +172,87 @@ func snapshot(t *testing.T, dir, skip string) map[string]string {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// TestJournalOfAnotherUID: a journal uid 1000's tether keeps (a container
+// run with --user 1000 journals under uid-1000 on its volume) is read by
+// root's `tether status` where it lies, though root's tether does not own
+// it; root's `tether drain`, which would write beside it, is refused with
+// how to act as uid 1000, never a chown that would lock uid 1000 out.
+// Nothing of the owner's changes, and uid 1000's tether still uses it.
+func TestJournalOfAnotherUID(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to act as another uid (setpriv); run the suite as root, as .ci/run does")
+	}
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		t.Skip("setpriv not installed (util-linux; .ci/run installs it)")
+	}
+	w := newWorld(t)
+	w.nobodyCan()
+	shared := filepath.Join(w.dir, "shared")
+	if err := os.Mkdir(shared, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(shared, 0o777|os.ModeSticky); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(shared, "uid-1000")
+	path := filepath.Join(dir, "journal.db")
+	j, err := journal.Open(path, journal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"job-1", "job-2"} {
+		if _, _, err := j.Create(t.Context(), intent.Declaration{ID: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("chown", "-R", "1000:1000", dir).CombinedOutput(); err != nil {
+		t.Fatalf("chown: %v\n%s", err, out)
+	}
+	before := snapshot(t, dir, "")
+
+	status := func(as ...string) (int, string, string) {
+		t.Helper()
+		argv := append(as, bin.tether, "status", "--journal", path)
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.Env = w.env
+		var stdout, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return code, stdout.String(), stderr.String()
+	}
+	code, stdout, stderr := status()
+	if code != 0 || !strings.Contains(stdout, "2 live (2 pending)") || !strings.Contains(stdout, "tether-job-1") {
+		t.Errorf("root's tether status of uid 1000's journal: exit %d\n%s%s", code, stdout, stderr)
+	}
+
+	code, stderr = w.runTether("drain", "--journal", path)
+	if code != 125 {
+		t.Errorf("root's tether drain of uid 1000's journal: exit %d, want 125; stderr:\n%s", code, stderr)
+	}
+	for _, want := range []string{"owned by uid 1000", "setpriv --reuid=1000 --regid=1000 --clear-groups tether", "docker run --user 1000", "do not chown it"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("the refusal does not say %q:\n%s", want, stderr)
+		}
+	}
+	if strings.Contains(stderr, "chown 0") {
+		t.Errorf("the refusal suggests taking the journal from its owner:\n%s", stderr)
+	}
+	if after := snapshot(t, dir, ""); !maps.Equal(before, after) {
+		t.Errorf("uid 1000's journal changed:\nbefore %v\nafter  %v", before, after)
+	}
+	if code, stdout, stderr := status(setpriv, "--reuid=1000", "--regid=1000", "--clear-groups"); code != 0 || !strings.Contains(stdout, "2 live") {
+		t.Errorf("uid 1000's tether status of its own journal after: exit %d\n%s%s", code, stdout, stderr)
+	}
 }

@@ -134,3 +134,16 @@ func helped(err error) error {
 	}
 	return err
 }
+
+// count is n with the noun that fits it: "1 page", "2 pages".
+func count(n int, one, many string) string {
+	return fmt.Sprintf("%d %s", n, pick(n, one, many))
+}
+
+// pick is one when n is 1, else many.
+func pick(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}

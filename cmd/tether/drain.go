@@ -89,7 +89,12 @@ func (*drainCommand) Run(ctx context.Context, args []string) error {
 	if err := sidecar.TakeSpool(ctx, cfg, j, ps, log); err != nil {
 		return &exitError{Code: exitCodeUsage, Err: fmt.Errorf("drain: %w", err)}
 	}
-	_, err = sidecar.DrainProviders(ctx, cfg, j, ps, log, os.Stderr)
+	rep, err := sidecar.DrainProviders(ctx, cfg, j, ps, log, os.Stderr)
+	if err == nil && rep.Total == 0 {
+		// The report a drain writes, for a journal with nothing to do:
+		// an operator who asked for a drain learns it ran.
+		fmt.Fprintf(os.Stderr, "tether: drain: no live intent in %s; nothing to do, 0 left live\n", cfg.Journal)
+	}
 	// What ended before the retention goes now (the journal's own pruning
 	// may not finish in a short drain); the next open compacts the file if
 	// that left it mostly free.
@@ -117,7 +122,7 @@ func salvage(src, dst string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "tether: salvage: %d intents (%d live) copied from %s into %s, owner %s\n", rep.Intents, rep.Live, src, dst, rep.Owner)
+	fmt.Fprintf(w, "tether: salvage: %s (%d live) copied from %s into %s, owner %s\n", count(rep.Intents, "intent", "intents"), rep.Live, src, dst, rep.Owner)
 	if rep.Loose > 0 {
 		fmt.Fprintf(w, "tether: salvage: %d of them found only in pages the journal no longer reaches (the newest copy found)\n", rep.Loose)
 	}
@@ -132,7 +137,7 @@ func salvage(src, dst string, w io.Writer) error {
 		fmt.Fprintf(w, "tether: salvage: records in the damaged parts are lost and cannot be named; their sandboxes carry the label %s=%s\n", intent.LabelOwner, rep.Owner)
 	}
 	if n := len(rep.Quarantined); n > 0 {
-		fmt.Fprintf(w, "tether: salvage: %d records could not be read; they are quarantined in %s and reported by every drain\n", n, dst)
+		fmt.Fprintf(w, "tether: salvage: %s could not be read; %s quarantined in %s and reported by every drain\n", count(n, "record", "records"), pick(n, "it is", "they are"), dst)
 	}
 	return nil
 }

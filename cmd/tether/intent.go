@@ -49,11 +49,14 @@ const intentUsage = `Usage:
 Speaks the socket at $TETHER_SOCKET (or --socket). When only $TETHER_SPOOL
 (or --spool) is set, new/observe/release/delete write spool files instead.
 With neither (docker exec, an operator's shell), it speaks the socket tether
-run listens on by default (/run/tether/tether.sock in a container). Through
-the spool, "new" chooses the intent id itself (--key if given, else a ULID)
-and prints the intent as tether will journal it — the name and labels (the
-scope labels of $TETHER_LABELS and the owner of $TETHER_OWNER included) to
-create the sandbox with.
+run listens on by default (/run/tether/tether.sock in a container).
+
+"new --key K" makes K the intent's id on either path: K is the handle of
+observe, release, delete and get, and the sandbox's name is tether-K. Without
+--key the socket picks a ULID (the spool writer picks one itself). Through
+the spool, "new" prints the intent as tether will journal it — the name and
+labels (the scope labels of $TETHER_LABELS and the owner of $TETHER_OWNER
+included) to create the sandbox with.
 
 Output: one intent as JSON per line. Exit: 0 ok, 1 refused by tether (the
 error is printed), 125 usage or tether unreachable.
@@ -85,18 +88,24 @@ var intentSubs = map[string]intentSub{
 		flags: func(fs *flag.FlagSet, a *intentArgs) {
 			fs.Var(config.LabelFlag(a.labels), "label", "label k=v for the sandbox; repeatable")
 			fs.StringVar(&a.onDrain, "on-drain", string(intent.DrainDelete), "what the drain does with the sandbox: delete or stop")
-			fs.StringVar(&a.key, "key", "", "idempotency key: the same key again returns the same live intent")
+			fs.StringVar(&a.key, "key", "", "the intent's id and handle (observe KEY, release KEY), so its sandbox name is tether-KEY: the same key again returns the same live intent; once it has ended the key is refused")
 			fs.StringVar(&a.provider, "provider", "", "the cloud of the sandbox: daytona (the default) or e2b")
 		},
 		validate: func(a *intentArgs) error {
 			err := errors.Join(intent.ValidateLabels(a.labels), intent.ValidateOnDrain(intent.OnDrain(a.onDrain)))
 			if a.key != "" {
-				err = errors.Join(err, intent.ValidateKey(a.key))
+				if kerr := intent.ValidateIntentID(a.key); kerr != nil {
+					err = errors.Join(err, fmt.Errorf("--key: the key is the intent id, and so the sandbox name: %w", kerr))
+				}
 			}
 			return err
 		},
 		socket: func(ctx context.Context, cl *client.Client, a *intentArgs) error {
-			return printed(cl.CreateIntent(ctx, intentapi.CreateRequest{Labels: a.labels, OnDrain: intent.OnDrain(a.onDrain), Key: a.key, Provider: a.provider}))
+			// The key is the intent id on both paths, as the spool needs
+			// it to be (spoolNew): the handle the runner passes to
+			// observe and release, and the name tether-KEY, whichever
+			// path this call takes.
+			return printed(cl.CreateIntent(ctx, intentapi.CreateRequest{Labels: a.labels, OnDrain: intent.OnDrain(a.onDrain), ID: a.key, Provider: a.provider}))
 		},
 		spool: spoolNew,
 	},

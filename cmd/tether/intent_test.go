@@ -76,15 +76,20 @@ func TestIntentCommandOverSocket(t *testing.T) {
 	if in.State != intent.Pending || in.Labels["team"] != "a" || in.Labels["scope"] != "test" || in.OnDrain != intent.DrainStop {
 		t.Fatalf("new: %+v", in)
 	}
-	if got, err := j.Get(in.ID); err != nil || got.Key != "k1" {
-		t.Fatalf("not journaled: %+v %v", got, err)
+	// The key is the handle, as through the spool: the intent's id, and so
+	// its sandbox's name (README §3 runs observe and release by the key).
+	if in.ID != "k1" || in.Name != "tether-k1" || in.Labels[intent.LabelIntent] != "k1" {
+		t.Fatalf("new --key k1 over the socket: id %q, name %q; want the key as the id, tether-k1 as the name", in.ID, in.Name)
+	}
+	if got, err := j.Get("k1"); err != nil || got.Name != "tether-k1" {
+		t.Fatalf("not journaled under the key: %+v %v", got, err)
 	}
 	out, _, _ = tetherIntent(t, env, "new", "--key", "k1")
 	if again := decodeIntent(t, out); again.ID != in.ID {
 		t.Fatalf("retry with the same key gave %s, want %s", again.ID, in.ID)
 	}
 
-	out, errOut, code = tetherIntent(t, env, "observe", in.ID, "sb-1")
+	out, errOut, code = tetherIntent(t, env, "observe", "k1", "sb-1")
 	if code != 0 || decodeIntent(t, out).SandboxID != "sb-1" {
 		t.Fatalf("observe: %d %s %s", code, out, errOut)
 	}
@@ -102,12 +107,17 @@ func TestIntentCommandOverSocket(t *testing.T) {
 		t.Fatalf("get: %d %s", code, out)
 	}
 	// Flags may follow the arguments.
-	out, errOut, code = tetherIntent(t, env, "release", in.ID, "--outcome", "kept")
+	out, errOut, code = tetherIntent(t, env, "release", "k1", "--outcome", "kept")
 	if rel := decodeIntent(t, out); code != 0 || rel.State != intent.Released {
 		t.Fatalf("release: %d %s %s", code, out, errOut)
 	}
 	if got, _ := j.Get(in.ID); got.Outcome != "kept" {
 		t.Fatalf("journaled outcome %q, want kept", got.Outcome)
+	}
+	// Ended, its key is refused, as through the spool: the name
+	// tether-k1 is never handed out twice.
+	if _, errOut, code := tetherIntent(t, env, "new", "--key", "k1"); code != exitCodeRefused || !strings.Contains(errOut, "409") {
+		t.Fatalf("new --key of an ended intent: exit %d %s; want %d, 409", code, errOut, exitCodeRefused)
 	}
 
 	out, _, _ = tetherIntent(t, env, "new")
@@ -136,6 +146,7 @@ func TestIntentCommandUsage(t *testing.T) {
 		{"bad label", env, []string{"new", "--label", "novalue"}, "k=v"},
 		{"reserved label", env, []string{"new", "--label", "tether-owner=x"}, "reserved"},
 		{"bad on-drain", env, []string{"new", "--on-drain", "explode"}, "on_drain"},
+		{"key not an id", env, []string{"new", "--key", "Job.7"}, "--key: the key is the intent id"},
 		{"missing argument", env, []string{"observe", "01arz3ndektsv4rrffq69g5fav"}, "takes 2"},
 		{"bad outcome", env, []string{"release", "01arz3ndektsv4rrffq69g5fav", "--outcome", "lost"}, "outcome"},
 		{"nowhere to send", nil, []string{"new"}, "TETHER_SOCKET"},

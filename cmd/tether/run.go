@@ -6,6 +6,9 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
 
 	"github.com/tether-run/tether/internal/config"
 	"github.com/tether-run/tether/internal/sidecar"
@@ -23,6 +26,14 @@ const runUsage = `Usage: tether run [flags] -- CMD [ARGS...]
 Runs CMD as tether's child: forwards signals to its process group, reaps
 zombies (as PID 1 or subreaper), serves the intent API to it, drains every
 live intent when it ends, and exits with its exit code.
+
+When CMD is tether itself with an operator command (status, drain, sweep,
+doctor, intent, version, or none), as in ` + "`docker run IMAGE tether status`" + ` under
+the image's ENTRYPOINT ["tether", "run", "--"], tether run does not
+supervise it: it runs that command in its own place (exec), exactly as if
+typed alone, with the environment and without run's flags; no journal is
+opened, replayed or drained. CMD "tether run" and "tether demo" are
+supervised as any runner.
 `
 
 func (*runCommand) Run(ctx context.Context, args []string) error {
@@ -35,6 +46,14 @@ func (*runCommand) Run(ctx context.Context, args []string) error {
 	command := fs.Args()
 	if len(command) == 0 {
 		return usageError(fs, supervisor.ErrNoCommand)
+	}
+	if path, ok := ownCommand(command); ok {
+		// `docker run IMAGE tether status`: the image's ENTRYPOINT is
+		// `tether run --`, but tether's own operator command is no runner
+		// to supervise. Run it in this process's place, as if the
+		// entrypoint were not there: no journal opened, nothing replayed
+		// or drained under it.
+		return execOwn(path, command)
 	}
 
 	// Catching 60-odd signals takes the Go runtime a few milliseconds:
@@ -79,4 +98,55 @@ func newLogger(cfg config.Config, w io.Writer) *slog.Logger {
 		h = slog.NewTextHandler(w, opts)
 	}
 	return slog.New(h)
+}
+
+// supervisedOwn are tether's own commands that tether run supervises like
+// any runner: a nested run, and the demo (whose sample runner is what the
+// README runs under tether run). Every other tether command is an
+// operator's, run in run's place (ownCommand).
+var supervisedOwn = map[string]bool{"run": true, "demo": true}
+
+// ownCommand reports whether command is tether's own operator command
+// (status, drain, sweep, doctor, intent, version, help, or no command at
+// all) and the path to run it from: command[0] is this very executable, or
+// a program named tether. Its first argument (the subcommand) decides.
+func ownCommand(command []string) (string, bool) {
+	path, err := exec.LookPath(command[0])
+	if err != nil {
+		return "", false
+	}
+	if filepath.Base(path) != "tether" && !sameFile(path, selfPath()) {
+		return "", false
+	}
+	if len(command) > 1 && supervisedOwn[command[1]] {
+		return "", false
+	}
+	return path, true
+}
+
+func selfPath() string {
+	p, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	return p
+}
+
+func sameFile(a, b string) bool {
+	if a == "" || b == "" {
+		return false
+	}
+	fa, err := os.Stat(a)
+	if err != nil {
+		return false
+	}
+	fb, err := os.Stat(b)
+	return err == nil && os.SameFile(fa, fb)
+}
+
+// execOwn replaces this process with tether's operator command. It returns
+// only when the exec failed.
+func execOwn(path string, command []string) error {
+	err := syscall.Exec(path, command, os.Environ())
+	return &exitError{Code: supervisor.ExitCodeNotExecutable, Err: fmt.Errorf("run: %s: %w", command[0], err)}
 }

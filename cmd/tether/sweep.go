@@ -111,8 +111,8 @@ func writeSweep(w io.Writer, rep reaper.SweepReport, rule reaper.SweepRule, now 
 	if scope == "" {
 		scope = "none"
 	}
-	fmt.Fprintf(w, "sweep: %d sandboxes listed in %d pages (owner %s, scope labels %s); %d with tether-owner in scope; %d without tether-owner and %d of other owners left untouched\n",
-		rep.Listed, rep.Pages, owner, scope, len(rep.Items), rep.NotOurs, rep.OtherOwner)
+	fmt.Fprintf(w, "sweep: %s listed in %s (owner %s, scope labels %s); %d with tether-owner in scope; %d without tether-owner and %d of other owners left untouched\n",
+		count(rep.Listed, "sandbox", "sandboxes"), count(rep.Pages, "page", "pages"), owner, scope, len(rep.Items), rep.NotOurs, rep.OtherOwner)
 	fmt.Fprintf(w, "stale: created more than %s ago and idle for more than %s\n", rule.OlderThan, rule.IdleFor)
 	if rep.DryRun {
 		fmt.Fprintf(w, "DRY RUN: nothing was deleted; run with --yes to delete the %d marked delete\n", rep.Count(reaper.SweepDelete))

@@ -34,7 +34,7 @@ func TestSweepCommand(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("dry run: exit %d: %s", code, errOut)
 	}
-	if !strings.Contains(out, "DRY RUN") || !strings.Contains(out, "1 without tether-owner") {
+	if !strings.Contains(out, "DRY RUN") || !strings.Contains(out, "1 without tether-owner") || !strings.Contains(out, "4 sandboxes listed in 1 page (") {
 		t.Fatalf("dry run output:\n%s", out)
 	}
 	rows := map[string]string{}
@@ -68,6 +68,17 @@ func TestSweepCommand(t *testing.T) {
 		if sb.DeleteRequested != c.gone {
 			t.Errorf("%s: deleted %v, want %v", sb.Name, sb.DeleteRequested, c.gone)
 		}
+	}
+
+	// A key the API refuses, and a URL that is not the API's: each says
+	// what to fix, as doctor does.
+	_, errOut, code = tetherCmd(t, []string{"DAYTONA_API_URL=" + srv.URL, "DAYTONA_API_KEY=wrong-key", "DAYTONA_JWT_TOKEN="}, "sweep")
+	if code != exitCodeUsage || !strings.Contains(errOut, "HTTP 401") || !strings.Contains(errOut, "check DAYTONA_API_KEY") || strings.Contains(errOut, "list :") {
+		t.Errorf("a wrong key: exit %d: %s; want %d saying check DAYTONA_API_KEY", code, errOut, exitCodeUsage)
+	}
+	_, errOut, code = tetherCmd(t, []string{"DAYTONA_API_URL=" + strings.TrimSuffix(srv.URL, "/api") + "/wrong", "DAYTONA_API_KEY=sweep-key", "DAYTONA_JWT_TOKEN="}, "sweep")
+	if code != exitCodeUsage || !strings.Contains(errOut, "DAYTONA_API_URL does not look like the Daytona API") || strings.Contains(errOut, "sandbox not found") {
+		t.Errorf("a wrong path: exit %d: %s; want %d saying DAYTONA_API_URL does not look like the Daytona API", code, errOut, exitCodeUsage)
 	}
 
 	// Without credentials: a clear error, exit 125.

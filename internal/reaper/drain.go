@@ -83,7 +83,7 @@ func (rep Report) WriteLines(w io.Writer, max int) {
 	if max < 0 {
 		max = 0
 	}
-	fmt.Fprintf(w, "drain: %d intents in %s, %d left live\n", rep.Total, rep.Elapsed.Round(time.Millisecond), rep.Live())
+	fmt.Fprintf(w, "drain: %s in %s, %d left live\n", plural(rep.Total, "intent", "intents"), rep.Elapsed.Round(time.Millisecond), rep.Live())
 	if rep.NotTried > 0 && rep.NotTried == rep.Total {
 		// Nothing was tried: the counts per state would all be zero.
 		fmt.Fprintf(w, "  not tried: %s; the intents stay live in the journal\n", rep.NotTriedWhy)
@@ -244,19 +244,33 @@ func (r *Reaper) drain(ctx context.Context, intents []intent.Intent, replay bool
 				// closes only after the deadline: nothing can finish before
 				// it but a create that lands late, and NameWaitGrace has
 				// given that its chance.
-				if !replay && r.NameWaitGrace > 0 && hasDeadline && dispatched.Load() && left > 0 && int64(waiting) == left &&
-					firstClose.After(deadline) && time.Since(start) >= r.NameWaitGrace {
-					why := fmt.Sprintf("%s waiting for %s sandbox name to appear; absent, %s as never-created at %s, after this drain's deadline (%s)",
+				horizon := orDefault(r.NeverCreatedHorizon, DefaultNeverCreatedHorizon)
+				// The drain may stop early once only intents whose names,
+				// absent, close after its deadline are left.
+				mayStop := !replay && r.NameWaitGrace > 0 && hasDeadline && left > 0 && int64(waiting) == left && firstClose.After(deadline)
+				if mayStop && dispatched.Load() && time.Since(start) >= r.NameWaitGrace {
+					why := fmt.Sprintf("%s waiting for %s sandbox name to appear; absent, %s as never-created at %s (%s after %s declaration), after this drain's deadline (%s). "+
+						"To close %s: run tether drain again after %s; or, if no create of %s can still land (the runner that sent it is gone), now, with a --never-created-after shorter than %s (declared %s ago)",
 						plural(waiting, "intent was", "intents were"), pick(waiting, "its", "their"), pick(waiting, "it closes", "the first closes"),
-						firstClose.Format(time.DateTime), deadline.Format(time.TimeOnly))
+						firstClose.Format(time.DateTime), horizonSetting(horizon), pick(waiting, "its", "the first one's"), deadline.Format(time.TimeOnly),
+						pick(waiting, "it", "them"), lastClose.Format(time.DateTime), pick(waiting, "its", "theirs"),
+						pick(waiting, "its age", "the youngest one's age"), time.Since(lastClose.Add(-horizon)).Round(time.Second))
 					log.Info("drain: stopping early: " + why)
 					stop(errStoppedEarly{why})
 					return
 				}
 				if waiting > 0 && (n != last || quiet >= progressQuietTicks) {
-					log.Info(fmt.Sprintf("drain: %s for %s sandbox name to appear; absent, %s as never-created at %s",
-						plural(waiting, "intent waits", "intents wait"), pick(waiting, "its", "their"), pick(waiting, "it closes", "the last closes"), lastClose.Format(time.DateTime)),
-						"waiting", waiting, "first_closes", firstClose.Format(time.DateTime))
+					msg := fmt.Sprintf("drain: %s for %s sandbox name to appear; absent, %s as never-created at %s (%s after %s declaration)",
+						plural(waiting, "intent waits", "intents wait"), pick(waiting, "its", "their"), pick(waiting, "it closes", "the last closes"),
+						lastClose.Format(time.DateTime), horizonSetting(horizon), pick(waiting, "its", "the last one's"))
+					if mayStop {
+						msg += fmt.Sprintf("; that is after this drain's deadline (%s), so the drain stops", deadline.Format(time.TimeOnly))
+						if rest := r.NameWaitGrace - time.Since(start); rest > 0 {
+							msg += fmt.Sprintf(" in %s", rest.Round(time.Second))
+						}
+						msg += " unless a name appears, and says what to do"
+					}
+					log.Info(msg, "waiting", waiting, "first_closes", firstClose.Format(time.DateTime))
 				}
 				if n == last && quiet < progressQuietTicks {
 					quiet++
@@ -400,6 +414,12 @@ type errStoppedEarly struct{ why string }
 
 func (e errStoppedEarly) Error() string { return "drain stopped early: " + e.why }
 
+// horizonSetting names the never-created horizon with its setting, so a
+// reader knows what to change.
+func horizonSetting(horizon time.Duration) string {
+	return "--never-created-after " + horizon.String()
+}
+
 func plural(n int, one, many string) string {
 	if n == 1 {
 		return "1 " + one
@@ -497,7 +517,7 @@ func (r *Reaper) DrainLive(ctx context.Context, j LiveJournal, w io.Writer) (Rep
 	}
 	qerr := r.reportQuarantined(j, w)
 	if rep.Live() > 0 {
-		return rep, fmt.Errorf("drain: %d intents left live: %w", rep.Live(), ErrUnresolved)
+		return rep, fmt.Errorf("drain: %s left live: %w", plural(rep.Live(), "intent", "intents"), ErrUnresolved)
 	}
 	return rep, qerr
 }
@@ -515,8 +535,8 @@ func (r *Reaper) reportQuarantined(j LiveJournal, w io.Writer) error {
 	if len(qs) == 0 {
 		return nil
 	}
-	fmt.Fprintf(w, "tether: quarantined: %d journal records could not be read; a sandbox may exist for each (name below, label %s=%s): delete it by hand if so\n",
-		len(qs), intent.LabelOwner, j.Owner())
+	fmt.Fprintf(w, "tether: quarantined: %s could not be read; a sandbox may exist for each (name below, label %s=%s): delete it by hand if so\n",
+		plural(len(qs), "journal record", "journal records"), intent.LabelOwner, j.Owner())
 	limit := orDefault(r.ReportLines, DefaultReportLines)
 	for i, q := range qs {
 		if i == limit {
@@ -525,7 +545,7 @@ func (r *Reaper) reportQuarantined(j LiveJournal, w io.Writer) error {
 		}
 		fmt.Fprintf(w, "tether: quarantined: %s  %s\n", q.Name(), q.Reason)
 	}
-	return fmt.Errorf("drain: %d quarantined records: %w", len(qs), ErrUnresolved)
+	return fmt.Errorf("drain: %s: %w", plural(len(qs), "quarantined record", "quarantined records"), ErrUnresolved)
 }
 
 // Replay resolves the intents an earlier run left live (the boot replay),

@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -40,8 +39,8 @@ func Tether(t testing.TB) string { return Build(t, TetherPkg) }
 //
 // Each binary is built once per `go test` run: every package's test process
 // started by one `go test` command shares the binaries the first one built
-// (they are kept in a directory named after that go command's process), so
-// `go test ./...` links tether once, not once per package. A test process
+// (they are kept in that go command's work directory, which it removes when
+// it ends), so `go test ./...` links tether once, not once per package. A test process
 // not started by go test builds its own, removed by Cleanup.
 func Build(t testing.TB, pkg string, tags ...string) string {
 	t.Helper()
@@ -131,18 +130,19 @@ func buildOnce(pkg string, tags []string) (string, error) {
 	return out, nil
 }
 
-// binDir is the directory of this go test run's binaries: shared when the
-// parent is a go command, named after its pid and start time (a later run
-// with a reused pid gets another directory), else this process's own.
+// binDir is the directory of this go test run's binaries: inside the go
+// command's own work directory when a go command started this process (go
+// test runs every package's test binary from WORK/bNNN/, and removes WORK
+// when it ends, so nothing is left behind), else this process's own,
+// removed by Cleanup.
 func binDir() (string, error) {
 	builds.mu.Lock()
 	defer builds.mu.Unlock()
 	if builds.dir != "" {
 		return builds.dir, nil
 	}
-	if run, ok := goRun(os.Getppid()); ok {
-		removeStale()
-		dir := filepath.Join(os.TempDir(), binPrefix+run)
+	if work, ok := goWork(); ok {
+		dir := filepath.Join(work, binDirName)
 		if err := os.MkdirAll(dir, 0o700); err == nil {
 			builds.dir = dir
 			return dir, nil
@@ -156,54 +156,25 @@ func binDir() (string, error) {
 	return dir, nil
 }
 
-const binPrefix = "tether-testbin-run-"
+// binDirName is the directory of the binaries in the go command's work
+// directory.
+const binDirName = "tether-testbin"
 
-// goRun names the go command with that pid, "PID-STARTTIME", if it is one.
-func goRun(pid int) (string, bool) {
-	comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+// goWork is the work directory of the go command that started this test
+// process, if one did: the test binary is WORK/bNNN/PKG.test, WORK named
+// go-build* (in $GOTMPDIR, else the temporary directory).
+func goWork() (string, bool) {
+	comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", os.Getppid()))
 	if err != nil || strings.TrimSpace(string(comm)) != "go" {
 		return "", false
 	}
-	start, ok := startTime(pid)
-	if !ok {
-		return "", false
-	}
-	return strconv.Itoa(pid) + "-" + start, true
-}
-
-// startTime is field 22 of /proc/PID/stat, the process's start in clock
-// ticks since boot.
-func startTime(pid int) (string, bool) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	exe, err := filepath.Abs(os.Args[0])
 	if err != nil {
 		return "", false
 	}
-	i := bytes.LastIndexByte(b, ')') // the command name may hold spaces
-	if i < 0 {
+	work := filepath.Dir(filepath.Dir(exe))
+	if !strings.HasPrefix(filepath.Base(work), "go-build") {
 		return "", false
 	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 20 {
-		return "", false
-	}
-	return f[19], true
-}
-
-// removeStale removes the binaries of go test runs that have ended.
-func removeStale() {
-	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), binPrefix+"*"))
-	for _, d := range dirs {
-		pid, start, ok := strings.Cut(strings.TrimPrefix(filepath.Base(d), binPrefix), "-")
-		if !ok {
-			continue
-		}
-		n, err := strconv.Atoi(pid)
-		if err != nil {
-			continue
-		}
-		if now, alive := startTime(n); alive && now == start {
-			continue
-		}
-		os.RemoveAll(d)
-	}
+	return work, true
 }

@@ -44,6 +44,14 @@ func FileOwner(fi os.FileInfo) int {
 	return -1
 }
 
+// fileGroup is the gid of the file fi describes (-1 if unknown).
+func fileGroup(fi os.FileInfo) int {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return int(st.Gid)
+	}
+	return -1
+}
+
 // CheckDir checks that fi, the directory an intake uses, can be changed
 // only by users Allowed accepts (with owners as the allowed uids besides
 // root and tether): it is a directory, owned by one of them, and writable
@@ -95,18 +103,39 @@ func DescribeType(m os.FileMode) string {
 var ErrRefused = errors.New("refused")
 
 // RefusedError names a path that breaks the rule, why, and what to do.
+// Owner, when it is set (not 0), is the uid that owns the path when that is
+// the reason: the file is most likely that uid's own tether's (a container
+// run with --user UID writes its journal under uid-UID), so the fix is to
+// act as that uid, never to take the file from it (a chown would stop that
+// uid's tether from opening it). Group is the path's gid, for the command
+// that acts as its owner.
 type RefusedError struct {
-	Path string
-	Why  string
+	Path  string
+	Why   string
+	Owner int
+	Group int
 }
 
 func (e *RefusedError) Error() string {
-	return fmt.Sprintf("%s: %s; tether will not use it, as another user could have planted it or could change it. "+
-		"If it is not tether's, remove it (or move it aside) as its owner or root; if it is, make it owned by uid %d (or root) "+
-		"and writable by no one else (chown %d %s; chmod go-w %s)", e.Path, e.Why, selfEUID, selfEUID, e.Path, e.Path)
+	msg := fmt.Sprintf("%s: %s; tether will not use it, as another user could have planted it or could change it. ", e.Path, e.Why)
+	if e.Owner > 0 && e.Owner != selfEUID {
+		gid := e.Group
+		if gid < 0 {
+			gid = e.Owner
+		}
+		return msg + fmt.Sprintf("If it is uid %d's (its own tether's: a container run with --user %d keeps its journal under uid-%d), run tether as that uid to use it: "+
+			"setpriv --reuid=%d --regid=%d --clear-groups tether ..., or docker run --user %d ...; do not chown it, or uid %d's own tether can no longer open it. "+
+			"If it is no tether's, remove it (or move it aside) as its owner or root", e.Owner, e.Owner, e.Owner, e.Owner, gid, e.Owner, e.Owner)
+	}
+	return msg + fmt.Sprintf("If it is not tether's, remove it (or move it aside) as its owner or root; if it is, make it writable by no one but its owner (chmod go-w %s)", e.Path)
 }
 
 func (e *RefusedError) Unwrap() error { return ErrRefused }
+
+// OwnedBy is a RefusedError for path, fi, refused because uid owns it.
+func OwnedBy(path string, fi os.FileInfo, why string) *RefusedError {
+	return &RefusedError{Path: path, Why: why, Owner: FileOwner(fi), Group: fileGroup(fi)}
+}
 
 // CheckFile checks that fi, a file tether keeps, may be changed by tether's
 // user alone: a regular file (not a link, which an opener would follow),
@@ -117,7 +146,7 @@ func CheckFile(path string, fi os.FileInfo) error {
 	case !fi.Mode().IsRegular():
 		return &RefusedError{Path: path, Why: "it is " + DescribeType(fi.Mode()) + ", not a regular file"}
 	case uid >= 0 && uid != 0 && uid != selfEUID:
-		return &RefusedError{Path: path, Why: "it is owned by uid " + strconv.Itoa(uid) + ", not by tether's uid " + strconv.Itoa(selfEUID)}
+		return OwnedBy(path, fi, "it is owned by uid "+strconv.Itoa(uid)+", not by tether's uid "+strconv.Itoa(selfEUID))
 	case fi.Mode().Perm()&0o022 != 0:
 		return &RefusedError{Path: path, Why: "its mode " + fi.Mode().Perm().String() + " lets others write to it"}
 	}
@@ -152,6 +181,31 @@ func OpenFile(path string, flag int, perm os.FileMode) (*os.File, error) {
 	fi, err := f.Stat()
 	if err == nil {
 		err = CheckFile(path, fi)
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// OpenToRead opens path only to read it, never following a symbolic link
+// in its last element, and refuses what is not a regular file. Unlike
+// OpenFile it takes a file of any owner and mode the caller may read: a
+// reader acts on nothing it reads (tether status shows a journal, it never
+// drains it), so another uid's journal — a container's run with --user —
+// is read where it lies, as root may, without being taken from its owner.
+func OpenToRead(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		if errors.Is(err, syscall.ELOOP) {
+			return nil, &RefusedError{Path: path, Why: "it is a symbolic link"}
+		}
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = &RefusedError{Path: path, Why: "it is " + DescribeType(fi.Mode()) + ", not a regular file"}
 	}
 	if err != nil {
 		f.Close()

@@ -51,8 +51,13 @@ func TestOpenFile(t *testing.T) {
 		theirs := filepath.Join(dir, "theirs")
 		os.WriteFile(theirs, nil, 0o600)
 		os.Chown(theirs, 1000, 1000)
-		if err := open(theirs); !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "owned by uid 1000") {
+		err := open(theirs)
+		if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "owned by uid 1000") {
 			t.Errorf("a file of uid 1000: %v", err)
+		}
+		// The fix keeps the file its owner's: act as that uid.
+		if err == nil || !strings.Contains(err.Error(), "setpriv --reuid=1000 --regid=1000") || !strings.Contains(err.Error(), "docker run --user 1000") || strings.Contains(err.Error(), "chown 0") {
+			t.Errorf("the refusal of a file of uid 1000 does not say to act as that uid: %v", err)
 		}
 	}
 	if err := open(dir); err == nil {
@@ -84,5 +89,33 @@ func TestCreateTemp(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(target); string(b) != "keep" {
 		t.Errorf("the link's target was written: %q", b)
+	}
+}
+
+// TestOpenToRead: a reader takes any regular file it may read, whoever owns
+// it and whatever its mode, but never follows a link and never takes what
+// is not a regular file.
+func TestOpenToRead(t *testing.T) {
+	dir := t.TempDir()
+	loose := filepath.Join(dir, "loose")
+	if err := os.WriteFile(loose, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(loose, 0o666)
+	if os.Geteuid() == 0 {
+		os.Chown(loose, 1000, 1000)
+	}
+	f, err := OpenToRead(loose)
+	if err != nil {
+		t.Fatalf("a regular file of another uid, mode 0666: %v", err)
+	}
+	f.Close()
+	link := filepath.Join(dir, "link")
+	os.Symlink(loose, link)
+	if _, err := OpenToRead(link); !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "symbolic link") {
+		t.Errorf("a link: %v", err)
+	}
+	if _, err := OpenToRead(dir); !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "not a regular file") {
+		t.Errorf("a directory: %v", err)
 	}
 }

@@ -444,7 +444,11 @@ func (p *Provider) call(ctx context.Context, op, target string, do func(ctx cont
 		if transient {
 			err = fmt.Errorf("%w (%d attempts)", err, attempt+1)
 		}
-		err = fmt.Errorf("daytona %s %s: %w", op, p.secrets.Redact(target), err)
+		what := op // a list of every sandbox, or the check, names none
+		if target != "" {
+			what += " " + p.secrets.Redact(target)
+		}
+		err = fmt.Errorf("daytona %s: %w", what, err)
 		p.log.Debug("daytona call failed", "op", op, "target", p.secrets.Redact(target), "err", err.Error())
 		return err
 	}
@@ -489,6 +493,11 @@ func (p *Provider) classify(ctx, cctx context.Context, op string, resp *http.Res
 	msg := withStatus(resp.StatusCode, text)
 	code := resp.StatusCode
 	switch {
+	case code == http.StatusNotFound && accountRead[op]:
+		// No Daytona answers 404 to a list of sandboxes: the URL is not
+		// the API's (a path mistyped, /api left off). A configuration
+		// error, never "sandbox not found".
+		return &apicall.Error{Msg: msg + ": " + wrongURLFix, Kind: provider.ErrMisconfigured}, false
 	case code == http.StatusNotFound:
 		return &apicall.Error{Msg: msg, Kind: provider.ErrNotFound}, false
 	case code == http.StatusConflict:
@@ -496,11 +505,11 @@ func (p *Provider) classify(ctx, cctx context.Context, op string, resp *http.Res
 	case code == http.StatusTooManyRequests:
 		return fmt.Errorf("%w: %s", rateLimit(resp.Header, time.Now()), msg), false
 	case code == http.StatusForbidden && text == msgInvalidAuthContext:
-		return &apicall.Error{Msg: msg, Kind: provider.ErrUnauthorized}, true
+		return &apicall.Error{Msg: msg + ": " + refusedKeyFix, Kind: provider.ErrUnauthorized}, true
 	case code == http.StatusForbidden && text == msgAccessDenied:
 		return &provider.PermissionError{Op: op, Permission: permissionFor[op], Message: msg}, false
 	case code == http.StatusUnauthorized || code == http.StatusForbidden:
-		return &apicall.Error{Msg: msg, Kind: provider.ErrUnauthorized}, false
+		return &apicall.Error{Msg: msg + ": " + refusedKeyFix, Kind: provider.ErrUnauthorized}, false
 	case code >= 500 || code == http.StatusRequestTimeout:
 		return &apicall.Error{Msg: msg, Kind: provider.ErrUnavailable}, false
 	case code == http.StatusBadRequest:
@@ -519,6 +528,17 @@ func (p *Provider) classify(ctx, cctx context.Context, op string, resp *http.Res
 	}
 	return &apicall.Error{Msg: msg}, false
 }
+
+// What a refused key and a wrong URL say to fix, wherever they show: the
+// start-up check, doctor, a sweep, a drain.
+var (
+	refusedKeyFix = "check " + EnvAPIKey + " (or " + EnvJWTToken + " and " + EnvOrganizationID + "), and that " + EnvAPIURL + " is the API the credentials belong to"
+	wrongURLFix   = EnvAPIURL + " does not look like the Daytona API (it usually ends in /api)"
+)
+
+// accountRead are the calls that read the account, not one sandbox: a 404
+// to them is a wrong URL.
+var accountRead = map[string]bool{"list": true, "check": true}
 
 func withStatus(code int, text string) string {
 	status := "HTTP " + strconv.Itoa(code)

@@ -324,6 +324,18 @@ func TestErrorMapping(t *testing.T) {
 				if err == nil {
 					t.Fatal("no error")
 				}
+				if tt.status == 404 && route == daytonatest.RouteList {
+					// No Daytona answers 404 to a list: the URL is wrong.
+					if !errors.Is(err, provider.ErrMisconfigured) || errors.Is(err, provider.ErrNotFound) || !strings.Contains(err.Error(), "DAYTONA_API_URL does not look like the Daytona API") {
+						t.Fatalf("err = %v, want a configuration error naming DAYTONA_API_URL, not sandbox not found", err)
+					}
+					return
+				}
+				if tt.status == 401 || tt.status == 403 {
+					if !strings.Contains(err.Error(), "check DAYTONA_API_KEY") {
+						t.Errorf("err = %v does not say to check DAYTONA_API_KEY", err)
+					}
+				}
 				if tt.want != nil && !errors.Is(err, tt.want) {
 					t.Fatalf("err = %v, want %v", err, tt.want)
 				}

@@ -146,16 +146,8 @@ func (p *Provider) Check(ctx context.Context) error {
 		_, resp, err := p.api.SandboxAPI.ListSandboxes(ctx).Limit(1).Execute()
 		return resp, err
 	})
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, provider.ErrPermission):
-		return err // it names the permission
-	case errors.Is(err, provider.ErrUnauthorized):
-		return fmt.Errorf("%w: check %s (or %s and %s), and that %s is the API the credentials belong to", err, EnvAPIKey, EnvJWTToken, EnvOrganizationID, EnvAPIURL)
-	case errors.Is(err, provider.ErrNotFound):
-		return fmt.Errorf("%w: %s does not look like the Daytona API (it usually ends in /api)", err, EnvAPIURL)
-	}
+	// A refused key and a wrong URL say what to fix (classify), as every
+	// call's error does; a missing permission names the permission.
 	return err
 }
 

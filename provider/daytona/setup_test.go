@@ -92,12 +92,21 @@ func TestCheck(t *testing.T) {
 		if strings.Contains(err.Error(), "dtn_wrong") {
 			t.Fatalf("the key leaked: %v", err)
 		}
+		// The list a sweep makes names the variable too.
+		if _, err := p.List(ctx, nil); !errors.Is(err, provider.ErrUnauthorized) || !strings.Contains(err.Error(), "check DAYTONA_API_KEY") {
+			t.Fatalf("List = %v; want unauthorized saying check DAYTONA_API_KEY", err)
+		}
 	})
 
 	t.Run("a URL that is not the API", func(t *testing.T) {
 		p := testutil.DaytonaProvider(t, sim, func(c *daytona.Config) { c.APIURL = strings.TrimSuffix(sim.URL, "/api") + "/nope" })
-		if err := p.Check(ctx); !errors.Is(err, provider.ErrNotFound) || !strings.Contains(err.Error(), "DAYTONA_API_URL") {
-			t.Fatalf("Check = %v; want not found naming DAYTONA_API_URL", err)
+		err := p.Check(ctx)
+		if !provider.ConfigError(err) || errors.Is(err, provider.ErrNotFound) || !strings.Contains(err.Error(), "DAYTONA_API_URL does not look like the Daytona API") {
+			t.Fatalf("Check = %v; want a configuration error saying DAYTONA_API_URL does not look like the Daytona API", err)
+		}
+		// The list a sweep makes says the same, not "sandbox not found".
+		if _, err := p.List(ctx, nil); !provider.ConfigError(err) || !strings.Contains(err.Error(), "DAYTONA_API_URL does not look like the Daytona API") {
+			t.Fatalf("List = %v; want it to say DAYTONA_API_URL does not look like the Daytona API", err)
 		}
 	})
 

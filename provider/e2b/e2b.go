@@ -484,17 +484,22 @@ func (p *Provider) Check(ctx context.Context) error {
 		return fmt.Errorf("e2b check: %w", err)
 	}
 	q := url.Values{"limit": {"1"}}
+	// A refused key and a wrong URL say what to fix (classify), as every
+	// call's error does.
 	_, err := p.call(ctx, "check", "", http.MethodGet, "/v2/sandboxes", q, nil, nil, http.StatusOK)
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, provider.ErrUnauthorized):
-		return fmt.Errorf("%w: check %s, and that %s (or %s) is the API the key belongs to", err, EnvAPIKey, EnvAPIURL, EnvDomain)
-	case errors.Is(err, provider.ErrNotFound):
-		return fmt.Errorf("%w: %s does not look like the E2B API", err, EnvAPIURL)
-	}
 	return err
 }
+
+// What a refused key and a wrong URL say to fix, wherever they show: the
+// start-up check, doctor, a sweep, a drain.
+var (
+	refusedKeyFix = "check " + EnvAPIKey + ", and that " + EnvAPIURL + " (or " + EnvDomain + ") is the API the key belongs to"
+	wrongURLFix   = EnvAPIURL + " does not look like the E2B API"
+)
+
+// accountRead are the calls that read the team's sandboxes, not one
+// sandbox: a 404 to them is a wrong URL.
+var accountRead = map[string]bool{"list": true, "check": true}
 
 // call makes one request under its own timeout: body (if any) as JSON,
 // the answer decoded into out (if any) when its status is want; any other
@@ -585,6 +590,11 @@ func (p *Provider) classify(op string, code int, h http.Header, body []byte) err
 		msg += ": " + text
 	}
 	switch {
+	case code == http.StatusNotFound && accountRead[op]:
+		// E2B answers a list of sandboxes, if only with none: a 404 is
+		// a URL that is not the API's. A configuration error, never
+		// "sandbox not found".
+		return &apicall.Error{Msg: msg + ": " + wrongURLFix, Kind: provider.ErrMisconfigured}
 	case code == http.StatusNotFound:
 		return &apicall.Error{Msg: msg, Kind: provider.ErrNotFound}
 	case code == http.StatusConflict && op == "stop" && strings.Contains(text, "already paused"):
@@ -597,7 +607,7 @@ func (p *Provider) classify(op string, code int, h http.Header, body []byte) err
 	case code == http.StatusUnauthorized || code == http.StatusForbidden:
 		// 403 is a blocked team (packages/auth/.../service.go:113-120):
 		// like a wrong key, only an operator can help.
-		return &apicall.Error{Msg: msg, Kind: provider.ErrUnauthorized}
+		return &apicall.Error{Msg: msg + ": " + refusedKeyFix, Kind: provider.ErrUnauthorized}
 	case code >= 500 || code == http.StatusRequestTimeout:
 		return &apicall.Error{Msg: msg, Kind: provider.ErrUnavailable}
 	case code == http.StatusBadRequest:

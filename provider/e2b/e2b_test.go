@@ -645,3 +645,31 @@ func TestAnswerAboutAnotherSandboxIsNotFound(t *testing.T) {
 		}
 	}
 }
+
+// TestSetupMessages: a refused key and a URL that is not the API's say what
+// to fix on every read of the team's sandboxes (the check, and the list a
+// sweep makes), and a 404 to such a read is a configuration error, never
+// "sandbox not found".
+func TestSetupMessages(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	if err := e.p.Check(ctx); err != nil {
+		t.Fatalf("Check of a good setup: %v", err)
+	}
+	bad := e.provider("e2b_unknown", time.Second, http.DefaultTransport)
+	for name, call := range map[string]func(*e2b.Provider) error{
+		"check": func(p *e2b.Provider) error { return p.Check(ctx) },
+		"list":  func(p *e2b.Provider) error { _, err := p.List(ctx, nil); return err },
+	} {
+		if err := call(bad); !errors.Is(err, provider.ErrUnauthorized) || !strings.Contains(err.Error(), "check E2B_API_KEY") {
+			t.Errorf("%s with a wrong key: %v; want unauthorized saying check E2B_API_KEY", name, err)
+		}
+		wrong, err := e2b.New(e2b.Config{APIKey: e2btest.DefaultKey, APIURL: e.srv.URL + "/nope", CallTimeout: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := call(wrong); !provider.ConfigError(err) || errors.Is(err, provider.ErrNotFound) || !strings.Contains(err.Error(), "E2B_API_URL does not look like the E2B API") {
+			t.Errorf("%s on a URL that is not the API's: %v; want a configuration error saying so", name, err)
+		}
+	}
+}

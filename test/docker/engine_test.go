@@ -368,7 +368,7 @@ func (c *container) exec(opts []string, cmd ...string) (string, error) {
 
 // --- tether's report and journal ---
 
-var reportHead = regexp.MustCompile(`(?m)^tether: drain: (\d+) intents in (\S+), (\d+) left live$`)
+var reportHead = regexp.MustCompile(`(?m)^tether: drain: (\d+) intents? in (\S+), (\d+) left live$`)
 
 // drainReport returns the intents, the time and the number left live of
 // the last drain report on stderr.

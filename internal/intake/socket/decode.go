@@ -11,11 +11,14 @@ import (
 	"github.com/tether-run/tether/internal/jsonstrict"
 )
 
-// DecodeCreateRequest reads and validates a create body. An empty body is
-// the all-defaults request.
+// DecodeCreateRequest reads and validates a create body. The all-defaults
+// request is the object {}; an empty body is refused, as a client that sent
+// none most likely lost the body it meant (a shell variable that was
+// empty), and a declaration without the labels it meant is worse than an
+// error.
 func DecodeCreateRequest(r io.Reader) (intentapi.CreateRequest, error) {
 	var req intentapi.CreateRequest
-	if err := decodeStrict(r, &req, true); err != nil {
+	if err := decodeStrict(r, &req, false); err != nil {
 		return intentapi.CreateRequest{}, err
 	}
 	if err := intent.ValidateLabels(req.Labels); err != nil {
@@ -26,6 +29,11 @@ func DecodeCreateRequest(r io.Reader) (intentapi.CreateRequest, error) {
 	}
 	if req.Key != "" {
 		if err := intent.ValidateKey(req.Key); err != nil {
+			return intentapi.CreateRequest{}, err
+		}
+	}
+	if req.ID != "" {
+		if err := intent.ValidateIntentID(req.ID); err != nil {
 			return intentapi.CreateRequest{}, err
 		}
 	}
@@ -75,7 +83,7 @@ func decodeStrict(r io.Reader, v any, emptyOK bool) error {
 		if emptyOK {
 			return nil
 		}
-		return errors.New("body: empty, want a JSON object")
+		return errors.New("body: empty, want a JSON object ({} for all defaults)")
 	}
 	if t := bytes.TrimSpace(data); t[0] != '{' {
 		return errors.New("body: want a JSON object")

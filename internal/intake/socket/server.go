@@ -427,7 +427,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		badRequest(w, err)
 		return
 	}
-	n, err := s.NewIntentOf(req.Provider, req.Labels, req.OnDrain, req.Key, "")
+	n, err := s.NewIntentOf(req.Provider, req.Labels, req.OnDrain, req.Key, req.ID)
 	if err != nil {
 		badRequest(w, err)
 		return

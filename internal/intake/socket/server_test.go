@@ -313,6 +313,10 @@ func TestRequestErrors(t *testing.T) {
 		says                     string
 	}{
 		{"malformed json", "POST", "/v1/intents", `{"labels":`, 400, "malformed JSON"},
+		// {} is the all-defaults request; no body at all is a body lost.
+		{"create empty body", "POST", "/v1/intents", "", 400, "body: empty, want a JSON object ({} for all defaults)"},
+		{"create blank body", "POST", "/v1/intents", " \n", 400, "body: empty"},
+		{"bad chosen id", "POST", "/v1/intents", `{"id":"Job.7"}`, 400, "not an intent id"},
 		{"not an object", "POST", "/v1/intents", `[1]`, 400, "JSON object"},
 		{"unknown field", "POST", "/v1/intents", `{"lables":{}}`, 400, `unknown field "lables"`},
 		{"two values", "POST", "/v1/intents", `{} {}`, 400, "more than one"},
@@ -374,6 +378,34 @@ func TestRequestErrors(t *testing.T) {
 	}
 	if got, _ := f.j.Get(in.ID); got.SandboxID != "sb" || got.State != intent.Observed {
 		t.Fatalf("refused requests changed the intent: %+v", got)
+	}
+}
+
+// TestChosenID: a client may choose the intent id, as a spool file's writer
+// does (`tether intent new --key K` sends the key as the id): the name is
+// tether-<id>, the id is the handle, the same id again returns the live
+// intent, and an ended one's id is refused.
+func TestChosenID(t *testing.T) {
+	f := start(t, &Server{})
+	code, body := f.raw(t, "POST", "/v1/intents", `{"id":"job-7","labels":{"step":"build"}}`)
+	var in intentapi.Intent
+	if err := json.Unmarshal([]byte(body), &in); err != nil || code != http.StatusCreated {
+		t.Fatalf("create with an id: %d %s", code, body)
+	}
+	if in.ID != "job-7" || in.Name != "tether-job-7" || in.Labels[intent.LabelIntent] != "job-7" {
+		t.Fatalf("create with an id: %+v", in)
+	}
+	if code, body := f.raw(t, "POST", "/v1/intents", `{"id":"job-7"}`); code != http.StatusCreated || !strings.Contains(body, `"id":"job-7"`) {
+		t.Fatalf("the same id again: %d %s", code, body)
+	}
+	if code, body := f.raw(t, "POST", "/v1/intents/job-7/release", `{}`); code != http.StatusOK {
+		t.Fatalf("release by the chosen id: %d %s", code, body)
+	}
+	if code, body := f.raw(t, "POST", "/v1/intents", `{"id":"job-7"}`); code != http.StatusConflict || !strings.Contains(body, "already in use") {
+		t.Fatalf("the id of an ended intent: %d %s; want 409", code, body)
+	}
+	if all, _ := f.j.All(); len(all) != 1 {
+		t.Fatalf("journal holds %d intents, want 1", len(all))
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"maps"
@@ -356,6 +357,77 @@ func TestRefusedBeforeAnythingIsNeverCreated(t *testing.T) {
 	}
 	if n := len(w.sim.Sandboxes()); n != 0 {
 		t.Fatalf("%d sandboxes", n)
+	}
+}
+
+// A create or a fork Daytona answers 404 or 422, judged by what its API
+// stores first (refused, create.go, citing apps/api/src/sandbox/ at
+// v0.190.0): every 404 comes before anything is stored, so the intent
+// closes at once as never-created, and the drain does not poll for a name
+// that cannot come; a fork's 422 (a parent that cannot be forked) too. A
+// create's 422 is raised by nothing on its path: it came from something in
+// front of Daytona, and the intent stays pending for the drain to look up
+// by name. In every case the simulator made nothing.
+func TestCreateAndForkAnswered404Or422(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		kind   string
+		status int
+		closed bool
+	}{
+		{kindCreate, http.StatusNotFound, true},
+		{kindCreate, http.StatusUnprocessableEntity, false},
+		{kindFork, http.StatusNotFound, true},
+		{kindFork, http.StatusUnprocessableEntity, true},
+	} {
+		t.Run(fmt.Sprintf("%s %d", tc.kind, tc.status), func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t, nil)
+			var parent intent.Intent
+			var err error
+			var resp *http.Response
+			if tc.kind == kindFork {
+				parent = w.intentOf(w.create("", -1))
+				w.sim.FailNext(daytonatest.RouteFork, tc.status, 1)
+				_, resp, err = w.runner().SandboxAPI.ForkSandbox(ctx(t), parent.SandboxID).ForkSandbox(*apiclient.NewForkSandbox()).Execute()
+			} else {
+				w.sim.FailNext(daytonatest.RouteCreate, tc.status, 1)
+				_, resp, err = w.runner().SandboxAPI.CreateSandbox(ctx(t)).CreateSandbox(*apiclient.NewCreateSandbox()).Execute()
+			}
+			if err == nil || resp == nil || resp.StatusCode != tc.status {
+				t.Fatalf("the runner must see Daytona's %d, got %v (%v)", tc.status, resp, err)
+			}
+			all, err := w.j.All()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var refused []intent.Intent
+			for _, in := range all {
+				if in.ID != parent.ID {
+					refused = append(refused, in)
+				}
+			}
+			if len(refused) != 1 {
+				t.Fatalf("%d intents for the %s, want 1: %+v", len(refused), tc.kind, refused)
+			}
+			in := refused[0]
+			want := intent.Pending
+			if tc.closed {
+				want = intent.NeverCreated
+			}
+			if in.State != want || in.SandboxID != "" {
+				t.Fatalf("intent of the %s answered %d is %s (%q): want %s", tc.kind, tc.status, in.State, in.LastError, want)
+			}
+			if tc.closed && !strings.Contains(in.LastError, fmt.Sprintf("refused the %s with %d", tc.kind, tc.status)) {
+				t.Errorf("the closed intent does not say why: %q", in.LastError)
+			}
+			if _, ok := w.byName(in.Name); ok {
+				t.Fatalf("the simulator holds a sandbox named %s", in.Name)
+			}
+			if n, made := len(w.sim.Sandboxes()), map[bool]int{true: 1, false: 0}[tc.kind == kindFork]; n != made {
+				t.Errorf("%d sandboxes in the simulator, want %d", n, made)
+			}
+		})
 	}
 }
 

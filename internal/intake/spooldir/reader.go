@@ -441,12 +441,23 @@ func (in *Reader) take(ctx context.Context, names []string) (handled int, err er
 		}
 		items = append(items, p)
 	}
+	failed := false // a change of this chunk failed in the journal
 	for _, p := range items {
 		if p.change != nil {
 			result, err := p.change.Wait(context.Background())
 			if err != nil && !refused(err) {
 				// The journal failed, not the file: leave it for the next scan.
+				failed = true
 				in.log.Error("spool: journal failed, file left for a retry", "file", p.name, "err", err)
+				continue
+			}
+			if err != nil && failed {
+				// Refused after an earlier file's change failed: it may
+				// name what that one declared (an observation of an intent
+				// whose commit failed is refused as unknown), so it is not
+				// judged until the earlier one is taken. A change after
+				// the failure that committed is done: the journal has it.
+				in.log.Error("spool: refused after an earlier file's journal failure; file left for a retry", "file", p.name, "err", err)
 				continue
 			}
 			if errors.Is(err, journal.ErrNotFound) {

@@ -482,6 +482,67 @@ func TestDeleteByTheRunnerMarksReleasingAndIsNotDeletedTwice(t *testing.T) {
 	}
 }
 
+// A runner's delete Daytona refuses (409: a state change in progress, as
+// its handler answers) deleted nothing: the intent stays observed — not
+// releasing, which would stop lease mode's renewals of a sandbox that lives
+// on — and the sandbox is still there, by the simulator's record; the
+// drain deletes it.
+func TestRefusedDeleteByTheRunnerLeavesTheIntentObserved(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, nil)
+	c := w.runner()
+	sb, _, err := c.SandboxAPI.CreateSandbox(ctx(t)).CreateSandbox(*apiclient.NewCreateSandbox()).Execute()
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := w.observed()
+	for _, status := range []int{http.StatusConflict, http.StatusBadRequest} {
+		w.sim.FailNext(daytonatest.RouteDelete, status, 1)
+		if _, resp, err := c.SandboxAPI.DeleteSandbox(ctx(t), sb.GetId()).Execute(); err == nil || resp == nil || resp.StatusCode != status {
+			t.Fatalf("the runner's delete: want Daytona's %d, got %v (%v)", status, resp, err)
+		}
+		if got, _ := w.j.Get(in.ID); got.State != intent.Observed || got.SandboxID != sb.GetId() {
+			t.Fatalf("after a delete refused %d the intent is %s on %q, want observed on %s", status, got.State, got.SandboxID, sb.GetId())
+		}
+	}
+	if rec, _ := w.sim.Sandbox(sb.GetId()); rec.State != "started" || rec.DeleteRequested {
+		t.Fatalf("sandbox after the refused deletes: %s (delete requested %v), want started", rec.State, rec.DeleteRequested)
+	}
+	if rep := w.drain(); rep.Gone != 1 || rep.Live() != 0 {
+		t.Fatalf("drain: %+v", rep)
+	}
+	if rec, _ := w.sim.Sandbox(sb.GetId()); !rec.DeleteRequested {
+		t.Errorf("sandbox left after the drain: %+v", rec)
+	}
+}
+
+// A runner under another account deletes, by name, a sandbox of its own
+// that tether never saw (another organization may use the same name) while
+// tether holds a pending intent of that name: the delete is not the
+// intent's. The intent stays pending, learns no id, and the other
+// account's sandbox is the one deleted.
+func TestAnotherAccountsDeleteOfTheSameNameLeavesTheIntent(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, nil)
+	ours, _, err := w.j.Create(ctx(t), intent.Declaration{Name: "job-1", Provider: "daytona", Account: w.p.Account(), Labels: map[string]string{"scope": "unit"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	theirs, err := w.sim.AddSandbox(otherOrg, daytonatest.SeedSandbox{Name: "job-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := client(w.url, otherKey).SandboxAPI.DeleteSandbox(ctx(t), "job-1").Execute(); err != nil {
+		t.Fatalf("the other account's delete: %v", err)
+	}
+	if rec, _ := w.sim.Sandbox(theirs.ID); !rec.DeleteRequested {
+		t.Fatalf("the other account's sandbox was not deleted: %+v", rec)
+	}
+	if got, _ := w.j.Get(ours.ID); got.State != intent.Pending || got.SandboxID != "" {
+		t.Fatalf("tether's intent of the same name after another account's delete: %s on %q, want pending without id", got.State, got.SandboxID)
+	}
+}
+
 // A runner with another account's key: its intents carry that account,
 // the drain never deletes them (nor anything else), and it is reported.
 func TestAnotherAccountIsReportedAndNeverDeleted(t *testing.T) {

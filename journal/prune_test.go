@@ -313,7 +313,7 @@ func TestPruneLeavesAKeyANewerIntentHolds(t *testing.T) {
 }
 
 // A journal mostly in use — a fifth of its intents pruned, well over half
-// of it still held by the others — is not compacted at Open: the copy is never made
+// of the file still held by the others — is not compacted at Open: the copy is never made
 // (the compaction's crash point is never reached) and the file is the one
 // that was there. Compacting it would cost a start-up a copy of the whole
 // file and save less than half of it.
@@ -323,11 +323,20 @@ func TestMostlyInUseIsNotCompacted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fill(t, j, 600, 250, 0)
+	fill(t, j, 300, 250, 0)
 	cutoff := time.Now()
-	fill(t, j, 2400, 250, 0)
-	if n, err := j.Prune(t.Context(), cutoff, 0); err != nil || n != 600 {
-		t.Fatalf("pruned %d, %v; want the first 600", n, err)
+	fill(t, j, 1200, 250, 0)
+	if n, err := j.Prune(t.Context(), cutoff, 0); err != nil || n != 300 {
+		t.Fatalf("pruned %d, %v; want the first 300", n, err)
+	}
+	// The premise, on the file as Open finds it: big enough to be
+	// compacted, with pages free, but more than half of it in use.
+	size, used, worth := mostlyFree(j.db, path)
+	if size < compactMinSize || used >= size || used*2 < size {
+		t.Fatalf("journal of %d bytes, %d in use: not a journal mostly in use with pages free; the test shows nothing", size, used)
+	}
+	if worth {
+		t.Errorf("mostlyFree says a journal %d%% in use is worth compacting", 100*used/size)
 	}
 	j.Close()
 	before, err := os.Stat(path)
@@ -340,15 +349,6 @@ func TestMostlyInUseIsNotCompacted(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer j.Close()
-	// The premise: big enough to be compacted, with pages free, but more
-	// than half of it in use.
-	size, used, worth := mostlyFree(j.db, path)
-	if size < compactMinSize || used >= size || used*2 < size {
-		t.Fatalf("journal of %d bytes, %d in use: not a journal mostly in use with pages free; the test shows nothing", size, used)
-	}
-	if worth {
-		t.Errorf("mostlyFree says a journal %d%% in use is worth compacting", 100*used/size)
-	}
 	if len(hits) != 0 {
 		t.Errorf("Open compacted a journal %d%% in use (crash points %v)", 100*used/size, hits)
 	}

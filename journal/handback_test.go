@@ -417,3 +417,40 @@ func writeAsOlderTether(t *testing.T, path string, flags storedCounts, change fu
 		t.Fatal(err)
 	}
 }
+
+// A prune pass that meets, in the index of ended intents, an entry naming a
+// sandbox's pending hand-back (an entry left behind: the record's bytes
+// changed without a write, as a copy restored over it would leave them)
+// reads the record again and keeps it: the intent has ended, its hand-back
+// has not. The entry is dropped; once handed back the intent goes like any
+// other.
+func TestPruneKeepsAPendingHandBackTheIndexNames(t *testing.T) {
+	j := openTemp(t)
+	ctx := t.Context()
+	kept := released(t, j, 2, intent.OutcomeKept)
+	if !kept.HandBackPending() {
+		t.Fatalf("intent %+v: want its hand-back pending", kept)
+	}
+	if _, err := j.Apply(ctx, &Change{run: func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketEnded).Put(append(endedTime(kept.UpdatedAt), kept.ID...), []byte{})
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	future := time.Now().Add(time.Hour)
+	if n, err := j.Prune(ctx, future, 0); err != nil || n != 0 {
+		t.Fatalf("pruned %d, %v; want none: the one intent waits for its hand-back", n, err)
+	}
+	if got, err := j.Get(kept.ID); err != nil || !got.HandBackPending() {
+		t.Fatalf("the pending hand-back after the prune: %+v, %v", got, err)
+	}
+	checkPending(t, j, "after the prune", kept)
+	if got := endedEntries(t, j); len(got) != 0 {
+		t.Errorf("the index of ended intents after the pass: %v, want the stale entry dropped", got)
+	}
+	if _, err := j.MarkHandedBack(kept.ID); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := j.Prune(ctx, future, 0); err != nil || n != 1 {
+		t.Errorf("pruned %d, %v; want the handed-back intent", n, err)
+	}
+}

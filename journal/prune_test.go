@@ -261,3 +261,106 @@ func FuzzEnded(f *testing.F) {
 		}
 	})
 }
+
+// An ended intent whose idempotency key a newer intent took (a runner's
+// retry after the first sandbox was done with) is pruned past retention;
+// the key is the newer intent's and stays so: it still resolves to it, and
+// a create repeated with it makes no new intent, now and after a reopen.
+func TestPruneLeavesAKeyANewerIntentHolds(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "journal.db")
+	j, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { j.Close() }()
+	ctx := t.Context()
+	old, _, err := j.Create(ctx, intent.Declaration{Key: "job-7"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.Release(old.ID, intent.OutcomeDeleted); err != nil {
+		t.Fatal(err)
+	}
+	newer, created, err := j.Create(ctx, intent.Declaration{Key: "job-7"})
+	if err != nil || !created || newer.ID == old.ID {
+		t.Fatalf("create with the ended intent's key: %+v created=%v %v; want a new intent", newer, created, err)
+	}
+	if n, err := j.Prune(ctx, time.Now().Add(time.Second), 0); err != nil || n != 1 {
+		t.Fatalf("pruned %d, %v; want the ended one", n, err)
+	}
+	if _, err := j.Get(old.ID); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("the ended intent after the prune: %v, want pruned", err)
+	}
+	check := func(when string) {
+		t.Helper()
+		if got, err := j.GetByKey("job-7"); err != nil || got.ID != newer.ID {
+			t.Fatalf("%s: key job-7 resolves to %+v, %v; want the newer intent %s", when, got, err, newer.ID)
+		}
+		again, created, err := j.Create(ctx, intent.Declaration{Key: "job-7"})
+		if err != nil || created || again.ID != newer.ID {
+			t.Fatalf("%s: create repeated with key job-7: %s created=%v %v; want the newer intent %s, nothing new", when, again.ID, created, err, newer.ID)
+		}
+		if all, _ := j.All(); len(all) != 1 {
+			t.Fatalf("%s: %d intents, want the newer one alone", when, len(all))
+		}
+	}
+	check("after the prune")
+	j.Close()
+	if j, err = Open(path, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	check("after a reopen")
+}
+
+// A journal mostly in use — a fifth of its intents pruned, well over half
+// of the file still held by the others — is not compacted at Open: the copy is never made
+// (the compaction's crash point is never reached) and the file is the one
+// that was there. Compacting it would cost a start-up a copy of the whole
+// file and save less than half of it.
+func TestMostlyInUseIsNotCompacted(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "journal.db")
+	j, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill(t, j, 300, 250, 0)
+	cutoff := time.Now()
+	fill(t, j, 1200, 250, 0)
+	if n, err := j.Prune(t.Context(), cutoff, 0); err != nil || n != 300 {
+		t.Fatalf("pruned %d, %v; want the first 300", n, err)
+	}
+	// The premise, on the file as Open finds it: big enough to be
+	// compacted, with pages free, but more than half of it in use.
+	size, used, worth := mostlyFree(j.db, path)
+	if size < compactMinSize || used >= size || used*2 < size {
+		t.Fatalf("journal of %d bytes, %d in use: not a journal mostly in use with pages free; the test shows nothing", size, used)
+	}
+	if worth {
+		t.Errorf("mostlyFree says a journal %d%% in use is worth compacting", 100*used/size)
+	}
+	j.Close()
+	before, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hits []string
+	j, err = Open(path, Options{CrashPoint: func(name string) { hits = append(hits, name) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	if len(hits) != 0 {
+		t.Errorf("Open compacted a journal %d%% in use (crash points %v)", 100*used/size, hits)
+	}
+	after, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !os.SameFile(before, after) {
+		t.Errorf("the journal's file was replaced at Open: %d bytes before, %d after", before.Size(), after.Size())
+	}
+	if _, err := os.Lstat(path + compactSuffix); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a compaction's copy is there: %v", err)
+	}
+	t.Logf("journal of %d bytes, %d in use (%d%%): kept as it is", size, used, 100*used/size)
+}

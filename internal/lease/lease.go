@@ -367,7 +367,10 @@ func (l *loop) settle(res result, now time.Time) {
 		l.r.released(res.gone)
 		l.log.Debug("lease no longer renewed: the intent is not observed any more", "intent", e.intent, "sandbox", e.sandbox)
 	case !res.until.IsZero():
-		l.hold.extend(res.until)
+		// Held, not failed: tried again when the hold lifts. The hold is
+		// not extended with it: a 429's Retry-After is in it already, and
+		// a quota spent for renewals alone holds nothing else (the census
+		// and the rescue ask for their own kinds of call).
 		e.next = res.until
 	case res.err == nil:
 		if e.warned {

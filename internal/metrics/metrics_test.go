@@ -209,3 +209,58 @@ func TestScrapeShowsCleanupDebt(t *testing.T) {
 		t.Fatalf("GET /metrics: %d", resp.StatusCode)
 	}
 }
+
+// Cleanup debt under both spellings of Daytona: an intent that named no
+// provider was journaled with "" by an older tether and with "daytona"
+// now (intent.DefaultProvider), and a journal may hold both. Their debt is
+// one series, provider="daytona", and it is their sum — at start
+// (SetUnresolved) and after a drain or replay (its report by provider);
+// there is no series for "".
+func TestCleanupDebtSumsBothSpellingsOfDaytona(t *testing.T) {
+	j, err := journal.Open(filepath.Join(t.TempDir(), "journal.db"), journal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	for range 5 {
+		if _, _, err := j.Create(t.Context(), intent.Declaration{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	live, err := j.Live()
+	if err != nil || len(live) != 5 {
+		t.Fatalf("%d live, %v", len(live), err)
+	}
+	byProvider := map[string]int{}
+	for i := range live {
+		if live[i].Provider != intent.DefaultProvider {
+			t.Fatalf("intent journaled with provider %q, want %q", live[i].Provider, intent.DefaultProvider)
+		}
+		if i < 2 {
+			live[i].Provider = "" // as an older journal holds them (counted as the sidecar's liveByProvider counts)
+		}
+		byProvider[live[i].Provider]++
+	}
+	check := func(what string, fams map[string]*dto.MetricFamily, family string, labels ...string) {
+		t.Helper()
+		if got := sum(fams, family, append([]string{"provider", "daytona"}, labels...)...); got != 5 {
+			t.Errorf("%s: %s%v of daytona %v, want 5 (2 journaled with no provider, 3 with daytona)", what, family, labels, got)
+		}
+		if got := sum(fams, family, "provider", ""); got > 0 {
+			t.Errorf("%s: %s has a series with provider=\"\": %v", what, family, got)
+		}
+	}
+
+	start := metrics.New(j, "test", "daytona", "e2b")
+	start.SetUnresolved(byProvider)
+	check("at start", scrape(t, start.Handler()), "tether_unresolved_intents")
+
+	// A drain's report counts each intent under the provider its record
+	// names (reaper.Report.add): what a drain of such a journal reports.
+	drained := metrics.New(j, "test", "daytona", "e2b")
+	rep := reaper.Report{Total: 5, ByProvider: map[string]reaper.Tally{"": {Live: 2}, "daytona": {Live: 3}}}
+	drained.RecordDrain(rep)
+	fams := scrape(t, drained.Handler())
+	check("after the drain", fams, "tether_unresolved_intents")
+	check("after the drain", fams, "tether_drain_intents_total", "state", "live")
+}

@@ -362,6 +362,28 @@ func TestResolve(t *testing.T) {
 			}
 		}},
 
+		{"a sandbox destroying under its own name is confirmed, not deleted again", nil, func(t *testing.T, w *world) {
+			// Destroying without Daytona's rename: what a provider whose
+			// delete does not rename shows (the act's branch after the
+			// rename's). Its end is waited for, with reads alone.
+			in := w.intent(scope, intent.DrainDelete)
+			sb := w.create(in)
+			in = w.observe(in, sb.ID)
+			if err := w.srv.Hold(sb.ID, "destroying", 300*time.Millisecond); err != nil {
+				t.Fatal(err)
+			}
+			out, err := w.resolve(in, generous)
+			if err != nil || out.State != intent.Gone {
+				t.Fatalf("Resolve = %s, %v; want gone", out.State, err)
+			}
+			if n := len(w.spy.deleteCalls()); n != 0 {
+				t.Errorf("the reaper sent %d deletes of a sandbox already destroying", n)
+			}
+			if got := w.sandbox(sb.ID); got.State != "destroyed" || got.DeleteRequested {
+				t.Errorf("sandbox %s (delete requested %v), want destroyed by its own destroy", got.State, got.DeleteRequested)
+			}
+		}},
+
 		{"a released intent is left alone", nil, func(t *testing.T, w *world) {
 			in := w.intent(scope, intent.DrainDelete)
 			sb := w.create(in)

@@ -119,3 +119,39 @@ func TestOpenToRead(t *testing.T) {
 		t.Errorf("a directory: %v", err)
 	}
 }
+
+// The file rule by mode, for a regular file of tether's own user: only the
+// owner may write it. A group that may write (0620, 0660) could rewrite
+// the journal as surely as everyone could (0602, 0666); reading is no
+// threat to what tether keeps.
+func TestOpenFileRefusesEveryModeOthersMayWrite(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		mode os.FileMode
+		ok   bool
+	}{
+		{0o600, true}, {0o640, true}, {0o644, true}, {0o400, true},
+		{0o620, false}, {0o660, false}, {0o602, false}, {0o666, false}, {0o622, false},
+	} {
+		p := filepath.Join(dir, tc.mode.String())
+		if err := os.WriteFile(p, []byte("keep"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, tc.mode); err != nil { // the umask does not narrow a chmod
+			t.Fatal(err)
+		}
+		f, err := OpenFile(p, os.O_RDONLY, 0)
+		if err == nil {
+			f.Close()
+		}
+		switch {
+		case tc.ok && err != nil:
+			t.Errorf("mode %s: refused: %v", tc.mode, err)
+		case !tc.ok && (!errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "its mode "+tc.mode.String()+" lets others write")):
+			t.Errorf("mode %s: %v, want refused for its mode", tc.mode, err)
+		}
+		if err := CheckExisting(p); (err == nil) != tc.ok {
+			t.Errorf("mode %s: CheckExisting = %v", tc.mode, err)
+		}
+	}
+}

@@ -673,3 +673,52 @@ func TestSetupMessages(t *testing.T) {
 		}
 	}
 }
+
+// dropQuery sends every request without the query parameter key: a server
+// (or a proxy in front of it) that ignores the list's metadata filter.
+type dropQuery struct {
+	key string
+	rt  http.RoundTripper
+}
+
+func (d dropQuery) RoundTrip(req *http.Request) (*http.Response, error) {
+	q := req.URL.Query()
+	if !q.Has(d.key) {
+		return d.rt.RoundTrip(req)
+	}
+	q.Del(d.key)
+	r := req.Clone(req.Context())
+	r.URL.RawQuery = q.Encode()
+	return d.rt.RoundTrip(r)
+}
+
+// A list answer that holds sandboxes of other names than the one asked
+// (the metadata filter not applied): the name look-up takes only those
+// whose tether-name is exactly the name, never the first listed, and one
+// name that is another's prefix is another name.
+func TestNameLookupTakesOnlyExactNames(t *testing.T) {
+	e := newEnv(t)
+	other := e.create("job-10", map[string]string{"tether-owner": "o1"})
+	prefix := e.create("job-1x", map[string]string{"tether-owner": "o1"})
+	asked := e.create("job-1", map[string]string{"tether-owner": "o1"})
+	p := e.provider(e2btest.DefaultKey, 5*time.Second, dropQuery{key: "metadata", rt: e.tr})
+	if all, err := p.List(ctx, map[string]string{e2b.MetadataName: "job-1"}); err != nil || len(all) != 3 {
+		t.Fatalf("the unfiltered list holds %d sandboxes (%v), want all 3: the test shows nothing", len(all), err)
+	}
+	named, err := p.Named(ctx, "job-1")
+	if err != nil || len(named) != 1 || named[0].ID != asked.ID {
+		t.Fatalf("Named(job-1) = %+v, %v; want only %s", named, err, asked.ID)
+	}
+	sb, err := p.GetByName(ctx, "job-1")
+	if err != nil || sb.ID != asked.ID || sb.Name != "job-1" {
+		t.Fatalf("GetByName(job-1) = %+v, %v; want %s", sb, err, asked.ID)
+	}
+	if sb, err := p.GetByName(ctx, "job-2"); !errors.Is(err, provider.ErrNotFound) {
+		t.Errorf("GetByName of a name none carries = %+v, %v; want ErrNotFound", sb, err)
+	}
+	for _, id := range []string{other.ID, prefix.ID, asked.ID} {
+		if f := e.fate(id); f.State != e2btest.StateRunning {
+			t.Errorf("sandbox %s: %s, want running", id, f.State)
+		}
+	}
+}

@@ -78,6 +78,9 @@ type world struct {
 	mu     sync.Mutex
 	calls  []call
 	answer func(w http.ResponseWriter, r *http.Request) // the upstream's answer
+	// rewriting, if set, is called as a create's body is rewritten: its
+	// intent is journaled, nothing is forwarded yet.
+	rewriting func(r *http.Request)
 }
 
 func newWorld(t *testing.T) *world {
@@ -123,6 +126,9 @@ func newWorld(t *testing.T) *world {
 					return
 				}
 				p.Create(rw, r, Create{Account: r.Header.Get("X-API-Key"), Rewrite: func(in intent.Intent) ([]byte, error) {
+					if w.rewriting != nil {
+						w.rewriting(r)
+					}
 					fields["metadata"] = in.Labels
 					return json.Marshal(fields)
 				}})
@@ -259,6 +265,48 @@ func TestCreateSurvivesTheRunnerHangingUp(t *testing.T) {
 		in := w.onlyIntent(t)
 		return in.SandboxID == "sb-late", string(in.State)
 	})
+}
+
+// A runner that hangs up after its intent is journaled and before its
+// create is forwarded: the create is not sent (nobody would hear of the
+// sandbox, and an SDK that retries would make a second one), and the
+// intent closes at once as never-created.
+func TestCreateOfARunnerGoneBeforeTheForwardIsNotSent(t *testing.T) {
+	w := newWorld(t)
+	w.setAnswer(func(rw http.ResponseWriter, r *http.Request) {
+		rw.WriteHeader(http.StatusCreated)
+		io.WriteString(rw, `{"sandboxID":"sb-unasked"}`)
+	})
+	rewriting := make(chan struct{})
+	w.rewriting = func(r *http.Request) {
+		close(rewriting)
+		<-r.Context().Done() // the runner has hung up, and the server noticed
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	errc := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequestWithContext(ctx, "POST", w.url+"/sandboxes", strings.NewReader(`{}`))
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		errc <- err
+	}()
+	testutil.Receive(t, "the create's intent journaled and its body rewritten", rewriting)
+	cancel()
+	if err := testutil.Receive(t, "errc", errc); !errors.Is(err, context.Canceled) {
+		t.Fatalf("runner: %v, want its own cancellation", err)
+	}
+	testutil.Eventually(t, "the intent settled", func() (bool, string) {
+		in := w.onlyIntent(t)
+		return in.State != intent.Pending, string(in.State)
+	})
+	if in := w.onlyIntent(t); in.State != intent.NeverCreated || !strings.Contains(in.LastError, "hung up before its create was forwarded") {
+		t.Errorf("intent %s (%q) on %q, want never-created: the runner hung up", in.State, in.LastError, in.SandboxID)
+	}
+	if calls := w.recorded(); len(calls) != 0 {
+		t.Fatalf("the upstream got %d calls, want none: %+v", len(calls), calls)
+	}
 }
 
 func TestCreateRefusedOrFailed(t *testing.T) {

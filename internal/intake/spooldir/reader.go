@@ -40,6 +40,17 @@ const DefaultRescanInterval = 5 * time.Second
 // that follows the start of the watcher, so none is missed.
 const DefaultWatchDelay = 250 * time.Millisecond
 
+// DefaultPollInterval is how often the intake lists the spool directory
+// while it has no watcher (inotify could not start: its per-user instance
+// limit reached, or no inotify at all): often enough that a runner waiting
+// for its file to be taken hardly notices, at the cost of one listing of a
+// small directory.
+const DefaultPollInterval = 250 * time.Millisecond
+
+// DefaultWatchRetry is how often the intake tries again to start a watcher
+// that could not start, polling meanwhile.
+const DefaultWatchRetry = time.Minute
+
 // FinalScanTimeout bounds the last scan the intake makes when it is stopped:
 // the files the child renamed in just before it exited are journaled
 // before the drain starts.
@@ -65,6 +76,11 @@ type Reader struct {
 	RescanInterval time.Duration
 	// WatchDelay defaults to DefaultWatchDelay; negative starts the watcher at once.
 	WatchDelay time.Duration
+	// PollInterval, how often Dir is listed while there is no watcher,
+	// defaults to DefaultPollInterval (RescanInterval if that is shorter);
+	// WatchRetry, how often the watcher is tried again meanwhile, to
+	// DefaultWatchRetry.
+	PollInterval, WatchRetry time.Duration
 	// AllowUIDs are the uids, besides root and tether's own, whose files
 	// are taken and who may own Dir: the socket's AllowUIDs.
 	AllowUIDs []int
@@ -75,6 +91,8 @@ type Reader struct {
 
 	log     *slog.Logger
 	deletes sync.WaitGroup
+	// newWatcher makes the watcher (fsnotify.NewWatcher; tests make it fail).
+	newWatcher func() (*fsnotify.Watcher, error)
 	// dir and rejected are Dir and its rejected/, opened and checked by
 	// Open; files are opened, moved and written relative to them.
 	dir, rejected *os.File
@@ -182,6 +200,13 @@ func (in *Reader) Run(ctx context.Context) error {
 	if in.WatchDelay == 0 {
 		in.WatchDelay = DefaultWatchDelay
 	}
+	if in.PollInterval <= 0 {
+		in.PollInterval = DefaultPollInterval
+	}
+	in.PollInterval = min(in.PollInterval, in.RescanInterval)
+	if in.WatchRetry <= 0 {
+		in.WatchRetry = DefaultWatchRetry
+	}
 	defer in.markCaughtUp()
 	if err := in.Open(); err != nil {
 		return err
@@ -213,6 +238,7 @@ func (in *Reader) Run(ctx context.Context) error {
 	defer watchAt.Stop()
 	tick := time.NewTicker(in.RescanInterval)
 	defer tick.Stop()
+	tries := 0 // to start the watcher, failed so far
 	for {
 		select {
 		case <-ctx.Done():
@@ -220,9 +246,22 @@ func (in *Reader) Run(ctx context.Context) error {
 		case <-watchAt.C:
 			// Watch first, then scan: a file renamed in between is seen by
 			// both, and taking it twice is harmless; missing it would not be.
-			w = in.watch()
-			if w != nil {
+			w = in.watch(tries)
+			switch {
+			case w != nil:
 				events, werrs = w.Events, w.Errors
+				if tries > 0 {
+					in.log.Info("spool: watcher started; polling stops", "dir", in.Dir, "rescan_every", in.RescanInterval)
+					tick.Reset(in.RescanInterval)
+				}
+			case tries == 0:
+				// Without events only a listing finds a file: list often,
+				// not every RescanInterval, and try the watcher again.
+				tick.Reset(in.PollInterval)
+				fallthrough
+			default:
+				tries++
+				watchAt.Reset(in.WatchRetry)
 			}
 		case ev, ok := <-events:
 			if !ok {
@@ -286,20 +325,32 @@ func (in *Reader) Pass(ctx context.Context) (Tally, error) {
 	return t, nil
 }
 
-// watch starts the inotify watcher on Dir; nil (polling every
-// RescanInterval) when inotify is unavailable.
-func (in *Reader) watch() *fsnotify.Watcher {
-	w, err := fsnotify.NewWatcher()
-	if err != nil {
-		in.log.Warn("spool: no watcher, falling back to polling", "dir", in.Dir, "every", in.RescanInterval, "err", err)
-		return nil
+// watch starts the inotify watcher on Dir; nil when it cannot (inotify's
+// per-user instance limit reached, or no inotify): Run then polls every
+// PollInterval and tries again every WatchRetry. The first failure is said
+// at warn level, a failed retry at debug level (tries is how many failed
+// before).
+func (in *Reader) watch(tries int) *fsnotify.Watcher {
+	newWatcher := in.newWatcher
+	if newWatcher == nil {
+		newWatcher = fsnotify.NewWatcher
 	}
-	if err := w.Add(in.Dir); err != nil {
-		w.Close()
-		in.log.Warn("spool: cannot watch, falling back to polling", "dir", in.Dir, "every", in.RescanInterval, "err", err)
-		return nil
+	w, err := newWatcher()
+	if err == nil {
+		if err = w.Add(in.Dir); err != nil {
+			w.Close()
+		}
 	}
-	return w
+	if err == nil {
+		return w
+	}
+	level := slog.LevelWarn
+	if tries > 0 {
+		level = slog.LevelDebug
+	}
+	in.log.Log(context.Background(), level, "spool: no watcher; polling the directory instead, and trying the watcher again",
+		"dir", in.Dir, "poll_every", in.PollInterval, "retry_every", in.WatchRetry, "err", err)
+	return nil
 }
 
 // finalScan takes the files present when the intake is stopped.
@@ -441,12 +492,23 @@ func (in *Reader) take(ctx context.Context, names []string) (handled int, err er
 		}
 		items = append(items, p)
 	}
+	failed := false // a change of this chunk failed in the journal
 	for _, p := range items {
 		if p.change != nil {
 			result, err := p.change.Wait(context.Background())
 			if err != nil && !refused(err) {
 				// The journal failed, not the file: leave it for the next scan.
+				failed = true
 				in.log.Error("spool: journal failed, file left for a retry", "file", p.name, "err", err)
+				continue
+			}
+			if err != nil && failed {
+				// Refused after an earlier file's change failed: it may
+				// name what that one declared (an observation of an intent
+				// whose commit failed is refused as unknown), so it is not
+				// judged until the earlier one is taken. A change after
+				// the failure that committed is done: the journal has it.
+				in.log.Error("spool: refused after an earlier file's journal failure; file left for a retry", "file", p.name, "err", err)
 				continue
 			}
 			if errors.Is(err, journal.ErrNotFound) {

@@ -4,12 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fsnotify/fsnotify"
 
 	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/intake"
@@ -317,11 +322,33 @@ func TestIntakeFinalScanTakesLateFiles(t *testing.T) {
 	}
 }
 
+// readerLog gives in a logger into a buffer, shown if the test fails: what
+// the reader did (its watcher started or not, the files it took).
+func readerLog(t *testing.T, in *Reader) *testutil.Buffer {
+	t.Helper()
+	logs := &testutil.Buffer{}
+	if in.Intake == nil {
+		in.Intake = &intake.Intake{}
+	}
+	in.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the reader's log:\n%s", logs)
+		}
+	})
+	return logs
+}
+
 // Files renamed in before the watcher starts (it starts after WatchDelay)
-// are not missed, with no periodic rescan to fall back on.
+// are not missed, with no periodic rescan to fall back on. Should inotify
+// be unavailable (its per-user instance limit reached by the tests of a
+// loaded machine), the reader says so and polls instead, and the files are
+// taken all the same; the log says which path the test took.
 func TestIntakeDelayedWatcherMissesNothing(t *testing.T) {
 	t.Parallel()
-	f := startIntake(t, &Reader{WatchDelay: 50 * time.Millisecond, RescanInterval: time.Hour}, nil)
+	in := &Reader{WatchDelay: 50 * time.Millisecond, RescanInterval: time.Hour}
+	logs := readerLog(t, in)
+	f := startIntake(t, in, nil)
 	for i := 0; i < 3; i++ {
 		spoolWrite(t, f.dir, fmt.Sprintf("%03d", i), fmt.Sprintf(`{"op":"intent","id":"early-%d","labels":{}}`, i))
 	}
@@ -329,4 +356,65 @@ func TestIntakeDelayedWatcherMissesNothing(t *testing.T) {
 	// And after the watcher is up, events drive the intake.
 	spoolWrite(t, f.dir, "100", `{"op":"intent","id":"later","labels":{}}`)
 	testutil.WaitFor(t, "the later file journaled", func() bool { _, err := f.j.Get("later"); return err == nil })
+	if strings.Contains(logs.String(), "spool: no watcher") {
+		t.Logf("inotify was unavailable; the files were taken by polling:\n%s", logs)
+	}
+}
+
+// A watcher that cannot start (inotify's per-user instance limit reached,
+// EMFILE): the reader says so, once, at warn level, and lists the directory
+// every PollInterval instead of every RescanInterval (an hour here), so a
+// file renamed in is taken at once. Nothing else takes it: the watcher is
+// tried again only after an hour too.
+func TestIntakeWithoutAWatcherPolls(t *testing.T) {
+	t.Parallel()
+	var tries atomic.Int64
+	in := &Reader{WatchDelay: -1, RescanInterval: time.Hour, PollInterval: 10 * time.Millisecond, WatchRetry: time.Hour}
+	in.newWatcher = func() (*fsnotify.Watcher, error) {
+		tries.Add(1)
+		return nil, fmt.Errorf("inotify_init1: %w", syscall.EMFILE)
+	}
+	logs := readerLog(t, in)
+	f := startIntake(t, in, nil)
+	testutil.WaitFor(t, "the reader says it has no watcher", func() bool {
+		return strings.Contains(logs.String(), `level=WARN msg="spool: no watcher; polling the directory instead, and trying the watcher again"`)
+	})
+	if !strings.Contains(logs.String(), "poll_every=10ms") || !strings.Contains(logs.String(), "too many open files") {
+		t.Errorf("the warning does not say how often it polls and why:\n%s", logs)
+	}
+	for i := range 3 {
+		spoolWrite(t, f.dir, fmt.Sprintf("%03d", i), fmt.Sprintf(`{"op":"intent","id":"polled-%d","labels":{}}`, i))
+		testutil.WaitFor(t, "the file journaled by polling", func() bool { _, err := f.j.Get(fmt.Sprint("polled-", i)); return err == nil })
+	}
+	if n := tries.Load(); n != 1 {
+		t.Errorf("the watcher was tried %d times, want once (the retry is an hour away)", n)
+	}
+}
+
+// The watcher is tried again every WatchRetry: once one starts, the reader
+// says so, and events take the files (PollInterval and RescanInterval
+// are an hour here; only an event can).
+func TestIntakeRetriesTheWatcher(t *testing.T) {
+	t.Parallel()
+	var tries atomic.Int64
+	in := &Reader{WatchDelay: -1, RescanInterval: time.Hour, PollInterval: time.Hour, WatchRetry: 20 * time.Millisecond}
+	in.newWatcher = func() (*fsnotify.Watcher, error) {
+		if tries.Add(1) <= 2 {
+			return nil, fmt.Errorf("inotify_init1: %w", syscall.EMFILE)
+		}
+		return fsnotify.NewWatcher()
+	}
+	logs := readerLog(t, in)
+	f := startIntake(t, in, nil)
+	testutil.WaitFor(t, "the watcher started on a retry", func() bool {
+		return strings.Contains(logs.String(), "spool: watcher started; polling stops")
+	})
+	if n := strings.Count(logs.String(), "level=WARN"); n != 1 {
+		t.Errorf("%d warnings, want one: the retries that failed are said at debug level:\n%s", n, logs)
+	}
+	spoolWrite(t, f.dir, "001", `{"op":"intent","id":"watched","labels":{}}`)
+	testutil.WaitFor(t, "the file journaled on its event", func() bool { _, err := f.j.Get("watched"); return err == nil })
+	if n := tries.Load(); n != 3 {
+		t.Errorf("the watcher was tried %d times, want 3: two that failed, one that started", n)
+	}
 }

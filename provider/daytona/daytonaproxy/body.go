@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 
 	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/provider"
@@ -31,10 +30,6 @@ type createBody struct {
 	name string
 	// labels are the runner's own labels (nil when it gave none).
 	labels map[string]string
-	// autoStopOff: autoStopInterval is 0 or null, i.e. Daytona's auto-stop,
-	// the backstop that bounds a leaked sandbox, is off. An absent one is
-	// left alone: the server's default (15 minutes) applies.
-	autoStopOff bool
 }
 
 // parseCreate reads a create body. It refuses what Daytona would refuse
@@ -62,13 +57,6 @@ func parseCreate(b []byte) (*createBody, error) {
 	if raw, ok := c.fields[fieldLabels]; ok && !isNull(raw) {
 		if err := json.Unmarshal(raw, &c.labels); err != nil {
 			return nil, fmt.Errorf("labels: must be an object of strings")
-		}
-	}
-	if raw, ok := c.fields[fieldAutoStop]; ok {
-		if isNull(raw) {
-			c.autoStopOff = true
-		} else if f, err := strconv.ParseFloat(string(bytes.TrimSpace(raw)), 64); err == nil && f == 0 {
-			c.autoStopOff = true
 		}
 	}
 	return &c, nil

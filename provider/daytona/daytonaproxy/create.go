@@ -89,22 +89,37 @@ func (p *Proxy) settle(r *http.Request, rt route, kind string) func(ctx context.
 }
 
 // refused is the reason a create (POST /sandbox) or a fork answered status
-// stored nothing, or "" when it may have:
+// stored nothing, or "" when it may have. From Daytona's API at v0.190.0
+// (apps/api/src/sandbox/, services/sandbox.service.ts unless named):
 //   - 401, 403, 429: the guards and the throttler, before the controller;
 //   - 409: the unique name refused at the insert itself, so nothing was
-//     stored (sandbox.service.ts:711-713 for a create, :1235-1237 for a
-//     fork, whose failed insert rolls the parent back, :1190-1216);
-//   - for a fork, 404 and 422 as well: the parent is not found, or cannot
-//     be forked (:1091, :1093-1095, :1115-1117), before the fork is built.
+//     stored (:711-713 for a create, :1235-1237 for a fork, whose failed
+//     insert rolls the parent back, :1190-1216);
+//   - 404: a create's every NotFoundException comes before its sandbox is
+//     stored — the insert (:683 from a snapshot, :1029 from a build) or
+//     the warm-pool sandbox given to the organization (:829): the region
+//     (:468 and :857 to :2820, :2831; the quota's :205), the linked
+//     sandbox (:538 to :1783) and its runner (:613; runner.service.ts:236),
+//     the warm-pool sandbox's runner (:818). After the insert only the
+//     answer is built (toSandboxDto, :2710-2713, reads no sandbox) and the
+//     start is waited for (controllers/sandbox.controller.ts:1532-1567: the
+//     sandbox, or 400). A fork's 404 (the parent, :1091; its region,
+//     :1097-1100; its runner, :1111-1113) comes before the fork is built;
+//   - for a fork, 422 as well: the parent cannot be forked (:1093-1095,
+//     :1115-1117).
 //
-// A create's 400 and 404 are not among them: a 400 also says "failed to
-// start" of a stored sandbox (sandbox.controller.ts:308, the wait for the
-// start), and the cautious rule (stay pending, found by name) costs only
-// polls.
+// A create's 400 and 422 are not among them. A 400 also says "failed to
+// start" of a stored sandbox (sandbox.controller.ts:1547-1551, the wait
+// for the start). Nothing on a create's path answers 422 — the API's only
+// ones are the fork's two, resume's (:2087) and pause's (:2202), and its
+// validation pipe answers 400 (main.ts:72-76) — so one comes from
+// something in front of Daytona whose effect the source cannot tell: the
+// cautious rule (stay pending, found by name) costs only polls.
 func refused(kind string, status int, answer []byte) string {
 	switch {
 	case status == http.StatusUnauthorized, status == http.StatusForbidden, status == http.StatusTooManyRequests, status == http.StatusConflict:
-	case kind == kindFork && (status == http.StatusNotFound || status == http.StatusUnprocessableEntity):
+	case status == http.StatusNotFound:
+	case kind == kindFork && status == http.StatusUnprocessableEntity:
 	default:
 		return ""
 	}

@@ -79,7 +79,19 @@ func FuzzRewriteCreate(f *testing.F) {
 			}
 		}
 		if raw, ok := in[fieldAutoStop]; ok {
-			if cb.autoStopOff {
+			// Off is 0 in any spelling, or null: read here on its own, not
+			// by the rule under test (intervalOff).
+			var v any
+			dec := json.NewDecoder(bytes.NewReader(raw))
+			dec.UseNumber()
+			off := isNull(raw)
+			if !off && dec.Decode(&v) == nil {
+				if n, ok := v.(json.Number); ok {
+					f, err := n.Float64()
+					off = err == nil && f == 0
+				}
+			}
+			if off {
 				if string(got[fieldAutoStop]) != "17" {
 					t.Fatalf("auto-stop off (%s) became %s, want the backstop", raw, got[fieldAutoStop])
 				}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"maps"
@@ -359,6 +360,77 @@ func TestRefusedBeforeAnythingIsNeverCreated(t *testing.T) {
 	}
 }
 
+// A create or a fork Daytona answers 404 or 422, judged by what its API
+// stores first (refused, create.go, citing apps/api/src/sandbox/ at
+// v0.190.0): every 404 comes before anything is stored, so the intent
+// closes at once as never-created, and the drain does not poll for a name
+// that cannot come; a fork's 422 (a parent that cannot be forked) too. A
+// create's 422 is raised by nothing on its path: it came from something in
+// front of Daytona, and the intent stays pending for the drain to look up
+// by name. In every case the simulator made nothing.
+func TestCreateAndForkAnswered404Or422(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		kind   string
+		status int
+		closed bool
+	}{
+		{kindCreate, http.StatusNotFound, true},
+		{kindCreate, http.StatusUnprocessableEntity, false},
+		{kindFork, http.StatusNotFound, true},
+		{kindFork, http.StatusUnprocessableEntity, true},
+	} {
+		t.Run(fmt.Sprintf("%s %d", tc.kind, tc.status), func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t, nil)
+			var parent intent.Intent
+			var err error
+			var resp *http.Response
+			if tc.kind == kindFork {
+				parent = w.intentOf(w.create("", -1))
+				w.sim.FailNext(daytonatest.RouteFork, tc.status, 1)
+				_, resp, err = w.runner().SandboxAPI.ForkSandbox(ctx(t), parent.SandboxID).ForkSandbox(*apiclient.NewForkSandbox()).Execute()
+			} else {
+				w.sim.FailNext(daytonatest.RouteCreate, tc.status, 1)
+				_, resp, err = w.runner().SandboxAPI.CreateSandbox(ctx(t)).CreateSandbox(*apiclient.NewCreateSandbox()).Execute()
+			}
+			if err == nil || resp == nil || resp.StatusCode != tc.status {
+				t.Fatalf("the runner must see Daytona's %d, got %v (%v)", tc.status, resp, err)
+			}
+			all, err := w.j.All()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var refused []intent.Intent
+			for _, in := range all {
+				if in.ID != parent.ID {
+					refused = append(refused, in)
+				}
+			}
+			if len(refused) != 1 {
+				t.Fatalf("%d intents for the %s, want 1: %+v", len(refused), tc.kind, refused)
+			}
+			in := refused[0]
+			want := intent.Pending
+			if tc.closed {
+				want = intent.NeverCreated
+			}
+			if in.State != want || in.SandboxID != "" {
+				t.Fatalf("intent of the %s answered %d is %s (%q): want %s", tc.kind, tc.status, in.State, in.LastError, want)
+			}
+			if tc.closed && !strings.Contains(in.LastError, fmt.Sprintf("refused the %s with %d", tc.kind, tc.status)) {
+				t.Errorf("the closed intent does not say why: %q", in.LastError)
+			}
+			if _, ok := w.byName(in.Name); ok {
+				t.Fatalf("the simulator holds a sandbox named %s", in.Name)
+			}
+			if n, made := len(w.sim.Sandboxes()), map[bool]int{true: 1, false: 0}[tc.kind == kindFork]; n != made {
+				t.Errorf("%d sandboxes in the simulator, want %d", n, made)
+			}
+		})
+	}
+}
+
 func TestDeleteByTheRunnerMarksReleasingAndIsNotDeletedTwice(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, nil)
@@ -407,6 +479,67 @@ func TestDeleteByTheRunnerMarksReleasingAndIsNotDeletedTwice(t *testing.T) {
 		if rec, _ := w.sim.Sandbox(id); rec.State != "destroyed" {
 			t.Errorf("sandbox %s: %s", id, rec.State)
 		}
+	}
+}
+
+// A runner's delete Daytona refuses (409: a state change in progress, as
+// its handler answers) deleted nothing: the intent stays observed — not
+// releasing, which would stop lease mode's renewals of a sandbox that lives
+// on — and the sandbox is still there, by the simulator's record; the
+// drain deletes it.
+func TestRefusedDeleteByTheRunnerLeavesTheIntentObserved(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, nil)
+	c := w.runner()
+	sb, _, err := c.SandboxAPI.CreateSandbox(ctx(t)).CreateSandbox(*apiclient.NewCreateSandbox()).Execute()
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := w.observed()
+	for _, status := range []int{http.StatusConflict, http.StatusBadRequest} {
+		w.sim.FailNext(daytonatest.RouteDelete, status, 1)
+		if _, resp, err := c.SandboxAPI.DeleteSandbox(ctx(t), sb.GetId()).Execute(); err == nil || resp == nil || resp.StatusCode != status {
+			t.Fatalf("the runner's delete: want Daytona's %d, got %v (%v)", status, resp, err)
+		}
+		if got, _ := w.j.Get(in.ID); got.State != intent.Observed || got.SandboxID != sb.GetId() {
+			t.Fatalf("after a delete refused %d the intent is %s on %q, want observed on %s", status, got.State, got.SandboxID, sb.GetId())
+		}
+	}
+	if rec, _ := w.sim.Sandbox(sb.GetId()); rec.State != "started" || rec.DeleteRequested {
+		t.Fatalf("sandbox after the refused deletes: %s (delete requested %v), want started", rec.State, rec.DeleteRequested)
+	}
+	if rep := w.drain(); rep.Gone != 1 || rep.Live() != 0 {
+		t.Fatalf("drain: %+v", rep)
+	}
+	if rec, _ := w.sim.Sandbox(sb.GetId()); !rec.DeleteRequested {
+		t.Errorf("sandbox left after the drain: %+v", rec)
+	}
+}
+
+// A runner under another account deletes, by name, a sandbox of its own
+// that tether never saw (another organization may use the same name) while
+// tether holds a pending intent of that name: the delete is not the
+// intent's. The intent stays pending, learns no id, and the other
+// account's sandbox is the one deleted.
+func TestAnotherAccountsDeleteOfTheSameNameLeavesTheIntent(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, nil)
+	ours, _, err := w.j.Create(ctx(t), intent.Declaration{Name: "job-1", Provider: "daytona", Account: w.p.Account(), Labels: map[string]string{"scope": "unit"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	theirs, err := w.sim.AddSandbox(otherOrg, daytonatest.SeedSandbox{Name: "job-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := client(w.url, otherKey).SandboxAPI.DeleteSandbox(ctx(t), "job-1").Execute(); err != nil {
+		t.Fatalf("the other account's delete: %v", err)
+	}
+	if rec, _ := w.sim.Sandbox(theirs.ID); !rec.DeleteRequested {
+		t.Fatalf("the other account's sandbox was not deleted: %+v", rec)
+	}
+	if got, _ := w.j.Get(ours.ID); got.State != intent.Pending || got.SandboxID != "" {
+		t.Fatalf("tether's intent of the same name after another account's delete: %s on %q, want pending without id", got.State, got.SandboxID)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"io"
 	"maps"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -454,41 +455,66 @@ func TestJWTInTethersOrganizationIsDrained(t *testing.T) {
 }
 
 // A create Daytona executed before the connection broke (not a dial error):
-// the runner meets a connection error, the intent stays pending, and the
-// drain finds the sandbox by its name.
+// the request was sent whole and stored, and its answer is lost, to an
+// orderly close (the proxy reads EOF) or a reset (a read error: an RST, as
+// a load balancer or a network in between sends). Only a failed dial proves
+// nothing was sent: the runner meets a connection error, the intent stays
+// pending, the create is not sent again, and the drain finds the sandbox by
+// its name and deletes it, by the simulator's record.
 func TestCreateExecutedBeforeTheConnectionReset(t *testing.T) {
 	t.Parallel()
-	reset := func(sim http.Handler) http.Handler {
-		return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-			if r.Method != http.MethodPost || r.URL.Path != "/api/sandbox" {
-				sim.ServeHTTP(rw, r)
-				return
+	for _, tc := range []struct {
+		name string
+		rst  bool
+	}{{"closed", false}, {"reset", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			reset := func(sim http.Handler) http.Handler {
+				return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+					if r.Method != http.MethodPost || r.URL.Path != "/api/sandbox" {
+						sim.ServeHTTP(rw, r)
+						return
+					}
+					sim.ServeHTTP(httptest.NewRecorder(), r) // executed, answer lost
+					conn, _, err := http.NewResponseController(rw).Hijack()
+					if err != nil {
+						return
+					}
+					if tc.rst {
+						conn.(*net.TCPConn).SetLinger(0) // the close sends an RST
+					}
+					conn.Close()
+				})
 			}
-			sim.ServeHTTP(httptest.NewRecorder(), r) // executed, answer lost
-			conn, _, err := http.NewResponseController(rw).Hijack()
-			if err == nil {
-				conn.Close()
+			w := newWorld(t, reset)
+			_, resp, err := w.runner().SandboxAPI.CreateSandbox(ctx(t)).CreateSandbox(*apiclient.NewCreateSandbox()).Execute()
+			if err == nil || resp != nil || !isConnError(err) {
+				t.Fatalf("want a connection error, got %v (%v)", resp, err)
+			}
+			if n := w.sim.Calls()[daytonatest.RouteCreate]; n != 1 {
+				t.Fatalf("%d creates reached Daytona, want 1 (a create that may have landed is not sent again)", n)
+			}
+			in := w.only()
+			if in.State != intent.Pending || in.SandboxID != "" {
+				t.Fatalf("intent %s is %s (%q) with sandbox %q: want pending without id, for the drain", in.ID, in.State, in.LastError, in.SandboxID)
+			}
+			if !strings.Contains(w.logs.String(), "got no answer; the drain resolves it by name") && !strings.Contains(w.logs.String(), "answer cut short; the drain resolves it by name") {
+				t.Errorf("the proxy did not say the create's answer was lost:\n%s", w.logs)
+			}
+			sb, ok := w.byName(in.Name)
+			if !ok || !ours(sb, in) {
+				t.Fatalf("the simulator holds no sandbox of the intent's name and labels: %+v", sb)
+			}
+			if rep := w.drain(); rep.Gone != 1 || rep.Live() != 0 {
+				t.Fatalf("drain: %+v", rep)
+			}
+			if rec, _ := w.sim.Sandbox(sb.ID); rec.State != "destroyed" || !rec.DeleteRequested {
+				t.Errorf("sandbox after the drain: %s (delete requested %v), want destroyed", rec.State, rec.DeleteRequested)
+			}
+			if got, _ := w.j.Get(in.ID); got.State != intent.Gone || got.SandboxID != sb.ID {
+				t.Errorf("intent after the drain: %s on %q, want gone on %s", got.State, got.SandboxID, sb.ID)
 			}
 		})
-	}
-	w := newWorld(t, reset)
-	_, resp, err := w.runner().SandboxAPI.CreateSandbox(ctx(t)).CreateSandbox(*apiclient.NewCreateSandbox()).Execute()
-	if err == nil || resp != nil || !isConnError(err) {
-		t.Fatalf("want a connection error, got %v (%v)", resp, err)
-	}
-	in := w.only()
-	if in.State != intent.Pending || in.SandboxID != "" {
-		t.Fatalf("intent %+v: want pending", in)
-	}
-	sb, ok := w.byName(in.Name)
-	if !ok {
-		t.Fatal("the simulator has no sandbox by the intent's name")
-	}
-	if rep := w.drain(); rep.Gone != 1 || rep.Live() != 0 {
-		t.Fatalf("drain: %+v", rep)
-	}
-	if rec, _ := w.sim.Sandbox(sb.ID); !rec.DeleteRequested {
-		t.Errorf("sandbox left: %+v", rec)
 	}
 }
 

@@ -595,8 +595,11 @@ func (p *Provider) classify(op string, code int, h http.Header, body []byte) err
 	case code == http.StatusTooManyRequests:
 		return fmt.Errorf("%w: %s", rateLimit(h, text, time.Now()), msg)
 	case code == http.StatusUnauthorized || code == http.StatusForbidden:
-		// 403 is a blocked team (packages/auth/.../service.go:113-120):
-		// like a wrong key, only an operator can help.
+		// 403 is a banned team at authentication (packages/auth/pkg/auth/
+		// internal/team/state.go:13-19), or a blocked one outside its
+		// allowlist (middleware/blocked_team.go:14-47: reads, the list and
+		// DELETE still answer, so a drain still works): like a wrong key,
+		// only an operator can help.
 		return &apicall.Error{Msg: msg, Kind: provider.ErrUnauthorized}
 	case code >= 500 || code == http.StatusRequestTimeout:
 		return &apicall.Error{Msg: msg, Kind: provider.ErrUnavailable}

@@ -28,13 +28,13 @@ type record struct {
 	evictions, checkpoints  int
 	namedSnapshots, revived int
 	killedAt                time.Time
-	killReason         string
-	killedBy           string
-	orphaned           bool
-	pauses, resumes    int
-	forkOf             string
-	lost               bool
-	seq                uint64
+	killReason              string
+	killedBy                string
+	orphaned                bool
+	pauses, resumes         int
+	forkOf                  string
+	lost                    bool
+	seq                     uint64
 	// restored is closed when a restore in flight ends (nil when none);
 	// raced says a DELETE answered 204 meanwhile.
 	restored chan struct{}

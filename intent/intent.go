@@ -133,6 +133,14 @@ type Intent struct {
 	// carries, and its Name that intent's too.
 	ParentIntent string `json:"parent_intent,omitempty"`
 
+	// Witnessed: the intent's sandbox is proved its own by its id alone,
+	// which the provider's own answer to a call this tether forwarded
+	// named before the runner heard of it: a fork, made through the E2B
+	// proxy, of a sandbox tether does not own, which carries that
+	// sandbox's metadata and none of tether's (E2B cannot change it). Its
+	// name and labels are not on the sandbox, so nothing finds it by them.
+	Witnessed bool `json:"witnessed,omitempty"`
+
 	// Replaced are sandbox ids once observed for the intent that proved
 	// wrong (they answered 404, or named a sandbox that is not ours, while
 	// the intent's own sandbox lived under its exact name): the reaper

@@ -157,6 +157,14 @@ func Fingerprint(apiURL, key string) string {
 	return provider.Fingerprint("e2b", apiURL, key)
 }
 
+// TeamFingerprint names the account of a caller that authenticates with
+// an auth provider's token and X-Team-ID (spec/openapi.yml:10-42): the
+// team itself, whose id the header gives (a token changes as it is
+// refreshed; the team does not).
+func TeamFingerprint(apiURL, teamID string) string {
+	return provider.Fingerprint("e2b", apiURL, "team:"+teamID)
+}
+
 // Provider is one E2B team. It is safe for concurrent use.
 type Provider struct {
 	base    string // API URL without a trailing slash

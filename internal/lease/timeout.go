@@ -71,15 +71,33 @@ func (k *TimeoutRenewer) log() *slog.Logger {
 }
 
 // Capped records that intent's sandbox was cut, and the end its runner
-// asked for (the proxies' hook).
-func (k *TimeoutRenewer) Capped(intentID string, end time.Time) {
+// asked for.
+func (k *TimeoutRenewer) Capped(intentID string, end time.Time) { k.Asked(intentID, end, true) }
+
+// Asked records the end a runner asked for its intent's sandbox (the
+// proxy's hook, after each call that sets it): exact, the runner's new
+// end, which may be sooner than the last (a /timeout that shortens, a
+// resume, a pause: now); or only a lengthening (a connect of a running
+// sandbox, a refresh), which never moves the end sooner. Renewals never
+// go past the end recorded; one within Max from now needs none (the
+// sandbox's own timeout is the runner's), so the sandbox is no longer
+// renewed.
+func (k *TimeoutRenewer) Asked(intentID string, end time.Time, exact bool) {
 	k.mu.Lock()
+	defer k.mu.Unlock()
 	if k.ends == nil {
 		k.ends, k.failing = map[string]time.Time{}, map[string]bool{}
 	}
-	k.ends[intentID] = end
+	if cur, ok := k.ends[intentID]; ok && !exact && cur.After(end) {
+		end = cur
+	}
+	if time.Until(end) <= k.Max {
+		delete(k.ends, intentID)
+		delete(k.failing, intentID)
+	} else {
+		k.ends[intentID] = end
+	}
 	k.leasedLocked()
-	k.mu.Unlock()
 }
 
 // leasedLocked tells the metrics how many sandboxes are renewed.

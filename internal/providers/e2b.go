@@ -73,7 +73,8 @@ func (g *e2bGuard) Listen() (Listening, error) {
 		Intake:     g.w.Intake("e2b-proxy"),
 		Upstream:   g.w.Setup.Upstream,
 		MaxTimeout: g.w.Config.E2BMaxTimeout,
-		Capped:     g.renewer.Capped,
+		Asked:      g.renewer.Asked,
+		Deleted:    g.w.Reaper.NoteDeleted,
 		Vouch:      g.w.Reaper.Vouch,
 	}
 	ln, err := p.Listen(g.w.Config.E2BProxyAddr)

@@ -28,8 +28,8 @@ type E2BSettings struct {
 
 // Env names of the E2B settings.
 const (
-	EnvE2BProxy      = "TETHER_E2B_PROXY"
-	EnvE2BProxyAddr  = "TETHER_E2B_PROXY_ADDR"
+	EnvE2BProxy         = "TETHER_E2B_PROXY"
+	EnvE2BProxyAddr     = "TETHER_E2B_PROXY_ADDR"
 	EnvE2BMaxTimeout    = "TETHER_E2B_MAX_TIMEOUT"
 	EnvE2BRestoreWindow = "TETHER_E2B_RESTORE_WINDOW"
 )

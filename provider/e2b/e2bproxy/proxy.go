@@ -120,7 +120,7 @@ type Proxy struct {
 	apiproxy.Endpoint
 	core *apiproxy.Proxy
 
-	mu         sync.Mutex
+	mu             sync.Mutex
 	restoring      map[string]int  // sandbox id → resumes and connects of it in flight
 	autoResume     map[string]bool // intent id → made with auto-resume
 	autoResumeFull bool            // autoResume reached its bound

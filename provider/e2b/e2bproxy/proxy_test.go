@@ -45,14 +45,14 @@ type arrival struct {
 }
 
 type world struct {
-	t      *testing.T
-	j      *journal.Journal
-	sim    *e2btest.Server
-	p      *Proxy
-	url    string // the child's E2B_API_URL
-	logs   *testutil.Buffer
-	mu     sync.Mutex
-	seen   []arrival
+	t    *testing.T
+	j    *journal.Journal
+	sim  *e2btest.Server
+	p    *Proxy
+	url  string // the child's E2B_API_URL
+	logs *testutil.Buffer
+	mu   sync.Mutex
+	seen []arrival
 	// capped and exact are the last end Asked was told of for each
 	// intent, and whether it was exact; deleted the restore hint of each
 	// runner's delete.

@@ -110,19 +110,29 @@ func TestTimeoutRenewNeverPastTheRunnersShorterEnd(t *testing.T) {
 }
 
 // A sandbox whose intent the runner released is not renewed: it is the
-// runner's, and it ends by the timeout it has.
+// runner's. Released as deleted, it ends by the timeout it has; released
+// as kept, it gets back the end its runner asked for, which the cap had
+// cut (the E2B hand-back), once.
 func TestTimeoutRenewSkipsReleased(t *testing.T) {
-	w := newRenewWorld(t)
-	w.k.Capped(w.in.ID, time.Now().Add(time.Hour))
-	if _, err := w.j.Release(w.in.ID, intent.OutcomeKept); err != nil {
-		t.Fatal(err)
-	}
-	w.k.Renew(context.Background())
-	if d := w.endsIn(t); d > time.Minute {
-		t.Errorf("a released intent's sandbox was renewed: ends in %s, want its own minute", d)
-	}
-	if len(w.k.ends) != 0 {
-		t.Errorf("still renewing %v after the release", w.k.ends)
+	for _, outcome := range []string{intent.OutcomeDeleted, intent.OutcomeKept} {
+		t.Run(outcome, func(t *testing.T) {
+			w := newRenewWorld(t)
+			w.k.Capped(w.in.ID, time.Now().Add(time.Hour))
+			if _, err := w.j.Release(w.in.ID, outcome); err != nil {
+				t.Fatal(err)
+			}
+			w.k.Renew(context.Background())
+			d := w.endsIn(t)
+			switch {
+			case outcome == intent.OutcomeDeleted && d > time.Minute:
+				t.Errorf("a released intent's sandbox was renewed: ends in %s, want its own minute", d)
+			case outcome == intent.OutcomeKept && (d < 59*time.Minute || d > time.Hour):
+				t.Errorf("a sandbox released as kept ends in %s, want the hour its runner asked for", d)
+			}
+			if len(w.k.ends) != 0 {
+				t.Errorf("still renewing %v after the release", w.k.ends)
+			}
+		})
 	}
 }
 

@@ -54,6 +54,14 @@ type SweepRule struct {
 	// OlderThan and IdleFor: a sandbox is stale when it was created more
 	// than OlderThan ago and its last activity is more than IdleFor ago.
 	OlderThan, IdleFor time.Duration
+	// Unmarkable: also delete the stale sandboxes of a provider tether
+	// cannot label kept (no provider.Labeler: E2B, whose metadata is fixed
+	// at create). Without it no such sandbox is stale: one tether handed
+	// back as kept, or stopped on purpose, cannot be told from one whose
+	// journal is lost.
+	Unmarkable bool
+
+	markable bool // the provider swept can carry LabelKeep (set by Sweep)
 }
 
 // Sweep actions: what the sweep did, or would do, with one sandbox.
@@ -118,6 +126,9 @@ func (rule SweepRule) judge(sb provider.Listed, now time.Time) (action, why stri
 			why += " while it was " + sb.State + " (Daytona answers 404 for it and deletes it itself)"
 		}
 		return SweepInProgress, why
+	}
+	if !rule.markable && !rule.Unmarkable {
+		return SweepKeep, "tether cannot label a sandbox of this provider " + LabelKeep + " (E2B's metadata is fixed at create), so one it handed back as kept looks like one whose journal is lost: deleted only with --include-unmarkable"
 	}
 	if sb.CreatedAt.IsZero() {
 		return SweepKeep, "creation time unknown"
@@ -195,6 +206,7 @@ func (r *Reaper) Sweep(ctx context.Context, rule SweepRule, act bool) (SweepRepo
 	if rule.OlderThan <= 0 || rule.IdleFor <= 0 {
 		return rep, errors.New("sweep: --older-than and --idle-for must be positive")
 	}
+	_, rule.markable = p.(provider.Labeler)
 	log := r.log().With("component", "sweep")
 	// Filter on the server by what must match exactly; tether-owner
 	// without --owner can only be checked here (any value).

@@ -123,7 +123,7 @@ func (rule SweepRule) judge(sb provider.Listed, now time.Time) (action, why stri
 	if sb.DeleteRequested || sb.State == provider.StateDestroying {
 		why := "a delete was already accepted"
 		if sb.State == stateError || sb.State == stateBuildFailed {
-			why += " while it was " + sb.State + " (Daytona answers 404 for it and deletes it itself)"
+			why += " and it is " + sb.State + ": Daytona answers 404 for it and never retries its destroy (sandbox.manager.ts:1088-1099, 851-856 at v0.190.0); it may still run on its runner until Daytona purges it 7 days later: ask Daytona's support to remove it"
 		}
 		return SweepInProgress, why
 	}

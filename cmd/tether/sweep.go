@@ -69,7 +69,7 @@ func (*SweepCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return &ExitError{Code: ExitCodeUsage, Err: fmt.Errorf("sweep: %w", err)}
 	}
-	r := &reaper.Reaper{Providers: provider.NewSet(prov), Logger: log, Concurrency: cfg.SweepConcurrency}
+	r := &reaper.Reaper{Providers: provider.NewSet(prov), Logger: log, Concurrency: cfg.SweepConcurrency, RestoreWindow: cfg.E2BRestoreWindow}
 	rule := reaper.SweepRule{Provider: prov.Name(), Owner: cfg.SweepOwner, Labels: cfg.Labels, OlderThan: cfg.SweepOlderThan, IdleFor: cfg.SweepIdleFor, Unmarkable: *unmarkable}
 	ctx, cancel := context.WithTimeout(ctx, cfg.SweepTimeout)
 	defer cancel()

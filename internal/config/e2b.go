@@ -57,7 +57,7 @@ func (c *Config) bindE2B(b *binder, want Group) {
 		b.bool(&c.E2BProxy, "e2b-proxy", EnvE2BProxy, "with E2B credentials, serve an E2B API proxy on loopback and point the child's E2B_API_URL at it, so unchanged runners are covered (false turns it off)")
 		b.string(&c.E2BProxyAddr, "e2b-proxy-addr", EnvE2BProxyAddr, "loopback host:port of the E2B API proxy; port 0 picks a free one")
 	}
-	if want&Drain != 0 {
+	if want&(Drain|Sweep) != 0 {
 		b.duration(&c.E2BRestoreWindow, "e2b-restore-window", EnvE2BRestoreWindow, "after killing an E2B sandbox it did not see running, how long tether waits before a 404 confirms it gone: a resume already restoring it then brings it back (e2b-dev/infra#3636)")
 	}
 	if want&Supervise != 0 {

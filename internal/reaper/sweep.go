@@ -336,10 +336,7 @@ func (r *Reaper) sweepOne(ctx context.Context, acct sweptAccount, rule SweepRule
 	case SweepKeep:
 		return sweepItem(fresh, SweepChangedKeep, why+" (on a fresh read)")
 	case SweepDelete:
-		err = r.retry(ctx, acct, provider.CallDelete, "delete sandbox "+listed.ID, func(ctx context.Context) error {
-			return acct.Delete(ctx, listed.ID)
-		})
-		if err != nil && !errors.Is(err, provider.ErrNotFound) {
+		if err := r.sweepDelete(ctx, acct, listed.ID, fresh.State); err != nil {
 			return fail(err)
 		}
 	}
@@ -350,6 +347,15 @@ func (r *Reaper) sweepOne(ctx context.Context, acct sweptAccount, rule SweepRule
 			cur, err = acct.Inspect(ctx, listed.ID)
 			return err
 		})
+		if err == nil && cur.State == provider.StateStarted && provider.RestoresOutliveDeletes(acct) {
+			// A restore in flight at the delete brought it back
+			// (infra#3636): it runs, so this delete is final.
+			log.Info("sweep: deleted, but a restore under way brought it back; deleting it again", "state", cur.State)
+			if err := r.sweepDelete(ctx, acct, listed.ID, cur.State); err != nil {
+				return fail(err)
+			}
+			continue
+		}
 		if errors.Is(err, provider.ErrNotFound) {
 			// Daytona answers 404 also for a sandbox whose destroy ended
 			// in error (sandbox.service.ts:1777-1783 at v0.190.0): it
@@ -382,6 +388,27 @@ func (r *Reaper) sweepOne(ctx context.Context, acct sweptAccount, rule SweepRule
 			return fail(fmt.Errorf("deleted, but not confirmed gone before the sweep's deadline (state %s)", cur.State))
 		}
 	}
+}
+
+// sweepDelete deletes one stale sandbox, last seen in state. Where a
+// restore in flight outlives a delete (provider.Restorable: E2B), the
+// delete of a sandbox not seen running is confirmed only once
+// RestoreWindow has passed: it waits that long before the confirming
+// read, as the drain does.
+func (r *Reaper) sweepDelete(ctx context.Context, acct sweptAccount, id, state string) error {
+	err := r.retry(ctx, acct, provider.CallDelete, "delete sandbox "+id, func(ctx context.Context) error {
+		return acct.Delete(ctx, id)
+	})
+	if err != nil && !errors.Is(err, provider.ErrNotFound) {
+		return err
+	}
+	if provider.RestoresOutliveDeletes(acct) && state != provider.StateStarted {
+		window := orDefault(r.RestoreWindow, DefaultRestoreWindow)
+		if !sleep(ctx, window) {
+			return fmt.Errorf("deleted, but not confirmed gone before the sweep's deadline: it was %s, and a restore in flight could bring it back within %s", state, window)
+		}
+	}
+	return nil
 }
 
 // destroyFailed reads, in the list that includes them, whether the sandbox

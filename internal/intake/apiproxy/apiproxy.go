@@ -368,7 +368,13 @@ func (p *Proxy) Pass(w http.ResponseWriter, r *http.Request) { p.pass.ServeHTTP(
 // provider's status before the runner hears the answer (not at all when
 // none came): what the proxy records of a call depends on how it ended.
 func (p *Proxy) PassThen(w http.ResponseWriter, r *http.Request, then func(status int)) {
-	p.pass.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), thenKey{}, then)))
+	p.pass.ServeHTTP(w, Then(r, then))
+}
+
+// Then is r with then to be called as PassThen calls it, for a request
+// passed some other way (PassDelete).
+func Then(r *http.Request, then func(status int)) *http.Request {
+	return r.WithContext(context.WithValue(r.Context(), thenKey{}, then))
 }
 
 type thenKey struct{}

@@ -269,21 +269,6 @@ func (p *Proxy) timed(w http.ResponseWriter, r *http.Request, id, action string)
 		}
 		p.Logger.Info("e2b proxy: timeout capped; tether renews it while the runner lives", "intent", in, "call", action, "max", p.MaxTimeout, "asked_end", end.Format(time.RFC3339))
 	}
-	if action == "resume" || action == "connect" {
-		p.mu.Lock()
-		if p.restoring == nil {
-			p.restoring = map[string]int{}
-		}
-		p.restoring[id]++
-		p.mu.Unlock()
-		defer func() {
-			p.mu.Lock()
-			if p.restoring[id]--; p.restoring[id] <= 0 {
-				delete(p.restoring, id)
-			}
-			p.mu.Unlock()
-		}()
-	}
 	r.Body = io.NopCloser(bytes.NewReader(raw))
 	r.ContentLength = int64(len(raw))
 	p.core.PassThen(w, r, func(status int) {

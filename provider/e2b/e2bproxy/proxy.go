@@ -121,9 +121,10 @@ type Proxy struct {
 	core *apiproxy.Proxy
 
 	mu             sync.Mutex
-	restoring      map[string]int  // sandbox id → resumes and connects of it in flight
-	autoResume     map[string]bool // intent id → made with auto-resume
-	autoResumeFull bool            // autoResume reached its bound
+	restoring      map[string]int    // sandbox id → resumes and connects of it in flight
+	resumes        map[string]uint64 // sandbox id → resumes and connects of it begun (ever)
+	autoResume     map[string]bool   // intent id → made with auto-resume
+	autoResumeFull bool              // autoResume reached its bound
 }
 
 // Listen builds the proxy from its settings, the first time only, and
@@ -162,6 +163,11 @@ func (p *Proxy) route(w http.ResponseWriter, r *http.Request) {
 		p.kill(w, r, id)
 	case r.Method == http.MethodPost && id != "" && action == "fork":
 		p.fork(w, r, id)
+	case r.Method == http.MethodPost && id != "" && (action == "resume" || action == "connect"):
+		// Counted from its arrival, before anything else: a kill of the
+		// sandbox meanwhile may race the restore it starts (kill).
+		defer p.resumeBegins(id)()
+		p.timed(w, r, id, action)
 	case r.Method == http.MethodPost && id != "" && timedActions[action] != "":
 		p.timed(w, r, id, action)
 	default:
@@ -185,15 +191,53 @@ func (p *Proxy) accountOf(h http.Header) string {
 	return ""
 }
 
-// kill serves DELETE /sandboxes/{id}: the runner's kill. Of a sandbox of
-// ours, Deleted is told first whether a restore of it may be in flight;
-// an answer of 204 moves its intent to releasing (apiproxy.PassDelete).
+// kill serves DELETE /sandboxes/{id}: the runner's kill. An answer of 204
+// moves its intent to releasing (apiproxy.PassDelete); of a sandbox of
+// ours, Deleted is told, before the runner hears the answer, whether a
+// restore of it may have raced the kill: a resume or connect of it through
+// the proxy under way at any moment from the kill's arrival to its answer
+// (their order at E2B is not theirs here), or a sandbox traffic alone
+// resumes (auto-resume). A kill that got no answer tells nothing: the
+// drain then takes no 404 of it without its restore window.
 func (p *Proxy) kill(w http.ResponseWriter, r *http.Request, id string) {
 	account := p.accountOf(r.Header)
 	if in := p.core.IntentFor(account, id); in != "" && p.Deleted != nil {
-		p.Deleted(in, p.mayRestore(id, in))
+		p.mu.Lock()
+		before, under := p.resumes[id], p.restoring[id] > 0
+		p.mu.Unlock()
+		r = apiproxy.Then(r, func(status int) {
+			if status/100 != 2 {
+				return
+			}
+			p.mu.Lock()
+			raced := under || p.resumes[id] != before
+			p.mu.Unlock()
+			p.Deleted(in, raced || p.mayRestore(id, in))
+		})
 	}
 	p.core.PassDelete(w, r, account, id)
+}
+
+// resumeBegins counts a resume or connect of sandbox id arriving, and
+// returns what counts it done.
+func (p *Proxy) resumeBegins(id string) (done func()) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.restoring == nil {
+		p.restoring, p.resumes = map[string]int{}, map[string]uint64{}
+	}
+	if len(p.resumes) >= maxRemembered {
+		clear(p.resumes) // a kill under way then sees a change: it is taken as raced
+	}
+	p.restoring[id]++
+	p.resumes[id]++
+	return func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if p.restoring[id]--; p.restoring[id] <= 0 {
+			delete(p.restoring, id)
+		}
+	}
 }
 
 // e2bAPI is what apiproxy needs to know of E2B's API.

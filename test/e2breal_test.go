@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -21,6 +22,23 @@ import (
 // E2B as its real server behaves (issue 30), end to end: the real tether
 // binary, the zero-code runner, and the simulator's record of every
 // sandbox's fate as the judge.
+
+// rawKill is a runner's DELETE /sandboxes/{id} at the E2B API URL it was
+// given (tether's proxy), with the default key.
+func rawKill(apiURL, id string) (int, error) {
+	req, err := http.NewRequest(http.MethodDelete, strings.TrimRight(apiURL, "/")+"/sandboxes/"+id, nil)
+	if err != nil {
+		return 0, err
+	}
+	req.Close = true
+	req.Header.Set("X-API-Key", e2btest.DefaultKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
 
 // kills is how many DELETEs reached the simulator for sandbox id.
 func (w *e2bWorld) kills(id string) int { return w.e2b.CallsFor(id)[e2btest.RouteKill] }
@@ -159,7 +177,9 @@ func TestE2BForksOfAForeignParent(t *testing.T) {
 // its sandbox, sends a resume that takes 2 s to restore, and dies. Whether
 // tether's drain kills it (it reads paused: its snapshot is still there)
 // or the runner's own DELETE did (through the proxy, while the resume was
-// under way), E2B answers 204 and then 404 while the restore runs, and the
+// under way: the runner's own process has no say in the order two of its
+// calls reach E2B, so the test sends that DELETE once the restore is under
+// way), E2B answers 204 and then 404 while the restore runs, and the
 // sandbox runs again. tether reports nothing gone meanwhile: it reads
 // again once its restore window has passed, finds the sandbox running and
 // kills it for good.
@@ -167,19 +187,38 @@ func TestE2BResumeRace(t *testing.T) {
 	for _, who := range []string{"tether", "runner"} {
 		t.Run(who, func(t *testing.T) {
 			t.Parallel()
-			w := newE2BWorld(t, e2btest.WithFaults(e2btest.Faults{Seed: 1, RateResumeRace: 1, RestoreTime: 2 * time.Second, Routes: []string{e2btest.RouteResume}}))
-			actions := []string{"e2b:1", "pause:0", "resumebg:0"}
-			if who == "runner" {
-				actions = append(actions, "kill:1")
-			}
-			p := w.runE2B([]string{"--e2b-restore-window", "4s"}, actions...)
+			// The restore is held until the drain has met the 404 it must
+			// not believe, then lands: the race's window, by hand
+			// (the seeded fault, resume-race, times it instead).
+			w := newE2BWorld(t)
+			w.e2b.HoldRestores()
+			p := w.runE2B([]string{"--e2b-restore-window", "8s"}, "url", "e2b:1", "pause:0", "resumebg:0")
 			out := p.ready()
 			id := ids(out.of("created"), sandboxOf)[0]
 			testutil.Eventually(t, "the restore under way", func() (bool, string) {
 				sb, _ := w.e2b.Sandbox(id)
 				return sb.State == e2btest.StateResuming, sb.State
 			})
+			if who == "runner" {
+				// The runner's own kill, through tether's proxy, while its
+				// resume is under way (sent here, after the restore
+				// started: two calls of one runner reach E2B in no set
+				// order).
+				status, err := rawKill(out.of("url")[0].name, id)
+				if err != nil || status != http.StatusNoContent {
+					t.Fatalf("the runner's kill: %d, %v", status, err)
+				}
+			}
+			before := w.e2b.CallsFor(id)
 			syscall.Kill(out.pid, syscall.SIGKILL)
+			testutil.Eventually(t, "the drain meets the 404", func() (bool, string) {
+				calls := w.e2b.CallsFor(id)
+				if who == "runner" {
+					return calls[e2btest.RouteGet] > before[e2btest.RouteGet], fmt.Sprint(calls)
+				}
+				return calls[e2btest.RouteKill] > 0, fmt.Sprint(calls)
+			})
+			w.e2b.ReleaseRestores()
 			p.wait()
 			sb, _ := w.e2b.Sandbox(id)
 			if sb.State != e2btest.StateKilled || sb.KillReason != e2btest.KillRequest || sb.Revived != 1 {

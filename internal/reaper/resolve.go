@@ -322,6 +322,11 @@ func (r *Reaper) lookup(ctx context.Context, p provider.Provider, in intent.Inte
 // can find it. Like a name that never appears, it closes as
 // never-created after the horizon, saying why it could not be looked for.
 func (r *Reaper) unfindable(in intent.Intent) (intent.Intent, error) {
+	// The proxy journals the id from the answer while the drain may
+	// already hold the intent: read it again.
+	if cur, err := r.Journal.Get(in.ID); err == nil && (cur.SandboxID != "" || !cur.Live()) {
+		return cur, nil
+	}
 	const why = "a fork of a sandbox tether does not own carries that sandbox's metadata, none of tether's, and its id never reached the journal (its answer was lost), so nothing can look it up; it ends at its own timeout, which the proxy capped"
 	horizon := orDefault(r.NeverCreatedHorizon, DefaultNeverCreatedHorizon)
 	if age := r.now().Sub(in.CreatedAt); age >= horizon {

@@ -35,6 +35,10 @@ type Declaration struct {
 	// ParentIntent, for a fork, is the intent of the sandbox it was forked
 	// from (Intent.ParentIntent); empty otherwise.
 	ParentIntent string
+	// Witnessed: the sandbox will be proved the intent's by the id the
+	// provider's answer names, not by its name and labels
+	// (Intent.Witnessed). Only a proxy sets it.
+	Witnessed bool
 }
 
 // Validate checks every field a runner may set.
@@ -108,7 +112,7 @@ func Plan(owner string, n Declaration, now time.Time) Intent {
 	return Intent{
 		ID: n.ID, Name: n.Name, Labels: labels,
 		Provider: n.Provider, Account: n.Account, OnDrain: n.OnDrain,
-		State: Pending, Key: n.Key, Lease: n.Lease, ParentIntent: n.ParentIntent, CreatedAt: now, UpdatedAt: now,
+		State: Pending, Key: n.Key, Lease: n.Lease, ParentIntent: n.ParentIntent, Witnessed: n.Witnessed, CreatedAt: now, UpdatedAt: now,
 	}
 }
 

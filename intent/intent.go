@@ -120,9 +120,16 @@ type Intent struct {
 	// runner releases it as kept (HandBackPending).
 	Lease int `json:"lease_minutes,omitempty"`
 	// HandedBack: the provider confirmed the hand-back of a sandbox
-	// released as kept under a lease (its intervals restored, labelled to
-	// be kept), or it was gone or not ours by then: nothing is left to do.
+	// released as kept (under a lease: its intervals restored; and
+	// labelled to be kept), or it was gone or not ours by then: nothing is
+	// left to do.
 	HandedBack bool `json:"handed_back,omitempty"`
+	// KeepOwed: released as kept by a tether that marks every sandbox it
+	// hands back so that no sweep deletes it (the journal sets it at the
+	// release): in lease mode or not, the hand-back is pending
+	// (HandBackPending) until the provider confirms the mark. A release
+	// journaled before it was set owes a hand-back only under a lease.
+	KeepOwed bool `json:"keep_owed,omitempty"`
 	// ParentIntent, for a sandbox forked from another one of this journal
 	// (the API proxies journal every fork), is the intent of the sandbox
 	// it was forked from. Daytona refuses to delete a sandbox while its
@@ -132,6 +139,14 @@ type Intent struct {
 	// parent's: its ParentIntent is the intent whose tether-intent it
 	// carries, and its Name that intent's too.
 	ParentIntent string `json:"parent_intent,omitempty"`
+
+	// Witnessed: the intent's sandbox is proved its own by its id alone,
+	// which the provider's own answer to a call this tether forwarded
+	// named before the runner heard of it: a fork, made through the E2B
+	// proxy, of a sandbox tether does not own, which carries that
+	// sandbox's metadata and none of tether's (E2B cannot change it). Its
+	// name and labels are not on the sandbox, so nothing finds it by them.
+	Witnessed bool `json:"witnessed,omitempty"`
 
 	// Replaced are sandbox ids once observed for the intent that proved
 	// wrong (they answered 404, or named a sandbox that is not ours, while
@@ -154,11 +169,12 @@ func (in Intent) ProviderName() string {
 func (in Intent) Live() bool { return in.State.Live() }
 
 // HandBackPending reports whether the intent's sandbox, released as kept
-// by its runner while under a lease, has not been handed back yet: its
-// lease's short intervals would stop and delete it once nobody renews it.
-// Durable work, tried until the provider confirms it (MarkHandedBack).
+// by its runner, has not been handed back yet: under a lease, its lease's
+// short intervals would stop and delete it once nobody renews it; in any
+// mode, unmarked, a sweep would delete it once old and idle. Durable work,
+// tried until the provider confirms it (MarkHandedBack).
 func (in Intent) HandBackPending() bool {
-	return in.State == Released && in.Outcome == OutcomeKept && in.Lease > 0 && in.SandboxID != "" && !in.HandedBack
+	return in.State == Released && in.Outcome == OutcomeKept && (in.Lease > 0 || in.KeepOwed) && in.SandboxID != "" && !in.HandedBack
 }
 
 // String names an intent in logs and reports.

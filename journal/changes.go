@@ -216,6 +216,10 @@ func (j *Journal) PrepareRelease(id string, outcome string) (*Change, error) {
 		}
 		in.State = intent.Released
 		in.Outcome = outcome
+		// A sandbox released as kept is marked so that no sweep deletes
+		// it, durably: its hand-back is pending until the provider
+		// confirms the mark (intent.Intent.HandBackPending).
+		in.KeepOwed = outcome == intent.OutcomeKept
 		return true, nil
 	}), nil
 }

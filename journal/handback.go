@@ -21,8 +21,8 @@ import (
 
 var bucketHandBack = []byte("handback") // id → nothing, for the intents whose hand-back is pending
 
-// MarkHandedBack records that a sandbox released as kept under a lease
-// needs nothing more from tether (Intent.HandedBack): its hand-back was
+// MarkHandedBack records that a sandbox released as kept needs nothing
+// more from tether (Intent.HandedBack): its hand-back was
 // confirmed, or it was gone or not ours. Only a released intent can be
 // marked; marking one again changes nothing.
 func (j *Journal) MarkHandedBack(id string) (intent.Intent, error) {
@@ -72,10 +72,11 @@ type handBack struct {
 	SandboxID  string       `json:"sandbox_id"`
 	Lease      int          `json:"lease_minutes"`
 	HandedBack bool         `json:"handed_back"`
+	KeepOwed   bool         `json:"keep_owed"`
 }
 
 func (r handBack) pending() bool {
-	return intent.Intent{State: r.State, Outcome: r.Outcome, SandboxID: r.SandboxID, Lease: r.Lease, HandedBack: r.HandedBack}.HandBackPending()
+	return intent.Intent{State: r.State, Outcome: r.Outcome, SandboxID: r.SandboxID, Lease: r.Lease, HandedBack: r.HandedBack, KeepOwed: r.KeepOwed}.HandBackPending()
 }
 
 // readHandBack decodes only the fields of record v that decide whether its

@@ -58,7 +58,9 @@ func TestHandBackIsJournaled(t *testing.T) {
 }
 
 // Retention never prunes a sandbox's pending hand-back: the intent has
-// ended, the work has not. Once handed back it goes like any other.
+// ended, the work has not. Once handed back it goes like any other. A
+// sandbox released as kept owes its hand-back (the keep mark) in lease
+// mode or not; one released as deleted owes nothing.
 func TestPruneKeepsPendingHandBacks(t *testing.T) {
 	j, err := Open(filepath.Join(t.TempDir(), "journal.db"), Options{})
 	if err != nil {
@@ -66,36 +68,25 @@ func TestPruneKeepsPendingHandBacks(t *testing.T) {
 	}
 	defer j.Close()
 	ctx := context.Background()
-	declare := func(lease int) intent.Intent {
-		t.Helper()
-		in, _, err := j.Create(ctx, intent.Declaration{Lease: lease})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err = j.Observe(in.ID, "sb-"+in.ID); err != nil {
-			t.Fatal(err)
-		}
-		if in, err = j.Release(in.ID, intent.OutcomeKept); err != nil {
-			t.Fatal(err)
-		}
-		return in
-	}
-	pending, unleased := declare(2), declare(0)
+	pending, unleased := released(t, j, 2, intent.OutcomeKept), released(t, j, 0, intent.OutcomeKept)
+	deleted := released(t, j, 0, intent.OutcomeDeleted)
 	future := time.Now().Add(time.Hour)
 	if n, err := j.Prune(ctx, future, 0); err != nil || n != 1 {
-		t.Fatalf("pruned %d, %v; want the one without a lease", n, err)
+		t.Fatalf("pruned %d, %v; want the one released as deleted", n, err)
 	}
-	if _, err := j.Get(unleased.ID); !errors.Is(err, ErrNotFound) {
+	if _, err := j.Get(deleted.ID); !errors.Is(err, ErrNotFound) {
 		t.Errorf("the ended intent without a hand-back: %v, want pruned", err)
 	}
-	if _, err := j.Get(pending.ID); err != nil {
-		t.Fatalf("the pending hand-back was pruned: %v", err)
+	for _, in := range []intent.Intent{pending, unleased} {
+		if _, err := j.Get(in.ID); err != nil {
+			t.Fatalf("the pending hand-back (lease %d) was pruned: %v", in.Lease, err)
+		}
+		if _, err := j.MarkHandedBack(in.ID); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if _, err := j.MarkHandedBack(pending.ID); err != nil {
-		t.Fatal(err)
-	}
-	if n, err := j.Prune(ctx, future.Add(time.Hour), 0); err != nil || n != 1 {
-		t.Errorf("pruned %d, %v; want the handed-back one", n, err)
+	if n, err := j.Prune(ctx, future.Add(time.Hour), 0); err != nil || n != 2 {
+		t.Errorf("pruned %d, %v; want the handed-back ones", n, err)
 	}
 }
 
@@ -161,7 +152,7 @@ func checkPending(t *testing.T, j *Journal, when string, want ...intent.Intent) 
 }
 
 // The index of pending hand-backs follows every change of a record: a
-// release as kept under a lease adds it, and nothing else; the hand-back,
+// release as kept adds it (under a lease or not), and nothing else; the hand-back,
 // pruning, a quarantine, a reopen and a compaction keep it in step.
 func TestHandBackIndexFollowsEveryChange(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "journal.db")
@@ -172,9 +163,9 @@ func TestHandBackIndexFollowsEveryChange(t *testing.T) {
 	defer func() { j.Close() }()
 	ctx := t.Context()
 	checkPending(t, j, "new")
-	a, b := released(t, j, 2, intent.OutcomeKept), released(t, j, 2, intent.OutcomeKept)
+	a, b := released(t, j, 2, intent.OutcomeKept), released(t, j, 0, intent.OutcomeKept)
 	released(t, j, 2, intent.OutcomeDeleted)
-	released(t, j, 0, intent.OutcomeKept)
+	released(t, j, 0, intent.OutcomeDeleted)
 	unseen, _, err := j.Create(ctx, intent.Declaration{Lease: 2}) // no sandbox id: nothing to hand back
 	if err != nil {
 		t.Fatal(err)
@@ -334,7 +325,11 @@ func TestHandBackIndexBuiltAtOpen(t *testing.T) {
 	legacy := filepath.Join(t.TempDir(), "legacy.db")
 	old := intent.Plan(newID(), intent.Declaration{ID: newID(), Lease: 2}, time.Now().UTC())
 	old.State, old.Outcome, old.SandboxID = intent.Released, intent.OutcomeKept, "sb-old"
-	legacyJournal(t, legacy, old)
+	// Released as kept outside lease mode by a tether that owed no mark
+	// then: its history costs nothing now.
+	unleased := intent.Plan(old.Labels[intent.LabelOwner], intent.Declaration{ID: newID()}, time.Now().UTC())
+	unleased.State, unleased.Outcome, unleased.SandboxID = intent.Released, intent.OutcomeKept, "sb-unleased"
+	legacyJournal(t, legacy, old, unleased)
 	if j, err = Open(legacy, Options{}); err != nil {
 		t.Fatal(err)
 	}

@@ -74,3 +74,23 @@ func DeletesSynchronously(p Provider) bool {
 	d, ok := p.(SyncDeleter)
 	return ok && d.DeletesSynchronously()
 }
+
+// Restorable is implemented by a Provider on which a restore of a paused
+// sandbox already in flight outlives a delete the provider accepted: E2B
+// answers the DELETE of a paused sandbox being resumed 204, then 404 while
+// the restore runs, and then the sandbox runs again (e2b-dev/infra#3636).
+// The reaper takes a 404 there as gone only where no such restore can
+// still land: after its own delete of a sandbox it read running just
+// before, or once its restore window has passed since a delete of one it
+// did not (reaper.Reaper.RestoreWindow).
+type Restorable interface {
+	// RestoresOutliveDeletes reports whether that is so (a wrapper answers
+	// for what it wraps).
+	RestoresOutliveDeletes() bool
+}
+
+// RestoresOutliveDeletes reports whether p is Restorable and says so.
+func RestoresOutliveDeletes(p Provider) bool {
+	r, ok := p.(Restorable)
+	return ok && r.RestoresOutliveDeletes()
+}

@@ -335,10 +335,12 @@ func TestE2BTetherKilledThenReplayed(t *testing.T) {
 }
 
 // TestE2BSweep: `tether sweep --provider e2b --yes` reads the E2B team, not
-// a journal: a paused sandbox carrying a tether-owner, idle for longer
-// than --idle-for, is killed (its snapshot with it); a running one (E2B
-// reports no activity) and one without tether-owner are left alone, as
-// are the neighbours of another owner and another team.
+// a journal. tether cannot label an E2B sandbox kept, so without
+// --include-unmarkable nothing is stale; with it, a paused sandbox
+// carrying a tether-owner, idle for longer than --idle-for, is killed (its
+// snapshot with it); a running one (E2B reports no activity) and one
+// without tether-owner are left alone, as are the neighbours of another
+// owner and another team.
 func TestE2BSweep(t *testing.T) {
 	t.Parallel()
 	// Planted a minute ago, on the simulator's clock: older and idle for
@@ -352,7 +354,14 @@ func TestE2BSweep(t *testing.T) {
 		Metadata: map[string]string{intent.LabelOwner: "a-dead-run", intent.LabelIntent: newIntentID(), e2b.MetadataName: "tether-run"}})
 	noOwner := w.e2b.AddSandbox(e2btest.DefaultTeam, e2btest.SeedSandbox{Paused: true, Metadata: map[string]string{"app": "x"}})
 	ago.Store(0)
-	code, stderr := w.runTether("sweep", "--provider", "e2b", "--yes", "--owner", "a-dead-run", "--older-than", "10ms", "--idle-for", "10ms")
+	sweep := []string{"sweep", "--provider", "e2b", "--yes", "--owner", "a-dead-run", "--older-than", "10ms", "--idle-for", "10ms", "--e2b-restore-window", "100ms"}
+	if code, stderr := w.runTether(sweep...); code != 0 {
+		t.Fatalf("sweep exit %d:\n%s", code, stderr)
+	}
+	if sb, _ := w.e2b.Sandbox(owner.ID); sb.State != e2btest.StatePaused {
+		t.Fatalf("without --include-unmarkable the paused sandbox is %s, want left paused", sb.State)
+	}
+	code, stderr := w.runTether(append(sweep, "--include-unmarkable")...)
 	if code != 0 {
 		t.Fatalf("sweep exit %d:\n%s", code, stderr)
 	}

@@ -38,7 +38,10 @@ than --idle-for (Daytona's last activity; E2B reports none, so there only a
 paused sandbox, idle since it was paused, can be stale). A sandbox labelled tether-keep
 (true, 1 or yes, in any case) is never stale: tether labels so what it
 stops on purpose or hands back as kept; one without tether-owner is never
-touched.
+touched. tether cannot label an E2B sandbox (its metadata is fixed at
+create), so on E2B nothing is stale unless --include-unmarkable says to
+delete the stale ones all the same, those handed back as kept among them:
+scope it with --owner to a journal that is lost.
 
 Without --yes it is a dry run: it prints what it would delete and why, and
 changes nothing. A URL nothing answers at (connection refused, a host that
@@ -61,6 +64,7 @@ func (*sweepCommand) Run(ctx context.Context, args []string) error {
 	envErr := cfg.Bind(fs, config.Sweep, config.Log)
 	yes := fs.Bool("yes", false, "delete the stale sandboxes (without it: a dry run that changes nothing)")
 	asJSON := fs.Bool("json", false, "print the report as one JSON object instead of the table")
+	unmarkable := fs.Bool("include-unmarkable", false, "also delete stale sandboxes of a provider tether cannot label kept (E2B), the ones it handed back as kept among them")
 	opened := sidecar.OpenProviders(cfg, slog.New(slog.DiscardHandler))
 	provName := fs.String("provider", intent.DefaultProvider, "the provider whose account is swept: "+strings.Join(opened.Names(), ", "))
 	if err := parseConfig(fs, args, 0, &cfg, envErr); err != nil {
@@ -71,8 +75,8 @@ func (*sweepCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return &exitError{Code: exitCodeUsage, Err: fmt.Errorf("sweep: %w", err)}
 	}
-	r := &reaper.Reaper{Providers: provider.NewSet(prov), Logger: log, Concurrency: cfg.SweepConcurrency}
-	rule := reaper.SweepRule{Provider: prov.Name(), Owner: cfg.SweepOwner, Labels: cfg.Labels, OlderThan: cfg.SweepOlderThan, IdleFor: cfg.SweepIdleFor}
+	r := &reaper.Reaper{Providers: provider.NewSet(prov), Logger: log, Concurrency: cfg.SweepConcurrency, RestoreWindow: cfg.E2BRestoreWindow}
+	rule := reaper.SweepRule{Provider: prov.Name(), Owner: cfg.SweepOwner, Labels: cfg.Labels, OlderThan: cfg.SweepOlderThan, IdleFor: cfg.SweepIdleFor, Unmarkable: *unmarkable}
 	ctx, cancel := context.WithTimeout(ctx, cfg.SweepTimeout)
 	defer cancel()
 	log.Info("sweep: listing the account", "deadline", time.Now().Add(cfg.SweepTimeout).Format(time.TimeOnly), "dry_run", !*yes)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tether-run/tether/intent"
+	"github.com/tether-run/tether/provider"
 )
 
 // ErrNotOurs is what Reaper.ApplyLease wraps when the sandbox is not ours
@@ -20,6 +21,9 @@ var ErrNotOurs = errors.New("the sandbox is not ours or is gone")
 type Reaper interface {
 	ApplyLease(ctx context.Context, in intent.Intent) error
 	EndLease(ctx context.Context, in intent.Intent, autoStop int) error
+	// MarkKept marks a sandbox released as kept outside lease mode so
+	// that no sweep deletes it (the keep label), changing nothing else.
+	MarkKept(ctx context.Context, in intent.Intent) error
 	Backstop(ctx context.Context, in intent.Intent) error
 }
 
@@ -29,10 +33,17 @@ type Reaper interface {
 // short intervals until Daytona confirms the hand-back, so the hand-back is
 // journaled work (intent.Intent.HandBackPending, from the release on), tried
 // with backoff until it is confirmed, across drains and restarts: from
-// Resume at start, Kept when the renewer sees the release, EndKept beside
-// the drain (and `tether drain`).
+// Resume at start, Kept when the renewer sees the release, Watch while the
+// runner lives, EndKept beside the drain (and `tether drain`). Outside
+// lease mode a sandbox released as kept is handed back the same way, its
+// hand-back only the keep label (Reaper.MarkKept): every sandbox tether
+// hands back is marked so that no sweep deletes it.
 type Policy struct {
 	Reaper Reaper
+	// Provider, when set, is the provider whose hand-backs this policy
+	// does (intent.Intent.ProviderName); the journal's pending hand-backs
+	// of another are another's.
+	Provider string
 	// Journal is where pending hand-backs are found and marked done.
 	// PendingHandBacks reads only them (the journal's index of them), never the
 	// journal's history: a start and a drain beside 100,000 finished
@@ -68,6 +79,10 @@ type Policy struct {
 const (
 	DefaultHandBackRetryBase = time.Second
 	DefaultHandBackRetryMax  = time.Minute
+	// DefaultKeepWatch is how often Watch reads the journal's index of
+	// pending hand-backs while the runner lives: a sandbox released as
+	// kept is marked within about this.
+	DefaultKeepWatch = 5 * time.Second
 )
 
 func (p *Policy) log() *slog.Logger {
@@ -103,7 +118,7 @@ func (p *Policy) Apply(in intent.Intent) {
 // to be handed back (a run, or a drain, that ended before Daytona
 // confirmed it). It does not wait.
 func (p *Policy) Resume() {
-	pending, err := p.Journal.PendingHandBacks()
+	pending, err := p.pending()
 	if err != nil {
 		p.log().Warn("lease: cannot read the journal for sandboxes to hand back; tried again at the drain", "err", err)
 		return
@@ -116,12 +131,53 @@ func (p *Policy) Resume() {
 	}
 }
 
+// pending is the journal's pending hand-backs of this policy's provider.
+func (p *Policy) pending() ([]intent.Intent, error) {
+	all, err := p.Journal.PendingHandBacks()
+	if p.Provider == "" {
+		return all, err
+	}
+	out := all[:0]
+	for _, in := range all {
+		if in.ProviderName() == p.Provider {
+			out = append(out, in)
+		}
+	}
+	return out, err
+}
+
+// Watch starts, every interval (DefaultKeepWatch if zero) until ctx ends,
+// the hand-back of each sandbox released as kept since (the journal's index
+// of pending hand-backs: its cost is what is pending, not the history), so
+// that one the runner keeps is marked while the runner lives, not only at
+// the drain. It returns when ctx ends.
+func (p *Policy) Watch(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(orDefault(interval, DefaultKeepWatch))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		pending, err := p.pending()
+		if err != nil {
+			p.log().Debug("lease: cannot read the journal for sandboxes to hand back; tried again", "err", err)
+			continue
+		}
+		for _, in := range pending {
+			p.handBack(in)
+		}
+	}
+}
+
 // Kept is the Renewer's Kept: it starts the hand-back of a sandbox the
 // runner released as kept. It does not wait. The renewer renewed it, so it
 // is under a lease even if its intent does not say so (declared by a
 // tether that did not journal leases yet).
 func (p *Policy) Kept(in intent.Intent) {
 	if in.State == intent.Released && in.Outcome == intent.OutcomeKept && in.SandboxID != "" && !in.HandedBack {
+		in.Lease = max(in.Lease, 1) // renewed: its lease is what the hand-back ends
 		p.handBack(in)
 	}
 }
@@ -164,21 +220,30 @@ func (p *Policy) handBackUntilConfirmed(ctx context.Context, in intent.Intent) {
 	base, max := orDefault(p.RetryBase, DefaultHandBackRetryBase), orDefault(p.RetryMax, DefaultHandBackRetryMax)
 	wait := base
 	for attempt := 0; ; attempt++ {
-		err := p.Reaper.EndLease(ctx, in, p.AutoStop)
+		var err error
+		if in.Lease > 0 {
+			err = p.Reaper.EndLease(ctx, in, p.AutoStop)
+		} else {
+			err = p.Reaper.MarkKept(ctx, in)
+		}
 		switch {
-		case err == nil:
+		case err == nil && in.Lease > 0:
 			log.Info("lease: sandbox handed back to its runner", "auto_stop_minutes", p.AutoStop)
+		case err == nil:
 		case errors.Is(err, ErrNotOurs):
 			log.Warn("lease: a sandbox released as kept is gone or not ours; nothing to hand back", "err", err)
-		case ctx.Err() != nil:
+		case ctx.Err() != nil && in.Lease > 0:
 			log.Error("lease: a sandbox released as kept is not handed back yet: Daytona will stop it within the lease (and delete it within another) unless tether tries again in time: at its next start, or `tether drain`, with this journal", "err", err)
+			return
+		case ctx.Err() != nil:
+			log.Error("a sandbox released as kept is not labelled "+provider.LabelKeep+" yet: a tether sweep may delete it once it is old and idle; tether tries again at its next start, or `tether drain`, with this journal", "err", err)
 			return
 		default:
 			if attempt == 0 {
-				log.Error("lease: the hand-back of a sandbox released as kept failed; trying again until Daytona confirms it", "err", err)
+				log.Error("the hand-back of a sandbox released as kept failed; trying again until the provider confirms it", "err", err)
 			}
 			if !sleep(ctx, wait) {
-				continue // the next EndLease returns at once and says so
+				continue // the next try returns at once and says so
 			}
 			wait = min(2*wait, max)
 			continue
@@ -197,7 +262,7 @@ func (p *Policy) handBackUntilConfirmed(ctx context.Context, in intent.Intent) {
 // when they are all done or ctx ends; those left stay pending in the
 // journal.
 func (p *Policy) EndKept(ctx context.Context) <-chan struct{} {
-	pending, err := p.Journal.PendingHandBacks()
+	pending, err := p.pending()
 	out := make(chan struct{})
 	if err != nil {
 		p.log().Warn("lease: cannot read the journal for sandboxes released as kept", "err", err)

@@ -41,6 +41,11 @@ func (r *policyReaper) EndLease(_ context.Context, in intent.Intent, autoStop in
 	return nil
 }
 
+func (r *policyReaper) MarkKept(_ context.Context, in intent.Intent) error {
+	r.note("mark", in)
+	return nil
+}
+
 func (r *policyReaper) Backstop(_ context.Context, in intent.Intent) error {
 	r.note("backstop", in)
 	return nil
@@ -79,20 +84,25 @@ func TestPolicyApply(t *testing.T) {
 	}
 }
 
-// EndKept hands back every sandbox released as kept under a lease whose
-// hand-back is not confirmed yet, once each (one the renewer saw first
-// included), with the configured auto-stop, and journals each done;
-// nothing else: not one released as deleted, not a live one, not one
-// declared outside lease mode, not one handed back already.
+// EndKept hands back every sandbox released as kept whose hand-back is not
+// confirmed yet, once each (one the renewer saw first included): under a
+// lease with the configured auto-stop, outside lease mode by the keep
+// label alone; and journals each done; nothing else: not one released as
+// deleted, not a live one, not one handed back already, not another
+// provider's.
 func TestPolicyEndKept(t *testing.T) {
 	j, err := journal.Open(filepath.Join(t.TempDir(), "journal.db"), journal.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer j.Close()
-	declare := func(outcome string, lease int) intent.Intent {
+	declare := func(outcome string, lease int, provider ...string) intent.Intent {
 		t.Helper()
-		in, _, err := j.Create(context.Background(), intent.Declaration{Provider: "daytona", Lease: lease})
+		n := intent.Declaration{Provider: "daytona", Lease: lease}
+		if len(provider) > 0 {
+			n.Provider = provider[0]
+		}
+		in, _, err := j.Create(context.Background(), n)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -107,9 +117,10 @@ func TestPolicyEndKept(t *testing.T) {
 		return in
 	}
 	r := &policyReaper{}
-	p := &lease.Policy{Reaper: r, Journal: j, AutoStop: 15, CallTimeout: time.Second}
+	p := &lease.Policy{Reaper: r, Journal: j, Provider: "daytona", AutoStop: 15, CallTimeout: time.Second}
 	defer p.Close()
 	unleased := declare(intent.OutcomeKept, 0)
+	other := declare(intent.OutcomeKept, 0, "e2b")
 	done := declare(intent.OutcomeKept, 2)
 	if _, err := j.MarkHandedBack(done.ID); err != nil {
 		t.Fatal(err)
@@ -127,12 +138,12 @@ func TestPolicyEndKept(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("EndKept did not finish")
 	}
-	want := []string{"end(15) " + kept.ID, "end(15) " + seen.ID}
+	want := []string{"end(15) " + kept.ID, "end(15) " + seen.ID, "mark " + unleased.ID}
 	slices.Sort(want)
 	if got := r.got(); !slices.Equal(got, want) {
-		t.Errorf("calls %v, want %v (not %s, declared outside lease mode, nor %s, handed back already)", got, want, unleased.ID, done.ID)
+		t.Errorf("calls %v, want %v (not %s, handed back already, nor %s, another provider's)", got, want, done.ID, other.ID)
 	}
-	for _, id := range []string{kept.ID, seen.ID} {
+	for _, id := range []string{kept.ID, seen.ID, unleased.ID} {
 		if in, _ := j.Get(id); !in.HandedBack || in.HandBackPending() {
 			t.Errorf("intent %s: handed back %v, want journaled done", id, in.HandedBack)
 		}

@@ -71,15 +71,33 @@ func (k *TimeoutRenewer) log() *slog.Logger {
 }
 
 // Capped records that intent's sandbox was cut, and the end its runner
-// asked for (the proxies' hook).
-func (k *TimeoutRenewer) Capped(intentID string, end time.Time) {
+// asked for.
+func (k *TimeoutRenewer) Capped(intentID string, end time.Time) { k.Asked(intentID, end, true) }
+
+// Asked records the end a runner asked for its intent's sandbox (the
+// proxy's hook, after each call that sets it): exact, the runner's new
+// end, which may be sooner than the last (a /timeout that shortens, a
+// resume, a pause: now); or only a lengthening (a connect of a running
+// sandbox, a refresh), which never moves the end sooner. Renewals never
+// go past the end recorded; one within Max from now needs none (the
+// sandbox's own timeout is the runner's), so the sandbox is no longer
+// renewed.
+func (k *TimeoutRenewer) Asked(intentID string, end time.Time, exact bool) {
 	k.mu.Lock()
+	defer k.mu.Unlock()
 	if k.ends == nil {
 		k.ends, k.failing = map[string]time.Time{}, map[string]bool{}
 	}
-	k.ends[intentID] = end
+	if cur, ok := k.ends[intentID]; ok && !exact && cur.After(end) {
+		end = cur
+	}
+	if time.Until(end) <= k.Max {
+		delete(k.ends, intentID)
+		delete(k.failing, intentID)
+	} else {
+		k.ends[intentID] = end
+	}
 	k.leasedLocked()
-	k.mu.Unlock()
 }
 
 // leasedLocked tells the metrics how many sandboxes are renewed.
@@ -168,6 +186,13 @@ func (k *TimeoutRenewer) Renew(ctx context.Context) {
 		}
 		in, err := k.Journal.Get(id)
 		left := time.Until(end)
+		if err == nil && in.State == intent.Released && in.Outcome == intent.OutcomeKept {
+			// The runner keeps it: its own end, not the cap's.
+			if err := k.HandBack(ctx, in); err != nil {
+				k.log().Warn("the timeout of a sandbox released as kept is not handed back yet; tried again", "intent", id, "sandbox", in.SandboxID, "err", err)
+			}
+			continue
+		}
 		if err != nil || !in.Live() || left <= 0 {
 			k.forget(id)
 			continue
@@ -193,6 +218,36 @@ func (k *TimeoutRenewer) Renew(ctx context.Context) {
 			k.mu.Unlock()
 		}
 	}
+}
+
+// HandBack gives a sandbox its runner released as kept the end its runner
+// last asked for, when tether cut it and it is still to come: kept, the
+// sandbox is the runner's, and the cap would end it under the runner
+// (E2B clamps the end to the team's maximum length). Renewals of it stop.
+// Nothing to do for a sandbox tether did not cut (its timeout is the
+// runner's), nor for one that is gone or paused (404), nor after a
+// restart of tether, which forgets the ends asked for: that sandbox ends
+// at the cap of its last renewal.
+func (k *TimeoutRenewer) HandBack(ctx context.Context, in intent.Intent) error {
+	k.mu.Lock()
+	end, ok := k.ends[in.ID]
+	k.mu.Unlock()
+	left := time.Until(end)
+	if !ok || in.SandboxID == "" || left <= 0 {
+		k.forget(in.ID)
+		return nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, k.CallTimeout)
+	err := k.Provider.SetTimeout(cctx, in.SandboxID, left)
+	cancel()
+	if err != nil && !errors.Is(err, provider.ErrNotFound) {
+		return err
+	}
+	k.forget(in.ID)
+	if err == nil {
+		k.log().Info("released as kept: the sandbox gets back the end its runner asked for", "intent", in.ID, "sandbox", in.SandboxID, "ends", end.Format(time.RFC3339))
+	}
+	return nil
 }
 
 func (k *TimeoutRenewer) forget(id string) {

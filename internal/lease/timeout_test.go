@@ -65,7 +65,8 @@ func (w *renewWorld) endsIn(t *testing.T) time.Duration {
 // renewed no more.
 func TestTimeoutRenewStopsAtTheAskedEnd(t *testing.T) {
 	w := newRenewWorld(t)
-	w.k.Capped(w.in.ID, time.Now().Add(90*time.Second))
+	w.k.ends = map[string]time.Time{w.in.ID: time.Now().Add(90 * time.Second)}
+	w.k.failing = map[string]bool{}
 	w.k.Renew(context.Background())
 	if d := w.endsIn(t); d > 91*time.Second || d < 85*time.Second {
 		t.Errorf("after the renewal the simulator's sandbox ends in %s, want the asked 90 s, not the cap %s", d, w.k.Max)
@@ -75,20 +76,63 @@ func TestTimeoutRenewStopsAtTheAskedEnd(t *testing.T) {
 	}
 }
 
-// A sandbox whose intent the runner released is not renewed: it is the
-// runner's, and it ends by the timeout it has.
-func TestTimeoutRenewSkipsReleased(t *testing.T) {
+// A runner that shortens its sandbox's timeout (POST /timeout may
+// shorten, infra handlers/sandbox_timeout.go:52) sets its new end: the
+// proxy tells it exactly, and the renewals, which were taking the sandbox
+// to the cap toward the 2 h asked at create, stop: the runner's 2 min
+// stands. A connect or a refresh asking for less never shortens what was
+// asked.
+func TestTimeoutRenewNeverPastTheRunnersShorterEnd(t *testing.T) {
 	w := newRenewWorld(t)
-	w.k.Capped(w.in.ID, time.Now().Add(time.Hour))
-	if _, err := w.j.Release(w.in.ID, intent.OutcomeKept); err != nil {
+	w.k.Asked(w.in.ID, time.Now().Add(2*time.Hour), true) // the create's, cut to the cap
+	w.k.Renew(context.Background())
+	if d := w.endsIn(t); d < w.k.Max-5*time.Second {
+		t.Fatalf("renewed to %s, want the cap %s", d, w.k.Max)
+	}
+	w.k.Asked(w.in.ID, time.Now().Add(time.Minute), false) // a connect asking for less
+	if _, ok := w.k.ends[w.in.ID]; !ok {
+		t.Fatal("a connect asking for less dropped the asked end")
+	}
+	// The runner's own /timeout of 2 min, which the proxy passes to E2B.
+	if err := w.p.SetTimeout(context.Background(), w.in.SandboxID, 2*time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	w.k.Renew(context.Background())
-	if d := w.endsIn(t); d > time.Minute {
-		t.Errorf("a released intent's sandbox was renewed: ends in %s, want its own minute", d)
+	w.k.Asked(w.in.ID, time.Now().Add(2*time.Minute), true)
+	for range 3 {
+		w.k.Renew(context.Background())
+	}
+	if d := w.endsIn(t); d > 2*time.Minute {
+		t.Errorf("after the renewals the sandbox ends in %s, past the runner's 2 min", d)
 	}
 	if len(w.k.ends) != 0 {
-		t.Errorf("still renewing %v after the release", w.k.ends)
+		t.Errorf("still renewing %v past the runner's shorter end", w.k.ends)
+	}
+}
+
+// A sandbox whose intent the runner released is not renewed: it is the
+// runner's. Released as deleted, it ends by the timeout it has; released
+// as kept, it gets back the end its runner asked for, which the cap had
+// cut (the E2B hand-back), once.
+func TestTimeoutRenewSkipsReleased(t *testing.T) {
+	for _, outcome := range []string{intent.OutcomeDeleted, intent.OutcomeKept} {
+		t.Run(outcome, func(t *testing.T) {
+			w := newRenewWorld(t)
+			w.k.Capped(w.in.ID, time.Now().Add(time.Hour))
+			if _, err := w.j.Release(w.in.ID, outcome); err != nil {
+				t.Fatal(err)
+			}
+			w.k.Renew(context.Background())
+			d := w.endsIn(t)
+			switch {
+			case outcome == intent.OutcomeDeleted && d > time.Minute:
+				t.Errorf("a released intent's sandbox was renewed: ends in %s, want its own minute", d)
+			case outcome == intent.OutcomeKept && (d < 59*time.Minute || d > time.Hour):
+				t.Errorf("a sandbox released as kept ends in %s, want the hour its runner asked for", d)
+			}
+			if len(w.k.ends) != 0 {
+				t.Errorf("still renewing %v after the release", w.k.ends)
+			}
+		})
 	}
 }
 

@@ -124,6 +124,7 @@ func newLeasePolicy(w Wiring) *lease.Policy {
 			lease:  reaper.Lease{Minutes: w.Config.Lease, Settle: settle},
 		},
 		Journal:     w.Journal,
+		Provider:    daytona.ProviderName,
 		AutoStop:    w.Config.DaytonaAutoStop,
 		CallTimeout: observeTimeout,
 		Settle:      settle,
@@ -149,6 +150,10 @@ func (r leaseReaper) ApplyLease(ctx context.Context, in intent.Intent) error {
 
 func (r leaseReaper) EndLease(ctx context.Context, in intent.Intent, autoStop int) error {
 	return notOurs(r.Reaper.EndLease(ctx, in, autoStop))
+}
+
+func (r leaseReaper) MarkKept(ctx context.Context, in intent.Intent) error {
+	return notOurs(r.Reaper.MarkKept(ctx, in))
 }
 
 // notOurs says lease.ErrNotOurs for a sandbox that is not ours or is gone.
@@ -188,6 +193,14 @@ func (g *daytonaGuard) Listen() (Listening, error) {
 	var l Listening
 	if g.lease != nil {
 		l.Actors = append(l.Actors, g.renewer())
+	}
+	if g.keep != nil {
+		// Every sandbox released as kept is labelled while the runner
+		// lives, not only at the drain (Resume, the renewer's Kept and
+		// BesideDrain too).
+		ctx, stop := context.WithCancel(context.Background())
+		watch, _ := supervisor.Background("keep", func() error { g.keep.Watch(ctx, 0); return nil }, stop)
+		l.Actors = append(l.Actors, watch)
 	}
 	if !g.w.Config.DaytonaProxy {
 		return l, nil

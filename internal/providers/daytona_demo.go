@@ -83,6 +83,7 @@ another client is the runner's own delete; "auto-stop (ephemeral)" and
   403=0.01             share of calls answered 403
   modified=0.1         share of setter calls answered 409
   destroying=2s        extra time a delete stays destroying
+  destroy-fail=0.1     share of deletes that fail on the runner (error, hidden, never retried)
   destroy-lag=10s      up to this much extra time a deleted sandbox keeps its state
   starting=1s          time a new sandbox stays starting
   list-lag=1s          the list shows the world this long ago

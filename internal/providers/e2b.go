@@ -3,9 +3,12 @@ package providers
 import (
 	"context"
 	"os"
+	"sync"
+	"time"
 
 	"github.com/tether-run/tether/intent"
 	"github.com/tether-run/tether/internal/lease"
+	"github.com/tether-run/tether/provider"
 	"github.com/tether-run/tether/provider/e2b"
 	"github.com/tether-run/tether/provider/e2b/e2bproxy"
 	"github.com/tether-run/tether/supervisor"
@@ -37,13 +40,18 @@ type e2bGuard struct {
 	Idle
 	w       Wiring
 	renewer *lease.TimeoutRenewer
+
+	life context.Context // ends at Close: the hand-backs of Resume run under it
+	stop context.CancelFunc
+	wg   sync.WaitGroup
 }
 
 func e2bGuardOf(w Wiring) (Guard, error) {
 	if w.Provider == nil {
 		return Idle{}, nil
 	}
-	g := &e2bGuard{w: w, renewer: &lease.TimeoutRenewer{
+	life, stop := context.WithCancel(context.Background())
+	g := &e2bGuard{w: w, life: life, stop: stop, renewer: &lease.TimeoutRenewer{
 		Provider:    w.Provider.(lease.Timeouts),
 		Journal:     w.Journal,
 		Verifier:    w.Reaper,
@@ -73,7 +81,8 @@ func (g *e2bGuard) Listen() (Listening, error) {
 		Intake:     g.w.Intake("e2b-proxy"),
 		Upstream:   g.w.Setup.Upstream,
 		MaxTimeout: g.w.Config.E2BMaxTimeout,
-		Capped:     g.renewer.Capped,
+		Asked:      g.renewer.Asked,
+		Deleted:    g.w.Reaper.NoteDeleted,
 		Vouch:      g.w.Reaper.Vouch,
 	}
 	ln, err := p.Listen(g.w.Config.E2BProxyAddr)
@@ -87,4 +96,65 @@ func (g *e2bGuard) Listen() (Listening, error) {
 	execute, interrupt := p.Actor(ln)
 	l.Actors = append(l.Actors, supervisor.Actor{Name: "e2b-proxy", Execute: execute, Interrupt: interrupt})
 	return l, nil
+}
+
+// Resume finishes, in the background, the hand-backs an earlier run left
+// of E2B sandboxes released as kept (handBacks).
+func (g *e2bGuard) Resume() {
+	g.wg.Go(func() { g.handBacks(g.life) })
+}
+
+// BesideDrain does the hand-backs of E2B sandboxes released as kept that
+// are still owed, under the drain's deadline.
+func (g *e2bGuard) BesideDrain(ctx context.Context) <-chan struct{} {
+	done := make(chan struct{})
+	g.wg.Go(func() {
+		defer close(done)
+		g.handBacks(ctx)
+	})
+	return done
+}
+
+// Close stops the hand-backs under way; what is not done stays owed.
+func (g *e2bGuard) Close() {
+	g.stop()
+	g.wg.Wait()
+}
+
+// handBacks does the hand-back of every E2B sandbox released as kept that
+// the journal still owes (intent.Intent.HandBackPending): E2B has nothing
+// tether can write on a sandbox after its create that a sweep could read
+// (its metadata is fixed at create: infra handlers/sandbox_create.go:155,
+// and no route changes it), so the hand-back is the end its runner asked
+// for, where tether cut it (TimeoutRenewer.HandBack), and then it is done.
+// A hand-back ctx cuts stays owed for the next start or drain.
+func (g *e2bGuard) handBacks(ctx context.Context) {
+	pending, err := g.w.Journal.PendingHandBacks()
+	if err != nil {
+		g.w.Logger.Warn("e2b: cannot read the journal for sandboxes released as kept", "err", err)
+		return
+	}
+	for _, in := range pending {
+		if in.ProviderName() != e2b.ProviderName {
+			continue
+		}
+		wait := time.Second
+		for {
+			err := g.renewer.HandBack(ctx, in)
+			if err == nil || !provider.Retryable(err) {
+				break
+			}
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			wait = min(2*wait, time.Minute)
+		}
+		if _, err := g.w.Journal.MarkHandedBack(in.ID); err != nil {
+			g.w.Logger.Warn("e2b: a hand-back is done but not journaled; it is done again at the next start", "intent", in.ID, "err", err)
+		}
+	}
 }

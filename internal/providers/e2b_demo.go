@@ -33,7 +33,8 @@ const e2bDemoUsage = `Usage: tether demo e2b [flags]
 Serves a simulated E2B API (the one tether's tests use) on --addr until
 SIGINT or SIGTERM, and prints the two variables to export so that tether
 run and an E2B runner use it. Sandboxes end by their timeout (killed, or
-paused with autoPause) as on the real server; a kill answers 204, then 404.
+paused with autoPause; one ever paused, forked from or snapshotted reads
+paused after its timeout) as on the real server; a kill answers 204, then 404.
 
 'ls' lists every sandbox the simulator has seen, killed ones included: its
 id, tether's name for it (its tether-name metadata), state, metadata, when
@@ -49,6 +50,9 @@ replay or sweep; "DELETE from" another client is the runner's own kill;
   create-lost=0.1     share of creates whose answer is lost
   fork-lost=0.1       share of forks whose answer is lost (the forks run)
   kill-fail=0.1       share of kills that fail on the node (500, then 404)
+  resume-race=0.5     share of restores (resume, connect) that take restore-time: a kill
+                      meanwhile answers 204, and the restore then lands (infra#3636)
+  restore-time=2s     how long those restores take
   routes=get+kill     limit the faults to these routes
 
 Example:

@@ -12,7 +12,7 @@ import (
 )
 
 // markKeep labels sb, a sandbox tether hands back to its runner (released
-// as kept in lease mode) or stops on purpose (on_drain stop),
+// as kept, in lease mode or not) or stops on purpose (on_drain stop),
 // provider.LabelKeep=true, so that no `tether sweep` deletes it once it is
 // old and idle: the sweep works without a journal, and the label is all it
 // can tell such a sandbox by. A sandbox that says keep already, or a

@@ -161,3 +161,49 @@ func (r *Reaper) endLeaseOnce(ctx context.Context, p provider.Provider, leaser p
 	r.log().Info("lease ended: the runner keeps the sandbox", "intent", in.ID, "sandbox", sb.ID, "auto_stop_minutes", autoStop, "auto_delete", "never", "label", provider.LabelKeep+"=true")
 	return nil
 }
+
+// MarkKept marks the sandbox of an intent its runner released as kept
+// outside lease mode provider.LabelKeep=true (markKeep), so that no sweep
+// deletes it once it is old and idle: the sweep works without a journal,
+// and the label is all it can tell such a sandbox by. Nothing else of the
+// sandbox changes: its intervals are the runner's. A foreign sandbox, or
+// one whose delete was accepted, is left alone. It retries within ctx;
+// nil means the provider confirmed the label (or had it already). A
+// provider without labels (provider.Labeler) cannot be marked: an error.
+func (r *Reaper) MarkKept(ctx context.Context, in intent.Intent) error {
+	if in.SandboxID == "" {
+		return nil
+	}
+	p, err := r.providerFor(in)
+	if err != nil {
+		return fmt.Errorf("mark kept %s: %w", in.Name, err)
+	}
+	if _, ok := p.(provider.Labeler); !ok {
+		return fmt.Errorf("mark kept %s: provider %s has no labels", in.Name, p.Name())
+	}
+	base, max := orDefault(r.RetryBase, DefaultRetryBase), orDefault(r.RetryMax, DefaultRetryMax)
+	for attempt := 0; ; attempt++ {
+		err := r.markKeptOnce(ctx, p, in)
+		if err == nil || errors.Is(err, ErrForeign) || errors.Is(err, provider.ErrNotFound) || provider.ConfigError(err) {
+			return err
+		}
+		if ctx.Err() != nil || !sleep(ctx, r.backoff(attempt, base, max, err)) {
+			return err
+		}
+	}
+}
+
+func (r *Reaper) markKeptOnce(ctx context.Context, p provider.Provider, in intent.Intent) error {
+	sb, err := r.readOurs(ctx, p, in, "mark kept")
+	if err != nil {
+		return err
+	}
+	if renamedForDeletion(in, sb) {
+		return nil
+	}
+	if err := r.markKeep(ctx, p, sb); err != nil {
+		return err
+	}
+	r.log().Info("released as kept: the sandbox is labelled so that no sweep deletes it", "intent", in.ID, "sandbox", sb.ID, "label", provider.LabelKeep+"=true")
+	return nil
+}

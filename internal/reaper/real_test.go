@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tether-run/tether/intent"
+	"github.com/tether-run/tether/internal/reaper"
 	"github.com/tether-run/tether/internal/testutil"
 	"github.com/tether-run/tether/provider"
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
@@ -397,5 +398,48 @@ func TestHealthyPathCosts(t *testing.T) {
 		if got := w.sandbox(id); got.State != "destroyed" {
 			t.Errorf("sandbox %d is %s", i, got.State)
 		}
+	}
+}
+
+// 10. An accepted delete is never undone in Daytona's API (a start or
+// recover of a sandbox whose desired state is destroyed is refused; every
+// action re-checks it: sandbox.service.ts:2064-2084, sandbox.manager.ts:
+// 1010-1119 at v0.190.0), but a destroy can fail on the runner: the
+// sandbox turns error, is hidden (404; listed only with
+// includeErroredDeleted) and is never tried again (Faults.DestroyFail).
+// What tether does: its accepted delete's 404 is gone, as Daytona itself
+// says, with no read more on the healthy path (which the 404 of a
+// destroyed sandbox is too); the sweep, which lists errored-deleted
+// sandboxes, reports it and says that Daytona will not retry it.
+func TestDestroyFailedOnTheRunner(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, daytonatest.WithFaults(daytonatest.Faults{DestroyFail: 1}))
+	in, sb := w.observed("started", intent.DrainDelete, true)
+	out, err := w.resolve(in, generous)
+	if err != nil || out.State != intent.Gone {
+		t.Fatalf("Resolve = %s, %v; want gone, as Daytona shows it", out.State, err)
+	}
+	rec := w.sandbox(sb.ID)
+	if rec.State != "error" || rec.DesiredState != "destroyed" || rec.Pending || !rec.DeleteRequested {
+		t.Fatalf("simulator: %+v; want error, desired destroyed, not pending", rec)
+	}
+	if _, err := w.prov.Get(context.Background(), sb.ID); !errors.Is(err, provider.ErrNotFound) {
+		t.Errorf("GET of the failed destroy: %v, want 404", err)
+	}
+	rep, err := (&reaper.Reaper{Providers: provider.NewSet(w.prov)}).Sweep(context.Background(), reaper.SweepRule{OlderThan: time.Nanosecond, IdleFor: time.Nanosecond}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, it := range rep.Items {
+		if it.ID == sb.ID {
+			found = true
+			if it.Action != reaper.SweepInProgress || !strings.Contains(it.Reason, "never retries") {
+				t.Errorf("sweep item %+v: want it reported as a destroy Daytona never retries", it)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("the sweep did not list it: %+v", rep.Items)
 	}
 }

@@ -106,6 +106,13 @@ const (
 	// DefaultMinConcurrency is the floor the drain's concurrency falls to
 	// under sustained 429s.
 	DefaultMinConcurrency = 4
+	// DefaultRestoreWindow is how long after a delete of a sandbox not seen
+	// running a provider whose restores outlive deletes
+	// (provider.Restorable: E2B) may still bring it back: a restore in
+	// flight at the delete lands within it, so a 404 read before it has
+	// passed is not proof. E2B gives no bound; a resume restores in about
+	// a second, seconds under load.
+	DefaultRestoreWindow = 10 * time.Second
 	// DefaultThrottledShare: when at least this share of the calls
 	// completed in one round (as many calls as the current concurrency) were
 	// answered 429, the concurrency halves; a round with no 429 adds one
@@ -179,6 +186,8 @@ type Reaper struct {
 	ProgressInterval time.Duration // default DefaultProgressInterval
 	ConfirmDelay     time.Duration // default DefaultConfirmDelay
 	RecheckDelay     time.Duration // default DefaultRecheckDelay
+	// RestoreWindow: default DefaultRestoreWindow (provider.Restorable).
+	RestoreWindow time.Duration
 	// MinConcurrency and ThrottledShare steer the adaptive concurrency
 	// (defaults DefaultMinConcurrency, DefaultThrottledShare). Read once.
 	MinConcurrency int
@@ -195,6 +204,15 @@ type Reaper struct {
 	// backstop's read at observe time, or a drain's). Ids are never reused,
 	// so that sandbox stays ours: its delete needs no second read.
 	verified map[string]string
+	// teams are the accounts other than a provider's own that a read with
+	// the provider's own credentials proved to be of the same team
+	// (provider.NeedsAccount: a read answers only for its own team), by
+	// provider name and account.
+	teams map[string]bool
+	// unraced are intents whose sandbox a runner deleted (through a proxy)
+	// while no restore of it was in flight (NoteDeleted): a 404 of it needs
+	// no restore window.
+	unraced map[string]bool
 }
 
 func orDefault[T int | time.Duration | float64](v, def T) T {
@@ -255,7 +273,7 @@ func (r *Reaper) providerFor(in intent.Intent) (provider.Provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkAccount(p, in); err != nil {
+	if err := r.checkAccount(p, in); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -271,7 +289,11 @@ func (r *Reaper) providerNamed(in intent.Intent) (provider.Provider, error) {
 // checkAccount says why p may not act on in: an intent declared under
 // other credentials (ErrWrongAccount), or one without an account for a
 // provider whose 404 cannot tell a gone sandbox from another account's.
-func checkAccount(p provider.Provider, in intent.Intent) error {
+// On such a provider (provider.NeedsAccount: E2B, where every credential
+// of a team acts for the whole team) an intent declared under other
+// credentials is acted on once a read with p's own proved them of p's
+// team (proveTeam); until then it is errTeamUnproven.
+func (r *Reaper) checkAccount(p provider.Provider, in intent.Intent) error {
 	if in.Account == "" {
 		if provider.NeedsAccount(p) {
 			return fmt.Errorf("%w: declared without an account, and %s answers 404 for another account's sandbox too", ErrWrongAccount, p.Name())
@@ -279,9 +301,71 @@ func checkAccount(p provider.Provider, in intent.Intent) error {
 		return nil
 	}
 	if in.Account != p.Account() {
+		if provider.NeedsAccount(p) {
+			if r.sameTeam(p, in.Account) {
+				return nil
+			}
+			return fmt.Errorf("%w: declared under %s, current credentials are %s, not yet proved of one team", errTeamUnproven, in.Account, p.Account())
+		}
 		// Not foreign: the sandbox may well be ours, reachable with the
 		// credentials it was created under.
 		return fmt.Errorf("%w: declared under %s, current credentials are %s", ErrWrongAccount, in.Account, p.Account())
 	}
 	return nil
+}
+
+// errTeamUnproven: an intent of a provider whose credentials act for a
+// whole team (provider.NeedsAccount) was declared under other credentials
+// than the reaper's, and no read has proved them of the same team yet.
+// It matches ErrWrongAccount.
+var errTeamUnproven = fmt.Errorf("%w: another credential, its team not proved", ErrWrongAccount)
+
+// sameTeam reports whether account was proved of p's own team.
+func (r *Reaper) sameTeam(p provider.Provider, account string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.teams[p.Name()+"\x00"+account]
+}
+
+// learnTeam records that a read with p's own credentials answered for a
+// sandbox made under account: on a provider whose every read is scoped by
+// the caller's team, that sandbox, and so account, is of p's team. Every
+// intent of that account is then acted on as p's own (a 404 of one is
+// gone, with the usual checks).
+func (r *Reaper) learnTeam(p provider.Provider, account string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.teams == nil {
+		r.teams = map[string]bool{}
+	}
+	key := p.Name() + "\x00" + account
+	if !r.teams[key] && len(r.teams) < maxVerified {
+		r.teams[key] = true
+		r.log().Info("another credential of the same team: its sandboxes are drained with tether's", "provider", p.Name(), "account", account, "tether_account", p.Account())
+	}
+}
+
+// NoteDeleted is told, by a proxy, that the runner's delete of intentID's
+// sandbox was sent while no restore of it was in flight through the
+// proxy (nor could one start by itself): on a provider whose restores
+// outlive deletes (provider.Restorable), a 404 of it then needs no
+// restore window. Without it, a 404 after a delete tether did not send
+// waits that window.
+func (r *Reaper) NoteDeleted(intentID string, restoring bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.unraced == nil || len(r.unraced) >= maxVerified {
+		r.unraced = map[string]bool{}
+	}
+	if restoring {
+		delete(r.unraced, intentID)
+		return
+	}
+	r.unraced[intentID] = true
+}
+
+func (r *Reaper) isUnraced(intentID string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.unraced[intentID]
 }

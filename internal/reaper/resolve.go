@@ -38,6 +38,22 @@ type progress struct {
 	// wait, when set, is the pause before the next step instead of the
 	// usual poll backoff (the confirmation delay, a 404's recheck).
 	wait time.Duration
+	// seenRunning: the read this Resolve made right before its delete
+	// showed the sandbox running. On a provider whose restores outlive
+	// deletes (provider.Restorable) the accepted delete of such a sandbox
+	// is final: no restore of it can be in flight.
+	seenRunning bool
+	// restoreUntil, on such a provider, is when a restore that may have
+	// been in flight at a delete of the sandbox (this Resolve's, of one
+	// not seen running, or one tether did not send) has landed for sure:
+	// a 404 is proof only from then on.
+	restoreUntil time.Time
+	// teamUnproven: the intent was declared under other credentials than
+	// the provider's own, on a provider where every credential of a team
+	// acts for the team (provider.NeedsAccount), and no read has proved
+	// them of one team yet: a 404 says nothing, a read that answers proves
+	// it (learnTeam).
+	teamUnproven bool
 }
 
 // Resolve runs the single-intent step until the intent is terminal or ctx
@@ -63,6 +79,12 @@ func (r *Reaper) Resolve(ctx context.Context, in intent.Intent) (intent.Intent, 
 	log := r.log().With("intent", in.ID, "name", in.Name)
 
 	p, err := r.providerFor(in)
+	unproven := errors.Is(err, errTeamUnproven)
+	if unproven {
+		// Another credential, perhaps of the same team: the first read
+		// with the provider's own tells (step).
+		p, err = r.providerNamed(in)
+	}
 	if err != nil {
 		// Left live, and said so. Debug: a drain logs each intent it
 		// leaves live once, at its end.
@@ -74,7 +96,7 @@ func (r *Reaper) Resolve(ctx context.Context, in intent.Intent) (intent.Intent, 
 		failures int   // consecutive failed calls: drives the retry backoff
 		polls    int   // consecutive polls while the provider works
 		last     error // why the previous step did not finish
-		pr       progress
+		pr       = progress{teamUnproven: unproven}
 	)
 	defer noteNameWait(ctx, in.ID, time.Time{})
 	for {
@@ -122,7 +144,7 @@ func (r *Reaper) Resolve(ctx context.Context, in intent.Intent) (intent.Intent, 
 			log.Debug("configuration error: giving up on intent", "err", err) // a drain logs it once, at its end
 			return r.leave(in, err)
 		case errors.Is(err, provider.ErrUnauthorized) || errors.Is(err, ErrJournal) || errors.Is(err, ErrNoProvider) ||
-			errors.Is(err, provider.ErrRefused) || errors.Is(err, provider.ErrErrored):
+			errors.Is(err, provider.ErrRefused) || errors.Is(err, provider.ErrErrored) || errors.Is(err, ErrWrongAccount):
 			// Asking again gets the same answer: report it now instead of
 			// looping to the deadline.
 			log.Debug("giving up on intent", "err", err) // a drain logs it once, at its end
@@ -176,13 +198,18 @@ func (r *Reaper) step(ctx context.Context, p provider.Provider, in intent.Intent
 	if in.SandboxID == "" {
 		return r.lookup(ctx, p, in, pr)
 	}
-	if pr.resend || in.State != intent.Releasing && !pr.deleteSent && pr.notFound == 0 && r.isVerified(in) {
+	// Where restores outlive deletes (E2B), the read before the delete is
+	// what makes its 204 final (a sandbox seen running): it replaces the
+	// read that would confirm it, so it is never skipped.
+	restorable := provider.RestoresOutliveDeletes(p)
+	if !restorable && !pr.teamUnproven && (pr.resend || in.State != intent.Releasing && !pr.deleteSent && pr.notFound == 0 && r.isVerified(in)) {
 		// A read already proved this id ours (the backstop's, at observe
 		// time), or the last delete was throttled without effect: go
 		// straight to the destructive call.
 		pr.resend = false
 		return r.destroy(ctx, p, in, in.SandboxID, pr)
 	}
+	pr.resend = false
 	prio := prioRead
 	if in.State == intent.Releasing {
 		prio = prioConfirm
@@ -193,13 +220,35 @@ func (r *Reaper) step(ctx context.Context, p provider.Provider, in intent.Intent
 		return err
 	})
 	if errors.Is(err, provider.ErrNotFound) {
+		if pr.teamUnproven {
+			return in, r.notTeamProved(p, in, "its sandbox "+in.SandboxID+" answers 404 to tether's credentials")
+		}
 		return r.notFound(ctx, p, in, pr, err)
 	}
 	if err != nil {
 		return in, err
 	}
+	r.proved(p, in, pr)
 	pr.notFound = 0
 	return r.act(ctx, p, in, sb, pr)
+}
+
+// proved records, for an intent declared under another credential, that
+// a read with the provider's own answered for its sandbox: the two are of
+// one team (learnTeam).
+func (r *Reaper) proved(p provider.Provider, in intent.Intent, pr *progress) {
+	if pr.teamUnproven {
+		pr.teamUnproven = false
+		r.learnTeam(p, in.Account)
+	}
+}
+
+// notTeamProved is why an intent declared under another credential stays
+// live: nothing answered to the provider's own credentials, which a
+// sandbox of another team, and one that is gone, both do. It matches
+// ErrWrongAccount.
+func (r *Reaper) notTeamProved(p provider.Provider, in intent.Intent, what string) error {
+	return fmt.Errorf("%w: declared under %s, current credentials are %s; %s (another team's, or gone): give tether that team's key", ErrWrongAccount, in.Account, p.Account(), what)
 }
 
 // notFound handles a 404 for the observed id. After a delete of this
@@ -209,6 +258,11 @@ func (r *Reaper) step(ctx context.Context, p provider.Provider, in intent.Intent
 // must show nothing of ours either (observedAbsent).
 func (r *Reaper) notFound(ctx context.Context, p provider.Provider, in intent.Intent, pr *progress, err error) (intent.Intent, error) {
 	pr.notFound++
+	if wait, why := r.restoreWait(p, in, pr); wait > 0 {
+		// Not proof yet: a restore in flight at a delete may still land.
+		pr.wait = wait
+		return in, fmt.Errorf("%w: sandbox %s answered 404, %s; read again at %s: %w", ErrInProgress, in.SandboxID, why, pr.restoreUntil.Format(time.TimeOnly), err)
+	}
 	if pr.accepted || pr.notFound >= 2 {
 		// Proof the sandbox is gone, unless the observed id was wrong.
 		return r.observedAbsent(ctx, p, in, pr.accepted)
@@ -217,14 +271,68 @@ func (r *Reaper) notFound(ctx context.Context, p provider.Provider, in intent.In
 	return in, fmt.Errorf("%w: sandbox %s answered 404 once; reading it again to be sure: %w", ErrInProgress, in.SandboxID, err)
 }
 
+// restoreWait is, on a provider whose restores outlive deletes
+// (provider.Restorable: E2B, infra#3636), how much longer a 404 of in's
+// sandbox is not proof, and why: after this Resolve's accepted delete of
+// a sandbox it did not see running, and after a delete it did not send
+// (the intent is releasing: the runner's, through a proxy that could not
+// rule out a restore in flight, or an earlier run's), a restore under way
+// at that delete may still bring the sandbox back, within RestoreWindow.
+// A 404 of an intent nobody deleted needs no wait: a restore keeps the
+// snapshot it restores from visible, and a sandbox ended by its own
+// timeout has none.
+func (r *Reaper) restoreWait(p provider.Provider, in intent.Intent, pr *progress) (time.Duration, string) {
+	if !provider.RestoresOutliveDeletes(p) {
+		return 0, ""
+	}
+	why := "after tether's delete of it while it was not running"
+	if !pr.accepted {
+		if in.State != intent.Releasing || r.isUnraced(in.ID) || pr.seenRunning {
+			// Nobody deleted it; the runner's delete raced no restore; or
+			// this Resolve read it running since: no restore was in flight.
+			return 0, ""
+		}
+		why = "after a delete tether did not send"
+	}
+	if pr.restoreUntil.IsZero() {
+		pr.restoreUntil = time.Now().Add(orDefault(r.RestoreWindow, DefaultRestoreWindow))
+	}
+	return time.Until(pr.restoreUntil), why + ", and a restore in flight then could still bring it back"
+}
+
 // lookup finds a never-observed intent's sandbox by its exact creation name.
 func (r *Reaper) lookup(ctx context.Context, p provider.Provider, in intent.Intent, pr *progress) (intent.Intent, error) {
-	obs, sb, found, err := r.observeByName(ctx, p, in)
+	if in.Witnessed {
+		return r.unfindable(in)
+	}
+	obs, sb, found, err := r.observeByName(ctx, p, in, pr.teamUnproven)
+	if errors.Is(err, ErrNotCreated) && pr.teamUnproven {
+		return in, r.notTeamProved(p, in, "nothing answers its name "+in.Name+" to tether's credentials")
+	}
 	if !found {
 		return obs, err
 	}
+	r.proved(p, in, pr)
 	crashpoint.Hit(crashpoint.ReaperAfterLookup)
 	return r.act(ctx, p, obs, sb, pr)
+}
+
+// unfindable waits for the sandbox of a witnessed intent whose id was
+// never journaled: it carries none of tether's metadata, so no look-up
+// can find it. Like a name that never appears, it closes as
+// never-created after the horizon, saying why it could not be looked for.
+func (r *Reaper) unfindable(in intent.Intent) (intent.Intent, error) {
+	// The proxy journals the id from the answer while the drain may
+	// already hold the intent: read it again.
+	if cur, err := r.Journal.Get(in.ID); err == nil && (cur.SandboxID != "" || !cur.Live()) {
+		return cur, nil
+	}
+	const why = "a fork of a sandbox tether does not own carries that sandbox's metadata, none of tether's, and its id never reached the journal (its answer was lost), so nothing can look it up; it ends at its own timeout, which the proxy capped"
+	horizon := orDefault(r.NeverCreatedHorizon, DefaultNeverCreatedHorizon)
+	if age := r.now().Sub(in.CreatedAt); age >= horizon {
+		return r.transition(in, intent.NeverCreated, fmt.Sprintf("not found %s after the intent was declared (horizon %s): %s", age.Round(time.Second), horizon, why))
+	}
+	return in, fmt.Errorf("%w: %s", ErrNotCreated, why)
 }
 
 // observeByName finds in's sandbox by its name and journals its id; found
@@ -232,13 +340,18 @@ func (r *Reaper) lookup(ctx context.Context, p provider.Provider, in intent.Inte
 // sandboxes may carry one name (provider.NameSharer), the look-up and the
 // observe hold that name's lock, so two intents of one name never take
 // the same sandbox.
-func (r *Reaper) observeByName(ctx context.Context, p provider.Provider, in intent.Intent) (obs intent.Intent, sb provider.Sandbox, found bool, err error) {
+func (r *Reaper) observeByName(ctx context.Context, p provider.Provider, in intent.Intent, unproven bool) (obs intent.Intent, sb provider.Sandbox, found bool, err error) {
 	unlock, err := r.nameLock(ctx, p, in)
 	if err != nil {
 		return in, sb, false, err
 	}
 	defer unlock()
 	sb, err = r.byName(ctx, p, in, prioRead, "look up name "+in.Name)
+	if errors.Is(err, provider.ErrNotFound) && unproven {
+		// Another team's create lands where tether cannot see it: that
+		// says nothing of whether it was made.
+		return in, sb, false, ErrNotCreated
+	}
 	if errors.Is(err, provider.ErrNotFound) {
 		horizon := orDefault(r.NeverCreatedHorizon, DefaultNeverCreatedHorizon)
 		if age := r.now().Sub(in.CreatedAt); age >= horizon {
@@ -292,6 +405,7 @@ func (r *Reaper) act(ctx context.Context, p provider.Provider, in intent.Intent,
 		return in, fmt.Errorf("%w: sandbox %s is being deleted (renamed %s, still %s)", ErrInProgress, sb.ID, sb.Name, sb.State)
 	}
 	r.remember(in, sb.ID)
+	pr.seenRunning = sb.State == provider.StateStarted
 	switch {
 	case stop && sb.Stopped():
 		if err := r.markStopped(ctx, p, sb, true); err != nil {
@@ -328,11 +442,32 @@ func (r *Reaper) destroy(ctx context.Context, p provider.Provider, in intent.Int
 	}
 	crashpoint.Hit(crashpoint.ReaperBeforeDelete)
 	pr.deleteSent = true
+	if !pr.seenRunning {
+		pr.restoreUntil = time.Time{} // a new delete: its own window
+	}
 	err := r.call(ctx, p, prioDestroy, kind, what, func(ctx context.Context) error { return do(ctx, id) })
 	crashpoint.Hit(crashpoint.ReaperAfterDelete)
 	switch {
 	case err == nil && stop:
 		return in, nil // the next read sees stopping, then stopped
+	case err == nil && provider.RestoresOutliveDeletes(p):
+		// Accepted, and the kill was done before the answer. Of a sandbox
+		// read running right before, it is final: it was in the store, so
+		// no restore of it was in flight (a resume of a running sandbox is
+		// refused), and its snapshot went with it (E2B:
+		// handlers/sandbox_kill.go:64-103). Of any other, a restore in
+		// flight could still bring it back: its 404 is proof only after
+		// RestoreWindow (restoreWait).
+		forkSettled(ctx, in.ID)
+		pr.accepted = true
+		seen := pr.seenRunning
+		pr.seenRunning = false
+		if seen {
+			return r.finish(in, intent.Gone)
+		}
+		pr.restoreUntil = time.Now().Add(orDefault(r.RestoreWindow, DefaultRestoreWindow))
+		pr.wait = time.Until(pr.restoreUntil)
+		return in, fmt.Errorf("%w: delete of sandbox %s accepted; it was not running, so a restore in flight could bring it back: confirmed by a read at %s", ErrInProgress, id, pr.restoreUntil.Format(time.TimeOnly))
 	case err == nil:
 		// Accepted. Daytona destroys asynchronously: the first read that
 		// confirms waits about as long as that takes. A parent of this

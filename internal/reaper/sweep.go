@@ -54,6 +54,14 @@ type SweepRule struct {
 	// OlderThan and IdleFor: a sandbox is stale when it was created more
 	// than OlderThan ago and its last activity is more than IdleFor ago.
 	OlderThan, IdleFor time.Duration
+	// Unmarkable: also delete the stale sandboxes of a provider tether
+	// cannot label kept (no provider.Labeler: E2B, whose metadata is fixed
+	// at create). Without it no such sandbox is stale: one tether handed
+	// back as kept, or stopped on purpose, cannot be told from one whose
+	// journal is lost.
+	Unmarkable bool
+
+	markable bool // the provider swept can carry LabelKeep (set by Sweep)
 }
 
 // Sweep actions: what the sweep did, or would do, with one sandbox.
@@ -115,9 +123,12 @@ func (rule SweepRule) judge(sb provider.Listed, now time.Time) (action, why stri
 	if sb.DeleteRequested || sb.State == provider.StateDestroying {
 		why := "a delete was already accepted"
 		if sb.State == stateError || sb.State == stateBuildFailed {
-			why += " while it was " + sb.State + " (Daytona answers 404 for it and deletes it itself)"
+			why += " and it is " + sb.State + ": Daytona answers 404 for it and never retries its destroy (sandbox.manager.ts:1088-1099, 851-856 at v0.190.0); it may still run on its runner until Daytona purges it 7 days later: ask Daytona's support to remove it"
 		}
 		return SweepInProgress, why
+	}
+	if !rule.markable && !rule.Unmarkable {
+		return SweepKeep, "tether cannot label a sandbox of this provider " + LabelKeep + " (E2B's metadata is fixed at create), so one it handed back as kept looks like one whose journal is lost: deleted only with --include-unmarkable"
 	}
 	if sb.CreatedAt.IsZero() {
 		return SweepKeep, "creation time unknown"
@@ -195,6 +206,7 @@ func (r *Reaper) Sweep(ctx context.Context, rule SweepRule, act bool) (SweepRepo
 	if rule.OlderThan <= 0 || rule.IdleFor <= 0 {
 		return rep, errors.New("sweep: --older-than and --idle-for must be positive")
 	}
+	_, rule.markable = p.(provider.Labeler)
 	log := r.log().With("component", "sweep")
 	// Filter on the server by what must match exactly; tether-owner
 	// without --owner can only be checked here (any value).
@@ -324,10 +336,7 @@ func (r *Reaper) sweepOne(ctx context.Context, acct sweptAccount, rule SweepRule
 	case SweepKeep:
 		return sweepItem(fresh, SweepChangedKeep, why+" (on a fresh read)")
 	case SweepDelete:
-		err = r.retry(ctx, acct, provider.CallDelete, "delete sandbox "+listed.ID, func(ctx context.Context) error {
-			return acct.Delete(ctx, listed.ID)
-		})
-		if err != nil && !errors.Is(err, provider.ErrNotFound) {
+		if err := r.sweepDelete(ctx, acct, listed.ID, fresh.State); err != nil {
 			return fail(err)
 		}
 	}
@@ -338,6 +347,15 @@ func (r *Reaper) sweepOne(ctx context.Context, acct sweptAccount, rule SweepRule
 			cur, err = acct.Inspect(ctx, listed.ID)
 			return err
 		})
+		if err == nil && cur.State == provider.StateStarted && provider.RestoresOutliveDeletes(acct) {
+			// A restore in flight at the delete brought it back
+			// (infra#3636): it runs, so this delete is final.
+			log.Info("sweep: deleted, but a restore under way brought it back; deleting it again", "state", cur.State)
+			if err := r.sweepDelete(ctx, acct, listed.ID, cur.State); err != nil {
+				return fail(err)
+			}
+			continue
+		}
 		if errors.Is(err, provider.ErrNotFound) {
 			// Daytona answers 404 also for a sandbox whose destroy ended
 			// in error (sandbox.service.ts:1777-1783 at v0.190.0): it
@@ -370,6 +388,27 @@ func (r *Reaper) sweepOne(ctx context.Context, acct sweptAccount, rule SweepRule
 			return fail(fmt.Errorf("deleted, but not confirmed gone before the sweep's deadline (state %s)", cur.State))
 		}
 	}
+}
+
+// sweepDelete deletes one stale sandbox, last seen in state. Where a
+// restore in flight outlives a delete (provider.Restorable: E2B), the
+// delete of a sandbox not seen running is confirmed only once
+// RestoreWindow has passed: it waits that long before the confirming
+// read, as the drain does.
+func (r *Reaper) sweepDelete(ctx context.Context, acct sweptAccount, id, state string) error {
+	err := r.retry(ctx, acct, provider.CallDelete, "delete sandbox "+id, func(ctx context.Context) error {
+		return acct.Delete(ctx, id)
+	})
+	if err != nil && !errors.Is(err, provider.ErrNotFound) {
+		return err
+	}
+	if provider.RestoresOutliveDeletes(acct) && state != provider.StateStarted {
+		window := orDefault(r.RestoreWindow, DefaultRestoreWindow)
+		if !sleep(ctx, window) {
+			return fmt.Errorf("deleted, but not confirmed gone before the sweep's deadline: it was %s, and a restore in flight could bring it back within %s", state, window)
+		}
+	}
+	return nil
 }
 
 // destroyFailed reads, in the list that includes them, whether the sandbox

@@ -19,7 +19,7 @@ func TestSweepJudgeLeavesWhatIsBeingDestroyed(t *testing.T) {
 			LastActivityAt: now.Add(-48 * time.Hour), DeleteRequested: requested,
 		}
 	}
-	rule := SweepRule{OlderThan: time.Hour, IdleFor: time.Hour}
+	rule := SweepRule{OlderThan: time.Hour, IdleFor: time.Hour, markable: true}
 	for _, c := range []struct {
 		sb   provider.Listed
 		want string
@@ -32,5 +32,24 @@ func TestSweepJudgeLeavesWhatIsBeingDestroyed(t *testing.T) {
 		if got, why := rule.judge(c.sb, now); got != c.want {
 			t.Errorf("state %s, delete requested %v: %s (%s), want %s", c.sb.State, c.sb.DeleteRequested, got, why, c.want)
 		}
+	}
+}
+
+// On a provider tether cannot label kept (E2B) no stale sandbox is
+// deleted: one handed back as kept cannot be told from one whose journal
+// is lost, unless the rule says to delete them all the same.
+func TestSweepJudgeUnmarkable(t *testing.T) {
+	now := time.Now()
+	sb := provider.Listed{
+		Sandbox:        provider.Sandbox{ID: "sb-1", Name: "tether-x", State: provider.StateStopped, CreatedAt: now.Add(-48 * time.Hour)},
+		LastActivityAt: now.Add(-48 * time.Hour),
+	}
+	rule := SweepRule{OlderThan: time.Hour, IdleFor: time.Hour}
+	if got, why := rule.judge(sb, now); got != SweepKeep {
+		t.Errorf("unmarkable: %s (%s), want keep", got, why)
+	}
+	rule.Unmarkable = true
+	if got, why := rule.judge(sb, now); got != SweepDelete {
+		t.Errorf("with Unmarkable: %s (%s), want delete", got, why)
 	}
 }

@@ -26,6 +26,14 @@ func mismatch(in intent.Intent, sb provider.Sandbox) string {
 	if in.SandboxID != "" && sb.ID != in.SandboxID {
 		return fmt.Sprintf("id %s, observed %s", sb.ID, in.SandboxID)
 	}
+	if in.Witnessed {
+		// Proved by its id, from the provider's own answer; it carries
+		// another sandbox's metadata.
+		if in.SandboxID == "" {
+			return "a witnessed intent has no observed id to verify"
+		}
+		return ""
+	}
 	if sb.Name != in.Name && !renamedForDeletion(in, sb) {
 		// A deleted sandbox keeps its id and labels but is renamed at once,
 		// whatever its (lagging) state: DESTROYED_<name>_<unix ms>.

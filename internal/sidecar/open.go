@@ -35,5 +35,6 @@ func NewReaper(cfg config.Config, j *journal.Journal, set provider.Set, log *slo
 		AutoStopMinutes:     cfg.DaytonaAutoStop,
 		NeverCreatedHorizon: cfg.NeverCreatedHorizon,
 		Concurrency:         cfg.DrainConcurrency,
+		RestoreWindow:       cfg.E2BRestoreWindow,
 	}
 }

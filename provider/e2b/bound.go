@@ -20,3 +20,15 @@ var _ provider.SyncDeleter = (*Provider)(nil)
 func (p *Provider) DeletesSynchronously() bool { return true }
 
 var _ provider.NameSharer = (*Provider)(nil)
+
+var _ provider.Restorable = (*Provider)(nil)
+
+// RestoresOutliveDeletes: a DELETE of a paused sandbox finds nothing in
+// the store to lock, deletes its snapshot and answers 204, while a resume
+// (or connect, or a traffic auto-resume) already restoring it goes on and
+// adds it to the store, running (infra packages/api/internal/handlers/
+// sandbox_kill.go:64-103, sandbox/storage/redis/state_change.go:58-62,
+// orchestrator/create_instance.go:473; e2b-dev/infra#3636, open at
+// 54693ff3). The kill of a running sandbox cannot be undone so: it is in
+// the store, a resume of it is refused (409), and its snapshot goes with it.
+func (p *Provider) RestoresOutliveDeletes() bool { return true }

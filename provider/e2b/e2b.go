@@ -157,6 +157,14 @@ func Fingerprint(apiURL, key string) string {
 	return provider.Fingerprint("e2b", apiURL, key)
 }
 
+// TeamFingerprint names the account of a caller that authenticates with
+// an auth provider's token and X-Team-ID (spec/openapi.yml:10-42): the
+// team itself, whose id the header gives (a token changes as it is
+// refreshed; the team does not).
+func TeamFingerprint(apiURL, teamID string) string {
+	return provider.Fingerprint("e2b", apiURL, "team:"+teamID)
+}
+
 // Provider is one E2B team. It is safe for concurrent use.
 type Provider struct {
 	base    string // API URL without a trailing slash
@@ -605,8 +613,11 @@ func (p *Provider) classify(op string, code int, h http.Header, body []byte) err
 	case code == http.StatusTooManyRequests:
 		return fmt.Errorf("%w: %s", rateLimit(h, text, time.Now()), msg)
 	case code == http.StatusUnauthorized || code == http.StatusForbidden:
-		// 403 is a blocked team (packages/auth/.../service.go:113-120):
-		// like a wrong key, only an operator can help.
+		// 403 is a banned team at authentication (packages/auth/pkg/auth/
+		// internal/team/state.go:13-19), or a blocked one outside its
+		// allowlist (middleware/blocked_team.go:14-47: reads, the list and
+		// DELETE still answer, so a drain still works): like a wrong key,
+		// only an operator can help.
 		return &apicall.Error{Msg: msg + ": " + refusedKeyFix, Kind: provider.ErrUnauthorized}
 	case code >= 500 || code == http.StatusRequestTimeout:
 		return &apicall.Error{Msg: msg, Kind: provider.ErrUnavailable}

@@ -419,10 +419,9 @@ func TestErrorClasses(t *testing.T) {
 	}
 
 	e.srv.AddKey("e2b_blocked", "team-b")
-	e.srv.BlockTeam("team-b", "team is blocked")
+	e.srv.BlockTeam("team-b", "unpaid")
 	blocked := e.provider("e2b_blocked", time.Second, http.DefaultTransport)
-	_, err = blocked.Get(ctx, sb.ID)
-	check("403", err, provider.ErrUnauthorized)
+	check("403", blocked.SetTimeout(ctx, sb.ID, time.Minute), provider.ErrUnauthorized)
 
 	e.srv.AddTeam("team-c", e2btest.Limits{Concurrency: 1})
 	e.srv.AddKey("e2b_small", "team-c")

@@ -20,6 +20,10 @@ import (
 	"github.com/tether-run/tether/provider/e2b/e2btest"
 )
 
+// testRestoreWindow is the reaper's restore window in these tests: the
+// simulator's restores land within it.
+const testRestoreWindow = 300 * time.Millisecond
+
 // tether's own reaper, unchanged, drains E2B intents through this
 // provider; the simulator's record judges. Nothing here is wired into
 // cmd/tether: it shows the provider fits the reaper as it is.
@@ -44,7 +48,7 @@ func newDrainWorld(t *testing.T, opts ...e2btest.Option) *drainWorld {
 		RetryBase: 10 * time.Millisecond, RetryMax: 100 * time.Millisecond,
 		PollInterval: 10 * time.Millisecond, PollMax: 50 * time.Millisecond, LookupPollMax: 100 * time.Millisecond,
 		ConfirmDelay: 5 * time.Millisecond, RecheckDelay: 5 * time.Millisecond,
-		NeverCreatedHorizon: 300 * time.Millisecond,
+		NeverCreatedHorizon: 300 * time.Millisecond, RestoreWindow: testRestoreWindow,
 	}
 	return &drainWorld{env: e, j: j, r: r}
 }
@@ -164,27 +168,71 @@ func TestDrainForeignUntouched(t *testing.T) {
 	}
 }
 
-// An intent recorded under another account (another key, another API)
-// gets no call at all: its 404s would say nothing about its sandbox.
-func TestDrainOtherAccountRefused(t *testing.T) {
+// An intent recorded under another team's key: tether's read of its
+// sandbox answers 404, as for one that is gone, so nothing proves the two
+// keys of one team. The intent stays live (wrong account), its sandbox
+// untouched: no kill, one read.
+func TestDrainOtherTeamsKeyLeftLive(t *testing.T) {
 	w := newDrainWorld(t)
-	in := w.intent(e2b.Fingerprint(w.srv.URL, "e2b_other_key"))
-	sb := w.create(in.Name, in.Labels)
-	var err error
+	w.srv.AddKey("e2b_other_key", "team-2")
+	theirs := w.provider("e2b_other_key", time.Second, http.DefaultTransport)
+	in := w.intent(theirs.Account())
+	sb, err := theirs.Create(ctx, in.Name, in.Labels, e2b.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if in, err = w.j.Observe(in.ID, sb.ID); err != nil {
 		t.Fatal(err)
 	}
-	before := w.srv.CallsFor(sb.ID)
-	_, err = w.resolve(in)
-	if !errors.Is(err, reaper.ErrWrongAccount) {
-		t.Fatalf("Resolve: %v, want ErrWrongAccount", err)
+	out, err := w.resolve(in)
+	if !errors.Is(err, reaper.ErrWrongAccount) || !out.Live() {
+		t.Fatalf("Resolve: %s, %v; want live, ErrWrongAccount", out.State, err)
 	}
-	after := w.srv.CallsFor(sb.ID)
-	if after[e2btest.RouteGet] != before[e2btest.RouteGet] || after[e2btest.RouteKill] != 0 {
-		t.Errorf("calls made for another account's intent: %v", after)
+	if calls := w.srv.CallsFor(sb.ID); calls[e2btest.RouteGet] != 1 || calls[e2btest.RouteKill] != 0 {
+		t.Errorf("calls for another team's sandbox: %v, want one read", calls)
 	}
 	if f := w.fate(sb.ID); f.State != e2btest.StateRunning {
-		t.Errorf("another account's sandbox is %s", f.State)
+		t.Errorf("another team's sandbox is %s", f.State)
+	}
+	// Lost creates too: a name tether's key cannot find says nothing.
+	lost := w.intent(theirs.Account())
+	if out, err := w.resolve(lost); !errors.Is(err, reaper.ErrWrongAccount) || out.State != intent.Pending {
+		t.Errorf("a lost create under another team's key: %s, %v; want pending, ErrWrongAccount", out.State, err)
+	}
+}
+
+// The team's second key, and an auth provider's bearer (its account the
+// team's, X-Team-ID): every credential of a team acts for all of it
+// (spec/openapi.yml:10-42), so a read with tether's own key that answers
+// proves the account of tether's team; the intent is drained, and a lost
+// create of that account found by name.
+func TestDrainSecondKeyOfTheTeam(t *testing.T) {
+	w := newDrainWorld(t)
+	w.srv.AddKey("e2b_second_key", e2btest.DefaultTeam)
+	second := w.provider("e2b_second_key", time.Second, http.DefaultTransport)
+	for _, account := range []string{second.Account(), e2b.TeamFingerprint(w.srv.URL, e2btest.DefaultTeam)} {
+		in := w.intent(account)
+		sb, err := second.Create(ctx, in.Name, in.Labels, e2b.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if in, err = w.j.Observe(in.ID, sb.ID); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := w.resolve(in); err != nil || out.State != intent.Gone {
+			t.Fatalf("account %s: Resolve = %s, %v; want gone", account, out.State, err)
+		}
+		if f := w.fate(sb.ID); f.State != e2btest.StateKilled || f.KillReason != e2btest.KillRequest {
+			t.Errorf("account %s: %+v", account, f)
+		}
+		lost := w.intent(account)
+		lsb, err := second.Create(ctx, lost.Name, lost.Labels, e2b.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out, err := w.resolve(lost); err != nil || out.State != intent.Gone || out.SandboxID != lsb.ID {
+			t.Errorf("account %s: lost create: %s %s, %v", account, out.State, out.SandboxID, err)
+		}
 	}
 }
 
@@ -392,5 +440,142 @@ func TestDrainLostForksOfAKeptParent(t *testing.T) {
 		if sb.State != e2btest.StateKilled {
 			t.Errorf("fork %s: %s", sb.ID, sb.State)
 		}
+	}
+}
+
+// resume is a runner's POST /sandboxes/{id}/resume (the provider makes
+// none), on a connection of its own.
+func (w *drainWorld) resume(id string) (int, error) {
+	req, err := http.NewRequest("POST", w.srv.URL+"/sandboxes/"+id+"/resume", strings.NewReader(`{"timeout":60}`))
+	if err != nil {
+		return 0, err
+	}
+	req.Close = true
+	req.Header.Set("X-API-Key", e2btest.DefaultKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+// observed is a running sandbox of a new intent of tether's account,
+// observed.
+func (w *drainWorld) observed(o e2b.CreateOptions) (intent.Intent, provider.Sandbox) {
+	w.t.Helper()
+	in := w.intent(w.p.Account())
+	sb, err := w.p.Create(ctx, in.Name, in.Labels, o)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	if in, err = w.j.Observe(in.ID, sb.ID); err != nil {
+		w.t.Fatal(err)
+	}
+	return in, sb
+}
+
+// The healthy path: a sandbox read running just before its kill is gone
+// at the 204: E2B kills before it answers and deletes the snapshot with
+// it, and no restore of a running sandbox can be in flight. One read, one
+// kill, whether or not an earlier read proved it ours.
+func TestDrainRunningCostsOneReadOneKill(t *testing.T) {
+	w := newDrainWorld(t)
+	for _, vouched := range []bool{false, true} {
+		in, sb := w.observed(e2b.CreateOptions{})
+		if vouched {
+			if err := w.r.Vouch(in, sb); err != nil {
+				t.Fatal(err)
+			}
+		}
+		out, err := w.resolve(in)
+		if err != nil || out.State != intent.Gone {
+			t.Fatalf("vouched %v: Resolve = %s, %v", vouched, out.State, err)
+		}
+		if calls := w.srv.CallsFor(sb.ID); calls[e2btest.RouteGet] != 1 || calls[e2btest.RouteKill] != 1 || len(calls) != 2 {
+			t.Errorf("vouched %v: calls %v, want one read and one kill", vouched, calls)
+		}
+		if f := w.fate(sb.ID); f.State != e2btest.StateKilled {
+			t.Errorf("vouched %v: %+v", vouched, f)
+		}
+	}
+}
+
+// A sandbox read paused before its kill (here one its timeout killed
+// after a pause and a resume: it reads paused from its snapshot) is
+// confirmed gone only by a read no sooner than the restore window after
+// the 204: a restore in flight then could bring it back.
+func TestDrainPausedConfirmedAfterTheRestoreWindow(t *testing.T) {
+	w := newDrainWorld(t)
+	in, sb := w.observed(e2b.CreateOptions{Timeout: time.Minute})
+	if err := w.p.Stop(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if status, err := w.resume(sb.ID); err != nil || status != 201 {
+		t.Fatalf("resume: %d %v", status, err)
+	}
+	w.srv.Expire(sb.ID)
+	if f := w.fate(sb.ID); f.State != e2btest.StatePaused || f.Evictions != 1 {
+		t.Fatalf("after its timeout: %+v, want paused from its snapshot", f)
+	}
+	start := time.Now()
+	out, err := w.resolve(in)
+	if err != nil || out.State != intent.Gone {
+		t.Fatalf("Resolve = %s, %v", out.State, err)
+	}
+	f := w.fate(sb.ID)
+	if f.State != e2btest.StateKilled || f.Snapshot {
+		t.Errorf("fate %+v", f)
+	}
+	if took := time.Since(start); took < testRestoreWindow {
+		t.Errorf("confirmed gone %s after the drain started, before the restore window (%s)", took, testRestoreWindow)
+	}
+	if calls := w.srv.CallsFor(sb.ID); calls[e2btest.RouteKill] != 1 || calls[e2btest.RouteGet] != 2 {
+		t.Errorf("calls %v, want a read, the kill, and a read after the window", calls)
+	}
+}
+
+// The kill/resume race (infra#3636): the runner resumed its paused
+// sandbox and died with the restore in flight. The drain reads it paused,
+// kills it (204), and while the restore runs it answers 404: the intent
+// stays releasing, never gone. Once the restore lands the sandbox runs
+// again; the read after the window finds it and kills it for good.
+func TestDrainResumeRaceNotGoneWhileItRuns(t *testing.T) {
+	w := newDrainWorld(t)
+	w.r.RestoreWindow = 2 * time.Second
+	in, sb := w.observed(e2b.CreateOptions{Timeout: time.Minute})
+	if err := w.p.Stop(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	w.srv.HoldRestores()
+	resumed := make(chan error, 1)
+	go func() {
+		_, err := w.resume(sb.ID)
+		resumed <- err
+	}()
+	testutil.WaitFor(t, "the restore to start", func() bool { return w.fate(sb.ID).State == e2btest.StateResuming })
+	done := make(chan intent.Intent, 1)
+	go func() {
+		out, _ := w.resolve(in)
+		done <- out
+	}()
+	testutil.WaitFor(t, "the drain's kill", func() bool { return w.srv.CallsFor(sb.ID)[e2btest.RouteKill] == 1 })
+	if _, err := w.p.Get(ctx, sb.ID); !errors.Is(err, provider.ErrNotFound) {
+		t.Fatalf("during the restore, after the 204: %v, want 404", err)
+	}
+	if cur, _ := w.j.Get(in.ID); cur.State != intent.Releasing {
+		t.Fatalf("the intent is %s while the restore runs, want releasing", cur.State)
+	}
+	w.srv.ReleaseRestores()
+	if err := <-resumed; err != nil {
+		t.Fatal(err)
+	}
+	out := <-done
+	f := w.fate(sb.ID)
+	if out.State != intent.Gone || f.State != e2btest.StateKilled || f.Revived != 1 {
+		t.Fatalf("intent %s, fate %+v; want gone and killed after it came back", out.State, f)
+	}
+	if kills := w.srv.CallsFor(sb.ID)[e2btest.RouteKill]; kills != 2 {
+		t.Errorf("%d kills, want 2 (the first undone by the restore)", kills)
 	}
 }

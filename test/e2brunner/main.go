@@ -17,6 +17,14 @@
 //	fork:K       forked - e2b <id>         forks each of the first K (count 1, the current timeout)
 //	forks:N      forked - e2b <id>         forks the first one once with count N; one line per fork,
 //	             fork-lost - e2b <parent>  or this one when the answer never came (the connection reset)
+//	forkother:ID forked - e2b <id>         forks sandbox ID (one it did not create), count 1
+//	pause:I      paused - e2b <id>         pauses the I-th E2B sandbox it created (from 0)
+//	resume:I     resumed - e2b <id>        resumes it (the current timeout)
+//	resumebg:I   resuming - e2b <id>       sends its resume and goes on without waiting for the answer
+//	settimeout:S set - e2b <id>            sets the timeout of every E2B sandbox it created to S seconds
+//	key:KEY                                E2B calls from now on carry this key
+//	bearer:T@TEAM                          E2B calls from now on carry Authorization: Bearer T and
+//	                                       X-Team-ID: TEAM instead of a key
 //	daytona:N    created - daytona <id>    N Daytona sandboxes
 //	url          url - <E2B_API_URL> -
 //	exit                                   exit 0 after "ready"
@@ -29,9 +37,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 
 	apiclient "github.com/daytonaio/daytona/libs/api-client-go"
 	"github.com/tether-run/tether/test/internal/runner"
@@ -45,6 +55,13 @@ func main() {
 
 	var held []string
 	timeout := 300
+	at := func(arg string) string {
+		i, err := strconv.Atoi(arg)
+		if err != nil || i < 0 || i >= len(held) {
+			fail("no sandbox %q", arg)
+		}
+		return held[i]
+	}
 	runner.Run("e2brunner", "E2B_API_URL", func(ctx context.Context, verb, arg string) bool {
 		n, _ := strconv.Atoi(arg)
 		switch verb {
@@ -76,6 +93,52 @@ func main() {
 			}
 		case "forks":
 			forks(ctx, held[0], n, timeout)
+		case "forkother":
+			var results []struct {
+				Sandbox struct {
+					SandboxID string `json:"sandboxID"`
+				} `json:"sandbox"`
+			}
+			if code := call(ctx, http.MethodPost, "/sandboxes/"+arg+"/fork", map[string]any{"timeout": timeout, "count": 1}, &results); code != http.StatusCreated || len(results) != 1 {
+				fail("fork %s: %d", arg, code)
+			}
+			fmt.Printf("forked - e2b %s\n", results[0].Sandbox.SandboxID)
+		case "pause":
+			id := at(arg)
+			if code := call(ctx, http.MethodPost, "/sandboxes/"+id+"/pause", nil, nil); code != http.StatusNoContent {
+				fail("pause %s: %d", id, code)
+			}
+			fmt.Printf("paused - e2b %s\n", id)
+		case "resume":
+			id := at(arg)
+			if code := call(ctx, http.MethodPost, "/sandboxes/"+id+"/resume", map[string]any{"timeout": timeout}, nil); code != http.StatusCreated {
+				fail("resume %s: %d", id, code)
+			}
+			fmt.Printf("resumed - e2b %s\n", id)
+		case "resumebg":
+			id := at(arg)
+			ctx, sent, done := withSent(context.Background()) // not the action's: the resume outlives it
+			go func() {
+				defer done()
+				try(ctx, http.MethodPost, "/sandboxes/"+id+"/resume", map[string]any{"timeout": timeout}, nil)
+			}()
+			<-sent
+			fmt.Printf("resuming - e2b %s\n", id)
+		case "settimeout":
+			for _, id := range held {
+				if code := call(ctx, http.MethodPost, "/sandboxes/"+id+"/timeout", map[string]any{"timeout": n}, nil); code != http.StatusNoContent {
+					fail("timeout %s: %d", id, code)
+				}
+				fmt.Printf("set - e2b %s\n", id)
+			}
+		case "key":
+			auth = func(h http.Header) { h.Set("X-API-Key", arg) }
+		case "bearer":
+			token, team, _ := strings.Cut(arg, "@")
+			auth = func(h http.Header) {
+				h.Set("Authorization", "Bearer "+token)
+				h.Set("X-Team-ID", team)
+			}
 		case "kill":
 			for _, id := range held[:n] {
 				if code := call(ctx, http.MethodDelete, "/sandboxes/"+id, nil, nil); code != http.StatusNoContent {
@@ -143,7 +206,7 @@ func try(ctx context.Context, method, path string, in, out any) (int, error) {
 	if err != nil {
 		fail("%v", err)
 	}
-	req.Header.Set("X-API-Key", os.Getenv("E2B_API_KEY"))
+	auth(req.Header)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -157,6 +220,22 @@ func try(ctx context.Context, method, path string, in, out any) (int, error) {
 		}
 	}
 	return resp.StatusCode, nil
+}
+
+// auth sets the credentials of an E2B call: E2B_API_KEY, unless the
+// actions key or bearer changed them.
+var auth = func(h http.Header) { h.Set("X-API-Key", os.Getenv("E2B_API_KEY")) }
+
+// withSent is ctx with sent closed once its request has been written
+// (the call is then on its way, whatever becomes of its answer), or when
+// done is called.
+func withSent(ctx context.Context) (context.Context, <-chan struct{}, func()) {
+	sent := make(chan struct{})
+	var once sync.Once
+	done := func() { once.Do(func() { close(sent) }) }
+	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		WroteRequest: func(httptrace.WroteRequestInfo) { done() },
+	}), sent, done
 }
 
 func fail(format string, args ...any) {

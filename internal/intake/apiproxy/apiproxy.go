@@ -125,6 +125,11 @@ type Config struct {
 	Name, KeyEnv, URLEnv string
 	// Upstream is the real API URL, http(s)://host/path.
 	Upstream string
+	// TeamScoped: every credential of a team acts for the whole team (E2B),
+	// so the drain acts on a sandbox made under other credentials once a
+	// read with tether's own shows it of tether's team. Only what
+	// CheckAccount says of such a runner depends on it.
+	TeamScoped bool
 	// Handler answers every request: the provider's routing, over Pass,
 	// Create and PassDelete.
 	Handler http.Handler
@@ -359,6 +364,21 @@ func (p *Proxy) Actor(l net.Listener) (execute func() error, interrupt func(erro
 // Pass forwards r upstream as it is, streaming both ways.
 func (p *Proxy) Pass(w http.ResponseWriter, r *http.Request) { p.pass.ServeHTTP(w, r) }
 
+// PassThen passes r upstream as Pass does, and calls then with the
+// provider's status before the runner hears the answer (not at all when
+// none came): what the proxy records of a call depends on how it ended.
+func (p *Proxy) PassThen(w http.ResponseWriter, r *http.Request, then func(status int)) {
+	p.pass.ServeHTTP(w, Then(r, then))
+}
+
+// Then is r with then to be called as PassThen calls it, for a request
+// passed some other way (PassDelete).
+func Then(r *http.Request, then func(status int)) *http.Request {
+	return r.WithContext(context.WithValue(r.Context(), thenKey{}, then))
+}
+
+type thenKey struct{}
+
 // PassDelete passes a request that deletes the sandbox idOrName under
 // account: an answer of 2xx marks its intent (MarkDeleteRequested) before
 // the runner hears of it, so the drain confirms it gone instead of
@@ -426,6 +446,8 @@ func (p *Proxy) CheckAccount(account string) {
 		p.log.Warn(p.prefix + ": a create without credentials; " + p.Name + " will refuse it")
 	case p.Account() == "":
 		p.log.Warn(p.prefix+": tether has no "+p.Name+" credentials of its own; the sandboxes the runner creates are journaled but the drain cannot delete them (give tether the runner's "+p.KeyEnv+")", "runner_account", account)
+	case p.TeamScoped:
+		p.log.Info(p.prefix+": the runner creates sandboxes under other "+p.Name+" credentials than tether's; the drain deletes them once a read with tether's own shows them of its team, and else leaves them live and reports them (give tether a key of the runner's team)", "runner_account", account, "tether_account", p.Account())
 	default:
 		p.log.Warn(p.prefix+": the runner creates sandboxes under another "+p.Name+" account than tether's; the drain leaves them live and reports them (give tether the same credentials)", "runner_account", account, "tether_account", p.Account())
 	}
@@ -484,6 +506,9 @@ type deletion struct {
 // names it (Daytona's is the deleted sandbox, sandbox.service.ts:2031-2039)
 // by its id, since a name alone could also be a refused create's.
 func (p *Proxy) afterPass(resp *http.Response) error {
+	if then, ok := resp.Request.Context().Value(thenKey{}).(func(int)); ok {
+		then(resp.StatusCode)
+	}
 	d, _ := resp.Request.Context().Value(deleteKey{}).(*deletion)
 	if d == nil || resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return nil

@@ -27,6 +27,9 @@ type Create struct {
 	// ParentIntent is the intent of the sandbox this one is forked from,
 	// journaled with the intent (intent.Intent.ParentIntent); "" for none.
 	ParentIntent string
+	// Witnessed: the sandbox is proved the intent's by the id the answer
+	// names, not by name and labels (intent.Intent.Witnessed).
+	Witnessed bool
 	// Kind names the call in logs and reasons ("create" if empty).
 	Kind string
 	// Path, if set, is the path the call is forwarded to (the provider's
@@ -140,6 +143,7 @@ func (p *Proxy) Create(w http.ResponseWriter, r *http.Request, c Create) {
 func (p *Proxy) declare(ctx context.Context, c Create) ([]intent.Intent, error) {
 	n := intent.Declaration{
 		Labels: p.Labels, Provider: p.ProviderName(), Account: c.Account, Name: c.Name, ParentIntent: c.ParentIntent, Lease: p.Lease(),
+		Witnessed: c.Witnessed,
 	}
 	if c.Count <= 1 {
 		in, _, err := p.Declare(ctx, n)

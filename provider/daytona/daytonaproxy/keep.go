@@ -12,7 +12,7 @@ import (
 // keepLabel rules a label replacement (PUT /sandbox/{id}/labels, a full
 // replace) of a sandbox tether no longer answers for but labelled to be
 // kept: one the drain stopped on purpose (on_drain stop), or one released
-// as kept under a lease (its hand-back labels it). provider.LabelKeep=true
+// as kept (its hand-back labels it, in lease mode or not). provider.LabelKeep=true
 // goes back into the replacement, so a runner that relabels such a sandbox
 // does not hand it to the next `tether sweep`. The intent is found as the
 // proxy finds any (its index of this run's sandboxes, then the live
@@ -45,7 +45,8 @@ func (p *Proxy) keepLabel(w http.ResponseWriter, r *http.Request, rt route) bool
 }
 
 // kept reports whether tether labels in's sandbox to be kept: stopped on
-// purpose, or released as kept under a lease.
+// purpose, or released as kept (under a lease, or by a tether that marks
+// every sandbox released so: intent.Intent.KeepOwed).
 func kept(in intent.Intent) bool {
-	return in.State == intent.Stopped || in.State == intent.Released && in.Outcome == intent.OutcomeKept && in.Lease > 0
+	return in.State == intent.Stopped || in.State == intent.Released && in.Outcome == intent.OutcomeKept && (in.Lease > 0 || in.KeepOwed)
 }

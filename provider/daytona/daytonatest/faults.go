@@ -82,6 +82,16 @@ type Faults struct {
 	// Destroying is added to the time a deleted sandbox stays `destroying`
 	// (Daytona issue #3294: deletes that take a long while).
 	Destroying time.Duration
+	// DestroyFail of deletes accepted for a sandbox on a runner fail there
+	// (the runner's destroy throws, not a 404): the destroy action writes
+	// state error whatever the desired state (sandbox.manager.ts:1088-1099
+	// at v0.190.0), an error clears pending (sandbox.entity.ts:438-444), and
+	// the sync crons pick only pending sandboxes (:851-856), so it is never
+	// tried again. From then on GET answers 404 (sandbox.service.ts:
+	// 1777-1784), the list shows it only with includeErroredDeleted, and the
+	// sandbox may still run on its runner until its row is purged 7 days
+	// later (:2935-2961). Drawn from the seed per delete.
+	DestroyFail float64
 	// Starting keeps every new sandbox `starting` this long after `creating`;
 	// meanwhile delete and stop answer 409 (state change in progress). POST
 	// /sandbox waits for it like any start, up to the create wait (30 s by
@@ -211,6 +221,7 @@ func (s *Server) decideLocked(route string) decision {
 //	modified=0.1      share of setter calls answered 409 "modified by another operation"
 //	destroy-lag=10s   up to this much extra time a deleted sandbox keeps its old state
 //	destroying=2s     extra time a delete stays destroying
+//	destroy-fail=0.1  share of deletes that fail on the runner (error, hidden, never retried)
 //	starting=1s       time a new sandbox stays starting (409 to delete/stop)
 //	list-lag=1s       list shows the world this long ago
 //	routes=get+delete limit latency/5xx/429/hang to these routes
@@ -233,6 +244,7 @@ func (f *Faults) fields() []simtest.Field {
 		simtest.Rate("403", &f.Rate403),
 		simtest.Rate("modified", &f.RateModified),
 		simtest.Duration("destroying", &f.Destroying),
+		simtest.Rate("destroy-fail", &f.DestroyFail),
 		simtest.Duration("destroy-lag", &f.DestroyLag),
 		simtest.Duration("starting", &f.Starting),
 		simtest.Duration("list-lag", &f.ListLag),

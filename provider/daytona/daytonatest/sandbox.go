@@ -187,6 +187,12 @@ func (r *record) entered(at time.Time) {
 	if r.state == r.desiredState {
 		r.pending = false
 	}
+	if r.state == stateError && r.desiredState == stateDestroyed {
+		// A destroy that failed on the runner (Faults.DestroyFail): error
+		// clears pending (sandbox.entity.ts:438-444); nothing retries it.
+		r.pending = false
+		r.errorReason = "destroy failed on the runner"
+	}
 	if r.state == stateStopped && r.autoDelete == 0 && !r.deleteRequested && r.srv.minute == 0 {
 		// autoDeleteInterval 0 ("ephemeral") deletes a sandbox when it stops;
 		// a sandbox that never stops is never deleted (a real leak: auto-stop 0 disables Daytona's own cleanup).
@@ -226,7 +232,11 @@ func (r *record) beginDestroy(at time.Time, lag time.Duration) {
 	case stateArchived, statePendingBuild, stateError, stateBuildFailed:
 		r.steps = []step{{at: act, state: stateDestroyed}}
 	default:
-		r.steps = []step{{at: act, state: stateDestroying}, {at: act.Add(r.srv.destroyDelay + r.srv.Faults.Destroying), state: stateDestroyed}}
+		end := stateDestroyed
+		if f := r.srv.Faults.DestroyFail; f > 0 && r.srv.Rand.Float64() < f {
+			end = stateError // Faults.DestroyFail: on the runner, the destroy fails
+		}
+		r.steps = []step{{at: act, state: stateDestroying}, {at: act.Add(r.srv.destroyDelay + r.srv.Faults.Destroying), state: end}}
 	}
 	r.record(at)
 }

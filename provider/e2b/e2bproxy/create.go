@@ -1,10 +1,12 @@
 package e2bproxy
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"sort"
@@ -26,10 +28,19 @@ var errNoID = errors.New("no sandboxID in the answer")
 // /refreshes (sandbox_refresh.go:47-54). Every other field is forwarded as
 // the runner sent it.
 const (
-	fieldMetadata = "metadata"
-	fieldTimeout  = "timeout"
-	fieldDuration = "duration"
+	fieldMetadata   = "metadata"
+	fieldTimeout    = "timeout"
+	fieldDuration   = "duration"
+	fieldAutoResume = "autoResume"
 )
+
+// timedActions are the calls on one sandbox whose end the proxy follows,
+// by the last segment of their path, with the body field that holds the
+// time they ask for ("" for a pause, which ends the timeout).
+var timedActions = map[string]string{
+	"timeout": fieldTimeout, "connect": fieldTimeout, "resume": fieldTimeout,
+	"refreshes": fieldDuration, "pause": "-",
+}
 
 // body is a JSON object taken apart only as far as the proxy needs: the
 // top-level fields stay raw, so whatever the runner's SDK sends reaches
@@ -82,6 +93,33 @@ func parseTimed(b []byte, field string) (*body, error) {
 
 func isNull(raw json.RawMessage) bool { return strings.TrimSpace(string(raw)) == "null" }
 
+// asked is the end the runner's body asks for from now: its timeout, or
+// the server's default of 15 s when it gives none (handlers/
+// timeout_helper.go:15-19, sandbox_refresh.go:47-55).
+func (c *body) asked(now time.Time) time.Time {
+	if c.timeout < 0 {
+		return now.Add(e2bDefaultTimeout)
+	}
+	return now.Add(time.Duration(c.timeout) * time.Second)
+}
+
+// e2bDefaultTimeout is the server's timeout of a call that gives none.
+const e2bDefaultTimeout = 15 * time.Second
+
+// autoResumes reports whether the body asks for auto-resume
+// (autoResume.enabled, spec/openapi.yml:444-456): traffic alone then
+// resumes the sandbox once paused (handlers/sandbox_create.go:165-168).
+func (c *body) autoResumes() bool {
+	raw, ok := c.fields[fieldAutoResume]
+	if !ok {
+		return false
+	}
+	var ar struct {
+		Enabled bool `json:"enabled"`
+	}
+	return json.Unmarshal(raw, &ar) == nil && ar.Enabled
+}
+
 // capTimeout cuts the timeout to max (when max > 0 and the runner asked
 // for longer) and returns the end the runner asked for, or the zero time
 // when nothing was cut.
@@ -118,14 +156,16 @@ func (p *Proxy) create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if p.RunnerDeclared(c.metadata, c.metadata[e2b.MetadataName]) {
+		id := c.metadata[intent.LabelIntent]
 		end := c.capTimeout(p.MaxTimeout, time.Now())
 		if !end.IsZero() {
 			if raw, err = c.encode(); err != nil {
 				writeError(w, http.StatusInternalServerError, "tether proxy: "+err.Error())
 				return
 			}
-			p.capped(c.metadata[intent.LabelIntent], end)
+			p.capped(id, end)
 		}
+		p.noteAutoResume(id, c.autoResumes())
 		p.core.PassBody(w, r, raw)
 		return
 	}
@@ -181,37 +221,109 @@ func (p *Proxy) rewrite(c *body, in intent.Intent) ([]byte, error) {
 	if end := c.capTimeout(p.MaxTimeout, time.Now()); !end.IsZero() {
 		p.capped(in.ID, end)
 	}
+	p.noteAutoResume(in.ID, c.autoResumes())
 	return c.encode()
 }
 
-// capTimeout serves the calls that set a sandbox's timeout (POST
+// timed serves the calls that set the timeout of one sandbox (POST
 // /sandboxes/{id}/timeout, /connect, /resume; /refreshes with its
-// duration): one longer than MaxTimeout is cut to it, and the end the
-// runner asked for is kept for the renewals.
-func (p *Proxy) capTimeout(w http.ResponseWriter, r *http.Request, id, field string) {
+// duration) and its pause. On a sandbox of ours a timeout longer than
+// MaxTimeout is cut to it, and once E2B accepted the call the end the
+// runner asked for is told to Asked: exactly, for /timeout, which may
+// shorten (sandbox_timeout.go:46-52), a resume and a connect that resumed
+// (201: end = now + timeout, sandbox_resume.go, sandbox_connect.go:
+// 119-182), and a pause (its timeout ends); as a lengthening only for a
+// connect of a running sandbox (200) and /refreshes, which never shorten
+// (KeepAliveFor without allowShorter, sandbox_connect.go:68-73,
+// sandbox_refresh.go:56). A sandbox tether does not own passes untouched.
+func (p *Proxy) timed(w http.ResponseWriter, r *http.Request, id, action string) {
+	in := p.core.IntentFor(p.accountOf(r.Header), id)
+	if in == "" {
+		p.core.Pass(w, r) // not ours: neither cut nor renewed
+		return
+	}
+	if action == "pause" {
+		p.core.PassThen(w, r, func(status int) {
+			if status/100 == 2 {
+				p.asked(in, time.Now(), true)
+			}
+		})
+		return
+	}
 	raw, ok := p.core.ReadCreate(w, r)
 	if !ok {
 		return
 	}
-	c, err := parseTimed(raw, field)
+	c, err := parseTimed(raw, timedActions[action])
 	if err != nil {
 		// Not tether's to judge: E2B answers it as it would.
 		p.core.PassBody(w, r, raw)
 		return
 	}
-	if end := c.capTimeout(p.MaxTimeout, time.Now()); !end.IsZero() {
+	now := time.Now()
+	asked := c.asked(now)
+	if end := c.capTimeout(p.MaxTimeout, now); !end.IsZero() {
 		if raw, err = c.encode(); err != nil {
 			writeError(w, http.StatusInternalServerError, "tether proxy: "+err.Error())
 			return
 		}
-		p.capped(p.core.IntentFor(p.accountOf(r.Header), id), end)
+		p.Logger.Info("e2b proxy: timeout capped; tether renews it while the runner lives", "intent", in, "call", action, "max", p.MaxTimeout, "asked_end", end.Format(time.RFC3339))
 	}
-	p.core.PassBody(w, r, raw)
+	r.Body = io.NopCloser(bytes.NewReader(raw))
+	r.ContentLength = int64(len(raw))
+	p.core.PassThen(w, r, func(status int) {
+		if status/100 != 2 {
+			return
+		}
+		exact := action == "timeout" || action == "resume" || action == "connect" && status == http.StatusCreated
+		p.asked(in, asked, exact)
+	})
 }
 
+// capped tells Asked of intent's sandbox, cut to MaxTimeout when made
+// (create, fork), the end the runner asked for.
 func (p *Proxy) capped(intentID string, end time.Time) {
 	p.Logger.Info("e2b proxy: timeout capped; tether renews it while the runner lives", "intent", intentID, "max", p.MaxTimeout, "asked_end", end.Format(time.RFC3339))
-	if intentID != "" && p.Capped != nil {
-		p.Capped(intentID, end)
+	p.asked(intentID, end, true)
+}
+
+func (p *Proxy) asked(intentID string, end time.Time, exact bool) {
+	if intentID != "" && p.Asked != nil {
+		p.Asked(intentID, end, exact)
 	}
+}
+
+// noteAutoResume remembers the intents whose sandbox traffic alone may
+// resume (made with auto-resume, or forked from one, or from a sandbox
+// whose settings are unknown): a restore of it may be in flight when the
+// runner deletes it (kill).
+func (p *Proxy) noteAutoResume(intentID string, on bool) {
+	if !on || intentID == "" {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.autoResume) >= maxRemembered {
+		// Past the bound every delete is taken as racing a restore: the
+		// drain's restore window is the cost, never a false gone.
+		p.autoResumeFull = true
+		return
+	}
+	if p.autoResume == nil {
+		p.autoResume = map[string]bool{}
+	}
+	p.autoResume[intentID] = true
+}
+
+// maxRemembered bounds the intents the proxy remembers made with
+// auto-resume.
+const maxRemembered = 100_000
+
+// mayRestore reports whether a restore of sandboxID, of intent intentID,
+// may be in flight: a resume or connect of it through the proxy not yet
+// answered, or one traffic alone may start (auto-resume).
+func (p *Proxy) mayRestore(sandboxID, intentID string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.restoring[sandboxID] > 0 || p.autoResume[intentID] || p.autoResumeFull
 }

@@ -12,18 +12,22 @@ import (
 
 // A fork (POST /sandboxes/{id}/fork, infra handlers/sandbox_fork.go:
 // 37-186) boots count new sandboxes (1 to 100, :27-29, 70-85) from one
-// checkpoint of a running sandbox; each carries its parent's metadata,
-// tether's keys included (the snapshot's, sandbox_resume.go:339-340,
-// called for every fork at sandbox_fork.go:164), and E2B has no call to
-// change it. So a fork of a sandbox of ours is journaled, before the call
-// is forwarded, as count intents, one per fork, each with the parent's
-// name and intent (ParentIntent): the reaper takes a sandbox carrying the
-// parent's tether-intent as that intent's (mismatch), and gives each
+// checkpoint of a running sandbox; each carries its parent's metadata
+// (the snapshot's, sandbox_resume.go:339-340, called for every fork at
+// sandbox_fork.go:164), and E2B has no call to change it. Whatever the
+// parent, each fork is a new sandbox this runner made, so every fork is
+// journaled before the call is forwarded, as count intents, one per fork,
+// and the i-th result's sandbox for the i-th intent (the answer is a list
+// of count results, each the fork's sandbox or the error that kept it from
+// starting, :150-185; spec SandboxForkResult). A fork of a sandbox of ours
+// carries tether's metadata: its intent has the parent's name and intent
+// (ParentIntent), and the reaper proves it ours by them, and gives each
 // intent of a shared name a sandbox no other intent holds (a lost answer,
-// provider.NameSharer). The answer is a list of count results, the i-th
-// the i-th fork's sandbox or the error that kept it from starting
-// (:150-185; spec SandboxForkResult): the i-th is journaled for the i-th
-// intent. Its timeout is capped like a create's.
+// provider.NameSharer). A fork of any other sandbox (a workspace the
+// runner did not make through tether, or one a fork of that) carries none
+// of tether's: its intent is witnessed, proved by the id the answer names;
+// the parent is untouched. Every fork's timeout is capped like a create's;
+// the parent's own is not changed by a fork (:63-68).
 
 // maxForkCount is the most forks one call may ask for
 // (sandbox_fork.go:27-29): E2B refuses a larger count before anything.
@@ -43,29 +47,36 @@ func (p *Proxy) fork(w http.ResponseWriter, r *http.Request, parentID string) {
 	account := p.accountOf(r.Header)
 	parent, ours := p.core.Ours(account, parentID)
 	n := forkCount(c)
-	if !ours || n < 1 || n > maxForkCount {
-		// Not ours, or a count E2B refuses (400) before it forks anything.
-		if end := c.capTimeout(p.MaxTimeout, time.Now()); !end.IsZero() {
-			if raw, err = c.encode(); err != nil {
-				writeError(w, http.StatusInternalServerError, "tether proxy: "+err.Error())
-				return
-			}
-		}
+	if n < 1 || n > maxForkCount {
+		// A count E2B refuses (400) before it forks anything.
 		p.core.PassBody(w, r, raw)
 		return
 	}
-	p.core.Create(w, r, apiproxy.Create{
-		Account: account, Name: parent.Name, ParentIntent: carriedIntent(parent), Kind: "fork", Count: n,
+	create := apiproxy.Create{
+		Account: account, Kind: "fork", Count: n,
 		Rewrite: func(in intent.Intent) ([]byte, error) {
 			if end := c.capTimeout(p.MaxTimeout, time.Now()); !end.IsZero() {
 				p.capped(in.ID, end)
 			}
+			p.noteAutoResume(in.ID, !ours || parent.Witnessed || p.mayRestore("", parent.ID))
 			return c.encode()
 		},
 		Refused: forkRefused,
 		Results: forkResults,
 		Settle:  p.vouch,
-	})
+	}
+	switch {
+	case ours && !parent.Witnessed:
+		create.Name, create.ParentIntent = parent.Name, carriedIntent(parent)
+	case ours:
+		// A fork of a witnessed fork carries what its parent carries: the
+		// metadata of a sandbox not ours.
+		create.Witnessed, create.ParentIntent = true, parent.ID
+	default:
+		create.Witnessed = true
+		p.Logger.Info("e2b proxy: a fork of a sandbox tether does not own; each fork is journaled and proved tether's by the id E2B answers, the parent is left alone", "parent", parentID, "count", n)
+	}
+	p.core.Create(w, r, create)
 }
 
 // carriedIntent is the tether-intent the parent's sandbox carries, which

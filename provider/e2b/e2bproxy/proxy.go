@@ -19,12 +19,17 @@
 //   - DELETE /sandboxes/{id}, the kill (sandbox_kill.go:39-104; SDK
 //     :1210), that E2B accepted (204) moves the sandbox's intent to
 //     releasing.
-//   - The calls that set a sandbox's timeout have it cut to MaxTimeout
-//     (and the end asked for told to Capped, which renews it while the
-//     runner lives): POST /sandboxes/{id}/timeout (sandbox_timeout.go:
-//     17-60; SDK :1403), /connect (sandbox_connect.go:25-182; SDK :1794),
+//   - The calls that set the timeout of a sandbox of ours have it cut to
+//     MaxTimeout, and the end the runner asked for told to Asked, which
+//     renews it while the runner lives, never past that end: POST
+//     /sandboxes/{id}/timeout (sandbox_timeout.go:17-60, which may
+//     shorten; SDK :1403), /connect (sandbox_connect.go:25-182, which only
+//     lengthens a running sandbox and resumes a paused one; SDK :1794),
 //     /resume (sandbox_resume.go:30-181) and /refreshes' duration
-//     (sandbox_refresh.go:18-65).
+//     (sandbox_refresh.go:18-65, which only lengthens); a pause ends its
+//     renewals. The same calls on a sandbox tether does not own (a
+//     workspace the runner reattaches to) pass untouched: neither cut nor
+//     renewed.
 //   - Everything else passes through as it is, streaming: its headers (the
 //     runner's X-API-Key included), E2B's status, headers and body. The
 //     key is never journaled or logged; only its fingerprint is, as the
@@ -36,11 +41,18 @@
 // stay as the create set them; a resume keeps them too (the snapshot's
 // metadata, sandbox_resume.go:339).
 //
-// A fork of a sandbox of ours (POST /sandboxes/{id}/fork,
-// sandbox_fork.go:37-186; SDK :1729) is journaled before it is forwarded,
-// as one intent per fork of its count, each with its parent's name and
-// intent (fork.go): each fork carries its parent's metadata, tether's keys
-// included.
+// Every fork (POST /sandboxes/{id}/fork, sandbox_fork.go:37-186; SDK
+// :1729) is journaled before it is forwarded, as one intent per fork of
+// its count (fork.go): each fork carries its parent's metadata, so a fork
+// of a sandbox of ours is proved ours by it, with its parent's name and
+// intent, and a fork of any other sandbox, a new sandbox this runner made
+// that carries none of tether's, by the id the answer names (witnessed).
+//
+// The credentials a request carries name its account: an API key
+// (X-API-Key, tried first), else the team of an auth provider's token
+// (Authorization: Bearer with X-Team-ID; spec/openapi.yml:10-42). Every
+// credential of a team acts for the team: the drain proves another
+// credential of tether's team with one read (reaper.Reaper.checkAccount).
 package e2bproxy
 
 import (
@@ -48,6 +60,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tether-run/tether/intent"
@@ -57,9 +70,12 @@ import (
 	"github.com/tether-run/tether/provider/e2b"
 )
 
-// headerAPIKey is E2B's authentication header (infra
-// packages/auth/pkg/auth/consts.go:5; js-sdk src/api/index.ts:118).
-const headerAPIKey = "X-API-Key"
+// E2B's authentication headers (infra packages/auth/pkg/auth/consts.go:
+// 5-7; js-sdk src/api/index.ts:118).
+const (
+	headerAPIKey = "X-API-Key"
+	headerTeamID = "X-Team-ID"
+)
 
 // Proxy is an E2B API proxy that journals the sandboxes created through it.
 type Proxy struct {
@@ -69,14 +85,25 @@ type Proxy struct {
 	*intake.Intake
 	// Upstream is the real E2B API URL.
 	Upstream string
-	// MaxTimeout caps the timeout of every sandbox created, resumed or
-	// connected through the proxy, and of every timeout the runner sets;
-	// 0 leaves them as sent.
+	// MaxTimeout caps the timeout of every sandbox of ours created,
+	// forked, resumed or connected through the proxy, and of every timeout
+	// the runner sets on one; 0 leaves them as sent.
 	MaxTimeout time.Duration
-	// Capped, when set, is told of each intent whose sandbox's timeout was
-	// cut, and the end the runner asked for: the sidecar renews the
-	// sandbox up to it while the runner lives.
-	Capped func(intentID string, askedEnd time.Time)
+	// Asked, when set, is told of the end the runner asked for a sandbox of
+	// ours, each time one of its calls sets it: exact (a create, a fork,
+	// /timeout, a resume; a pause, which ends it now), or only a lengthening
+	// (/connect of a running sandbox, /refreshes). The sidecar renews a
+	// sandbox whose asked end is past MaxTimeout up to that end, never
+	// past it.
+	Asked func(intentID string, end time.Time, exact bool)
+	// Deleted, when set, is told of the runner's delete of a sandbox of
+	// ours before it is forwarded, and whether a restore of it may be in
+	// flight (a resume or connect of it through the proxy not yet
+	// answered, or a sandbox made with auto-resume, which traffic alone
+	// resumes): E2B answers such a delete 204 and the restore brings the
+	// sandbox back (infra#3636), so the drain confirms it only after its
+	// restore window (reaper.Reaper.NoteDeleted).
+	Deleted func(intentID string, restoring bool)
 	// Vouch, when set, is told of each sandbox a create or fork answered
 	// (the reaper's Vouch): the drain then kills it without reading it
 	// first. E2B's answer carries no metadata, so what is vouched for is
@@ -92,6 +119,12 @@ type Proxy struct {
 	// built by Listen.
 	apiproxy.Endpoint
 	core *apiproxy.Proxy
+
+	mu             sync.Mutex
+	restoring      map[string]int    // sandbox id → resumes and connects of it in flight
+	resumes        map[string]uint64 // sandbox id → resumes and connects of it begun (ever)
+	autoResume     map[string]bool   // intent id → made with auto-resume
+	autoResumeFull bool              // autoResume reached its bound
 }
 
 // Listen builds the proxy from its settings, the first time only, and
@@ -103,7 +136,7 @@ func (p *Proxy) build() (*apiproxy.Proxy, error) {
 	core, err := apiproxy.New(apiproxy.Config{
 		Intake: p.Intake, API: e2bAPI{}, Name: "E2B", KeyEnv: e2b.EnvAPIKey, URLEnv: e2b.EnvAPIURL,
 		Upstream: p.Upstream, Handler: http.HandlerFunc(p.route), Transport: p.Transport,
-		CreateTimeout: p.CreateTimeout,
+		CreateTimeout: p.CreateTimeout, TeamScoped: true,
 	})
 	if err != nil {
 		return nil, err
@@ -112,9 +145,10 @@ func (p *Proxy) build() (*apiproxy.Proxy, error) {
 	return core, nil
 }
 
-// route sends POST /sandboxes to the create, DELETE /sandboxes/{id} to
-// the pass-through with the delete hook, the timeout-setting calls to the
-// cap, and everything else to the pass-through.
+// route sends POST /sandboxes to the create, a fork to the fork,
+// DELETE /sandboxes/{id} to the pass-through with the delete hook, the
+// timeout-setting calls and the pause to timed, and everything else to
+// the pass-through.
 func (p *Proxy) route(w http.ResponseWriter, r *http.Request) {
 	rest, ok := strings.CutPrefix(r.URL.Path, p.core.Base()+"/sandboxes")
 	if !ok {
@@ -126,27 +160,84 @@ func (p *Proxy) route(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodPost && (rest == "" || rest == "/"):
 		p.create(w, r)
 	case r.Method == http.MethodDelete && strings.HasPrefix(rest, "/") && id != "" && action == "":
-		p.core.PassDelete(w, r, p.accountOf(r.Header), id)
-	case r.Method == http.MethodPost && id != "" && p.MaxTimeout > 0 &&
-		(action == "timeout" || action == "connect" || action == "resume"):
-		p.capTimeout(w, r, id, fieldTimeout)
+		p.kill(w, r, id)
 	case r.Method == http.MethodPost && id != "" && action == "fork":
 		p.fork(w, r, id)
-	case r.Method == http.MethodPost && id != "" && p.MaxTimeout > 0 && action == "refreshes":
-		p.capTimeout(w, r, id, fieldDuration)
+	case r.Method == http.MethodPost && id != "" && (action == "resume" || action == "connect"):
+		// Counted from its arrival, before anything else: a kill of the
+		// sandbox meanwhile may race the restore it starts (kill).
+		defer p.resumeBegins(id)()
+		p.timed(w, r, id, action)
+	case r.Method == http.MethodPost && id != "" && timedActions[action] != "":
+		p.timed(w, r, id, action)
 	default:
 		p.core.Pass(w, r)
 	}
 }
 
-// accountOf is the fingerprint of the key a request carries, computed as
-// tether's provider computes its own, or "" without one.
+// accountOf is the fingerprint of the credentials a request carries,
+// computed as tether's provider computes its own: the API key, which the
+// server tries first, else the team an auth provider's token acts in
+// (X-Team-ID), or "" without either.
 func (p *Proxy) accountOf(h http.Header) string {
-	key := h.Get(headerAPIKey)
-	if key == "" {
-		return ""
+	if key := h.Get(headerAPIKey); key != "" {
+		return e2b.Fingerprint(p.Upstream, key)
 	}
-	return e2b.Fingerprint(p.Upstream, key)
+	if token, ok := strings.CutPrefix(h.Get("Authorization"), "Bearer "); ok && strings.TrimSpace(token) != "" {
+		if team := h.Get(headerTeamID); team != "" {
+			return e2b.TeamFingerprint(p.Upstream, team)
+		}
+	}
+	return ""
+}
+
+// kill serves DELETE /sandboxes/{id}: the runner's kill. An answer of 204
+// moves its intent to releasing (apiproxy.PassDelete); of a sandbox of
+// ours, Deleted is told, before the runner hears the answer, whether a
+// restore of it may have raced the kill: a resume or connect of it through
+// the proxy under way at any moment from the kill's arrival to its answer
+// (their order at E2B is not theirs here), or a sandbox traffic alone
+// resumes (auto-resume). A kill that got no answer tells nothing: the
+// drain then takes no 404 of it without its restore window.
+func (p *Proxy) kill(w http.ResponseWriter, r *http.Request, id string) {
+	account := p.accountOf(r.Header)
+	if in := p.core.IntentFor(account, id); in != "" && p.Deleted != nil {
+		p.mu.Lock()
+		before, under := p.resumes[id], p.restoring[id] > 0
+		p.mu.Unlock()
+		r = apiproxy.Then(r, func(status int) {
+			if status/100 != 2 {
+				return
+			}
+			p.mu.Lock()
+			raced := under || p.resumes[id] != before
+			p.mu.Unlock()
+			p.Deleted(in, raced || p.mayRestore(id, in))
+		})
+	}
+	p.core.PassDelete(w, r, account, id)
+}
+
+// resumeBegins counts a resume or connect of sandbox id arriving, and
+// returns what counts it done.
+func (p *Proxy) resumeBegins(id string) (done func()) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.restoring == nil {
+		p.restoring, p.resumes = map[string]int{}, map[string]uint64{}
+	}
+	if len(p.resumes) >= maxRemembered {
+		clear(p.resumes) // a kill under way then sees a change: it is taken as raced
+	}
+	p.restoring[id]++
+	p.resumes[id]++
+	return func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if p.restoring[id]--; p.restoring[id] <= 0 {
+			delete(p.restoring, id)
+		}
+	}
 }
 
 // e2bAPI is what apiproxy needs to know of E2B's API.

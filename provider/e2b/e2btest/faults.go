@@ -23,7 +23,10 @@ const (
 	RouteTimeout = "timeout" // POST /sandboxes/{sandboxID}/timeout
 	RouteRefresh = "refresh" // POST /sandboxes/{sandboxID}/refreshes
 	RouteFork    = "fork"    // POST /sandboxes/{sandboxID}/fork
-	RouteUnknown = "unknown"
+	// RouteSnapshot is POST /sandboxes/{sandboxID}/snapshots, a named
+	// snapshot (handlers/snapshot_template_create.go:25-171).
+	RouteSnapshot = "snapshot"
+	RouteUnknown  = "unknown"
 )
 
 // Route patterns, as the real rate limiter keys its limits: the gin route
@@ -39,17 +42,28 @@ const (
 	PatternTimeout   = "/sandboxes/:sandboxID/timeout"
 	PatternRefresh   = "/sandboxes/:sandboxID/refreshes"
 	PatternFork      = "/sandboxes/:sandboxID/fork"
+	PatternSnapshot  = "/sandboxes/:sandboxID/snapshots"
 )
 
 var patternOf = map[string]string{
 	RouteCreate: PatternSandboxes, RouteList: PatternList, RouteGet: PatternSandbox, RouteKill: PatternSandbox,
 	RoutePause: PatternPause, RouteResume: PatternResume, RouteConnect: PatternConnect,
 	RouteTimeout: PatternTimeout, RouteRefresh: PatternRefresh, RouteFork: PatternFork,
+	RouteSnapshot: PatternSnapshot,
 }
+
+// blockedAllowed are the routes a blocked team may still call: the
+// sandbox routes of the server's allowlist, every read, the list and the
+// DELETE (packages/api/internal/middleware/blocked_team.go:14-47).
+var blockedAllowed = map[string]bool{RouteGet: true, RouteList: true, RouteKill: true}
 
 // DefaultRetryAfter is the Retry-After a faulted 429 carries when
 // Faults.RetryAfter is zero.
 const DefaultRetryAfter = time.Second
+
+// DefaultRestoreTime is how long a restore picked by Faults.RateResumeRace
+// takes when Faults.RestoreTime is zero.
+const DefaultRestoreTime = time.Second
 
 // Faults are random failures drawn from a generator seeded with Seed, so a
 // sequential test sees the same faults on every run. Rates are shares of
@@ -80,6 +94,19 @@ type Faults struct {
 	// the node's next reconcile kills it as an orphan (sandbox/store.go:
 	// 139-153), which the simulator records at once.
 	RateKillFail float64
+	// RateResumeRace of resumes and connects that restore a paused
+	// sandbox take RestoreTime of real time, reserved and in no store
+	// (orchestrator/create_instance.go:172-505: the node restores before
+	// the store Add at :473), the window of infra#3636 at 54693ff3: a
+	// DELETE meanwhile finds nothing in the store, deletes the snapshot and
+	// answers 204 (handlers/sandbox_kill.go:64-103, redis/state_change.go:
+	// 58-62), GET answers 404 and the list omits it, and then the restore
+	// lands and the sandbox runs again, billing, until its timeout
+	// (Sandbox.Revived). A restore not picked lands at once.
+	RateResumeRace float64
+	// RestoreTime is how long such a restore takes (DefaultRestoreTime if
+	// zero); a real one takes seconds.
+	RestoreTime time.Duration
 	// Routes limits the faults to these routes (Route*); empty: all.
 	Routes []string
 }
@@ -112,6 +139,7 @@ type decision struct {
 	retryAfter time.Duration
 	lost       bool // create or fork: lose the answer
 	killFail   bool
+	restore    time.Duration // resume or connect: how long a restore takes
 }
 
 func (s *Server) decideLocked(route string) decision {
@@ -120,6 +148,12 @@ func (s *Server) decideLocked(route string) decision {
 	inScope := len(f.Routes) == 0 || slices.Contains(f.Routes, route)
 	if inScope {
 		d.latency = f.Latency
+	}
+	if (route == RouteResume || route == RouteConnect) && inScope && f.RateResumeRace > 0 && s.Rand.Float64() < f.RateResumeRace {
+		d.restore = f.RestoreTime
+		if d.restore <= 0 {
+			d.restore = DefaultRestoreTime
+		}
 	}
 	if sc, ok := s.Queued.Pop(route); ok {
 		d.status, d.message, d.retryAfter = sc.Status, sc.Message, sc.RetryAfter
@@ -232,6 +266,9 @@ func retryAfterSeconds(d time.Duration) string {
 //	create-lost=0.1     share of creates whose answer is lost
 //	fork-lost=0.1       share of forks whose answer is lost
 //	kill-fail=0.1       share of kills that fail on the node (500, then 404)
+//	resume-race=0.5     share of restores (resume, connect) that take restore-time,
+//	                    during which a DELETE answers 204 and the restore then lands
+//	restore-time=2s     how long those restores take
 //	routes=get+kill     limit the faults to these routes
 func ParseFaults(spec string) (Faults, error) { return simtest.Parse(spec, (*Faults).fields) }
 
@@ -245,9 +282,11 @@ func (f *Faults) fields() []simtest.Field {
 		simtest.Rate("create-lost", &f.RateCreateLost),
 		simtest.Rate("fork-lost", &f.RateForkLost),
 		simtest.Rate("kill-fail", &f.RateKillFail),
+		simtest.Rate("resume-race", &f.RateResumeRace),
+		simtest.Duration("restore-time", &f.RestoreTime),
 		simtest.Routes("routes", &f.Routes, allRoutes),
 	)
 }
 
 var allRoutes = []string{RouteCreate, RouteList, RouteGet, RouteKill, RoutePause, RouteResume,
-	RouteConnect, RouteTimeout, RouteRefresh, RouteFork}
+	RouteConnect, RouteTimeout, RouteRefresh, RouteFork, RouteSnapshot}

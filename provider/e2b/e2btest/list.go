@@ -30,7 +30,8 @@ type item struct {
 
 // list is GET /v2/sandboxes (handlers/sandboxes_list.go:241-403): running
 // sandboxes from the store, paused ones (pausing included) from their
-// snapshots, filtered by state (both by default) and metadata, sorted by
+// snapshots (a sandbox killed by its timeout whose snapshot stayed among
+// them, and one being restored, which is in no store yet), filtered by state (both by default) and metadata, sorted by
 // start time (newest first unless order=asc), then sandbox id, and paged:
 // a full page carries X-Next-Token, the cursor of its last item.
 func (s *Server) list(w http.ResponseWriter, r *http.Request, c *call) {
@@ -95,10 +96,11 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, c *call) {
 	running, items := 0, []item{}
 	for _, rec := range s.teamRecordsLocked(c.team, now) {
 		var want bool
-		switch rec.state {
-		case StateRunning:
+		switch {
+		case !rec.visible():
+		case rec.state == StateRunning:
 			want = slices.Contains(states, StateRunning)
-		case StatePausing, StatePaused:
+		default: // pausing, paused, or being restored while its snapshot is there
 			want = slices.Contains(states, StatePaused)
 		}
 		if !want || !matches(rec.metadata, filter) {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -32,6 +33,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("POST /sandboxes/{sandboxID}/timeout", s.route(RouteTimeout, s.setTimeout))
 	mux.HandleFunc("POST /sandboxes/{sandboxID}/refreshes", s.route(RouteRefresh, s.refresh))
 	mux.HandleFunc("POST /sandboxes/{sandboxID}/fork", s.route(RouteFork, s.fork))
+	mux.HandleFunc("POST /sandboxes/{sandboxID}/snapshots", s.route(RouteSnapshot, s.snapshot))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.Mu.Lock()
 		s.Counted.Add(RouteUnknown, "")
@@ -42,9 +44,10 @@ func (s *Server) routes() http.Handler {
 }
 
 // route wraps a handler with what every call goes through, in the real
-// server's order: authentication (X-API-Key), then the per-team rate
-// limit of the route (middleware/ratelimit/ratelimit.go:79-96 skips
-// unauthenticated requests), then the faults.
+// server's order: authentication (X-API-Key, or Bearer with X-Team-ID),
+// then the per-team rate limit of the route (middleware/ratelimit/
+// ratelimit.go:79-96 skips unauthenticated requests), then a blocked
+// team's allowlist (packages/api/main.go:200-208), then the faults.
 func (s *Server) route(name string, h func(http.ResponseWriter, *http.Request, *call)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		s.Mu.Lock()
@@ -72,6 +75,18 @@ func (s *Server) route(name string, h func(http.ResponseWriter, *http.Request, *
 				return
 			}
 		}
+		s.Mu.Lock()
+		reason, blocked := s.blocked[c.team]
+		s.Mu.Unlock()
+		if blocked && !blockedAllowed[name] {
+			// packages/auth/pkg/auth/internal/team/state.go:28-39
+			msg := "team is blocked"
+			if reason != "" {
+				msg += ": " + reason
+			}
+			writeError(w, http.StatusForbidden, msg)
+			return
+		}
 		if d.status != 0 {
 			msg := d.message
 			switch {
@@ -96,12 +111,22 @@ func (s *Server) route(name string, h func(http.ResponseWriter, *http.Request, *
 	}
 }
 
-// authenticate finds the key's team: no key or a malformed one answers
-// 401, an unknown one 401, a blocked team's 403
-// (packages/auth/pkg/auth/internal/service/service.go:99-127;
-// internal/middleware/middleware.go:86-97).
+// authenticate finds the caller's team, as the spec's security of every
+// sandbox route allows it (spec/openapi.yml:10-42, e.g. :2361-2366): an
+// API key (X-API-Key), tried first, else an auth provider's token
+// (Authorization: Bearer) whose user is a member of the team X-Team-ID
+// names. No credentials, a malformed or unknown key, and a token that is
+// unknown or not a member of that team answer 401
+// (packages/auth/pkg/auth/internal/service/service.go:99-127, 174-258;
+// internal/middleware/middleware.go:41, 69-71). A blocked team
+// authenticates as any other (its allowlist is checked after the rate
+// limit, route).
 func (s *Server) authenticate(r *http.Request, c *call) (int, string) {
 	key := r.Header.Get("X-API-Key")
+	bearer, hasBearer := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if key == "" && hasBearer && strings.TrimSpace(bearer) != "" {
+		return s.authenticateBearer(strings.TrimSpace(bearer), r.Header.Get("X-Team-ID"), c)
+	}
 	if key == "" {
 		return http.StatusUnauthorized, "Authorization header is missing"
 	}
@@ -114,10 +139,24 @@ func (s *Server) authenticate(r *http.Request, c *call) (int, string) {
 	if !ok {
 		return http.StatusUnauthorized, "Cannot get the team for the given API key"
 	}
-	if reason, blocked := s.blocked[team]; blocked {
-		return http.StatusForbidden, reason
-	}
 	c.team, c.key, c.limits = team, key, s.teams[team]
+	return 0, ""
+}
+
+// authenticateBearer is the AuthProviderBearerAuth + AuthProviderTeamAuth
+// pair: the token's user must be a member of the team X-Team-ID names
+// (service.go:219-258, GetTeamByIDAndUserID), else 401 "Backend
+// authentication failed".
+func (s *Server) authenticateBearer(token, team string, c *call) (int, string) {
+	if team == "" {
+		return http.StatusUnauthorized, "Authorization header is missing"
+	}
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
+	if !slices.Contains(s.bearers[token], team) {
+		return http.StatusUnauthorized, "Backend authentication failed"
+	}
+	c.team, c.key, c.limits = team, "bearer:"+token, s.teams[team]
 	return 0, ""
 }
 
@@ -227,9 +266,11 @@ func parseTimeout(w http.ResponseWriter, raw *int32, maxHours int) (time.Duratio
 }
 
 // missing: rec answers 404 to every call, as a sandbox that never
-// existed, another team's (nil), one in flight or one killed.
+// existed, another team's (nil), one in flight or one killed, and one
+// being restored after a DELETE removed its snapshot.
 func missing(rec *record) bool {
-	return rec == nil || rec.state == StateCreating || rec.state == StateKilled
+	return rec == nil || rec.state == StateCreating || rec.state == StateKilled ||
+		rec.state == StateResuming && !rec.snapshot
 }
 
 // reachableLocked finds the team's sandbox id, advanced to now, for a
@@ -244,6 +285,27 @@ func (s *Server) reachableLocked(w http.ResponseWriter, c *call, id string, now 
 	return rec
 }
 
+// restoring waits for the restore of rec in flight, if any, with the lock
+// released: a resume or connect of a sandbox being restored joins that
+// start (orchestrator/create_instance.go:217-247, waitForStart). It returns
+// with the lock held.
+func (s *Server) restoringLocked(rec *record) {
+	for rec.state == StateResuming && rec.restored != nil {
+		done := rec.restored
+		s.Mu.Unlock()
+		select {
+		case <-done:
+		case <-s.Host.Closed():
+		}
+		s.Mu.Lock()
+		select {
+		case <-s.Host.Closed():
+			return
+		default:
+		}
+	}
+}
+
 // concurrencyLeftLocked reports whether the team may start one more
 // sandbox: the reservations of creates in flight count with the running
 // ones (orchestrator/create_instance.go:188-204).
@@ -251,7 +313,7 @@ func (s *Server) concurrencyLeftLocked(c *call, now time.Time) bool {
 	n := 0
 	for _, r := range s.teamRecordsLocked(c.team, now) {
 		switch r.state {
-		case StateCreating, StateRunning, StatePausing, StateKilling:
+		case StateCreating, StateRunning, StatePausing, StateKilling, StateResuming:
 			n++
 		}
 	}
@@ -355,8 +417,9 @@ func dropConnection(w http.ResponseWriter) {
 
 // get is GET /sandboxes/{sandboxID} (handlers/sandbox_get.go:94-268): a
 // running or pausing sandbox from the store (pausing reads as paused), a
-// paused one from its snapshot; one being killed, one in flight, one of
-// another team, and one that is gone answer 404 alike.
+// paused one from its snapshot, one being restored too while its snapshot
+// is there; one being killed, one in flight, one of another team, and one
+// that is gone answer 404 alike.
 func (s *Server) get(w http.ResponseWriter, r *http.Request, c *call) {
 	id, ok := shortID(w, r)
 	if !ok {
@@ -364,7 +427,7 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request, c *call) {
 	}
 	s.Mu.Lock()
 	rec := s.lookupLocked(c.team, id, s.Now())
-	if rec == nil || !(rec.state == StateRunning || rec.state == StatePausing || rec.state == StatePaused) {
+	if rec == nil || !rec.visible() {
 		s.Mu.Unlock()
 		writeError(w, http.StatusNotFound, notFoundMsg(r.PathValue("sandboxID")))
 		return
@@ -393,6 +456,17 @@ func (s *Server) kill(w http.ResponseWriter, r *http.Request, c *call) {
 	}
 	switch rec.state {
 	case StateKilling:
+		s.Mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+		return
+	case StateResuming:
+		// Not in the store: RemoveSandbox finds nothing to lock
+		// (redis/state_change.go:58-62) and the snapshot is deleted
+		// (sandbox_kill.go:84-96): 204, while the restore goes on and
+		// lands running (infra#3636, open at 54693ff3).
+		rec.snapshot = false
+		rec.killedBy = KilledByAPI + simtest.Caller(r)
+		rec.raced = true
 		s.Mu.Unlock()
 		w.WriteHeader(http.StatusNoContent)
 		return
@@ -440,7 +514,8 @@ func (s *Server) pause(w http.ResponseWriter, r *http.Request, c *call) {
 	case rec == nil:
 		s.Mu.Unlock()
 		return
-	case rec.state == StatePaused:
+	case rec.state == StatePaused || rec.state == StateResuming:
+		// Not in the store, a snapshot there (sandbox_pause.go:96-115).
 		s.Mu.Unlock()
 		writeError(w, http.StatusConflict, fmt.Sprintf("Error pausing sandbox - sandbox '%s' is already paused", id))
 		return
@@ -455,16 +530,42 @@ func (s *Server) pause(w http.ResponseWriter, r *http.Request, c *call) {
 	s.await(s.pauseDelay, gate)
 	s.Mu.Lock()
 	if rec.state == StatePausing { // a kill meanwhile wins (sandboxtypes/states.go:95-99)
-		rec.state, rec.snapshot, rec.endAt = StatePaused, true, s.Now()
+		rec.takeSnapshot(s.Now())
+		rec.state, rec.endAt = StatePaused, rec.snapAt
 		rec.pauses++
 	}
 	s.Mu.Unlock()
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// startFromSnapshotLocked resumes a paused sandbox under its own id, with
-// its metadata, for timeout (handlers/sandbox_resume.go:123-181).
-func (s *Server) startFromSnapshotLocked(rec *record, now time.Time, timeout time.Duration) {
+// restoreLocked resumes a paused sandbox under its own id, with its
+// snapshot's metadata and auto-pause unless autoPause overrides it
+// (handlers/sandbox_resume.go:123-181, 313-316; connect cannot override,
+// sandbox_connect.go:169), for timeout counted from the node's answer.
+// A restore the faults picked (d.restore) takes that long, with the lock
+// released: StateResuming, reserved and in no store, so that a DELETE
+// meanwhile deletes the snapshot and answers 204 while the restore goes
+// on (Faults.RateResumeRace); HoldRestores holds every restore so. It
+// returns with the lock held and the sandbox running.
+func (s *Server) restoreLocked(rec *record, d decision, timeout time.Duration, autoPause *bool) {
+	rec.autoPause = rec.snapAutoPause
+	if autoPause != nil {
+		rec.autoPause = *autoPause
+	}
+	if gate := s.restoreGate; d.restore > 0 || gate != nil {
+		rec.state = StateResuming
+		rec.restored = make(chan struct{})
+		s.Mu.Unlock()
+		s.await(d.restore, gate)
+		s.Mu.Lock()
+		close(rec.restored)
+		rec.restored = nil
+		if rec.raced {
+			rec.raced = false
+			rec.revived++
+		}
+	}
+	now := s.Now()
 	rec.state = StateRunning
 	rec.startedAt, rec.endAt = now, now.Add(timeout)
 	rec.resumes++
@@ -484,21 +585,26 @@ func (s *Server) resume(w http.ResponseWriter, r *http.Request, c *call) {
 	defer s.Mu.Unlock()
 	now := s.Now()
 	rec := s.reachableLocked(w, c, id, now)
+	if rec != nil && rec.state == StateResuming {
+		s.restoringLocked(rec)
+		writeJSON(w, http.StatusCreated, rec.sandbox())
+		return
+	}
 	switch {
 	case rec == nil:
 		return
 	case rec.state == StateRunning:
 		writeError(w, http.StatusConflict, fmt.Sprintf("Sandbox %s is already running", id))
 		return
+	case rec.state == StatePausing:
+		writeError(w, http.StatusConflict, fmt.Sprintf("Sandbox %q is being paused", id))
+		return
 	}
 	if !s.concurrencyLeftLocked(c, now) {
 		writeError(w, http.StatusTooManyRequests, concurrencyMsg(c.limits.Concurrency))
 		return
 	}
-	if body.AutoPause != nil {
-		rec.autoPause = *body.AutoPause
-	}
-	s.startFromSnapshotLocked(rec, now, timeout)
+	s.restoreLocked(rec, c.d, timeout, body.AutoPause)
 	writeJSON(w, http.StatusCreated, rec.sandbox())
 }
 
@@ -536,6 +642,10 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request, c *call) {
 	case rec.state == StateKilling:
 		writeError(w, http.StatusConflict, fmt.Sprintf("Sandbox %q is being killed", id))
 		return
+	case rec.state == StateResuming:
+		s.restoringLocked(rec)
+		writeJSON(w, http.StatusCreated, rec.sandbox())
+		return
 	case rec.state == StateRunning:
 		if status, msg := s.keepAliveLocked(rec, c, now, timeout, false); status != 0 {
 			writeError(w, status, msg)
@@ -548,7 +658,7 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request, c *call) {
 		writeError(w, http.StatusTooManyRequests, concurrencyMsg(c.limits.Concurrency))
 		return
 	}
-	s.startFromSnapshotLocked(rec, now, timeout)
+	s.restoreLocked(rec, c.d, timeout, nil)
 	writeJSON(w, http.StatusCreated, rec.sandbox())
 }
 
@@ -582,9 +692,12 @@ func (s *Server) keepAliveLocked(rec *record, c *call, now time.Time, d time.Dur
 
 // setTimeout is POST /sandboxes/{sandboxID}/timeout
 // (handlers/sandbox_timeout.go:17-61): the sandbox ends timeout seconds
-// from now, sooner or later than before; a negative timeout is 0, which
-// ends it at once. Only a sandbox in the store has a timeout: a paused
-// one answers 404.
+// from now, sooner or later than before (KeepAliveFor with allowShorter,
+// :52); 0 ends it at once. A negative one is refused by the spec's
+// request validator before the handler (spec/openapi.yml:889-898, minimum
+// 0; packages/api/main.go:180-196), so the handler's own "< 0 is 0"
+// (:46-50) is never reached. Only a sandbox in the store has a timeout: a
+// paused one answers 404.
 func (s *Server) setTimeout(w http.ResponseWriter, r *http.Request, c *call) {
 	var body struct {
 		Timeout *int32 `json:"timeout"`
@@ -597,8 +710,12 @@ func (s *Server) setTimeout(w http.ResponseWriter, r *http.Request, c *call) {
 		writeError(w, http.StatusBadRequest, "Error when parsing request: timeout is required")
 		return
 	}
-	d := max(time.Duration(*body.Timeout)*time.Second, 0)
-	s.keepAlive(w, c, id, d, true)
+	if *body.Timeout < 0 {
+		// utils/error.go:112
+		writeError(w, http.StatusBadRequest, "validation error: timeout: number must be at least 0")
+		return
+	}
+	s.keepAlive(w, c, id, time.Duration(*body.Timeout)*time.Second, true)
 }
 
 // keepAlive applies a keep-alive to an id and answers 204 or the error.
@@ -683,7 +800,7 @@ func (s *Server) fork(w http.ResponseWriter, r *http.Request, c *call) {
 	switch {
 	case parent == nil:
 		return
-	case parent.state == StatePaused:
+	case parent.state == StatePaused || parent.state == StateResuming:
 		// sandbox_fork.go:188-200
 		writeError(w, http.StatusConflict, fmt.Sprintf("Sandbox '%s' is paused and cannot be forked; resume it first", id))
 		return
@@ -692,6 +809,11 @@ func (s *Server) fork(w http.ResponseWriter, r *http.Request, c *call) {
 		writeError(w, http.StatusConflict, fmt.Sprintf("Sandbox '%s' cannot be forked while in '%s' state", id, parent.state))
 		return
 	}
+	// The parent is checkpointed in place: it keeps running, its id and
+	// its end, and now has a snapshot row (orchestrator/checkpoint_instance.
+	// go:26-146, the row at :64): timed out later, it reads as paused.
+	parent.takeSnapshot(now)
+	parent.checkpoints++
 	results := make([]forkResultJSON, 0, count)
 	for range count {
 		if !s.concurrencyLeftLocked(c, now) {
@@ -710,4 +832,45 @@ func (s *Server) fork(w http.ResponseWriter, r *http.Request, c *call) {
 		return
 	}
 	writeJSON(w, http.StatusCreated, results)
+}
+
+// snapshot is POST /sandboxes/{sandboxID}/snapshots
+// (handlers/snapshot_template_create.go:25-171): a named snapshot template
+// of a running sandbox, which also writes the sandbox's own snapshot row
+// (orchestrator/snapshot_template.go:76): timed out later without
+// auto-pause, it reads as paused. A paused or gone one answers 404, one
+// in another transition 409.
+func (s *Server) snapshot(w http.ResponseWriter, r *http.Request, c *call) {
+	var body struct {
+		Name *string `json:"name"`
+	}
+	id, ok := sandboxBody(w, r, &body, false)
+	if !ok {
+		return
+	}
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
+	now := s.Now()
+	rec := s.lookupLocked(c.team, id, now)
+	switch {
+	case rec == nil || !rec.inStore():
+		writeError(w, http.StatusNotFound, notFoundMsg(id))
+		return
+	case rec.state != StateRunning:
+		writeError(w, http.StatusConflict, fmt.Sprintf("Sandbox '%s' cannot be snapshotted while in '%s' state", id, rec.state))
+		return
+	}
+	rec.takeSnapshot(now)
+	rec.namedSnapshots++
+	s.seq++
+	tmpl := fmt.Sprintf("snap%d", s.seq)
+	out := struct {
+		SnapshotID string   `json:"snapshotID"`
+		Names      []string `json:"names"`
+	}{SnapshotID: tmpl + ":default", Names: []string{}}
+	if body.Name != nil && *body.Name != "" {
+		out.SnapshotID = c.team + "/" + *body.Name + ":default"
+		out.Names = []string{c.team + "/" + *body.Name}
+	}
+	writeJSON(w, http.StatusCreated, out)
 }

@@ -6,20 +6,25 @@
 // (e2b-dev/infra, packages/api/internal at 54693ff3, the server the SDKs'
 // spec/openapi.yml is synced from; each behaviour cites its file and line
 // beside the code; paths below are relative to packages/api/internal):
-// sandboxes belong to a team and have no name, only the id the server
-// assigns and the metadata the caller gives; another team's sandbox answers
-// 404 like one that never existed; every sandbox has a timeout after which
-// it is killed, or paused when created with autoPause; a paused sandbox
-// keeps its snapshot until it is killed, which deletes the snapshot; DELETE
-// answers 204 and then 404; a fork boots count sandboxes that carry their
-// parent's metadata, each result a sandbox or the error that kept that
-// fork from starting; a create is in no store until the node answers
-// (GET and DELETE answer 404, the list omits it); the list (GET
-// /v2/sandboxes) filters by metadata and state and pages by an X-Next-Token
-// header; a team's concurrency limit answers 429 on create; routes can be
-// rate limited per team with RateLimit-* and Retry-After headers. Latency,
-// 5xx, 429, lost answers and failed kills can be switched on per test, with
-// a seed so that a run can be repeated.
+// sandboxes belong to a team, which any of its keys (or an auth
+// provider's bearer with X-Team-ID) acts for, and have no name, only the
+// id the server assigns and the metadata the caller gives; another team's
+// sandbox answers 404 like one that never existed; a blocked team still
+// reads, lists and deletes; every sandbox has a timeout after which it is
+// killed, or paused when created with autoPause; a pause, a fork's
+// checkpoint of its parent and a named snapshot write a snapshot that only
+// a DELETE removes, so a sandbox that had one reads as paused after its
+// timeout killed it, and can be resumed; DELETE answers 204 and then 404,
+// but a restore already in flight brings the sandbox back running
+// (infra#3636); a fork boots count sandboxes that carry their parent's
+// metadata, each result a sandbox or the error that kept that fork from
+// starting; a create is in no store until the node answers (GET and
+// DELETE answer 404, the list omits it); the list (GET /v2/sandboxes)
+// filters by metadata and state and pages by an X-Next-Token header; a
+// team's concurrency limit answers 429 on create; routes can be rate
+// limited per team with RateLimit-* and Retry-After headers. Latency, 5xx,
+// 429, lost answers, failed kills and slow restores can be switched on per
+// test, with a seed so that a run can be repeated.
 //
 // Lifetimes follow a clock that tests can replace (WithClock, ManualClock,
 // ScaledClock), and are computed lazily whenever the server is asked, so
@@ -95,6 +100,9 @@ type Server struct {
 
 	teams   map[string]Limits
 	blocked map[string]string // team → reason
+	// bearers maps an auth provider's token to the teams its user is a
+	// member of (Authorization: Bearer with X-Team-ID).
+	bearers map[string][]string
 	seq     uint64
 
 	limits  map[string]RateLimit // by route pattern
@@ -104,6 +112,7 @@ type Server struct {
 	createGate                         chan struct{} // non-nil: creates wait for it to close
 	killGate                           chan struct{} // non-nil: kills wait for it to close
 	pauseGate                          chan struct{} // non-nil: pauses wait for it to close
+	restoreGate                        chan struct{} // non-nil: restores wait for it to close
 }
 
 // base is the simulators' shared base, as E2B's.
@@ -149,6 +158,7 @@ func NewUnstartedServer(opts ...Option) *Server {
 		base:        simtest.NewBase[*record, Sandbox](map[string]string{DefaultKey: DefaultTeam}, faultRules),
 		teams:       map[string]Limits{DefaultTeam: {MaxLengthHours: DefaultMaxLengthHours, Concurrency: DefaultConcurrency}},
 		blocked:     map[string]string{},
+		bearers:     map[string][]string{},
 		limits:      map[string]RateLimit{},
 		buckets:     map[string]*bucket{},
 		createDelay: DefaultCreateDelay,
@@ -171,6 +181,7 @@ func (s *Server) Close() {
 	s.ReleaseCreates()
 	s.ReleaseKills()
 	s.ReleasePauses()
+	s.ReleaseRestores()
 	s.Host.Close()
 }
 
@@ -199,13 +210,42 @@ func (s *Server) AddKey(key, team string) {
 	}
 }
 
-// BlockTeam makes every call of the team's keys answer 403 with reason,
-// as the real server does for a blocked team
-// (packages/auth/pkg/auth/internal/service/service.go:113-120).
+// AddBearer lets an auth provider's token act, with X-Team-ID, in each of
+// teams (its user is a member of them): the spec's AuthProviderBearerAuth
+// with AuthProviderTeamAuth, accepted on every sandbox route beside
+// X-API-Key (spec/openapi.yml:10-42, e.g. :2361-2366;
+// packages/auth/pkg/auth/internal/service/service.go:174-258). The SDKs
+// send it only as extra headers (apiHeaders), next to their X-API-Key,
+// which the server tries first.
+func (s *Server) AddBearer(token string, teams ...string) {
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
+	s.bearers[token] = append(s.bearers[token], teams...)
+	for _, team := range teams {
+		if _, ok := s.teams[team]; !ok {
+			s.teams[team] = Limits{MaxLengthHours: DefaultMaxLengthHours, Concurrency: DefaultConcurrency}
+		}
+	}
+}
+
+// BlockTeam blocks a team, as its billing does: its keys still
+// authenticate, and the routes of the server's allowlist still answer
+// (every read, the list, and DELETE of a sandbox:
+// packages/api/internal/middleware/blocked_team.go:14-47); every other
+// answers 403 "team is blocked: <reason>", or "team is blocked" without a
+// reason (packages/auth/pkg/auth/internal/team/state.go:28-39). An empty
+// reason unblocks nothing; UnblockTeam does.
 func (s *Server) BlockTeam(team, reason string) {
 	s.Mu.Lock()
 	defer s.Mu.Unlock()
 	s.blocked[team] = reason
+}
+
+// UnblockTeam lifts BlockTeam.
+func (s *Server) UnblockTeam(team string) {
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
+	delete(s.blocked, team)
 }
 
 // HoldCreates makes every create wait, reserved but in no store, until
@@ -253,6 +293,22 @@ func (s *Server) ReleasePauses() {
 	release(&s.pauseGate)
 }
 
+// HoldRestores makes every restore of a paused sandbox (a resume, or a
+// connect that resumes) wait, StateResuming, until ReleaseRestores: the
+// window of the kill/resume race (see Faults.RateResumeRace), on demand.
+func (s *Server) HoldRestores() {
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
+	hold(&s.restoreGate)
+}
+
+// ReleaseRestores lets the held restores go on.
+func (s *Server) ReleaseRestores() {
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
+	release(&s.restoreGate)
+}
+
 // hold makes a gate, if there is none, that requests of its kind wait on.
 func hold(gate *chan struct{}) {
 	if *gate == nil {
@@ -270,12 +326,17 @@ func release(gate *chan struct{}) {
 
 // States of a simulated sandbox, as Sandbox.State shows them. The API
 // itself shows only running and paused (pausing reads as paused; creating
-// and killing as not found; killed is not found).
+// and killing as not found; killed is not found; resuming as paused while
+// its snapshot is there, else not found).
 const (
 	StateCreating = "creating" // reserved, waiting for the node: in no store
 	StateRunning  = "running"
 	StatePausing  = "pausing"
 	StatePaused   = "paused"
+	// StateResuming: restored from its snapshot by a resume or connect,
+	// reserved and in no store until the node answers
+	// (orchestrator/create_instance.go:172-505, Add at :473).
+	StateResuming = "resuming"
 	StateKilling  = "killing"
 	StateKilled   = "killed"
 )
@@ -302,9 +363,19 @@ type Sandbox struct {
 	// was paused.
 	StartedAt, EndAt time.Time
 	CreatedAt        time.Time
-	// Snapshot: a paused snapshot of the sandbox exists (it costs storage
-	// until the sandbox is killed).
-	Snapshot bool
+	// Snapshot: a snapshot of the sandbox exists (it costs storage until a
+	// DELETE removes it), written by a pause, a fork's checkpoint of it or
+	// a named snapshot, at SnapshotAt. A sandbox that has one is paused,
+	// not killed, when its timeout kills it (Evictions counts those).
+	Snapshot   bool
+	SnapshotAt time.Time
+	// Evictions counts the times its timeout killed it while its snapshot
+	// stayed, so that it read as paused again; Checkpoints the forks made
+	// of it, each a snapshot of it; NamedSnapshots its POST /snapshots.
+	Evictions, Checkpoints, NamedSnapshots int
+	// Revived counts the times a restore in flight brought it back running
+	// after a DELETE had answered 204 (infra#3636; Faults.RateResumeRace).
+	Revived int
 	// KilledAt and KillReason tell how a killed sandbox ended.
 	KilledAt   time.Time
 	KillReason string
@@ -368,7 +439,9 @@ func (s *Server) AddSandbox(team string, seed SeedSandbox) Sandbox {
 	r.state = StateRunning
 	r.startedAt, r.endAt = now, now.Add(t)
 	if seed.Paused {
-		r.state, r.snapshot, r.endAt, r.pauses = StatePaused, true, now, 1
+		r.pauses = 1
+		r.takeSnapshot(now)
+		r.state, r.endAt = StatePaused, now
 	}
 	return r.Export()
 }

@@ -131,6 +131,12 @@ type Config struct {
 	// Transport makes the upstream calls (default: http.DefaultTransport's
 	// settings, without transparent compression, so bodies pass as sent).
 	Transport http.RoundTripper
+	// Secretless: the caller serves the proxy on a listener only the
+	// runner can reach (the Docker proxy's Unix socket: mode 0600, its
+	// peers' uids checked), so no secret is drawn and every path is taken
+	// as it comes (a Docker client cannot carry a path in DOCKER_HOST).
+	// URL and ShownURL do not apply.
+	Secretless bool
 
 	CreateTimeout   time.Duration // default DefaultCreateTimeout
 	MaxCreateBody   int64         // default DefaultMaxCreateBody
@@ -208,6 +214,9 @@ func New(c Config) (*Proxy, error) {
 	}
 	p.secret = hex.EncodeToString(secret)
 	p.handler = http.HandlerFunc(p.admit)
+	if p.Secretless {
+		p.handler = p.Handler
+	}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.pass = &httputil.ReverseProxy{
 		Rewrite:        p.rewriteURL,

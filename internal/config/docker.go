@@ -11,6 +11,10 @@ import (
 // client would find it (DOCKER_HOST, DOCKER_CONTEXT, the CLI's current
 // context, /var/run/docker.sock); tether has no setting of its own for it.
 type DockerSettings struct {
+	// Docker uses the engine tether finds: false turns the Docker
+	// provider off (tether neither journals nor deletes containers, and
+	// the child's DOCKER_HOST is left as it is).
+	Docker bool
 	// DockerProxy serves the proxy and points the child's DOCKER_HOST at
 	// it (when tether finds an engine).
 	DockerProxy bool
@@ -22,17 +26,23 @@ type DockerSettings struct {
 
 // Env names of the Docker settings.
 const (
+	EnvDocker            = "TETHER_DOCKER"
 	EnvDockerProxy       = "TETHER_DOCKER_PROXY"
 	EnvDockerProxySocket = "TETHER_DOCKER_PROXY_SOCKET"
 )
 
-// maxSocketPath is the longest Unix socket path (sun_path, 108 bytes with
-// its NUL on Linux; less elsewhere).
-const maxSocketPath = 100
+// MaxSocketPath is the longest Unix socket path tether makes (sun_path is
+// 108 bytes with its NUL on Linux; less elsewhere). A derived
+// --docker-proxy-socket longer than this turns the proxy off for the run,
+// said at start; one given is refused.
+const MaxSocketPath = 100
 
-func defaultDocker() DockerSettings { return DockerSettings{DockerProxy: true} }
+func defaultDocker() DockerSettings { return DockerSettings{Docker: true, DockerProxy: true} }
 
 func (c *Config) bindDocker(b *binder, want Group) {
+	if want&(Intake|Drain) != 0 {
+		b.bool(&c.Docker, "docker", EnvDocker, "use the Docker engine tether finds where the runner's client would (DOCKER_HOST, the docker CLI's context, /var/run/docker.sock) as a provider: false turns it off (no container is journaled or deleted, and the child's DOCKER_HOST is left as it is)")
+	}
 	if want&Intake == 0 {
 		return
 	}
@@ -61,8 +71,8 @@ func (c *Config) validateDocker() []error {
 		}
 		c.DockerProxySocket = abs
 	}
-	if p := c.DockerSocket(); len(p) > maxSocketPath {
-		errs = append(errs, fmt.Errorf("--docker-proxy-socket %q: longer than a Unix socket path may be (%d > %d bytes)", p, len(p), maxSocketPath))
+	if p := c.DockerProxySocket; len(p) > MaxSocketPath {
+		errs = append(errs, fmt.Errorf("--docker-proxy-socket %q: longer than a Unix socket path may be (%d > %d bytes)", p, len(p), MaxSocketPath))
 	}
 	return errs
 }

@@ -8,6 +8,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tether-run/tether/internal/config"
+
 	"github.com/tether-run/tether/provider/docker"
 	"github.com/tether-run/tether/provider/docker/dockerproxy"
 	"github.com/tether-run/tether/supervisor"
@@ -24,6 +26,9 @@ func dockerKind() Kind {
 }
 
 func openDocker(o OpenOptions) Setup {
+	if !o.Config.Docker {
+		return Setup{Err: errors.New("the Docker provider is off (--docker=false)")}
+	}
 	e, err := docker.FindEngine(os.Getenv)
 	switch {
 	case errors.Is(err, docker.ErrNoEngine):
@@ -83,6 +88,10 @@ func (g *dockerGuard) Listen() (Listening, error) {
 		Vouch:  g.w.Reaper.Vouch,
 	}
 	path := g.w.Config.DockerSocket()
+	if len(path) > config.MaxSocketPath {
+		g.w.Logger.Warn("docker proxy: off for this run: its socket's path, derived from --socket, is longer than a Unix socket path may be; give --docker-proxy-socket a shorter one", "socket", path)
+		return Listening{}, nil
+	}
 	ln, err := p.Listen(path)
 	if err != nil {
 		return Listening{}, fmt.Errorf("%w (--docker-proxy-socket, or --docker-proxy=false)", err)

@@ -65,6 +65,17 @@ func parseBody(b []byte) (*body, error) {
 	return c, nil
 }
 
+// autoRemove reports whether a container create asks the engine to
+// remove the container when it exits (HostConfig.AutoRemove, `docker run
+// --rm`; moby v20.10.24 daemon/monitor.go:61,94 autoRemove).
+func (c *body) autoRemove() bool {
+	var hc struct {
+		AutoRemove bool `json:"AutoRemove"`
+	}
+	raw, ok := c.fields["HostConfig"]
+	return ok && json.Unmarshal(raw, &hc) == nil && hc.AutoRemove
+}
+
 func isNull(raw json.RawMessage) bool { return strings.TrimSpace(string(raw)) == "null" }
 
 // labelled is the body forwarded for intent in: the runner's labels with
@@ -138,6 +149,12 @@ func (p *Proxy) createContainer(w http.ResponseWriter, r *http.Request) {
 		},
 		Refused: refused("create", podmanCreateRefusals),
 		Answered: func(_ context.Context, in intent.Intent, id string, _ []byte) {
+			if c.autoRemove() {
+				// The engine removes it when it exits (--rm): the drain
+				// reads it first, and a 404 is confirmation, not a
+				// delete sent after the engine's.
+				return
+			}
 			p.vouch(in, provider.Sandbox{ID: id, Name: in.Name, Labels: sent, State: provider.StateStopped})
 		},
 	})

@@ -81,6 +81,10 @@ func testMain(m *testing.M) int {
 		return 1
 	}
 	defer exec.Command("docker", "rmi", "-f", image).Run()
+	// The Docker provider's tests (provider_test.go): their sandbox image
+	// and tether binary, if they built them.
+	defer exec.Command("docker", "rmi", "-f", bbImage).Run()
+	defer testutil.Cleanup()
 	return m.Run()
 }
 

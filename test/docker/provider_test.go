@@ -602,7 +602,6 @@ echo created`, "PATH="+onPath(t)+":"+os.Getenv("PATH"), "TDT="+w.scope)
 	w.assertNothingLeft(p.Stderr.String())
 }
 
-
 // onPath is a directory holding the tether binary as "tether", for
 // runners that call it by name.
 func onPath(t *testing.T) string {

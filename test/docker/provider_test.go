@@ -612,3 +612,48 @@ func onPath(t *testing.T) string {
 	}
 	return dir
 }
+
+// TestDockerOutOfDocker20: tether and its runner in one container with the
+// host's /var/run/docker.sock mounted, the way agent platforms deploy; the
+// runner (the moby Go client) starts 20 sandbox containers through
+// tether's proxy, and `docker stop` of the runner's container (10 s, then
+// SIGKILL) ends with all 20 removed and tether done before the SIGKILL.
+func TestDockerOutOfDocker20(t *testing.T) {
+	const sandboxes = 20
+	w := newEngineWorld(t, "")
+	dood := image + "-dood"
+	dir := t.TempDir()
+	data, err := os.ReadFile(goClient(t))
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, "goclient"), data, 0o755)
+	}
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte("FROM "+image+"\nCOPY goclient /usr/local/bin/goclient\n"), 0o644)
+	}
+	if err == nil {
+		err = dockerBuild(dir, dood)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { docker(t, "rmi", "-f", dood) })
+	c := run(t, dood, runOpts{
+		docker: []string{"-v", "/var/run/docker.sock:/var/run/docker.sock", "-v", newVolume(t) + ":/var/lib/tether"},
+		env:    []string{"TETHER_LABELS=tdt=" + w.scope},
+		args:   []string{"goclient", "-image", w.image, "-label", "app=dood", "-n", fmt.Sprint(sandboxes), "-wait"},
+	})
+	ids := c.ready()
+	if containers, _, _ := w.left(); len(containers) != sandboxes || len(ids) != sandboxes {
+		t.Fatalf("the runner started %d containers (%d on the engine under the test's label), want %d", len(ids), len(containers), sandboxes)
+	}
+	took, code := c.stop()
+	if code != exitTERM {
+		t.Errorf("exit %d, want %d (tether done before the SIGKILL)", code, exitTERM)
+	}
+	total, drain, left := drainReport(t, c.stderr.String())
+	if total != sandboxes || left != 0 {
+		t.Errorf("report: %d intents, %d left live; want %d, 0", total, left, sandboxes)
+	}
+	w.assertNothingLeft(c.stderr.String())
+	t.Logf("docker stop of tether with %d sandbox containers took %s; tether's drain %s", sandboxes, took.Round(time.Millisecond), drain)
+}

@@ -85,6 +85,7 @@ func testMain(m *testing.M) int {
 	// and tether binary, if they built them.
 	defer exec.Command("docker", "rmi", "-f", bbImage).Run()
 	defer testutil.Cleanup()
+	defer func() { podmanStop() }()
 	return m.Run()
 }
 

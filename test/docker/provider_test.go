@@ -87,7 +87,10 @@ type engineWorld struct {
 	scope string // the value of label tdt
 	host  string // DOCKER_HOST of the engine; "" for the default
 	image string
-	env   []string
+	// podman: the engine is Podman's Docker-compatible service, whose
+	// answers differ where the scenarios say.
+	podman bool
+	env    []string
 }
 
 func newEngineWorld(t *testing.T, host string) *engineWorld {
@@ -225,8 +228,9 @@ func report(stderr string) map[string]int {
 // TestDockerCLIUnderTether: the docker CLI works through the proxy as
 // without it (run --rm, run -d, exec, exec -i, logs -f, cp both ways,
 // network and volume create), and what the runner leaves is removed.
-func TestDockerCLIUnderTether(t *testing.T) {
-	w := newEngineWorld(t, "")
+func TestDockerCLIUnderTether(t *testing.T) { scenarioCLIUnderTether(t, newEngineWorld(t, "")) }
+
+func scenarioCLIUnderTether(t *testing.T, w *engineWorld) {
 	p := w.run(`set -e
 docker run --rm "$IMG" echo rm-ok
 id=$(docker run -d "$IMG" sh -c 'echo log-line; exec sleep 1000')
@@ -259,8 +263,9 @@ echo all-ok`)
 // TestDockerRunnerKilled20: the runner SIGKILLed with 20 running
 // containers; tether removes all 20, and neither a container of another
 // tether's nor one without tether's labels is touched.
-func TestDockerRunnerKilled20(t *testing.T) {
-	w := newEngineWorld(t, "")
+func TestDockerRunnerKilled20(t *testing.T) { scenarioRunnerKilled20(t, newEngineWorld(t, "")) }
+
+func scenarioRunnerKilled20(t *testing.T, w *engineWorld) {
 	neighbours := w.plantNeighbours()
 	p := w.run(`echo "pid $$"
 i=0; while [ $i -lt 20 ]; do docker run -d "$IMG" sleep 1000 > /dev/null || exit 1; i=$((i+1)); done
@@ -288,7 +293,10 @@ echo ready; exec sleep 1000`)
 // TestDockerTetherKilledThenReplay: tether SIGKILLed (its runner with it);
 // the next tether on the same journal removes what the first journaled.
 func TestDockerTetherKilledThenReplay(t *testing.T) {
-	w := newEngineWorld(t, "")
+	scenarioTetherKilledThenReplay(t, newEngineWorld(t, ""))
+}
+
+func scenarioTetherKilledThenReplay(t *testing.T, w *engineWorld) {
 	p := w.run(`echo "pid $$"
 i=0; while [ $i -lt 5 ]; do docker run -d "$IMG" sleep 1000 > /dev/null || exit 1; i=$((i+1)); done
 docker network create "net-$$" > /dev/null
@@ -316,14 +324,24 @@ echo ready; exec sleep 1000`)
 // not exist exits 127 and leaves the container Created (the hermes-agent
 // leak); tether removes it.
 func TestDockerFailedRunLeavesCreated(t *testing.T) {
-	w := newEngineWorld(t, "")
+	scenarioFailedRunLeavesCreated(t, newEngineWorld(t, ""))
+}
+
+func scenarioFailedRunLeavesCreated(t *testing.T, w *engineWorld) {
 	p := w.run(`docker run --name "failed-$$" "$IMG" /nonexistent; echo "code=$?"
 docker ps -a --filter "name=failed-$$" --format '{{.State}}'`)
 	if code := p.Wait(); code != 0 {
 		t.Fatalf("exit %d", code)
 	}
-	if out := p.Stdout(); !strings.Contains(out, "code=127\n") || !strings.Contains(out, "created\n") {
-		t.Fatalf("the failed run: %q, want exit 127 and a container left created", out)
+	// Podman 4.3 fails the start at attach: the CLI exits 1 ("unable to
+	// upgrade to tcp, received 409"), the container left created all the
+	// same (docker-facts §6.3).
+	want := "code=127\n"
+	if w.podman {
+		want = "code=1\n"
+	}
+	if out := p.Stdout(); !strings.Contains(out, want) || !strings.Contains(out, "created\n") {
+		t.Fatalf("the failed run: %q, want %s and a container left created", out, strings.TrimSpace(want))
 	}
 	if rep := report(p.Stderr.String()); rep["gone"] != 1 {
 		t.Errorf("report %v, want 1 gone", rep)
@@ -333,8 +351,9 @@ docker ps -a --filter "name=failed-$$" --format '{{.State}}'`)
 
 // TestDockerRmConfirmed: --rm containers that exit on their own are
 // confirmed gone by a read; tether sends no delete after the engine's.
-func TestDockerRmConfirmed(t *testing.T) {
-	w := newEngineWorld(t, "")
+func TestDockerRmConfirmed(t *testing.T) { scenarioRmConfirmed(t, newEngineWorld(t, "")) }
+
+func scenarioRmConfirmed(t *testing.T, w *engineWorld) {
 	p := w.run(`i=0; while [ $i -lt 5 ]; do docker run --rm "$IMG" true || exit 1; i=$((i+1)); done`, "TETHER_LOG_LEVEL=debug")
 	if code := p.Wait(); code != 0 {
 		t.Fatalf("exit %d", code)
@@ -353,7 +372,10 @@ func TestDockerRmConfirmed(t *testing.T) {
 // (bytes both ways, stdin's end half-closed through, the exit code) keeps
 // working while tether journals creates beside it.
 func TestDockerHijackedSessionBesideCreates(t *testing.T) {
-	w := newEngineWorld(t, "")
+	scenarioHijackedSessionBesideCreates(t, newEngineWorld(t, ""))
+}
+
+func scenarioHijackedSessionBesideCreates(t *testing.T, w *engineWorld) {
 	p := w.run(`( i=0; while [ $i -lt 5 ]; do docker run -d "$IMG" sleep 1000 > /dev/null; i=$((i+1)); done; echo creates-done ) &
 (sleep 1; echo hello) | docker run -i --rm "$IMG" sh -c 'read x; echo "got-$x"; cat > /dev/null; echo after-eof; exit 7'
 echo "code=$?"
@@ -362,7 +384,14 @@ wait`)
 		t.Fatalf("exit %d", code)
 	}
 	out := p.Stdout()
-	for _, want := range []string{"got-hello\n", "after-eof\n", "code=7\n", "creates-done\n"} {
+	code := "code=7\n"
+	if w.podman {
+		// Podman 4.3's wait?condition=removed answers 0 whatever the
+		// exit code (pkg/api/handlers/utils/containers.go:190-196 at
+		// v4.3.1): the CLI exits 0 for an --rm container.
+		code = "code=0\n"
+	}
+	for _, want := range []string{"got-hello\n", "after-eof\n", code, "creates-done\n"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("stdout lacks %q:\n%s", want, out)
 		}
@@ -375,8 +404,9 @@ wait`)
 
 // TestDockerRunTTY: `docker run -it` in a pseudo-terminal through the
 // proxy: keystrokes in, the container's terminal out, its exit code.
-func TestDockerRunTTY(t *testing.T) {
-	w := newEngineWorld(t, "")
+func TestDockerRunTTY(t *testing.T) { scenarioRunTTY(t, newEngineWorld(t, "")) }
+
+func scenarioRunTTY(t *testing.T, w *engineWorld) {
 	master, tty := testutil.OpenPTY(t)
 	cmd := exec.Command(tether(t), "run", "--", "sh", "-c", `docker run -it --rm "$IMG" sh -c 'read x; echo "tty-got-$x"; exit 5' > out.txt; echo "$?" > code.txt`)
 	cmd.Env, cmd.Dir = w.env, w.dir
@@ -404,8 +434,12 @@ typing:
 	}
 	out, _ := os.ReadFile(filepath.Join(w.dir, "out.txt"))
 	code, _ := os.ReadFile(filepath.Join(w.dir, "code.txt"))
-	if !bytes.Contains(out, []byte("tty-got-abc")) || strings.TrimSpace(string(code)) != "5" {
-		t.Fatalf("the terminal session: %q, exit %q; want tty-got-abc and 5", out, code)
+	want := "5"
+	if w.podman {
+		want = "0" // Podman 4.3's --rm exit code, as above
+	}
+	if !bytes.Contains(out, []byte("tty-got-abc")) || strings.TrimSpace(string(code)) != want {
+		t.Fatalf("the terminal session: %q, exit %q; want tty-got-abc and %s", out, code, want)
 	}
 	w.assertNothingLeft("")
 }
@@ -413,11 +447,12 @@ typing:
 // TestDockerPyUnderTether: docker-py (python3 -c) through the proxy:
 // run detached, exec_run, attach with stdin shut, a network; killed before
 // its cleanup, tether removes what it made.
-func TestDockerPyUnderTether(t *testing.T) {
+func TestDockerPyUnderTether(t *testing.T) { scenarioPyUnderTether(t, newEngineWorld(t, "")) }
+
+func scenarioPyUnderTether(t *testing.T, w *engineWorld) {
 	if exec.Command("python3", "-c", "import docker").Run() != nil {
 		t.Skip("SKIP: docker-py is not installed (Debian: python3-docker; pip: docker)")
 	}
-	w := newEngineWorld(t, "")
 	p := w.run(`exec python3 - <<'EOF'
 import os, socket, docker
 c = docker.from_env()
@@ -489,7 +524,10 @@ func goClient(t *testing.T) string {
 // TestDockerGoClientUnderTether: the moby Go client (client.FromEnv)
 // through the proxy; killed, tether removes its containers and network.
 func TestDockerGoClientUnderTether(t *testing.T) {
-	w := newEngineWorld(t, "")
+	scenarioGoClientUnderTether(t, newEngineWorld(t, ""))
+}
+
+func scenarioGoClientUnderTether(t *testing.T, w *engineWorld) {
 	bin := goClient(t)
 	p := w.run(`exec ` + bin + ` -image "$IMG" -label app=go -n 3 -network "gonet-$$" -wait`)
 	p.WaitLine("ready")

@@ -695,3 +695,69 @@ func TestDockerOutOfDocker20(t *testing.T) {
 	w.assertNothingLeft(c.stderr.String())
 	t.Logf("docker stop of tether with %d sandbox containers took %s; tether's drain %s", sandboxes, took.Round(time.Millisecond), drain)
 }
+
+// TestDockerExamples runs examples/docker-shell/runner.sh and
+// examples/docker-python/runner.py under tether, each once finishing its
+// job (it removes what it made; tether confirms) and once SIGKILLed
+// holding its containers (tether removes them, network and volume too).
+func TestDockerExamples(t *testing.T) {
+	examples, err := filepath.Abs("../../examples")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runners := map[string][]string{
+		"shell":  {"sh", filepath.Join(examples, "docker-shell", "runner.sh")},
+		"python": {"python3", filepath.Join(examples, "docker-python", "runner.py")},
+	}
+	for name, cmd := range runners {
+		t.Run(name, func(t *testing.T) {
+			if name == "python" && exec.Command("python3", "-c", "import docker").Run() != nil {
+				t.Skip("SKIP: docker-py is not installed (Debian: python3-docker; pip: docker)")
+			}
+			w := newEngineWorld(t, "")
+			args := append(append([]string{"run", "--"}, cmd...), "--tasks", "2", "--image", w.image)
+			p := w.tether(nil, args...)
+			if code := p.Wait(); code != 0 || !strings.Contains(p.Stdout(), "cleaned up\n") {
+				t.Fatalf("finishing its job: exit %d\n%s", code, p.Stdout())
+			}
+			w.assertNothingLeft(p.Stderr.String())
+
+			p = w.tether(nil, append(args, "--hold")...)
+			p.WaitLine("ready")
+			if c, _, _ := w.left(); len(c) != 2 {
+				t.Fatalf("holding: %d containers, want 2", len(c))
+			}
+			// The runner alone dies (tether's child is its process group's
+			// leader): no cleanup of its own runs.
+			if err := syscall.Kill(-childPID(t, p.Cmd.Process.Pid), syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			p.Wait()
+			if rep := report(p.Stderr.String()); rep["gone"] < 3 || rep["unresolved"] != 0 {
+				t.Errorf("report %v, want the containers and the network gone", rep)
+			}
+			w.assertNothingLeft(p.Stderr.String())
+		})
+	}
+}
+
+// childPID is the pid of the first child of process pid (tether's child).
+func childPID(t *testing.T, pid int) int {
+	t.Helper()
+	var child int
+	testutil.WaitFor(t, "tether's child", func() bool {
+		// Any of tether's threads may have forked it.
+		tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+		var f []string
+		for _, task := range tasks {
+			b, _ := os.ReadFile(task)
+			f = append(f, strings.Fields(string(b))...)
+		}
+		if len(f) == 0 {
+			return false
+		}
+		fmt.Sscan(f[0], &child)
+		return child > 0
+	})
+	return child
+}

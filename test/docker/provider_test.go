@@ -114,6 +114,7 @@ func newEngineWorld(t *testing.T, host string) *engineWorld {
 		"TETHER_LOG_FORMAT=text",
 		"TETHER_DAYTONA_PROXY=false",
 		"IMG="+w.image,
+		"TDT="+w.scope,
 	)
 	if host != "" {
 		w.env = append(w.env, "DOCKER_HOST="+host)
@@ -244,18 +245,28 @@ docker cp "$id":/in.txt out.txt
 cat out.txt
 docker network create "net-$$" > /dev/null && echo net-ok
 docker volume create "vol-$$" > /dev/null && echo vol-ok
+docker events --filter type=container --filter "label=tdt=$TDT" --format '{{.Action}}' > events.txt &
+ev=$!
+sleep 1
+docker run --rm "$IMG" true
+sleep 1
+kill "$ev"
+grep -q create events.txt && echo events-ok
+printf 'FROM %s\nRUN echo built > /built\n' "$IMG" | DOCKER_BUILDKIT=0 docker build -q -t "tdt-built-$$" - > /dev/null
+docker run --rm "tdt-built-$$" cat /built
+docker rmi "tdt-built-$$" > /dev/null
 echo all-ok`)
 	if code := p.Wait(); code != 0 {
 		t.Fatalf("exit %d; stdout:\n%s", code, p.Stdout())
 	}
-	for _, want := range []string{"rm-ok", "exec-ok", "piped", "logs-ok", "cp-data", "net-ok", "vol-ok", "all-ok"} {
+	for _, want := range []string{"rm-ok", "exec-ok", "piped", "logs-ok", "cp-data", "net-ok", "vol-ok", "events-ok", "built", "all-ok"} {
 		if !strings.Contains(p.Stdout(), want+"\n") {
 			t.Errorf("stdout lacks %q:\n%s", want, p.Stdout())
 		}
 	}
 	rep := report(p.Stderr.String())
-	if rep["gone"] != 4 || rep["unresolved"] != 0 {
-		t.Errorf("report %v, want 4 gone (the --rm container, the detached one, the network, the volume)", rep)
+	if rep["gone"] != 6 || rep["unresolved"] != 0 {
+		t.Errorf("report %v, want 6 gone (three --rm containers, the detached one, the network, the volume)", rep)
 	}
 	w.assertNothingLeft(p.Stderr.String())
 }
@@ -630,7 +641,7 @@ name=$(sed -n 's/.*"name":"\([^"]*\)".*/\1/p' in.json)
 id=$(sed -n 's/.*"id":"\([^"]*\)".*/\1/p' in.json)
 owner=$(sed -n 's/.*"tether-owner":"\([^"]*\)".*/\1/p' in.json)
 docker run -d --name "$name" --label "tether-owner=$owner" --label "tether-intent=$id" --label "tdt=$TDT" "$IMG" sleep 1000 > /dev/null
-echo created`, "PATH="+onPath(t)+":"+os.Getenv("PATH"), "TDT="+w.scope)
+echo created`, "PATH="+onPath(t)+":"+os.Getenv("PATH"))
 	if code := p.Wait(); code != 0 {
 		t.Fatalf("exit %d\n%s", code, p.Stdout())
 	}

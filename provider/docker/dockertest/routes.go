@@ -228,6 +228,9 @@ func (s *Server) deleteContainer(w http.ResponseWriter, r *http.Request, ref str
 	force := r.URL.Query().Get("force")
 	s.mu.Lock()
 	c := s.byRef(ref)
+	if c != nil {
+		c.Deletes++
+	}
 	switch {
 	case c == nil:
 		s.mu.Unlock()
@@ -252,7 +255,7 @@ func (s *Server) deleteContainer(w http.ResponseWriter, r *http.Request, ref str
 		s.fail(w, http.StatusConflict, "You cannot remove a running container "+c.ID+". Stop the container before attempting removal or force remove")
 		return
 	}
-	delete(s.containers, c.ID)
+	s.remove(c)
 	s.mu.Unlock()
 	w.WriteHeader(http.StatusNoContent)
 }

@@ -48,6 +48,11 @@ type Container struct {
 	Volumes    []string // volume names it mounts
 	Created    time.Time
 	FinishedAt time.Time
+	// Deletes counts the DELETE calls that named it (by id, name or
+	// prefix), answered whatever they were; Removed, that it is gone
+	// (by a DELETE, or by the engine: AutoRemove).
+	Deletes int
+	Removed bool
 }
 
 // Network is a simulated network.
@@ -93,6 +98,7 @@ type Server struct {
 
 	mu         sync.Mutex
 	containers map[string]*Container
+	removed    map[string]*Container // every container removed, by id
 	networks   map[string]*Network
 	volumes    map[string]*Volume
 	faults     Faults
@@ -103,7 +109,7 @@ type Server struct {
 
 // New returns a simulated engine of flavor with nothing in it.
 func New(flavor Flavor) *Server {
-	s := &Server{flavor: flavor, containers: map[string]*Container{}, networks: map[string]*Network{}, volumes: map[string]*Volume{}}
+	s := &Server{flavor: flavor, containers: map[string]*Container{}, removed: map[string]*Container{}, networks: map[string]*Network{}, volumes: map[string]*Volume{}}
 	s.host = simtest.NewHost(http.HandlerFunc(s.serve))
 	// The predefined networks (daemon/daemon_unix.go: bridge, host, none).
 	for _, n := range []string{"bridge", "host", "none"} {
@@ -191,6 +197,34 @@ func (s *Server) Containers() []Container {
 	return out
 }
 
+// History is every container the engine ever had, removed ones included
+// (Removed), oldest first (copies).
+func (s *Server) History() []Container {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Container, 0, len(s.containers)+len(s.removed))
+	for _, m := range []map[string]*Container{s.containers, s.removed} {
+		for _, c := range m {
+			out = append(out, *c)
+		}
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].Created.Before(out[b].Created) })
+	return out
+}
+
+// Container is one container the engine has or had, by full id.
+func (s *Server) Container(id string) (Container, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c := s.containers[id]; c != nil {
+		return *c, true
+	}
+	if c := s.removed[id]; c != nil {
+		return *c, true
+	}
+	return Container{}, false
+}
+
 // Networks is every network but the predefined ones (copies).
 func (s *Server) Networks() []Network {
 	s.mu.Lock()
@@ -235,7 +269,7 @@ func (s *Server) Exit(id string) {
 		return
 	}
 	if c.AutoRemove {
-		delete(s.containers, id)
+		s.remove(c)
 		return
 	}
 	c.Status, c.FinishedAt = "exited", time.Now()
@@ -248,6 +282,13 @@ func (s *Server) SetStatus(id, status string) {
 	if c := s.containers[id]; c != nil {
 		c.Status = status
 	}
+}
+
+// remove takes c out of the engine, into its history. Lock held.
+func (s *Server) remove(c *Container) {
+	delete(s.containers, c.ID)
+	c.Removed, c.Status = true, "removed"
+	s.removed[c.ID] = c
 }
 
 func predefined(name string) bool { return name == "bridge" || name == "host" || name == "none" }

@@ -145,4 +145,3 @@ func TestDockerAndACloudInOneRun(t *testing.T) {
 	}
 	dockerRecord{w}.checkForeign()
 }
-

@@ -3,15 +3,18 @@
 // side in one run (alternating, so the machine's load falls on both):
 //
 //   - `docker run --rm IMAGE true`, the docker CLI's whole round trip;
+//
 //   - `docker exec C head -c 100M /dev/zero`: a hijacked stream's
 //     throughput;
+//
 //   - one POST /containers/create (the journal's commit included) over the
 //     API, the latency the proxy adds;
+//
 //   - removing 100 running containers: tether's drain against DELETE
 //     ?force=1&v=1 of the same 100 in parallel (64 at once, the drain's
 //     default concurrency).
 //
-//	go run ./bench/dockerbench -image IMAGE [-runs 20] [-tether PATH]
+//     go run ./bench/dockerbench -image IMAGE [-runs 20] [-tether PATH]
 //
 // IMAGE needs sh, head and sleep (a busybox image). Without -tether it
 // builds tether. The proxy's journal goes to a temporary directory on

@@ -47,12 +47,14 @@ func main() {
 	runs := flag.Int("runs", 20, "runs of each CLI measurement, per side")
 	creates := flag.Int("creates", 200, "API creates per side")
 	tetherBin := flag.String("tether", "", "tether binary (default: go build ./cmd/tether)")
+	drainOnly := flag.Bool("drain-only", false, "only the drain of 100 against parallel DELETEs")
+	rounds := flag.Int("rounds", 3, "rounds of the drain measurement")
 	flag.Parse()
 	if *image == "" {
 		fmt.Fprintln(os.Stderr, "dockerbench: -image is required")
 		os.Exit(2)
 	}
-	if err := run(*image, *runs, *creates, *tetherBin); err != nil {
+	if err := run(*image, *runs, *creates, *tetherBin, *drainOnly, *rounds); err != nil {
 		fmt.Fprintln(os.Stderr, "dockerbench:", err)
 		os.Exit(1)
 	}
@@ -150,7 +152,7 @@ func (s stats) mean() time.Duration {
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }
 
-func run(image string, runs, creates int, tetherBin string) error {
+func run(image string, runs, creates int, tetherBin string, drainOnly bool, rounds int) error {
 	dir, err := os.MkdirTemp("", "dockerbench")
 	if err != nil {
 		return err
@@ -161,6 +163,9 @@ func run(image string, runs, creates int, tetherBin string) error {
 		if out, err := exec.Command("go", "build", "-o", tetherBin, "./cmd/tether").CombinedOutput(); err != nil {
 			return fmt.Errorf("go build: %v\n%s", err, out)
 		}
+	}
+	if drainOnly {
+		return removeMany(image, tetherBin, dir, rounds)
 	}
 	tt, err := startTether(tetherBin, dir)
 	if err != nil {
@@ -259,12 +264,16 @@ func run(image string, runs, creates int, tetherBin string) error {
 		fmt.Printf("(the first tether's drain confirmed %d intents in %s)\n\n", n, d)
 	}
 
-	// 4. Removing 100 running containers: tether's drain against parallel
-	// DELETEs, alternating, 3 rounds.
+	return removeMany(image, tetherBin, dir, rounds)
+}
+
+// removeMany is the fourth measurement: removing 100 running containers,
+// tether's drain against parallel DELETEs, alternating, rounds times.
+func removeMany(image, tetherBin, dir string, rounds int) error {
 	const n = 100
 	fmt.Printf("| removing %d running containers | round | time |\n| --- | ---: | ---: |\n", n)
 	var drains, rms stats
-	for round := 1; round <= 3; round++ {
+	for round := 1; round <= rounds; round++ {
 		ids, err := startMany(client(engine), image, n)
 		if err != nil {
 			return err

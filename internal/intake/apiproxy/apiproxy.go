@@ -29,7 +29,10 @@
 // before anything of it is read beyond its request line and headers (see
 // admit): no body, no journal write, no call upstream, and at most one log
 // line a minute. The secret is stripped from the path before anything
-// else sees the request, and never logged.
+// else sees the request, and never logged. A proxy its provider serves on a
+// listener only the runner can reach (Docker's Unix socket, mode 0600, its
+// peers' uids checked at accept: a Docker client cannot carry a path in
+// DOCKER_HOST) draws no secret (Config.Secretless).
 //
 // What is the provider's stays in its package, behind API and Create: which
 // paths are a create and a delete, the create body (taken apart and

@@ -80,6 +80,15 @@ func startTether(bin, dir string) (*tether, error) {
 	}
 	t := &tether{cmd: cmd, stderr: &bytes.Buffer{}}
 	cmd.Stderr = t.stderr
+	if f := os.Getenv("DOCKERBENCH_LOG"); f != "" {
+		// tether's whole log, at debug level, appended to that file.
+		log, err := os.OpenFile(f, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		if err != nil {
+			return nil, err
+		}
+		cmd.Env = append(cmd.Env, "TETHER_LOG_LEVEL=debug")
+		cmd.Stderr = io.MultiWriter(t.stderr, log)
+	}
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}

@@ -75,6 +75,7 @@ var (
 	_ provider.Account      = (*measured)(nil)
 	_ provider.AccountBound = (*measured)(nil)
 	_ provider.SyncDeleter  = (*measured)(nil)
+	_ provider.CallTimer    = (*measured)(nil)
 	_ provider.Checker      = (*measured)(nil)
 )
 
@@ -173,6 +174,8 @@ func (w *measured) Check(ctx context.Context) error {
 func (w *measured) NotFoundIsPerAccount() bool { return provider.NeedsAccount(w.p) }
 
 func (w *measured) DeletesSynchronously() bool { return provider.DeletesSynchronously(w.p) }
+
+func (w *measured) CallTimeout(kind string) time.Duration { return provider.CallTimeout(w.p, kind) }
 
 // sharing is a measured provider on which several sandboxes may carry one
 // name and whose timeout tether sets (E2B).

@@ -454,3 +454,26 @@ func FuzzParseBody(f *testing.F) {
 		}
 	})
 }
+
+// TestSlowRemovalIsNotCutAndSentAgain: a force-remove that takes longer
+// than the reaper's per-call bound (dozens at once take seconds) runs to
+// its end under the provider's own bound (provider.CallTimer): one DELETE,
+// not one per timeout.
+func TestSlowRemovalIsNotCutAndSentAgain(t *testing.T) {
+	w := newWorld(t, dockertest.Docker)
+	w.r.CallTimeout = 50 * time.Millisecond
+	code, b := w.call(http.MethodPost, "/containers/create", `{`+image+`}`)
+	if code != http.StatusCreated {
+		t.Fatalf("create: %d %s", code, b)
+	}
+	in := w.only()
+	w.eventually("observed", func() bool { got, _ := w.j.Get(in.ID); return got.SandboxID != "" })
+	w.sim.SetFaults(dockertest.Faults{DeleteDelay: 300 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	rep := w.r.Drain(ctx, []intent.Intent{in})
+	c := w.sim.History()[0]
+	if rep.Gone != 1 || !c.Removed || c.Deletes != 1 {
+		t.Fatalf("drain %+v; the container: removed %v after %d DELETEs, want 1", rep, c.Removed, c.Deletes)
+	}
+}

@@ -227,6 +227,12 @@ func (s *Server) deleteContainer(w http.ResponseWriter, r *http.Request, ref str
 	}
 	force := r.URL.Query().Get("force")
 	s.mu.Lock()
+	delay := s.faults.DeleteDelay
+	s.mu.Unlock()
+	if !s.host.Wait(r.Context(), delay) {
+		return
+	}
+	s.mu.Lock()
 	c := s.byRef(ref)
 	if c != nil {
 		c.Deletes++

@@ -87,6 +87,9 @@ type Faults struct {
 	LoseCreateAnswer bool
 	// CreateDelay holds each create this long before it is done.
 	CreateDelay time.Duration
+	// DeleteDelay holds each container delete this long before it is
+	// done, as a force-remove among many does (the kill, the wait).
+	DeleteDelay time.Duration
 }
 
 // Server is a simulated engine. It is safe for concurrent use.

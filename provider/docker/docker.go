@@ -84,7 +84,7 @@ const (
 	// busy 2-core host). The drain's deadline bounds it too.
 	RemoveTimeout = 30 * time.Second
 	maxBody       = 16 << 20
-	maxErrorMsg = 300
+	maxErrorMsg   = 300
 )
 
 // Config says how to reach one engine.

@@ -86,6 +86,11 @@ func testMain(m *testing.M) int {
 	defer exec.Command("docker", "rmi", "-f", bbImage).Run()
 	defer testutil.Cleanup()
 	defer func() { podmanStop() }()
+	defer func() {
+		if goClientBin != "" {
+			os.RemoveAll(filepath.Dir(goClientBin))
+		}
+	}()
 	return m.Run()
 }
 

@@ -94,3 +94,23 @@ func RestoresOutliveDeletes(p Provider) bool {
 	r, ok := p.(Restorable)
 	return ok && r.RestoresOutliveDeletes()
 }
+
+// CallTimer is implemented by a Provider some of whose calls take longer
+// on the healthy path than a caller's usual per-call bound: a Docker
+// force-remove kills the container and waits for its removal, seconds
+// when dozens go at once. A caller that bounds each call (the reaper's
+// CallTimeout) gives a call of that kind the longer of the two, rather
+// than cut it and send it again.
+type CallTimer interface {
+	// CallTimeout is how long a call of kind (Call*) may take; 0 when
+	// the provider has no bound of its own for it.
+	CallTimeout(kind string) time.Duration
+}
+
+// CallTimeout is p's own bound for a call of kind (CallTimer), or 0.
+func CallTimeout(p Provider, kind string) time.Duration {
+	if t, ok := p.(CallTimer); ok {
+		return t.CallTimeout(kind)
+	}
+	return 0
+}

@@ -122,6 +122,11 @@ var (
 	// one are not deleted yet (Daytona's 400 "Cannot delete sandbox which
 	// has active fork children"). Retryable once the forks are gone.
 	ErrHasForks = errors.New("sandbox has forks not deleted yet")
+	// ErrInUse: a delete was refused because other sandboxes still use
+	// this one (a Docker network with containers attached, a volume a
+	// container mounts). Like ErrHasForks, the drain sends it again once
+	// they are gone; retryable.
+	ErrInUse = errors.New("in use by sandboxes not deleted yet")
 	// ErrMisconfigured: the provider cannot be reached as configured — the
 	// server's certificate is not trusted (no CA bundle, a private CA), is
 	// for another host, or the URL's scheme is wrong. A configuration error
@@ -220,5 +225,5 @@ func (e *unreachableError) Is(target error) bool {
 // again. Backends wrap a per-call timeout as ErrUnavailable, so a hung call is
 // retryable while the caller's own deadline is not.
 func Retryable(err error) bool {
-	return errors.Is(err, ErrConflict) || errors.Is(err, ErrRateLimited) || errors.Is(err, ErrUnavailable)
+	return errors.Is(err, ErrConflict) || errors.Is(err, ErrRateLimited) || errors.Is(err, ErrUnavailable) || errors.Is(err, ErrInUse)
 }

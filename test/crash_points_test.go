@@ -69,12 +69,13 @@ type crashCase struct {
 const (
 	cloudDaytona = "daytona"
 	cloudE2B     = "e2b"
+	cloudDocker  = "docker"
 )
 
 func (c crashCase) name() string {
 	n := c.intake + "/" + c.at + "/" + strings.ReplaceAll(c.point, ":", "@")
-	if c.cloud == cloudE2B {
-		n = "e2b/" + n
+	if c.cloud != cloudDaytona {
+		n = c.cloud + "/" + n
 	}
 	return n
 }
@@ -114,6 +115,23 @@ func crashCases() []crashCase {
 	for _, intake := range []string{"socket", "spool", "proxy"} {
 		add(intake, atRunner, crashpoint.RunnerAfterCreate+":2")
 	}
+	// Docker, on a simulated engine: the same points at the intakes and
+	// the runner's, and the drain's where Docker's path is its own (a
+	// create the proxy vouched for is deleted without a read, and a delete
+	// is done when it answers; a socket intent's lost create is found by
+	// its exact name).
+	cloud = cloudDocker
+	add("socket", atIntake, crashpoint.APIBeforeJournal+":2", crashpoint.APIAfterJournal+":2", crashpoint.APIObserveAfterJournal+":2")
+	add("spool", atIntake, crashpoint.SpoolBeforeJournal+":2", crashpoint.SpoolAfterJournal+":2")
+	add("proxy", atIntake, crashpoint.ProxyBeforeJournal+":2", crashpoint.ProxyAfterJournal+":2", crashpoint.ProxyAfterUpstream+":2")
+	add("socket", atRunner, crashpoint.RunnerAfterAck+":2", crashpoint.RunnerAfterObserve+":2")
+	for _, intake := range []string{"socket", "spool", "proxy"} {
+		add(intake, atRunner, crashpoint.RunnerAfterCreate+":2")
+	}
+	add("socket", atDrain, crashpoint.ReaperAfterLookup)
+	add("proxy", atDrain, crashpoint.ReaperBeforeDelete+":2", crashpoint.ReaperAfterDelete+":2", crashpoint.DrainResolved+":2")
+	add("proxy", atReplay, crashpoint.ReplayStarted, crashpoint.DrainResolved+":2")
+	add("proxy", atOffline, crashpoint.ReaperBeforeDelete+":2", crashpoint.ReaperAfterDelete+":2")
 	return cases
 }
 
@@ -134,6 +152,8 @@ func crashFlags(cloud, intake string) []string {
 	switch {
 	case cloud == cloudE2B:
 		f = append(f, "--e2b-proxy="+strconv.FormatBool(intake == "proxy"))
+	case cloud == cloudDocker:
+		f = append(f, "--docker-proxy="+strconv.FormatBool(intake == "proxy"))
 	case intake == "proxy":
 		f = append(f, "--daytona-proxy=true")
 	}
@@ -149,9 +169,13 @@ func runnerArgs(runnerBin, cloud, intake string, actions ...string) []string {
 // beside its Daytona, and tether given both clouds' credentials. rec is
 // the record its invariants read.
 func crashWorld(t *testing.T, cloud string) (w *world, rec simRecord) {
-	if cloud == cloudE2B {
+	switch cloud {
+	case cloudE2B:
 		ew := newE2BWorld(t)
 		return ew.world, e2bRecord{ew}
+	case cloudDocker:
+		dw := newDockerWorld(t)
+		return dw.world, dockerRecord{dw}
 	}
 	w = newWorld(t)
 	return w, daytonaRecord{w}

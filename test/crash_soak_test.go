@@ -17,6 +17,7 @@ import (
 
 	"github.com/tether-run/tether/internal/crashpoint"
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
+	"github.com/tether-run/tether/provider/docker/dockertest"
 	"github.com/tether-run/tether/provider/e2b/e2btest"
 )
 
@@ -33,6 +34,10 @@ import (
 //
 // TETHER_SOAK_CLOUDS=daytona runs Daytona cycles only, in a world without
 // E2B: the first source draws the same cycles either way.
+// TETHER_SOAK_CLOUDS=all adds a simulated Docker engine (dockertest): a
+// third source makes one cycle in four a Docker one, with its own faults
+// (create answers lost after the engine made the container, slow creates),
+// and the first two draw what they draw without it.
 //
 // Without TETHER_SOAK, a short soak runs (soakShortCycles, seed
 // soakDefaultSeed). TETHER_SOAK_FAULTS=404,destroy-lag (or all) raises two
@@ -53,6 +58,7 @@ type soakStats struct {
 	cycles, crashes, sandboxes int
 	e2bCycles, e2bCrashes      int
 	e2bSandboxes               int
+	dockerCycles               int
 	leftLive                   int // intents a drain left live, each found in its report
 	points                     map[string]int
 	answers                    map[int]int // error answers by status, faults and real 404s
@@ -101,6 +107,7 @@ func TestCrashSoak(t *testing.T) {
 
 	var w *world
 	var ew *e2bWorld
+	var dw *dockerWorld
 	var rec simRecord
 	switch v := os.Getenv(envSoakClouds); v {
 	case "daytona":
@@ -110,14 +117,20 @@ func TestCrashSoak(t *testing.T) {
 		ew = newE2BWorld(t)
 		w = ew.world
 		rec = records{daytonaRecord{w}, e2bRecord{ew}}
+	case "all":
+		ew = newE2BWorld(t)
+		w = ew.world
+		dw = withDocker(t, w)
+		rec = records{daytonaRecord{w}, e2bRecord{ew}, dockerRecord{dw}}
 	default:
-		t.Fatalf("%s=%q: want daytona or both", envSoakClouds, v)
+		t.Fatalf("%s=%q: want daytona, both or all", envSoakClouds, v)
 	}
 	w.plantOtherAccount()
 	front := w.countAnswers()
 	tetherBin, runnerBin := crashBinaries(t)
 	rng := rand.New(rand.NewPCG(seed, seed^0x7e7e7e7e))
 	rngCloud := rand.New(rand.NewPCG(seed, seed^0xe2b))
+	rngDocker := rand.New(rand.NewPCG(seed, seed^0xd0c))
 	st := soakStats{points: map[string]int{}}
 
 	for cycle = 1; cycle <= cycles; cycle++ {
@@ -125,11 +138,18 @@ func TestCrashSoak(t *testing.T) {
 		if ew != nil {
 			drawCloud(rngCloud, &c)
 		}
+		if dw != nil {
+			drawDocker(rngDocker, &c)
+		}
 		t.Logf("cycle %d: %s %s %v crash %q at %s; drain %s; faults %s", cycle, c.cloud, c.intake, c.actions, c.point, c.at, c.drain, c.faultsString())
 		w.sim.SetFaults(c.faults)
-		if c.cloud == cloudE2B {
+		switch c.cloud {
+		case cloudE2B:
 			st.e2bCycles++
 			ew.e2b.SetFaults(c.e2bFaults)
+		case cloudDocker:
+			st.dockerCycles++
+			dw.engine.SetFaults(c.dockerFaults)
 		}
 		crashed, reported := w.soakCycle(rec, c, tetherBin, runnerBin)
 		st.leftLive += reported
@@ -144,6 +164,9 @@ func TestCrashSoak(t *testing.T) {
 		w.sim.SetFaults(daytonatest.Faults{})
 		if ew != nil {
 			ew.e2b.SetFaults(e2btest.Faults{})
+		}
+		if dw != nil {
+			dw.engine.SetFaults(dockertest.Faults{})
 		}
 		w.checkInvariants(rec, false)
 		if t.Failed() {
@@ -170,6 +193,9 @@ func TestCrashSoak(t *testing.T) {
 		points = append(points, fmt.Sprintf("%s=%d", p, n))
 	}
 	sort.Strings(points)
+	if dw != nil {
+		t.Logf("soak: %d Docker cycles, %d containers of ours", st.dockerCycles, len(dockerRecord{dw}.ours()))
+	}
 	t.Logf("soak: seed %d, %d cycles (%d E2B), %d crashes (%d in E2B cycles; by point %s), %d sandboxes of ours (%d in E2B), %d intents left live by a drain and reported, Daytona's error answers by status %v, %d calls hung or dropped; outcome: %s",
 		seed, st.cycles, st.e2bCycles, st.crashes, st.e2bCrashes, strings.Join(points, " "), st.sandboxes, st.e2bSandboxes, st.leftLive, st.answers, st.aborted, map[bool]string{false: "pass", true: "FAIL"}[t.Failed()])
 }
@@ -184,6 +210,8 @@ type soakCase struct {
 	faults  daytonatest.Faults
 	// e2bFaults: E2B's faults, for an E2B cycle.
 	e2bFaults e2btest.Faults
+	// dockerFaults: the engine's, for a Docker cycle.
+	dockerFaults dockertest.Faults
 	// drain is the cycle's --drain-timeout: now and then too short, so a
 	// drain leaves intents live and must report them.
 	drain string
@@ -257,7 +285,23 @@ func drawCloud(rng *rand.Rand, c *soakCase) {
 	}
 }
 
+// drawDocker draws from rng whether cycle c creates in the simulated
+// Docker engine, and its faults (drawn every cycle, as drawCloud does). A
+// Docker cycle keeps c's intake, actions and crash point, but a crash
+// point of the drain or the replay: the matrix's Docker cases cover the
+// intakes' and the runner's points, and the drain's on the proxy's path.
+func drawDocker(rng *rand.Rand, c *soakCase) {
+	dockerCycle := rng.IntN(4) == 0
+	f := dockertest.Faults{LoseCreateAnswer: rng.IntN(4) == 0, CreateDelay: time.Duration(rng.IntN(3)*20) * time.Millisecond}
+	if dockerCycle {
+		c.cloud, c.dockerFaults = cloudDocker, f
+	}
+}
+
 func (c soakCase) faultsString() string {
+	if c.cloud == cloudDocker {
+		return fmt.Sprintf("%s, Docker %+v", c.faults, c.dockerFaults)
+	}
 	if c.cloud == cloudE2B {
 		return fmt.Sprintf("%s, E2B %s", c.faults, c.e2bFaults)
 	}

@@ -196,6 +196,9 @@ func newWorld(t *testing.T, opts ...daytonatest.Option) *world {
 		// (which would learn every id at create time); the proxy has its
 		// own end-to-end tests.
 		"TETHER_DAYTONA_PROXY=false",
+		// Nor the machine's Docker engine: the Docker provider has its
+		// own end-to-end tests (test/docker).
+		"TETHER_DOCKER=false",
 		// Marks every process this world starts (tether, its runner, what
 		// the runner starts), so the cleanup can kill what outlived tether.
 		worldMark+"="+dir,

@@ -39,7 +39,7 @@ func (*intentCommand) Synopsis() string {
 }
 
 const intentUsage = `Usage:
-  tether intent new [--label k=v]... [--on-drain delete|stop] [--key K] [--provider daytona|e2b]
+  tether intent new [--label k=v]... [--on-drain delete|stop] [--key K] [--provider daytona|e2b|docker]
   tether intent observe ID SANDBOX_ID
   tether intent release ID [--outcome deleted|kept]
   tether intent delete ID
@@ -89,7 +89,7 @@ var intentSubs = map[string]intentSub{
 			fs.Var(config.LabelFlag(a.labels), "label", "label k=v for the sandbox; repeatable")
 			fs.StringVar(&a.onDrain, "on-drain", string(intent.DrainDelete), "what the drain does with the sandbox: delete or stop")
 			fs.StringVar(&a.key, "key", "", "the intent's id and handle (observe KEY, release KEY), so its sandbox name is tether-KEY: the same key again returns the same live intent; once it has ended the key is refused")
-			fs.StringVar(&a.provider, "provider", "", "the cloud of the sandbox: daytona (the default) or e2b")
+			fs.StringVar(&a.provider, "provider", "", "the provider of the sandbox: daytona (the default), e2b or docker")
 		},
 		validate: func(a *intentArgs) error {
 			err := errors.Join(intent.ValidateLabels(a.labels), intent.ValidateOnDrain(intent.OnDrain(a.onDrain)))

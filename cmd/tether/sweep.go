@@ -32,10 +32,14 @@ func (*sweepCommand) Synopsis() string {
 var sweepUsage = `Usage: tether sweep [--yes] [--owner ID] [--label k=v]... [--older-than D] [--idle-for D] [flags]
 
 Lists every sandbox of the Daytona account, or with --provider e2b the E2B
-team (credentials from the environment, as for tether run), that carries a tether-owner label, and
+team, or with --provider docker the Docker engine's containers, networks and
+volumes (credentials and engine from the environment, as for tether run),
+that carries a tether-owner label, and
 marks as stale those created more than --older-than ago AND idle for more
 than --idle-for (Daytona's last activity; E2B reports none, so there only a
-paused sandbox, idle since it was paused, can be stale). A sandbox labelled tether-keep
+paused sandbox, idle since it was paused, can be stale; Docker: a running
+container is active now, a stopped one since it exited, a network or volume
+in use now). A sandbox labelled tether-keep
 (true, 1 or yes, in any case) is never stale: tether labels so what it
 stops on purpose or hands back as kept; one without tether-owner is never
 touched. tether cannot label an E2B sandbox (its metadata is fixed at

@@ -60,6 +60,9 @@ type Config struct {
 
 	// E2B (e2b.go).
 	E2BSettings
+
+	// Docker (docker.go).
+	DockerSettings
 }
 
 // Defaults. Grace + DrainTimeout (3 s + 5 s) leaves 2 s of margin inside the
@@ -113,6 +116,7 @@ func Default() Config {
 		Operator:            defaultOperator(),
 		LeaseSettings:       LeaseSettings{LeaseMinute: DefaultLeaseMinute},
 		E2BSettings:         defaultE2B(),
+		DockerSettings:      defaultDocker(),
 	}
 }
 
@@ -269,6 +273,7 @@ func (c *Config) Bind(fs *flag.FlagSet, groups ...Group) error {
 	c.bindOperator(b, want)
 	c.bindLease(b, want)
 	c.bindE2B(b, want)
+	c.bindDocker(b, want)
 	return errors.Join(b.errs...)
 }
 
@@ -389,6 +394,7 @@ func (c *Config) Validate() error {
 	errs = append(errs, c.validateOperator()...)
 	errs = append(errs, c.validateLease()...)
 	errs = append(errs, c.validateE2B()...)
+	errs = append(errs, c.validateDocker()...)
 	return errors.Join(errs...)
 }
 

@@ -76,6 +76,7 @@ var (
 	_ provider.AccountBound = (*measured)(nil)
 	_ provider.SyncDeleter  = (*measured)(nil)
 	_ provider.Restorable   = (*measured)(nil)
+	_ provider.CallTimer    = (*measured)(nil)
 	_ provider.Checker      = (*measured)(nil)
 )
 
@@ -175,7 +176,8 @@ func (w *measured) NotFoundIsPerAccount() bool { return provider.NeedsAccount(w.
 
 func (w *measured) DeletesSynchronously() bool { return provider.DeletesSynchronously(w.p) }
 
-func (w *measured) RestoresOutliveDeletes() bool { return provider.RestoresOutliveDeletes(w.p) }
+func (w *measured) RestoresOutliveDeletes() bool          { return provider.RestoresOutliveDeletes(w.p) }
+func (w *measured) CallTimeout(kind string) time.Duration { return provider.CallTimeout(w.p, kind) }
 
 // sharing is a measured provider on which several sandboxes may carry one
 // name and whose timeout tether sets (E2B).

@@ -32,7 +32,7 @@ import (
 // checked and listed. The first is the wire contract's default
 // (intent.DefaultProvider).
 func Registered() []Kind {
-	return []Kind{daytonaKind(), e2bKind()}
+	return []Kind{daytonaKind(), e2bKind(), dockerKind()}
 }
 
 // Kind is one provider tether knows.

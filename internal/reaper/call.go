@@ -66,7 +66,10 @@ func (r *Reaper) call(ctx context.Context, p provider.Provider, prio int, kind, 
 			return fmt.Errorf("%s: %w", what, &provider.RateLimitError{RetryAfter: wait, Limiter: "the provider's quota for " + kind + " calls, spent"})
 		}
 	}
-	cctx, cancel := context.WithTimeout(ctx, orDefault(r.CallTimeout, DefaultCallTimeout))
+	// A provider's own bound for this kind of call, when longer (a Docker
+	// force-remove under load), spares it being cut and sent again.
+	timeout := max(orDefault(r.CallTimeout, DefaultCallTimeout), provider.CallTimeout(p, kind))
+	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	err := f(cctx)
 	if lowered := g.release(errors.Is(err, provider.ErrRateLimited)); lowered > 0 {
@@ -76,7 +79,7 @@ func (r *Reaper) call(ctx context.Context, p provider.Provider, prio int, kind, 
 		return nil
 	}
 	if ctx.Err() == nil && cctx.Err() != nil && !errors.Is(err, provider.ErrUnavailable) {
-		err = fmt.Errorf("%w: no answer within %s: %w", provider.ErrUnavailable, orDefault(r.CallTimeout, DefaultCallTimeout), err)
+		err = fmt.Errorf("%w: no answer within %s: %w", provider.ErrUnavailable, timeout, err)
 	}
 	return fmt.Errorf("%s: %w", what, err)
 }

@@ -490,10 +490,11 @@ func (r *Reaper) destroy(ctx context.Context, p provider.Provider, in intent.Int
 		// Refused by the throttler before it did anything: send it again
 		// after the Retry-After, with no read in between.
 		pr.resend = true
-	case errors.Is(err, provider.ErrHasForks):
+	case errors.Is(err, provider.ErrHasForks), errors.Is(err, provider.ErrInUse):
 		// Refused before it did anything, while forks of the sandbox
-		// live: the drain deletes them (first, see Drain), and this delete
-		// is sent again, without a read, once they are gone.
+		// live (or containers use a Docker network or volume): the drain
+		// deletes them (forks first, see Drain), and this delete is sent
+		// again, without a read, once they are gone.
 		pr.resend = true
 		return in, fmt.Errorf("%w: sandbox %s: %w", ErrInProgress, id, err)
 	}

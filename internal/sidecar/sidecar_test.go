@@ -223,6 +223,7 @@ func newWorld(t *testing.T, opts ...daytonatest.Option) *world {
 	cfg.Socket = filepath.Join(dir, "s.sock")
 	cfg.Spool = filepath.Join(dir, "spool")
 	cfg.DrainTimeout = testutil.WaitBound
+	cfg.Docker = false // this machine's engine is not the test's
 	w := &world{t: t, srv: srv, dir: dir, cfg: cfg}
 	t.Cleanup(func() {
 		if t.Failed() {

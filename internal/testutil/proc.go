@@ -268,5 +268,8 @@ func IsolatedEnv(t testing.TB) []string {
 		"TETHER_SOCKET=" + filepath.Join(dir, "tether.sock"),
 		"TETHER_SPOOL=" + filepath.Join(dir, "spool"),
 		"TETHER_LOG_LEVEL=error",
+		// This machine's Docker engine is not the test's: tests of the
+		// Docker provider turn it on with an engine of their own.
+		"TETHER_DOCKER=false",
 	}
 }

@@ -6,10 +6,11 @@
 // after the observe. It creates in Daytona (the official api-client-go,
 // from DAYTONA_API_URL and DAYTONA_API_KEY) or in E2B (provider/e2b's
 // client, which makes the SDKs' calls: POST /sandboxes with metadata and
-// timeout, DELETE /sandboxes/{id}, from E2B_API_URL and E2B_API_KEY). Under
-// the proxy intake the URL is tether's proxy.
+// timeout, DELETE /sandboxes/{id}, from E2B_API_URL and E2B_API_KEY), or
+// in a Docker engine (the docker CLI's create and start, at DOCKER_HOST).
+// Under the proxy intake the URL (DOCKER_HOST) is tether's proxy.
 //
-//	crashrunner daytona|e2b socket|spool|proxy ACTION...
+//	crashrunner daytona|e2b|docker socket|spool|proxy ACTION...
 //
 // Actions, run in order:
 //
@@ -34,10 +35,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -51,6 +56,8 @@ import (
 	"github.com/tether-run/tether/internal/config"
 	"github.com/tether-run/tether/internal/crashpoint"
 	"github.com/tether-run/tether/internal/intake/spooldir"
+	"github.com/tether-run/tether/provider/docker"
+	"github.com/tether-run/tether/provider/docker/dockertest"
 	"github.com/tether-run/tether/provider/e2b"
 )
 
@@ -71,7 +78,7 @@ type runner struct {
 
 func main() {
 	if len(os.Args) < 3 {
-		fail("usage: crashrunner daytona|e2b socket|spool|proxy ACTION...")
+		fail("usage: crashrunner daytona|e2b|docker socket|spool|proxy ACTION...")
 	}
 	fmt.Printf("pid %d\n", os.Getpid())
 	r := &runner{intake: os.Args[2], cloud: newCloud(os.Args[1])}
@@ -228,9 +235,72 @@ func newCloud(name string) cloud {
 			fail("e2b client: %v", err)
 		}
 		return e2bCloud{p}
+	case "docker":
+		e, err := docker.FindEngine(os.Getenv)
+		if err != nil {
+			fail("%v", err)
+		}
+		return dockerCloud{e: e, hc: &http.Client{Transport: e.Transport(), Timeout: callTimeout}}
 	}
 	fail("unknown cloud %q", name)
 	return nil
+}
+
+// dockerCloud creates a container of the simulated engine's image
+// (dockertest.Image) as the docker CLI does (POST /containers/create
+// ?name=, then start) at DOCKER_HOST, which under the proxy intake is
+// tether's proxy. A zero-code runner names none, and learns only the id.
+type dockerCloud struct {
+	e  docker.Engine
+	hc *http.Client
+}
+
+func (dockerCloud) provider() string { return docker.ProviderName }
+
+func (c dockerCloud) do(ctx context.Context, method, path string, body any, want int, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.e.URL()+path, rd)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != want {
+		return fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, b)
+	}
+	if out != nil {
+		return json.Unmarshal(b, out)
+	}
+	return nil
+}
+
+func (c dockerCloud) create(ctx context.Context, name string, labels map[string]string) (string, string, error) {
+	path := "/v1.41/containers/create"
+	if name != "" {
+		path += "?name=" + url.QueryEscape(name)
+	}
+	var ans struct{ Id string }
+	body := map[string]any{"Image": dockertest.Image, "Cmd": []string{"sleep", "1000"}, "Labels": labels}
+	if err := c.do(ctx, http.MethodPost, path, body, http.StatusCreated, &ans); err != nil {
+		return "", "", err
+	}
+	if err := c.do(ctx, http.MethodPost, "/v1.41/containers/"+ans.Id+"/start", nil, http.StatusNoContent, nil); err != nil {
+		return ans.Id, name, err
+	}
+	return ans.Id, name, nil
+}
+
+func (c dockerCloud) delete(ctx context.Context, id string) error {
+	return c.do(ctx, http.MethodDelete, "/v1.41/containers/"+id+"?force=1&v=1", nil, http.StatusNoContent, nil)
 }
 
 type daytonaCloud struct{ api apiclient.SandboxAPI }

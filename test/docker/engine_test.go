@@ -81,6 +81,16 @@ func testMain(m *testing.M) int {
 		return 1
 	}
 	defer exec.Command("docker", "rmi", "-f", image).Run()
+	// The Docker provider's tests (provider_test.go): their sandbox image
+	// and tether binary, if they built them.
+	defer exec.Command("docker", "rmi", "-f", bbImage).Run()
+	defer testutil.Cleanup()
+	defer func() { podmanStop() }()
+	defer func() {
+		if goClientBin != "" {
+			os.RemoveAll(filepath.Dir(goClientBin))
+		}
+	}()
 	return m.Run()
 }
 

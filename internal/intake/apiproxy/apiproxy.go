@@ -29,7 +29,10 @@
 // before anything of it is read beyond its request line and headers (see
 // admit): no body, no journal write, no call upstream, and at most one log
 // line a minute. The secret is stripped from the path before anything
-// else sees the request, and never logged.
+// else sees the request, and never logged. A proxy its provider serves on a
+// listener only the runner can reach (Docker's Unix socket, mode 0600, its
+// peers' uids checked at accept: a Docker client cannot carry a path in
+// DOCKER_HOST) draws no secret (Config.Secretless).
 //
 // What is the provider's stays in its package, behind API and Create: which
 // paths are a create and a delete, the create body (taken apart and
@@ -136,6 +139,12 @@ type Config struct {
 	// Transport makes the upstream calls (default: http.DefaultTransport's
 	// settings, without transparent compression, so bodies pass as sent).
 	Transport http.RoundTripper
+	// Secretless: the caller serves the proxy on a listener only the
+	// runner can reach (the Docker proxy's Unix socket: mode 0600, its
+	// peers' uids checked), so no secret is drawn and every path is taken
+	// as it comes (a Docker client cannot carry a path in DOCKER_HOST).
+	// URL and ShownURL do not apply.
+	Secretless bool
 
 	CreateTimeout   time.Duration // default DefaultCreateTimeout
 	MaxCreateBody   int64         // default DefaultMaxCreateBody
@@ -213,6 +222,9 @@ func New(c Config) (*Proxy, error) {
 	}
 	p.secret = hex.EncodeToString(secret)
 	p.handler = http.HandlerFunc(p.admit)
+	if p.Secretless {
+		p.handler = p.Handler
+	}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.pass = &httputil.ReverseProxy{
 		Rewrite:        p.rewriteURL,

@@ -1,7 +1,8 @@
 package reaper
 
 // The provider calls: every call the reaper makes goes through call, under
-// the gate's bound and priorities, CallTimeout and a spent quota's wait;
+// the gate's bound and priorities, CallTimeout and the pacing of its quota
+// (a spent quota's wait, jittered; confirmations after what is owed);
 // backoff and sleep are the waits between tries.
 
 import (
@@ -9,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/tether-run/tether/provider"
@@ -42,27 +44,61 @@ func (r *Reaper) CurrentConcurrency() int { return r.callGate().current() }
 // call runs one provider call of a kind (provider.Call*) under
 // CallTimeout. A call that ran out of its own time while the caller's
 // context is still alive is a hung request: reported as ErrUnavailable, so
-// it is retried. When the provider knows the quota this kind of call counts
-// against is spent (its last answer said so), the call waits for the
-// quota's reset first rather than be refused.
+// it is retried.
+//
+// The quota the call counts against paces it (a provider.Throttled knows
+// which, and whether it is spent):
+//   - When the provider knows that quota spent (its last answers said so:
+//     a 429's Retry-After, or a remaining of 0), the call waits until the
+//     quota is back rather than be refused, whatever kind of call was
+//     refused: every call of this reaper to that quota waits.
+//   - It comes back at a random point of a spread after that (resumeWait),
+//     so that the calls of many tethers that saw one quota spent do not
+//     all come back at its reset and spend it at once, most of them to be
+//     refused again. The spread ends well before ctx's deadline.
+//   - A wait that would end past ctx's deadline is not waited: the call is
+//     refused at once (a RateLimitError), so that the drain can hand the
+//     sandbox off while it has time.
+//   - A confirming read (prioConfirm) waits while this reaper owes a call
+//     of a higher priority to the same quota (a delete refused or held;
+//     on E2B the read and the kill share a bucket): what stops the billing
+//     gets the quota first.
 func (r *Reaper) call(ctx context.Context, p provider.Provider, prio int, kind, what string, f func(context.Context) error) error {
 	g := r.callGate()
+	t, throttled := p.(provider.Throttled)
+	quota := quotaOf(p, kind)
 	for {
+		if prio == prioConfirm && quota != "" {
+			if err := r.owed().wait(ctx, quota); err != nil {
+				return fmt.Errorf("%s: waiting for the deletes that share its quota: %w", what, err)
+			}
+		}
 		if err := g.acquire(ctx, prio); err != nil {
 			return fmt.Errorf("%s: waiting for a call slot: %w", what, err)
 		}
 		// Checked with the slot in hand, right before sending: the answers
 		// of the calls that held the slots meanwhile may have spent it.
-		t, ok := p.(provider.Throttled)
-		if !ok {
+		if !throttled {
 			break
 		}
-		wait := time.Until(t.ExhaustedUntil(kind))
-		if wait <= 0 {
+		until := t.ExhaustedUntil(kind)
+		if !time.Now().Before(until) {
 			break
 		}
 		g.cancel()
-		if !sleep(ctx, wait) {
+		wait, ok := r.resumeWait(ctx, until)
+		if !ok {
+			return fmt.Errorf("%s: %w", what, &provider.RateLimitError{RetryAfter: time.Until(until), Limiter: "the provider's quota for " + kind + " calls, spent past the deadline"})
+		}
+		var paid func()
+		if prio > prioConfirm {
+			paid = r.owed().add(quota)
+		}
+		slept := sleep(ctx, wait)
+		if paid != nil {
+			paid()
+		}
+		if !slept {
 			return fmt.Errorf("%s: %w", what, &provider.RateLimitError{RetryAfter: wait, Limiter: "the provider's quota for " + kind + " calls, spent"})
 		}
 	}
@@ -79,6 +115,95 @@ func (r *Reaper) call(ctx context.Context, p provider.Provider, prio int, kind, 
 		err = fmt.Errorf("%w: no answer within %s: %w", provider.ErrUnavailable, orDefault(r.CallTimeout, DefaultCallTimeout), err)
 	}
 	return fmt.Errorf("%s: %w", what, err)
+}
+
+// quotaOf names the quota calls of kind to p count against, for owed; ""
+// when p does not say.
+func quotaOf(p provider.Provider, kind string) string {
+	if q, ok := p.(provider.Quotas); ok {
+		return p.Name() + " " + q.Quota(kind)
+	}
+	return ""
+}
+
+// resumeWait is how long a call waits for a quota spent until until: to
+// until, plus a random share of a spread (ResumeSpread, at most the wait
+// itself, at most half of what ctx's deadline leaves after until). ok is
+// false when until is past the deadline: the call cannot be sent in time.
+func (r *Reaper) resumeWait(ctx context.Context, until time.Time) (wait time.Duration, ok bool) {
+	now := time.Now()
+	wait = until.Sub(now)
+	spread := min(orDefault(r.ResumeSpread, DefaultResumeSpread), wait)
+	if deadline, has := ctx.Deadline(); has {
+		left := deadline.Sub(until)
+		if left <= 0 {
+			return wait, false
+		}
+		spread = min(spread, left/2)
+	}
+	if spread > 0 {
+		wait += time.Duration(rand.Int64N(int64(spread) + 1))
+	}
+	return wait, true
+}
+
+// owed is, per quota, how many calls of a higher priority than a
+// confirmation this reaper has waiting for it (held by a spent quota, or
+// refused by it and not yet sent again): confirming reads to that quota
+// wait until there are none.
+type owed struct {
+	mu   sync.Mutex
+	n    map[string]int
+	paid chan struct{} // closed, and replaced, when a count falls to 0
+}
+
+func (r *Reaper) owed() *owed {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.debts == nil {
+		r.debts = &owed{n: map[string]int{}, paid: make(chan struct{})}
+	}
+	return r.debts
+}
+
+// add counts one call owed to quota, until the returned func is called
+// (once; later calls do nothing).
+func (o *owed) add(quota string) (paid func()) {
+	if quota == "" {
+		return func() {}
+	}
+	o.mu.Lock()
+	o.n[quota]++
+	o.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			o.mu.Lock()
+			defer o.mu.Unlock()
+			if o.n[quota]--; o.n[quota] <= 0 {
+				delete(o.n, quota)
+				close(o.paid)
+				o.paid = make(chan struct{})
+			}
+		})
+	}
+}
+
+// wait returns once nothing is owed to quota, or with ctx's error.
+func (o *owed) wait(ctx context.Context, quota string) error {
+	for {
+		o.mu.Lock()
+		n, paid := o.n[quota], o.paid
+		o.mu.Unlock()
+		if n == 0 {
+			return nil
+		}
+		select {
+		case <-paid:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // backoff is the wait before try attempt+1: base doubling up to max, the

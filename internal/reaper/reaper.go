@@ -112,6 +112,19 @@ const (
 	// back, up to Concurrency (AIMD). Random 429s on a few percent of calls
 	// do not lower it; a spent quota, which refuses everything, does.
 	DefaultThrottledShare = 0.25
+	// DefaultResumeSpread bounds the random extra wait of a call that
+	// waited for a spent quota (see call): the calls of a fleet's tethers
+	// that all saw one quota spent come back over up to this long, not
+	// all at its reset. It is at most the wait itself, so a short wait
+	// gets a short spread.
+	DefaultResumeSpread = time.Second
+	// DefaultHandOffReserve is how long before a drain's deadline it
+	// hands off a sandbox whose delete (or stop) it could not send: when
+	// the next try would come later than this before the deadline, the
+	// drain leaves the sandbox to the provider's own timers first
+	// (provider.HandOffer), on a quota other than the delete's, and keeps
+	// it live in the journal.
+	DefaultHandOffReserve = time.Second
 	// maxVerified bounds how many verified sandbox ids the reaper remembers
 	// (one per live intent is what it needs); past it the memory is dropped
 	// and the drain reads before it deletes, as it would after a restart.
@@ -179,6 +192,8 @@ type Reaper struct {
 	ProgressInterval time.Duration // default DefaultProgressInterval
 	ConfirmDelay     time.Duration // default DefaultConfirmDelay
 	RecheckDelay     time.Duration // default DefaultRecheckDelay
+	ResumeSpread     time.Duration // default DefaultResumeSpread
+	HandOffReserve   time.Duration // default DefaultHandOffReserve
 	// MinConcurrency and ThrottledShare steer the adaptive concurrency
 	// (defaults DefaultMinConcurrency, DefaultThrottledShare). Read once.
 	MinConcurrency int
@@ -191,6 +206,7 @@ type Reaper struct {
 	mu    sync.Mutex
 	locks map[string]chan struct{}
 	gate  *gate
+	debts *owed
 	// verified maps an intent id to the sandbox id a read proved ours (the
 	// backstop's read at observe time, or a drain's). Ids are never reused,
 	// so that sandbox stays ours: its delete needs no second read.

@@ -192,6 +192,7 @@ type Provider struct {
 var (
 	_ provider.Provider  = (*Provider)(nil)
 	_ provider.Throttled = (*Provider)(nil)
+	_ provider.Quotas    = (*Provider)(nil)
 )
 
 // New checks cfg and returns a Provider. It makes no call.
@@ -606,26 +607,43 @@ func rateLimit(h http.Header, now time.Time) *provider.RateLimitError {
 }
 
 // noteQuota remembers, per throttler, until when an answer said its quota
-// is spent (X-RateLimit-Remaining-<throttler>: 0, reset in
-// X-RateLimit-Reset-<throttler> seconds). An answer with some remaining
-// does not clear it: answers of one window arrive out of order, and the
-// mark ends by itself at the reset.
+// is spent: a 429's Retry-After-<throttler> (the organization is refused
+// until then, and every request it sends meanwhile counts against the
+// window after: @nestjs/throttler's storage counts a blocked tracker's
+// hits too), or an allowed answer's X-RateLimit-Remaining-<throttler>: 0,
+// reset in X-RateLimit-Reset-<throttler> seconds. Every call of this
+// Provider that counts against the throttler then waits (ExhaustedUntil),
+// not only the one refused. An answer with some remaining does not clear
+// the mark: answers of one window arrive out of order, and the mark ends by
+// itself.
 func (p *Provider) noteQuota(resp *http.Response, now time.Time) {
 	if resp == nil {
 		return
 	}
 	for k, vs := range resp.Header {
-		name, ok := strings.CutPrefix(strings.ToLower(k), hdrRemaining)
-		if !ok || len(vs) == 0 || strings.TrimSpace(vs[0]) != "0" {
+		if len(vs) == 0 {
 			continue
 		}
-		if d := apicall.RetryAfter(resp.Header.Get(hdrReset+name), now); d > 0 {
-			p.mu.Lock()
-			if until := now.Add(d); until.After(p.exhausted[name]) {
-				p.exhausted[name] = until
-			}
-			p.mu.Unlock()
+		k = strings.ToLower(k)
+		if name, ok := strings.CutPrefix(k, hdrRetryAfter+"-"); ok && resp.StatusCode == http.StatusTooManyRequests {
+			p.spend(name, now, apicall.RetryAfter(vs[0], now))
+			continue
 		}
+		if name, ok := strings.CutPrefix(k, hdrRemaining); ok && strings.TrimSpace(vs[0]) == "0" {
+			p.spend(name, now, apicall.RetryAfter(resp.Header.Get(hdrReset+name), now))
+		}
+	}
+}
+
+// spend marks throttler's quota spent for d from now.
+func (p *Provider) spend(throttler string, now time.Time, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if until := now.Add(d); until.After(p.exhausted[throttler]) {
+		p.exhausted[throttler] = until
 	}
 }
 
@@ -640,9 +658,12 @@ func throttlerOf(kind string) string {
 	return "authenticated"
 }
 
+// Quota is the throttler calls of this kind count against.
+func (p *Provider) Quota(kind string) string { return throttlerOf(kind) }
+
 // ExhaustedUntil is when the quota of this kind of call is known to be
-// available again: the reset an answer announced with a remaining of 0
-// (zero once that has passed).
+// available again: a 429's Retry-After, or the reset an answer announced
+// with a remaining of 0 (zero once that has passed).
 func (p *Provider) ExhaustedUntil(kind string) time.Time {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -127,13 +127,17 @@ func quotaOf(p provider.Provider, kind string) string {
 }
 
 // resumeWait is how long a call waits for a quota spent until until: to
-// until, plus a random share of a spread (ResumeSpread, at most the wait
-// itself, at most half of what ctx's deadline leaves after until). ok is
+// until, plus a random share of a spread (ResumeSpread, at most a quarter
+// of the wait, at most half of what ctx's deadline leaves after until).
+// The spread is short: a fixed window (Daytona's) is best used by calls
+// that come back right at its start, so that its overflow, which blocks
+// the organization for a whole window from that moment, comes early too;
+// a refilling bucket (E2B's) is used as well by calls spread over it. ok is
 // false when until is past the deadline: the call cannot be sent in time.
 func (r *Reaper) resumeWait(ctx context.Context, until time.Time) (wait time.Duration, ok bool) {
 	now := time.Now()
 	wait = until.Sub(now)
-	spread := min(orDefault(r.ResumeSpread, DefaultResumeSpread), wait)
+	spread := min(orDefault(r.ResumeSpread, DefaultResumeSpread), wait/4)
 	if deadline, has := ctx.Deadline(); has {
 		left := deadline.Sub(until)
 		if left <= 0 {

@@ -115,9 +115,9 @@ const (
 	// DefaultResumeSpread bounds the random extra wait of a call that
 	// waited for a spent quota (see call): the calls of a fleet's tethers
 	// that all saw one quota spent come back over up to this long, not
-	// all at its reset. It is at most the wait itself, so a short wait
-	// gets a short spread.
-	DefaultResumeSpread = time.Second
+	// all at the same instant. It is at most a quarter of the wait itself,
+	// so a short wait gets a short spread.
+	DefaultResumeSpread = 250 * time.Millisecond
 	// DefaultHandOffReserve is how long before a drain's deadline it
 	// hands off a sandbox whose delete (or stop) it could not send: when
 	// the next try would come later than this before the deadline, the

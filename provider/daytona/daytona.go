@@ -186,7 +186,8 @@ type Provider struct {
 	authWait    time.Duration
 
 	mu        sync.Mutex
-	exhausted map[string]time.Time // by throttler: quota known spent until then
+	exhausted map[string]time.Time // by throttler: window known spent until its reset
+	block     map[string]time.Time // by throttler: refused (429) until then
 }
 
 var (
@@ -227,7 +228,7 @@ func New(cfg Config) (*Provider, error) {
 	ac.HTTPClient = hc
 	ac.UserAgent = "tether"
 	p := &Provider{target: cfg.Target, timeout: cfg.CallTimeout, log: log,
-		authRetries: cfg.AuthContextRetries, authWait: cfg.AuthContextRetryWait, exhausted: map[string]time.Time{}}
+		authRetries: cfg.AuthContextRetries, authWait: cfg.AuthContextRetryWait, exhausted: map[string]time.Time{}, block: map[string]time.Time{}}
 	switch {
 	case p.authRetries == 0:
 		p.authRetries = DefaultAuthContextRetries
@@ -626,7 +627,7 @@ func (p *Provider) noteQuota(resp *http.Response, now time.Time) {
 		}
 		k = strings.ToLower(k)
 		if name, ok := strings.CutPrefix(k, hdrRetryAfter+"-"); ok && resp.StatusCode == http.StatusTooManyRequests {
-			p.spend(name, now, apicall.RetryAfter(vs[0], now))
+			p.blocked(name, now, apicall.RetryAfter(vs[0], now))
 			continue
 		}
 		if name, ok := strings.CutPrefix(k, hdrRemaining); ok && strings.TrimSpace(vs[0]) == "0" {
@@ -635,7 +636,7 @@ func (p *Provider) noteQuota(resp *http.Response, now time.Time) {
 	}
 }
 
-// spend marks throttler's quota spent for d from now.
+// spend marks throttler's quota spent for d from now (a window's reset).
 func (p *Provider) spend(throttler string, now time.Time, d time.Duration) {
 	if d <= 0 {
 		return
@@ -645,6 +646,26 @@ func (p *Provider) spend(throttler string, now time.Time, d time.Duration) {
 	if until := now.Add(d); until.After(p.exhausted[throttler]) {
 		p.exhausted[throttler] = until
 	}
+}
+
+// blocked marks throttler's quota refused for d from now (a 429's
+// Retry-After). Every request refused within one block learns the same
+// end, rounded up to whole seconds from when it was refused, so each
+// answer bounds the end from above: while an earlier block mark stands,
+// the earliest bound is kept, so that this Provider's calls come back
+// nearer the block's true end (a window's worth of quota starts with the
+// first request after it, and every request before counts against it).
+func (p *Provider) blocked(throttler string, now time.Time, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	until := now.Add(d)
+	if cur, ok := p.block[throttler]; ok && now.Before(cur) && until.After(cur) {
+		return // the same block: the earlier bound holds
+	}
+	p.block[throttler] = until
 }
 
 // throttlerOf is the Daytona throttler a kind of call counts against
@@ -665,12 +686,20 @@ func (p *Provider) Quota(kind string) string { return throttlerOf(kind) }
 // available again: a 429's Retry-After, or the reset an answer announced
 // with a remaining of 0 (zero once that has passed).
 func (p *Provider) ExhaustedUntil(kind string) time.Time {
+	name := throttlerOf(kind)
+	now := time.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	until, ok := p.exhausted[throttlerOf(kind)]
-	if ok && !time.Now().Before(until) {
-		delete(p.exhausted, throttlerOf(kind))
-		return time.Time{}
+	var until time.Time
+	for _, m := range []map[string]time.Time{p.exhausted, p.block} {
+		t, ok := m[name]
+		if ok && !now.Before(t) {
+			delete(m, name)
+			continue
+		}
+		if t.After(until) {
+			until = t
+		}
 	}
 	return until
 }

@@ -54,8 +54,14 @@ func FuzzRateLimitHeaders(f *testing.F) {
 		if rl := rateLimit(h, now); rl.RetryAfter < 0 || rl.RetryAfter > apicall.MaxRetryAfter {
 			t.Fatalf("negative wait %s from %v", rl.RetryAfter, h)
 		}
-		p := &Provider{exhausted: map[string]time.Time{}}
-		p.noteQuota(&http.Response{Header: h}, now)
+		p := &Provider{exhausted: map[string]time.Time{}, block: map[string]time.Time{}}
+		p.noteQuota(&http.Response{StatusCode: http.StatusTooManyRequests, Header: h}, now)
+		p.noteQuota(&http.Response{StatusCode: http.StatusOK, Header: h}, now)
+		for name, until := range p.block {
+			if until.Before(now) {
+				t.Fatalf("quota %q refused until %s, before now", name, until)
+			}
+		}
 		for name, until := range p.exhausted {
 			if until.Before(now) {
 				t.Fatalf("quota %q spent until %s, before now", name, until)

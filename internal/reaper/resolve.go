@@ -190,7 +190,7 @@ type HandedOff struct {
 }
 
 func (h *HandedOff) Error() string {
-	return fmt.Sprintf("handed off to %s at %s (%s), the delete not sent in time: %v", h.Provider, h.At.Format(time.TimeOnly), h.Set, h.Err)
+	return fmt.Sprintf("handed off to %s at %s (%s), not sent before the deadline: %v", h.Provider, h.At.Format(time.TimeOnly), h.Set, h.Err)
 }
 
 func (h *HandedOff) Unwrap() error { return h.Err }

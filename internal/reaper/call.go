@@ -62,15 +62,24 @@ func (r *Reaper) CurrentConcurrency() int { return r.callGate().current() }
 //   - A confirming read (prioConfirm) waits while this reaper owes a call
 //     of a higher priority to the same quota (a delete refused or held;
 //     on E2B the read and the kill share a bucket): what stops the billing
-//     gets the quota first.
+//     gets the quota first. In a drain, a confirming read to a quota that
+//     deletes share also yields it for ConfirmYield after it was last seen
+//     spent, for the other tethers' deletes (drainState.confirmAfter).
 func (r *Reaper) call(ctx context.Context, p provider.Provider, prio int, kind, what string, f func(context.Context) error) error {
 	g := r.callGate()
 	t, throttled := p.(provider.Throttled)
 	quota := quotaOf(p, kind)
+	ds, _ := ctx.Value(drainStateKey{}).(*drainState)
 	for {
 		if prio == prioConfirm && quota != "" {
 			if err := r.owed().wait(ctx, quota); err != nil {
 				return fmt.Errorf("%s: waiting for the deletes that share its quota: %w", what, err)
+			}
+			if d, ok := ds.confirmAfter(ctx, quota, quotaOf(p, provider.CallDelete), orDefault(r.ConfirmYield, DefaultConfirmYield), orDefault(r.HandOffReserve, DefaultHandOffReserve)); ok {
+				if !sleep(ctx, time.Until(d)) {
+					return fmt.Errorf("%s: yielding its quota, which deletes share and which was seen spent, to the deletes: %w", what, context.DeadlineExceeded)
+				}
+				continue
 			}
 		}
 		if err := g.acquire(ctx, prio); err != nil {
@@ -85,6 +94,7 @@ func (r *Reaper) call(ctx context.Context, p provider.Provider, prio int, kind, 
 		if !time.Now().Before(until) {
 			break
 		}
+		ds.sawSpent(quota)
 		g.cancel()
 		wait, ok := r.resumeWait(ctx, until)
 		if !ok {
@@ -105,6 +115,9 @@ func (r *Reaper) call(ctx context.Context, p provider.Provider, prio int, kind, 
 	cctx, cancel := context.WithTimeout(ctx, orDefault(r.CallTimeout, DefaultCallTimeout))
 	defer cancel()
 	err := f(cctx)
+	if errors.Is(err, provider.ErrRateLimited) {
+		ds.sawSpent(quota)
+	}
 	if lowered := g.release(errors.Is(err, provider.ErrRateLimited)); lowered > 0 {
 		r.log().Warn("provider calls throttled (429) in a round; lowering the concurrency, to spare the organization's shared quota", "concurrency", lowered)
 	}
@@ -149,6 +162,55 @@ func (r *Reaper) resumeWait(ctx context.Context, until time.Time) (wait time.Dur
 		wait += time.Duration(rand.Int64N(int64(spread) + 1))
 	}
 	return wait, true
+}
+
+// drainState is what the calls of one drain learn together: when each
+// quota was last seen spent (a call held for it, or refused by it).
+type drainState struct {
+	mu    sync.Mutex
+	spent map[string]time.Time
+}
+
+type drainStateKey struct{}
+
+func withDrainState(ctx context.Context) context.Context {
+	return context.WithValue(ctx, drainStateKey{}, &drainState{spent: map[string]time.Time{}})
+}
+
+func (ds *drainState) sawSpent(quota string) {
+	if ds == nil || quota == "" {
+		return
+	}
+	ds.mu.Lock()
+	defer ds.mu.Unlock()
+	ds.spent[quota] = time.Now()
+}
+
+// confirmAfter is when a confirming read to quota may be sent in a drain
+// that saw quota spent, when deletes count against it too (deleteQuota;
+// E2B's read and kill share a bucket): yield after the last time it was
+// seen spent, and at the latest at the hand-off point, reserve before the
+// deadline. The fleet's tethers cannot tell each other which of them still
+// has deletes waiting, and a tether that has none sends nothing that
+// would tell it the quota is still spent; a confirmation stops no billing
+// (E2B's kill is done when it is answered). So a tether leaves a quota it
+// saw spent to the deletes for a while before it confirms; what it cannot
+// confirm by its deadline stays releasing in the journal, for the replay.
+func (ds *drainState) confirmAfter(ctx context.Context, quota, deleteQuota string, yield, reserve time.Duration) (time.Time, bool) {
+	if ds == nil || quota != deleteQuota {
+		return time.Time{}, false
+	}
+	ds.mu.Lock()
+	last, seen := ds.spent[quota]
+	ds.mu.Unlock()
+	if !seen {
+		return time.Time{}, false
+	}
+	at := last.Add(yield)
+	if deadline, ok := ctx.Deadline(); ok && deadline.Add(-reserve).Before(at) {
+		at = deadline.Add(-reserve)
+	}
+	return at, time.Now().Before(at)
 }
 
 // owed is, per quota, how many calls of a higher priority than a

@@ -229,7 +229,7 @@ func (r *Reaper) drain(ctx context.Context, intents []intent.Intent, replay bool
 	var resolved atomic.Int64
 	var dispatched atomic.Bool
 	waits := &nameWaits{m: map[string]time.Time{}}
-	ctx, stop := context.WithCancelCause(context.WithValue(ctx, nameWaitsKey{}, waits))
+	ctx, stop := context.WithCancelCause(withDrainState(context.WithValue(ctx, nameWaitsKey{}, waits)))
 	defer stop(nil)
 	deadline, hasDeadline := ctx.Deadline()
 

@@ -139,3 +139,39 @@ func TestConfirmWaitsForWhatIsOwedToItsQuota(t *testing.T) {
 		t.Errorf("%d quotas still owed after the calls", n)
 	}
 }
+
+// TestConfirmYieldsASpentQuotaToDeletes: in a drain that saw a quota
+// spent which deletes count against too, a confirming read waits
+// ConfirmYield after the last time it was seen spent (the other tethers'
+// deletes, which it cannot see, come back first), and at the latest until
+// the hand-off point; not for a quota deletes do not share (Daytona's
+// reads), nor for one never seen spent, nor outside a drain.
+func TestConfirmYieldsASpentQuotaToDeletes(t *testing.T) {
+	t.Parallel()
+	const yield, reserve = 2 * time.Second, time.Second
+	long, cancel := context.WithTimeout(withDrainState(context.Background()), time.Hour)
+	defer cancel()
+	ds := long.Value(drainStateKey{}).(*drainState)
+	if _, wait := ds.confirmAfter(long, "kill", "kill", yield, reserve); wait {
+		t.Error("a confirmation waits for a quota never seen spent")
+	}
+	ds.sawSpent("kill")
+	seen := time.Now()
+	at, wait := ds.confirmAfter(long, "kill", "kill", yield, reserve)
+	if !wait || at.Before(seen.Add(yield-10*time.Millisecond)) || at.After(seen.Add(yield+10*time.Millisecond)) {
+		t.Errorf("confirm after %s from the spent quota (wait %v), want %s", at.Sub(seen), wait, yield)
+	}
+	if _, wait := ds.confirmAfter(long, "authenticated", "sandbox-lifecycle", yield, reserve); wait {
+		t.Error("a confirmation waits for a quota deletes do not share")
+	}
+	short, cancel := context.WithTimeout(long, 1500*time.Millisecond)
+	defer cancel()
+	deadline, _ := short.Deadline()
+	if at, wait := ds.confirmAfter(short, "kill", "kill", yield, reserve); !wait || !at.Equal(deadline.Add(-reserve)) {
+		t.Errorf("near the deadline: confirm %s before it (wait %v), want at the hand-off point, %s before", deadline.Sub(at), wait, reserve)
+	}
+	var none *drainState
+	if _, wait := none.confirmAfter(long, "kill", "kill", yield, reserve); wait {
+		t.Error("a confirmation outside a drain waits")
+	}
+}

@@ -118,6 +118,12 @@ const (
 	// all at the same instant. It is at most a quarter of the wait itself,
 	// so a short wait gets a short spread.
 	DefaultResumeSpread = 250 * time.Millisecond
+	// DefaultConfirmYield is how long, in a drain, a confirming read to a
+	// quota that deletes share (E2B's bucket of the kill and the read)
+	// waits after the quota was last seen spent: time for the deletes of
+	// the fleet's other tethers, which it cannot see, to come back after
+	// their Retry-After (E2B's is 1 s at least) and take it first.
+	DefaultConfirmYield = 2 * time.Second
 	// DefaultHandOffReserve is how long before a drain's deadline it
 	// hands off a sandbox whose delete (or stop) it could not send: when
 	// the next try would come later than this before the deadline, the
@@ -194,6 +200,7 @@ type Reaper struct {
 	RecheckDelay     time.Duration // default DefaultRecheckDelay
 	ResumeSpread     time.Duration // default DefaultResumeSpread
 	HandOffReserve   time.Duration // default DefaultHandOffReserve
+	ConfirmYield     time.Duration // default DefaultConfirmYield
 	// MinConcurrency and ThrottledShare steer the adaptive concurrency
 	// (defaults DefaultMinConcurrency, DefaultThrottledShare). Read once.
 	MinConcurrency int

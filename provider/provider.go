@@ -188,6 +188,14 @@ type Throttled interface {
 	ExhaustedUntil(kind string) time.Time
 }
 
+// Quotas is implemented by a Throttled provider that names the server's
+// limit each kind of call counts against (Daytona: its throttler; E2B:
+// its route), so that a caller can tell which kinds share one: two kinds
+// with the same name spend the same quota.
+type Quotas interface {
+	Quota(kind string) string
+}
+
 // RateLimitError carries the server's Retry-After hint. It matches ErrRateLimited with errors.Is.
 type RateLimitError struct {
 	RetryAfter time.Duration // zero when the server gave none

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"os/exec"
@@ -81,8 +82,11 @@ type Result struct {
 	Journaled   int // live in a journal: a replay (a restart on it, tether drain) gets it
 	Backstopped int // Daytona: auto-stop set (tether's backstop); E2B: its timeout ends it
 	Sweepable   int // a sweep's dry run marks it for deletion (Daytona: idle and old enough)
-	NoCatcher   int // none of the above
-	MaxEndsIn   time.Duration
+	HandedOff   int // left to the provider's own timers by a drain (sandbox.handedOff); also counted as backstopped
+	// ReportedHandOff: what the tethers' reports say they handed off.
+	ReportedHandOff int
+	NoCatcher       int // none of the above
+	MaxEndsIn       time.Duration
 
 	ReplayGone int           // left ones a replay (tether drain on each journal) deleted
 	ReplayTime time.Duration // those drains, from the first start to the last exit
@@ -280,9 +284,14 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 		if gone == 0 {
 			res.Starved++
 		}
-		res.Confirmed += reportedGone(r.stderr)
+		res.Confirmed += reported(goneLine, r.stderr)
+		res.ReportedHandOff += reported(handedOffLine, r.stderr)
 	}
 	fmt.Fprintf(cfg.Log, "fleet: deletes accepted by half second after the signal: %v\n", histogram(deleted, 500*time.Millisecond))
+	tl := cl.rec.timelines()
+	for _, k := range slices.Sorted(maps.Keys(tl)) {
+		fmt.Fprintf(cfg.Log, "fleet: %-10s by quarter second: %v\n", k, tl[k])
+	}
 	fmt.Fprintf(cfg.Log, "fleet: every tether exited within %s; %d deletes accepted (%d within the drain deadline), %d 429s\n",
 		lastExit.Round(time.Millisecond), len(deleted), res.GoneByDeadline, res.Refused)
 
@@ -390,16 +399,20 @@ func startReplica(ctx context.Context, cfg Config, cl *cloud, r *replica) error 
 	}
 }
 
-var goneLine = regexp.MustCompile(`(?m)^tether:\s+gone\s+(\d+)$`)
+var (
+	goneLine      = regexp.MustCompile(`(?m)^tether:\s+gone\s+(\d+)$`)
+	handedOffLine = regexp.MustCompile(`(?m)^tether:\s+handed off\s+(\d+) `)
+)
 
-// reportedGone is the gone count of the drain report in a tether's stderr.
-func reportedGone(path string) int {
+// reported is the count a drain report's line gives (line's first
+// group), summed over a tether's stderr.
+func reported(line *regexp.Regexp, path string) int {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return 0
 	}
 	n := 0
-	for _, m := range goneLine.FindAllStringSubmatch(string(b), -1) {
+	for _, m := range line.FindAllStringSubmatch(string(b), -1) {
 		v, _ := strconv.Atoi(m[1])
 		n += v
 	}
@@ -466,6 +479,9 @@ func catchers(ctx context.Context, cfg Config, cl *cloud, reps []*replica, res *
 			res.Journaled++
 			caught = true
 		}
+		if sb.handedOff(cfg.Cloud) {
+			res.HandedOff++
+		}
 		if sb.autoStop > 0 || cl.e2b != nil && sb.endsIn > 0 {
 			res.Backstopped++
 			caught = true
@@ -479,8 +495,8 @@ func catchers(ctx context.Context, cfg Config, cl *cloud, reps []*replica, res *
 			res.NoCatcher++
 		}
 	}
-	fmt.Fprintf(cfg.Log, "fleet: %d left live: %d journaled, %d backstopped, %d sweepable, %d without a catcher\n",
-		res.LeftLive, res.Journaled, res.Backstopped, res.Sweepable, res.NoCatcher)
+	fmt.Fprintf(cfg.Log, "fleet: %d left live: %d journaled, %d backstopped (%d of them handed off; the tethers' reports say %d), %d sweepable, %d without a catcher\n",
+		res.LeftLive, res.Journaled, res.Backstopped, res.HandedOff, res.ReportedHandOff, res.Sweepable, res.NoCatcher)
 
 	// The replay: tether drain on each journal with live intents, a few at
 	// a time (restarts are not simultaneous), under the same quota.

@@ -116,11 +116,11 @@ func writeTables(w io.Writer, rs []Result) {
 			r.Starved, calls, float64(r.Served)/float64(max(1, r.Created)), r.Refused, r.Load)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| cloud | N | confirmed gone by the tethers | left live | in a journal | backstopped | sweepable | no catcher | replay deleted (time) | sweep deleted | live at the end | tethers killed |")
-	fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+	fmt.Fprintln(w, "| cloud | N | confirmed gone by the tethers | left live | in a journal | backstopped | of which handed off (reported) | sweepable | no catcher | replay deleted (time) | sweep deleted | live at the end | tethers killed |")
+	fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 	for _, r := range rs {
-		fmt.Fprintf(w, "| %s | %d | %d | %d | %d | %d | %d | %d | %d (%s) | %d | %d | %d |\n",
-			r.Cloud, r.Replicas, r.Confirmed, r.LeftLive, r.Journaled, r.Backstopped, r.Sweepable, r.NoCatcher,
+		fmt.Fprintf(w, "| %s | %d | %d | %d | %d | %d | %d (%d) | %d | %d | %d (%s) | %d | %d | %d |\n",
+			r.Cloud, r.Replicas, r.Confirmed, r.LeftLive, r.Journaled, r.Backstopped, r.HandedOff, r.ReportedHandOff, r.Sweepable, r.NoCatcher,
 			r.ReplayGone, sec(r.ReplayTime), r.SweepGone, r.FinalLive, r.Killed)
 	}
 }

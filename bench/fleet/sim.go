@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tether-run/tether/provider/daytona/daytonatest"
+	"github.com/tether-run/tether/provider/e2b"
 	"github.com/tether-run/tether/provider/e2b/e2btest"
 )
 
@@ -111,6 +112,18 @@ type sandbox struct {
 	autoStop   int           // Daytona: minutes (0: off)
 	autoDelete int           // Daytona: minutes (-1: off)
 	endsIn     time.Duration // E2B: time left of its timeout
+	timedOut   bool          // E2B: ended by its timeout, not killed by a request
+}
+
+// handedOff reports whether a tether's drain left the sandbox to the
+// provider's own timers (reaper.HandedOff): on Daytona auto-stop 1 min and
+// auto-delete 0, on E2B a timeout of e2b.HandOffTimeout (at most that
+// left, or already ended by it).
+func (sb sandbox) handedOff(cloud string) bool {
+	if cloud == "daytona" {
+		return sb.autoStop == 1 && sb.autoDelete == 0
+	}
+	return sb.timedOut || sb.live && sb.endsIn <= e2b.HandOffTimeout+time.Second
 }
 
 // sandboxes is the simulator's record now.
@@ -129,7 +142,8 @@ func (c *cloud) sandboxes() []sandbox {
 	now := time.Now()
 	for _, sb := range c.e2b.Sandboxes() {
 		live := sb.State == e2btest.StateRunning || sb.State == e2btest.StatePaused || sb.State == e2btest.StatePausing
-		out = append(out, sandbox{id: sb.ID, name: sb.Metadata["tether-name"], live: live, endsIn: sb.EndAt.Sub(now)})
+		out = append(out, sandbox{id: sb.ID, name: sb.Metadata["tether-name"], live: live, endsIn: sb.EndAt.Sub(now),
+			timedOut: sb.KillReason == e2btest.KillTimeout})
 	}
 	return out
 }
@@ -145,10 +159,24 @@ type recorder struct {
 	t0      time.Time
 	calls   map[string]int // "delete 200", "get 429", ...
 	deleted map[string]time.Duration
+	// timeline counts the answers by kind and status per quarter second
+	// after t0, for -v.
+	timeline map[string][]int
 }
 
 func newRecorder(cloud string) *recorder {
-	return &recorder{cloud: cloud, calls: map[string]int{}, deleted: map[string]time.Duration{}}
+	return &recorder{cloud: cloud, calls: map[string]int{}, deleted: map[string]time.Duration{}, timeline: map[string][]int{}}
+}
+
+// timelines is the answers by kind and status per quarter second.
+func (r *recorder) timelines() map[string][]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := map[string][]int{}
+	for k, v := range r.timeline {
+		out[k] = append([]int(nil), v...)
+	}
+	return out
 }
 
 // start counts from now on, with times relative to t0.
@@ -158,6 +186,7 @@ func (r *recorder) start(t0 time.Time) {
 	r.on, r.t0 = true, t0
 	r.calls = map[string]int{}
 	r.deleted = map[string]time.Duration{}
+	r.timeline = map[string][]int{}
 }
 
 func (r *recorder) stop() {
@@ -196,7 +225,13 @@ func (r *recorder) wrap(h http.Handler) http.Handler {
 		if !r.on {
 			return
 		}
-		r.calls[fmt.Sprintf("%s %d", kind, sw.status)]++
+		k := fmt.Sprintf("%s %d", kind, sw.status)
+		r.calls[k]++
+		i := int(time.Since(r.t0) / (250 * time.Millisecond))
+		for len(r.timeline[k]) <= i {
+			r.timeline[k] = append(r.timeline[k], 0)
+		}
+		r.timeline[k][i]++
 		if kind == "delete" && sw.status/100 == 2 {
 			if _, ok := r.deleted[id]; !ok {
 				r.deleted[id] = time.Since(r.t0)

@@ -10,9 +10,9 @@ import (
 
 // Provider wraps p so that every call is counted and timed under p's name
 // (the provider label). The wrapper keeps what p can do beyond the Provider
-// interface, and only that: its rate-limit knowledge (provider.Throttled),
+// interface, and only that: its rate-limit knowledge (provider.Throttled, provider.Quotas),
 // its account listing (provider.Account), its start-up check
-// (provider.Checker), and the calls callers look for
+// (provider.Checker), the drain's hand-off (provider.HandOffer), and the calls callers look for
 // by type — Daytona's leases and labels (provider.Leaser,
 // provider.Labeler), E2B's shared names and timeouts (provider.NameSharer,
 // SetTimeout) — so that the reaper takes the same paths with metrics as
@@ -57,6 +57,9 @@ func Ops(p provider.Provider) []string {
 	if _, ok := p.(provider.Leaser); ok {
 		ops = append(ops, "renew", "set_autodelete")
 	}
+	if _, ok := p.(provider.HandOffer); ok {
+		ops = append(ops, "hand_off")
+	}
 	if _, ok := p.(provider.Labeler); ok {
 		ops = append(ops, "set_labels")
 	}
@@ -78,6 +81,8 @@ var (
 	_ provider.Restorable   = (*measured)(nil)
 	_ provider.CallTimer    = (*measured)(nil)
 	_ provider.Checker      = (*measured)(nil)
+	_ provider.HandOffer    = (*measured)(nil)
+	_ provider.Quotas       = (*measured)(nil)
 )
 
 func (w *measured) Name() string    { return w.p.Name() }
@@ -135,6 +140,28 @@ func (w *measured) ExhaustedUntil(kind string) time.Time {
 		return t.ExhaustedUntil(kind)
 	}
 	return time.Time{}
+}
+
+// Quota is the wrapped provider's name for the quota calls of kind
+// count against; "" when it knows none.
+func (w *measured) Quota(kind string) string {
+	if q, ok := w.p.(provider.Quotas); ok {
+		return q.Quota(kind)
+	}
+	return ""
+}
+
+// HandOff is the wrapped provider's hand-off, counted; ErrNoHandOff when
+// it has none.
+func (w *measured) HandOff(ctx context.Context, id string, stop bool) (string, error) {
+	h, ok := w.p.(provider.HandOffer)
+	if !ok {
+		return "", provider.ErrNoHandOff
+	}
+	start := time.Now()
+	what, err := h.HandOff(ctx, id, stop)
+	w.record("hand_off", start, err)
+	return what, err
 }
 
 func (w *measured) ListPage(ctx context.Context, q provider.AccountQuery, cursor string) ([]provider.Listed, string, error) {

@@ -40,6 +40,8 @@ func TestMeasuredKeepsEachProviderShape(t *testing.T) {
 		"Labeler":       reflect.TypeFor[provider.Labeler](),
 		"Account":       reflect.TypeFor[provider.Account](),
 		"Throttled":     reflect.TypeFor[provider.Throttled](),
+		"Quotas":        reflect.TypeFor[provider.Quotas](),
+		"HandOffer":     reflect.TypeFor[provider.HandOffer](),
 		"TimeoutSetter": reflect.TypeFor[metrics.TimeoutSetter](),
 		"Checker":       reflect.TypeFor[provider.Checker](),
 	}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -49,6 +50,11 @@ type Report struct {
 	// Unresolved intents are still live in the journal, for the next boot
 	// or an operator; LastError says why.
 	Unresolved []Item
+	// HandedOff counts the unresolved intents whose sandboxes the drain
+	// left to the provider's own timers (HandedOff errors), and HandOffs
+	// says what it set, by provider.
+	HandedOff int
+	HandOffs  map[string]string
 	// NotTried live intents were not looked at, because nothing could act
 	// on any of them (NotTriedWhy says why: no provider); they are not in
 	// Unresolved and stay live in the journal.
@@ -68,6 +74,7 @@ type Report struct {
 type Tally struct {
 	Gone, Stopped, Released, NeverCreated, Foreign int
 	Live                                           int // left unresolved
+	HandedOff                                      int // of Live: left to the provider's own timers
 }
 
 // Live is the number of intents the drain left live.
@@ -101,6 +108,14 @@ func (rep Report) WriteLines(w io.Writer, max int) {
 		{"unresolved", len(rep.Unresolved)},
 	} {
 		fmt.Fprintf(w, "  %-14s %d\n", l.state, l.n)
+	}
+	if rep.HandedOff > 0 {
+		var set []string
+		for _, name := range slices.Sorted(maps.Keys(rep.HandOffs)) {
+			set = append(set, name+": "+rep.HandOffs[name])
+		}
+		fmt.Fprintf(w, "  %-14s %d of the unresolved: their delete could not be sent before the deadline; the provider ends them by itself (%s); they stay live in the journal for the replay, `tether drain` or the sweep\n",
+			"handed off", rep.HandedOff, strings.Join(set, "; "))
 	}
 	if rep.NotTried > 0 {
 		fmt.Fprintf(w, "  %-14s %d (%s)\n", "not tried", rep.NotTried, rep.NotTriedWhy)
@@ -144,6 +159,20 @@ func (rep *Report) add(in intent.Intent, err error) {
 	case in.Live():
 		rep.Unresolved = append(rep.Unresolved, it)
 		t.Live++
+		var ho *HandedOff
+		if errors.As(err, &ho) {
+			rep.HandedOff++
+			t.HandedOff++
+			if rep.HandOffs == nil {
+				rep.HandOffs = map[string]string{}
+			}
+			switch cur := rep.HandOffs[ho.Provider]; {
+			case cur == "":
+				rep.HandOffs[ho.Provider] = ho.Set
+			case !slices.Contains(strings.Split(cur, " or "), ho.Set):
+				rep.HandOffs[ho.Provider] = cur + " or " + ho.Set
+			}
+		}
 	case in.State == intent.Gone:
 		rep.Gone++
 		t.Gone++
@@ -200,7 +229,7 @@ func (r *Reaper) drain(ctx context.Context, intents []intent.Intent, replay bool
 	var resolved atomic.Int64
 	var dispatched atomic.Bool
 	waits := &nameWaits{m: map[string]time.Time{}}
-	ctx, stop := context.WithCancelCause(context.WithValue(ctx, nameWaitsKey{}, waits))
+	ctx, stop := context.WithCancelCause(withDrainState(context.WithValue(ctx, nameWaitsKey{}, waits)))
 	defer stop(nil)
 	deadline, hasDeadline := ctx.Deadline()
 
@@ -318,7 +347,7 @@ func (r *Reaper) drain(ctx context.Context, intents []intent.Intent, replay bool
 	}
 	log.Info("drain finished", "intents", rep.Total, "gone", rep.Gone, "stopped", rep.Stopped,
 		"released", rep.Released, "never_created", rep.NeverCreated, "foreign", len(rep.Foreign),
-		"unresolved", len(rep.Unresolved), "elapsed", rep.Elapsed.Round(time.Millisecond))
+		"unresolved", len(rep.Unresolved), "handed_off", rep.HandedOff, "elapsed", rep.Elapsed.Round(time.Millisecond))
 	if replay && ctx.Err() != nil {
 		return rep
 	}

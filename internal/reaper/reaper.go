@@ -119,6 +119,30 @@ const (
 	// back, up to Concurrency (AIMD). Random 429s on a few percent of calls
 	// do not lower it; a spent quota, which refuses everything, does.
 	DefaultThrottledShare = 0.25
+	// DefaultResumeSpread bounds the random extra wait of a call that
+	// waited for a spent quota (see call): the calls of a fleet's tethers
+	// that all saw one quota spent come back over up to this long, not
+	// all at the same instant. It is at most a quarter of the wait itself,
+	// so a short wait gets a short spread.
+	DefaultResumeSpread = 250 * time.Millisecond
+	// DefaultConfirmYield is how long, in a drain, a confirming read to a
+	// quota that deletes share (E2B's bucket of the kill and the read)
+	// waits after the quota was last seen spent, at the latest until the
+	// hand-off point: time for the deletes of the fleet's other tethers,
+	// which it cannot see, to come back after their Retry-After (E2B's is
+	// 1 s at least) and take it first. As long as a default drain
+	// (TETHER_DRAIN_TIMEOUT, 5 s): in a rollout the confirmations go at
+	// the hand-off point; a long drain (a replay) confirms this long after
+	// its own deletes last met the spent quota. Measured by bench/fleet:
+	// with 2 s the confirmations took a tenth of the bucket from the kills.
+	DefaultConfirmYield = 5 * time.Second
+	// DefaultHandOffReserve is how long before a drain's deadline it
+	// hands off a sandbox whose delete (or stop) it could not send: when
+	// the next try would come later than this before the deadline, the
+	// drain leaves the sandbox to the provider's own timers first
+	// (provider.HandOffer), on a quota other than the delete's, and keeps
+	// it live in the journal.
+	DefaultHandOffReserve = time.Second
 	// maxVerified bounds how many verified sandbox ids the reaper remembers
 	// (one per live intent is what it needs); past it the memory is dropped
 	// and the drain reads before it deletes, as it would after a restart.
@@ -186,6 +210,9 @@ type Reaper struct {
 	ProgressInterval time.Duration // default DefaultProgressInterval
 	ConfirmDelay     time.Duration // default DefaultConfirmDelay
 	RecheckDelay     time.Duration // default DefaultRecheckDelay
+	ResumeSpread     time.Duration // default DefaultResumeSpread
+	HandOffReserve   time.Duration // default DefaultHandOffReserve
+	ConfirmYield     time.Duration // default DefaultConfirmYield
 	// RestoreWindow: default DefaultRestoreWindow (provider.Restorable).
 	RestoreWindow time.Duration
 	// MinConcurrency and ThrottledShare steer the adaptive concurrency
@@ -200,6 +227,7 @@ type Reaper struct {
 	mu    sync.Mutex
 	locks map[string]chan struct{}
 	gate  *gate
+	debts *owed
 	// verified maps an intent id to the sandbox id a read proved ours (the
 	// backstop's read at observe time, or a drain's). Ids are never reused,
 	// so that sandbox stays ours: its delete needs no second read.

@@ -54,6 +54,24 @@ type progress struct {
 	// them of one team yet: a 404 says nothing, a read that answers proves
 	// it (learnTeam).
 	teamUnproven bool
+	// owing, set while a destructive call refused by a rate limit waits
+	// to be sent again, ends its count in owed (confirming reads to the
+	// same quota wait for it).
+	owing func()
+	// handedOff says what the drain left with the provider (handOff), once
+	// it did; handOffTried: a hand-off was refused for good (or there is
+	// none for this provider), so it is not tried again.
+	handedOff    string
+	handOffAt    time.Time
+	handOffTried bool
+}
+
+// pay ends the count of a refused destructive call in owed.
+func (pr *progress) pay() {
+	if pr.owing != nil {
+		pr.owing()
+		pr.owing = nil
+	}
 }
 
 // Resolve runs the single-intent step until the intent is terminal or ctx
@@ -92,15 +110,28 @@ func (r *Reaper) Resolve(ctx context.Context, in intent.Intent) (intent.Intent, 
 		return r.leave(in, err)
 	}
 
+	pr := progress{teamUnproven: unproven}
+	defer pr.pay()
+	out, err := r.resolve(ctx, p, in, &pr, log)
+	if pr.handedOff != "" && out.Live() {
+		// Said in the journal and the report: the replay, `tether drain`
+		// and an operator see that the provider ends it by itself.
+		err = &HandedOff{Provider: p.Name(), Set: pr.handedOff, At: pr.handOffAt, Err: err}
+		return r.leave(out, err)
+	}
+	return out, err
+}
+
+// resolve is Resolve's loop on an intent whose provider is p.
+func (r *Reaper) resolve(ctx context.Context, p provider.Provider, in intent.Intent, pr *progress, log *slog.Logger) (intent.Intent, error) {
 	var (
 		failures int   // consecutive failed calls: drives the retry backoff
 		polls    int   // consecutive polls while the provider works
 		last     error // why the previous step did not finish
-		pr       = progress{teamUnproven: unproven}
 	)
 	defer noteNameWait(ctx, in.ID, time.Time{})
 	for {
-		next, err := r.step(ctx, p, in, &pr)
+		next, err := r.step(ctx, p, in, pr)
 		in = next
 		if !errors.Is(err, ErrNotCreated) {
 			noteNameWait(ctx, in.ID, time.Time{})
@@ -161,10 +192,81 @@ func (r *Reaper) Resolve(ctx context.Context, in intent.Intent) (intent.Intent, 
 			wait = r.backoff(failures, orDefault(r.RetryBase, DefaultRetryBase), orDefault(r.RetryMax, DefaultRetryMax), err)
 			failures++
 		}
+		if r.handOffDue(ctx, in, pr, wait, err) {
+			in = r.handOff(ctx, p, in, pr, err)
+		}
 		if !sleep(ctx, wait) {
 			return r.leave(in, err)
 		}
 	}
+}
+
+// HandedOff is why an intent is still live after a drain that left its
+// sandbox to the provider's own timers (provider.HandOffer): the drain
+// could not send its delete (or stop) before its deadline.
+type HandedOff struct {
+	Provider string
+	Set      string // what the hand-off set, e.g. "auto-stop 1 min, auto-delete at once"
+	At       time.Time
+	Err      error // why the delete did not go through
+}
+
+func (h *HandedOff) Error() string {
+	return fmt.Sprintf("handed off to %s at %s (%s), not sent before the deadline: %v", h.Provider, h.At.Format(time.TimeOnly), h.Set, h.Err)
+}
+
+func (h *HandedOff) Unwrap() error { return h.Err }
+
+// handOffDue reports whether, before a wait of d after err, the intent's
+// sandbox is to be handed off: its delete (or stop) was sent and not
+// accepted (a delete is only ever sent on a sandbox proven ours), or a
+// sandbox a read already proved ours could not even be read before it
+// (on E2B the read before every kill, refused by the quota it shares
+// with the kill), and the next try would come later than HandOffReserve
+// before ctx's deadline.
+func (r *Reaper) handOffDue(ctx context.Context, in intent.Intent, pr *progress, d time.Duration, err error) bool {
+	deadline, ok := ctx.Deadline()
+	if !ok || pr.handedOff != "" || pr.handOffTried || pr.accepted || in.SandboxID == "" || !in.Live() {
+		return false
+	}
+	if !pr.deleteSent && !(r.isVerified(in) && errors.Is(err, provider.ErrRateLimited)) {
+		return false
+	}
+	return time.Now().Add(d).After(deadline.Add(-orDefault(r.HandOffReserve, DefaultHandOffReserve)))
+}
+
+// handOff leaves in's sandbox to the provider's own timers, and journals
+// that it did. A provider that has none, or cannot without doing more than
+// the runner asked (ErrNoHandOff), and a configuration error end the
+// tries; other failures are tried again at the next wait, time allowing.
+func (r *Reaper) handOff(ctx context.Context, p provider.Provider, in intent.Intent, pr *progress, why error) intent.Intent {
+	h, ok := p.(provider.HandOffer)
+	if !ok {
+		pr.handOffTried = true
+		return in
+	}
+	stop := in.OnDrain == intent.DrainStop
+	var set string
+	err := r.call(ctx, p, prioDestroy, provider.CallSetter, "hand off sandbox "+in.SandboxID, func(ctx context.Context) (err error) {
+		set, err = h.HandOff(ctx, in.SandboxID, stop)
+		return err
+	})
+	log := r.log().With("intent", in.ID, "name", in.Name, "sandbox", in.SandboxID)
+	switch {
+	case err == nil:
+		pr.handedOff, pr.handOffAt = set, time.Now()
+		log.Info("delete not sent before the drain's deadline; sandbox handed off to the provider's own timers", "set", set, "why", why)
+		ho := &HandedOff{Provider: p.Name(), Set: set, At: pr.handOffAt, Err: why}
+		if n, nerr := r.Journal.Note(in.ID, ho.Error()); nerr == nil {
+			in = n
+		}
+	case errors.Is(err, provider.ErrNoHandOff) || provider.ConfigError(err):
+		pr.handOffTried = true
+		log.Debug("sandbox not handed off", "err", err)
+	default:
+		log.Debug("hand-off failed; tried again at the next wait, time allowing", "err", err)
+	}
+	return in
 }
 
 // leave records why an intent stays live (when the journal does not already
@@ -209,9 +311,13 @@ func (r *Reaper) step(ctx context.Context, p provider.Provider, in intent.Intent
 		pr.resend = false
 		return r.destroy(ctx, p, in, in.SandboxID, pr)
 	}
+	// A read that comes before a delete still owed (refused by its quota,
+	// to be sent again: on E2B the read before every kill) verifies, it
+	// does not confirm: a confirmation would wait for that very delete.
+	resending := pr.resend || pr.owing != nil
 	pr.resend = false
 	prio := prioRead
-	if in.State == intent.Releasing {
+	if in.State == intent.Releasing && !resending {
 		prio = prioConfirm
 	}
 	var sb provider.Sandbox
@@ -445,6 +551,7 @@ func (r *Reaper) destroy(ctx context.Context, p provider.Provider, in intent.Int
 	if !pr.seenRunning {
 		pr.restoreUntil = time.Time{} // a new delete: its own window
 	}
+	pr.pay() // call counts it while it holds it
 	err := r.call(ctx, p, prioDestroy, kind, what, func(ctx context.Context) error { return do(ctx, id) })
 	crashpoint.Hit(crashpoint.ReaperAfterDelete)
 	switch {
@@ -488,8 +595,10 @@ func (r *Reaper) destroy(ctx context.Context, p provider.Provider, in intent.Int
 		return r.notFound(ctx, p, in, pr, err)
 	case errors.Is(err, provider.ErrRateLimited):
 		// Refused by the throttler before it did anything: send it again
-		// after the Retry-After, with no read in between.
+		// after the Retry-After, with no read in between; meanwhile it is
+		// owed to its quota, ahead of confirmations.
 		pr.resend = true
+		pr.owing = r.owed().add(quotaOf(p, kind))
 	case errors.Is(err, provider.ErrHasForks), errors.Is(err, provider.ErrInUse):
 		// Refused before it did anything, while forks of the sandbox
 		// live (or containers use a Docker network or volume): the drain

@@ -217,6 +217,22 @@ func (s *spy) ExhaustedUntil(kind string) time.Time {
 	return time.Time{}
 }
 
+// Quota passes the provider's quota names through.
+func (s *spy) Quota(kind string) string {
+	if q, ok := s.Provider.(provider.Quotas); ok {
+		return q.Quota(kind)
+	}
+	return ""
+}
+
+// HandOff passes the provider's hand-off through.
+func (s *spy) HandOff(ctx context.Context, id string, stop bool) (string, error) {
+	if h, ok := s.Provider.(provider.HandOffer); ok {
+		return h.HandOff(ctx, id, stop)
+	}
+	return "", provider.ErrNoHandOff
+}
+
 // SetLabels passes the provider's label replacement through.
 func (s *spy) SetLabels(ctx context.Context, id string, labels map[string]string) error {
 	return s.Provider.(provider.Labeler).SetLabels(ctx, id, labels)

@@ -186,12 +186,14 @@ type Provider struct {
 	authWait    time.Duration
 
 	mu        sync.Mutex
-	exhausted map[string]time.Time // by throttler: quota known spent until then
+	exhausted map[string]time.Time // by throttler: window known spent until its reset
+	block     map[string]time.Time // by throttler: refused (429) until then
 }
 
 var (
 	_ provider.Provider  = (*Provider)(nil)
 	_ provider.Throttled = (*Provider)(nil)
+	_ provider.Quotas    = (*Provider)(nil)
 )
 
 // New checks cfg and returns a Provider. It makes no call.
@@ -226,7 +228,7 @@ func New(cfg Config) (*Provider, error) {
 	ac.HTTPClient = hc
 	ac.UserAgent = "tether"
 	p := &Provider{target: cfg.Target, timeout: cfg.CallTimeout, log: log,
-		authRetries: cfg.AuthContextRetries, authWait: cfg.AuthContextRetryWait, exhausted: map[string]time.Time{}}
+		authRetries: cfg.AuthContextRetries, authWait: cfg.AuthContextRetryWait, exhausted: map[string]time.Time{}, block: map[string]time.Time{}}
 	switch {
 	case p.authRetries == 0:
 		p.authRetries = DefaultAuthContextRetries
@@ -626,27 +628,64 @@ func rateLimit(h http.Header, now time.Time) *provider.RateLimitError {
 }
 
 // noteQuota remembers, per throttler, until when an answer said its quota
-// is spent (X-RateLimit-Remaining-<throttler>: 0, reset in
-// X-RateLimit-Reset-<throttler> seconds). An answer with some remaining
-// does not clear it: answers of one window arrive out of order, and the
-// mark ends by itself at the reset.
+// is spent: a 429's Retry-After-<throttler> (the organization is refused
+// until then, and every request it sends meanwhile counts against the
+// window after: @nestjs/throttler's storage counts a blocked tracker's
+// hits too), or an allowed answer's X-RateLimit-Remaining-<throttler>: 0,
+// reset in X-RateLimit-Reset-<throttler> seconds. Every call of this
+// Provider that counts against the throttler then waits (ExhaustedUntil),
+// not only the one refused. An answer with some remaining does not clear
+// the mark: answers of one window arrive out of order, and the mark ends by
+// itself.
 func (p *Provider) noteQuota(resp *http.Response, now time.Time) {
 	if resp == nil {
 		return
 	}
 	for k, vs := range resp.Header {
-		name, ok := strings.CutPrefix(strings.ToLower(k), hdrRemaining)
-		if !ok || len(vs) == 0 || strings.TrimSpace(vs[0]) != "0" {
+		if len(vs) == 0 {
 			continue
 		}
-		if d := apicall.RetryAfter(resp.Header.Get(hdrReset+name), now); d > 0 {
-			p.mu.Lock()
-			if until := now.Add(d); until.After(p.exhausted[name]) {
-				p.exhausted[name] = until
-			}
-			p.mu.Unlock()
+		k = strings.ToLower(k)
+		if name, ok := strings.CutPrefix(k, hdrRetryAfter+"-"); ok && resp.StatusCode == http.StatusTooManyRequests {
+			p.blocked(name, now, apicall.RetryAfter(vs[0], now))
+			continue
+		}
+		if name, ok := strings.CutPrefix(k, hdrRemaining); ok && strings.TrimSpace(vs[0]) == "0" {
+			p.spend(name, now, apicall.RetryAfter(resp.Header.Get(hdrReset+name), now))
 		}
 	}
+}
+
+// spend marks throttler's quota spent for d from now (a window's reset).
+func (p *Provider) spend(throttler string, now time.Time, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if until := now.Add(d); until.After(p.exhausted[throttler]) {
+		p.exhausted[throttler] = until
+	}
+}
+
+// blocked marks throttler's quota refused for d from now (a 429's
+// Retry-After). Every request refused within one block learns the same
+// end, rounded up to whole seconds from when it was refused, so each
+// answer bounds the end from above: while an earlier block mark stands,
+// the earliest bound is kept, so that this Provider's calls come back
+// nearer the block's true end (a window's worth of quota starts with the
+// first request after it, and every request before counts against it).
+func (p *Provider) blocked(throttler string, now time.Time, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	until := now.Add(d)
+	if cur, ok := p.block[throttler]; ok && now.Before(cur) && until.After(cur) {
+		return // the same block: the earlier bound holds
+	}
+	p.block[throttler] = until
 }
 
 // throttlerOf is the Daytona throttler a kind of call counts against
@@ -660,16 +699,27 @@ func throttlerOf(kind string) string {
 	return "authenticated"
 }
 
+// Quota is the throttler calls of this kind count against.
+func (p *Provider) Quota(kind string) string { return throttlerOf(kind) }
+
 // ExhaustedUntil is when the quota of this kind of call is known to be
-// available again: the reset an answer announced with a remaining of 0
-// (zero once that has passed).
+// available again: a 429's Retry-After, or the reset an answer announced
+// with a remaining of 0 (zero once that has passed).
 func (p *Provider) ExhaustedUntil(kind string) time.Time {
+	name := throttlerOf(kind)
+	now := time.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	until, ok := p.exhausted[throttlerOf(kind)]
-	if ok && !time.Now().Before(until) {
-		delete(p.exhausted, throttlerOf(kind))
-		return time.Time{}
+	var until time.Time
+	for _, m := range []map[string]time.Time{p.exhausted, p.block} {
+		t, ok := m[name]
+		if ok && !now.Before(t) {
+			delete(m, name)
+			continue
+		}
+		if t.After(until) {
+			until = t
+		}
 	}
 	return until
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-run/tether/provider"
 	"github.com/tether-run/tether/provider/internal/apicall"
 )
 
@@ -54,12 +55,58 @@ func FuzzRateLimitHeaders(f *testing.F) {
 		if rl := rateLimit(h, now); rl.RetryAfter < 0 || rl.RetryAfter > apicall.MaxRetryAfter {
 			t.Fatalf("negative wait %s from %v", rl.RetryAfter, h)
 		}
-		p := &Provider{exhausted: map[string]time.Time{}}
-		p.noteQuota(&http.Response{Header: h}, now)
+		p := &Provider{exhausted: map[string]time.Time{}, block: map[string]time.Time{}}
+		p.noteQuota(&http.Response{StatusCode: http.StatusTooManyRequests, Header: h}, now)
+		p.noteQuota(&http.Response{StatusCode: http.StatusOK, Header: h}, now)
+		for name, until := range p.block {
+			if until.Before(now) {
+				t.Fatalf("quota %q refused until %s, before now", name, until)
+			}
+		}
 		for name, until := range p.exhausted {
 			if until.Before(now) {
 				t.Fatalf("quota %q spent until %s, before now", name, until)
 			}
 		}
 	})
+}
+
+// TestA429HoldsItsThrottler: a 429's Retry-After-<throttler> marks that
+// throttler refused until then for every call that counts against it
+// (a delete's 429 holds the stops too, not the reads), not only for the
+// call refused; and within one block the earliest end a 429 gave holds,
+// each 429 bounding the same end rounded up from when it was refused.
+func TestA429HoldsItsThrottler(t *testing.T) {
+	p := &Provider{exhausted: map[string]time.Time{}, block: map[string]time.Time{}}
+	refused := func(now time.Time, secs string) {
+		h := http.Header{}
+		h.Set("Retry-After-sandbox-lifecycle", secs)
+		p.noteQuota(&http.Response{StatusCode: http.StatusTooManyRequests, Header: h}, now)
+	}
+	now := time.Now()
+	refused(now, "7")
+	for _, kind := range []string{provider.CallDelete, provider.CallStop} {
+		if got := p.ExhaustedUntil(kind); !got.Equal(now.Add(7 * time.Second)) {
+			t.Errorf("%s: held until %s from now, want 7 s", kind, got.Sub(now))
+		}
+	}
+	if !p.ExhaustedUntil(provider.CallRead).IsZero() {
+		t.Error("a lifecycle 429 holds the reads, which count against authenticated")
+	}
+	refused(now.Add(500*time.Millisecond), "7") // the same block: ends by 7.5 s, and by 7 s
+	if got := p.ExhaustedUntil(provider.CallDelete); !got.Equal(now.Add(7 * time.Second)) {
+		t.Errorf("after a second 429 of the block: held until %s from now, want the earlier bound, 7 s", got.Sub(now))
+	}
+	refused(now.Add(800*time.Millisecond), "6") // a tighter bound: 6.8 s
+	if got := p.ExhaustedUntil(provider.CallDelete); !got.Equal(now.Add(6800 * time.Millisecond)) {
+		t.Errorf("after a tighter 429: held until %s from now, want 6.8 s", got.Sub(now))
+	}
+	// An allowed answer's spent window holds on its own.
+	h := http.Header{}
+	h.Set("X-RateLimit-Remaining-authenticated", "0")
+	h.Set("X-RateLimit-Reset-authenticated", "3")
+	p.noteQuota(&http.Response{StatusCode: http.StatusOK, Header: h}, now)
+	if got := p.ExhaustedUntil(provider.CallRead); !got.Equal(now.Add(3 * time.Second)) {
+		t.Errorf("authenticated spent until %s from now, want 3 s", got.Sub(now))
+	}
 }

@@ -33,3 +33,31 @@ func (p *Provider) Renew(ctx context.Context, id string) error {
 		return p.api.SandboxAPI.UpdateLastActivity(ctx, id).Execute()
 	})
 }
+
+var _ provider.HandOffer = (*Provider)(nil)
+
+// HandOff leaves a sandbox to Daytona's own timers: auto-stop 1 minute
+// and, unless the runner asked for a stop, auto-delete 0 (ephemeral). The
+// auto-stop check runs every 10 s and stops a sandbox idle for its
+// interval; an ephemeral one it deletes at once instead, and a stopped
+// ephemeral one the auto-delete check deletes at its next run
+// (apps/api/src/sandbox/managers/sandbox.manager.ts:97, 115-148, 250-277
+// at v0.190.0). Both setters count against `authenticated`, not the
+// `sandbox-lifecycle` throttler a delete waits for (throttlerOf). The
+// auto-stop goes first: if only one call lands, the sandbox still stops.
+func (p *Provider) HandOff(ctx context.Context, id string, stop bool) (string, error) {
+	if err := p.SetAutoStop(ctx, id, handOffAutoStop); err != nil {
+		return "", err
+	}
+	if stop {
+		return "auto-stop 1 min", nil
+	}
+	if err := p.SetAutoDelete(ctx, id, 0); err != nil {
+		return "auto-stop 1 min", err
+	}
+	return "auto-stop 1 min, auto-delete at once", nil
+}
+
+// handOffAutoStop is HandOff's auto-stop interval, in minutes: Daytona's
+// shortest.
+const handOffAutoStop = 1

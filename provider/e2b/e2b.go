@@ -182,6 +182,7 @@ type Provider struct {
 var (
 	_ provider.Provider  = (*Provider)(nil)
 	_ provider.Throttled = (*Provider)(nil)
+	_ provider.Quotas    = (*Provider)(nil)
 	_ provider.Checker   = (*Provider)(nil)
 	_ provider.Account   = (*Provider)(nil)
 )
@@ -437,6 +438,29 @@ func (p *Provider) SetTimeout(ctx context.Context, id string, d time.Duration) e
 	return err
 }
 
+var _ provider.HandOffer = (*Provider)(nil)
+
+// HandOffTimeout is the timeout HandOff sets: short, so that a sandbox
+// it is set on ends soon, and one that was to end sooner ends at most
+// this much later (E2B's timeout runs from the call, longer or shorter).
+const HandOffTimeout = 10 * time.Second
+
+// HandOff leaves a sandbox to E2B's own timer: its timeout cut to
+// HandOffTimeout (POST /sandboxes/{id}/timeout, a route of its own, not
+// the bucket of the kill). At its timeout E2B kills it, or pauses it when
+// it was made with auto-pause. A stop (a pause) is not handed off: the
+// timeout would kill a sandbox made without auto-pause, which its runner
+// asked to keep (ErrNoHandOff).
+func (p *Provider) HandOff(ctx context.Context, id string, stop bool) (string, error) {
+	if stop {
+		return "", provider.ErrNoHandOff
+	}
+	if err := p.SetTimeout(ctx, id, HandOffTimeout); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("timeout %s", HandOffTimeout), nil
+}
+
 // CreateOptions are the settings of Create beside name and labels.
 type CreateOptions struct {
 	Template  string        // DefaultTemplate if empty
@@ -556,7 +580,7 @@ func (p *Provider) callOnce(ctx context.Context, op, method, path string, q url.
 		return nil, p.noAnswer(ctx, cctx, err)
 	}
 	defer resp.Body.Close()
-	p.noteQuota(path, resp.Header, time.Now())
+	p.noteQuota(path, resp.StatusCode, resp.Header, time.Now())
 	b, rerr := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
 	if resp.StatusCode != want {
 		return resp.Header, p.classify(op, resp.StatusCode, resp.Header, b)

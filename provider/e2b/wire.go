@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -117,16 +118,28 @@ func patternOf(path string) string {
 }
 
 // noteQuota remembers, per route pattern, until when an answer said its
-// quota is spent (RateLimit-Remaining: 0, RateLimit-Reset seconds, or a
-// 429's Retry-After). An answer with some remaining does not clear it:
-// answers of one window arrive out of order, and the mark ends by itself.
-func (p *Provider) noteQuota(path string, h http.Header, now time.Time) {
+// quota is spent. A 429 says so in its Retry-After (whole seconds, at
+// least 1: ratelimit.go:137-139), which is honoured. An allowed answer
+// with RateLimit-Remaining: 0 says the team's bucket is empty, but a GCRA
+// bucket (go-redis/redis_rate, ratelimit.go:108) takes the next request
+// one emission interval later, not at RateLimit-Reset, which is when the
+// whole burst is back (ratelimit.go:126-129: RateLimit-Limit is the
+// burst, RateLimit-Reset the time to a full bucket, rounded up): the mark
+// lasts Reset/Limit, about one interval. An answer with some remaining
+// does not clear a mark: answers of one window arrive out of order, and
+// the mark ends by itself.
+func (p *Provider) noteQuota(path string, code int, h http.Header, now time.Time) {
 	var d time.Duration
-	if strings.TrimSpace(h.Get("RateLimit-Remaining")) == "0" {
+	if code == http.StatusTooManyRequests {
+		d = apicall.RetryAfter(h.Get("Retry-After"), now)
+		if d <= 0 && strings.TrimSpace(h.Get("RateLimit-Remaining")) == "0" {
+			d = apicall.RetryAfter(h.Get("RateLimit-Reset"), now)
+		}
+	} else if strings.TrimSpace(h.Get("RateLimit-Remaining")) == "0" {
 		d = apicall.RetryAfter(h.Get("RateLimit-Reset"), now)
-	}
-	if ra := apicall.RetryAfter(h.Get("Retry-After"), now); ra > d {
-		d = ra
+		if burst, err := strconv.Atoi(strings.TrimSpace(h.Get("RateLimit-Limit"))); err == nil && burst > 1 {
+			d /= time.Duration(burst)
+		}
 	}
 	if d <= 0 {
 		return
@@ -150,6 +163,10 @@ func patternFor(kind string) string {
 	}
 	return "/sandboxes/:sandboxID"
 }
+
+// Quota is the route pattern calls of this kind count against: a read
+// and a kill spend one bucket.
+func (p *Provider) Quota(kind string) string { return patternFor(kind) }
 
 // ExhaustedUntil is when the quota of this kind of call is known to be
 // available again (zero once that has passed, or when not known spent).

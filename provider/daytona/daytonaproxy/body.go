@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/tether-run/tether/intent"
+	"github.com/tether-run/tether/internal/intake/apiproxy"
 	"github.com/tether-run/tether/provider"
 )
 
@@ -38,31 +39,23 @@ type createBody struct {
 // an object of strings), so no create the proxy cannot track is forwarded.
 func parseCreate(b []byte) (*createBody, error) {
 	var c createBody
-	if err := json.Unmarshal(b, &c.fields); err != nil {
-		return nil, fmt.Errorf("body: not a JSON object: %w", err)
+	var err error
+	if c.fields, err = apiproxy.Fields(b, false); err != nil {
+		return nil, err
 	}
-	if c.fields == nil { // the body was null
-		return nil, errors.New("body: not a JSON object")
+	if _, err := apiproxy.Field(c.fields, fieldName, &c.name); err != nil {
+		return nil, errors.New("name: must be a string")
 	}
-	if raw, ok := c.fields[fieldName]; ok && !isNull(raw) {
-		if err := json.Unmarshal(raw, &c.name); err != nil {
-			return nil, fmt.Errorf("name: must be a string")
-		}
-		if c.name != "" {
-			if err := intent.ValidateSandboxName(c.name); err != nil {
-				return nil, err
-			}
+	if c.name != "" {
+		if err := intent.ValidateSandboxName(c.name); err != nil {
+			return nil, err
 		}
 	}
-	if raw, ok := c.fields[fieldLabels]; ok && !isNull(raw) {
-		if err := json.Unmarshal(raw, &c.labels); err != nil {
-			return nil, fmt.Errorf("labels: must be an object of strings")
-		}
+	if _, err := apiproxy.Field(c.fields, fieldLabels, &c.labels); err != nil {
+		return nil, errors.New("labels: must be an object of strings")
 	}
 	return &c, nil
 }
-
-func isNull(raw json.RawMessage) bool { return string(bytes.TrimSpace(raw)) == "null" }
 
 // rewrite returns the body to forward: the runner's fields as sent, with
 // the name set to name when the runner gave none, tether's labels added to

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/tether-run/tether/internal/intake/apiproxy"
 )
 
 // FuzzRewriteCreate feeds arbitrary bytes to the create-body rewriting: it
@@ -84,7 +86,7 @@ func FuzzRewriteCreate(f *testing.F) {
 			var v any
 			dec := json.NewDecoder(bytes.NewReader(raw))
 			dec.UseNumber()
-			off := isNull(raw)
+			off := apiproxy.IsNull(raw)
 			if !off && dec.Decode(&v) == nil {
 				if n, ok := v.(json.Number); ok {
 					f, err := n.Float64()
@@ -151,7 +153,7 @@ func FuzzMergeLabelsBody(f *testing.F) {
 			}
 		}
 		var runner, labels map[string]string
-		if raw := in[fieldLabelsBody]; raw != nil && !isNull(raw) {
+		if raw := in[fieldLabelsBody]; raw != nil && !apiproxy.IsNull(raw) {
 			if err := json.Unmarshal(raw, &runner); err != nil {
 				t.Fatalf("accepted labels do not decode: %v", err)
 			}

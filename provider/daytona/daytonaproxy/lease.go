@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"strconv"
+
+	"github.com/tether-run/tether/internal/intake/apiproxy"
 )
 
 // fieldAutoDelete is the create body's auto-delete interval (minutes after
@@ -56,7 +58,7 @@ func (iv intervals) apply(field string, sent json.RawMessage) (json.RawMessage, 
 // intervalOff reports whether an auto-stop as sent means "never": 0 in any
 // spelling, or null.
 func intervalOff(raw json.RawMessage) bool {
-	if isNull(raw) {
+	if apiproxy.IsNull(raw) {
 		return true
 	}
 	f, err := strconv.ParseFloat(string(bytes.TrimSpace(raw)), 64)

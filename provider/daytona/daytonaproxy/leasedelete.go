@@ -6,6 +6,7 @@ import (
 	"math"
 	"strconv"
 
+	"github.com/tether-run/tether/internal/intake/apiproxy"
 	"github.com/tether-run/tether/provider"
 )
 
@@ -18,7 +19,7 @@ import (
 // whether that is not what the runner sent.
 func leaseAutoDelete(sent json.RawMessage, minutes int) (json.RawMessage, bool) {
 	asked := -1 // absent or null: Daytona's default, never
-	if sent != nil && !isNull(sent) {
+	if sent != nil && !apiproxy.IsNull(sent) {
 		f, err := strconv.ParseFloat(string(bytes.TrimSpace(sent)), 64)
 		switch {
 		case err != nil || math.IsNaN(f):

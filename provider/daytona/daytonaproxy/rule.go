@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/tether-run/tether/internal/intake/apiproxy"
 )
 
 // The calls after a create that could undo what the proxy set on one of
@@ -60,7 +62,7 @@ func mergeLabelsBody(body []byte, tether map[string]string) (out []byte, overrid
 		return nil, nil, fmt.Errorf("label replacement: body is not a JSON object")
 	}
 	var runner map[string]string
-	if raw, ok := fields[fieldLabelsBody]; ok && !isNull(raw) {
+	if raw, ok := fields[fieldLabelsBody]; ok && !apiproxy.IsNull(raw) {
 		if err := json.Unmarshal(raw, &runner); err != nil {
 			return nil, nil, fmt.Errorf("label replacement: labels must be an object of strings")
 		}

@@ -42,25 +42,15 @@ type body struct {
 // is an empty object (the engine then answers as it does).
 func parseBody(b []byte) (*body, error) {
 	c := &body{}
-	if len(strings.TrimSpace(string(b))) == 0 {
-		c.fields = map[string]json.RawMessage{}
-		return c, nil
+	var err error
+	if c.fields, err = apiproxy.Fields(b, true); err != nil {
+		return nil, err
 	}
-	if err := json.Unmarshal(b, &c.fields); err != nil {
-		return nil, fmt.Errorf("body: not a JSON object: %w", err)
+	if _, err := apiproxy.Field(c.fields, fieldLabels, &c.labels); err != nil {
+		return nil, errors.New("Labels: must be an object of strings")
 	}
-	if c.fields == nil {
-		return nil, errors.New("body: not a JSON object")
-	}
-	if raw, ok := c.fields[fieldLabels]; ok && !isNull(raw) {
-		if err := json.Unmarshal(raw, &c.labels); err != nil {
-			return nil, errors.New("Labels: must be an object of strings")
-		}
-	}
-	if raw, ok := c.fields[fieldName]; ok && !isNull(raw) {
-		if err := json.Unmarshal(raw, &c.name); err != nil {
-			return nil, errors.New("Name: must be a string")
-		}
+	if _, err := apiproxy.Field(c.fields, fieldName, &c.name); err != nil {
+		return nil, errors.New("Name: must be a string")
 	}
 	return c, nil
 }
@@ -75,8 +65,6 @@ func (c *body) autoRemove() bool {
 	raw, ok := c.fields["HostConfig"]
 	return ok && json.Unmarshal(raw, &hc) == nil && hc.AutoRemove
 }
-
-func isNull(raw json.RawMessage) bool { return strings.TrimSpace(string(raw)) == "null" }
 
 // labelled is the body forwarded for intent in: the runner's labels with
 // tether's beside them (tether's keys win a clash, said once per create),

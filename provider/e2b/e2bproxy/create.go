@@ -65,33 +65,22 @@ func parseBody(b []byte) (*body, error) { return parseTimed(b, fieldTimeout) }
 // parseTimed is parseBody with the timeout in field.
 func parseTimed(b []byte, field string) (*body, error) {
 	c := &body{timeout: -1, field: field}
-	if len(strings.TrimSpace(string(b))) == 0 {
-		c.fields = map[string]json.RawMessage{}
-		return c, nil
+	var err error
+	if c.fields, err = apiproxy.Fields(b, true); err != nil {
+		return nil, err
 	}
-	if err := json.Unmarshal(b, &c.fields); err != nil {
-		return nil, fmt.Errorf("body: not a JSON object: %w", err)
+	if _, err := apiproxy.Field(c.fields, fieldMetadata, &c.metadata); err != nil {
+		return nil, errors.New("metadata: must be an object of strings")
 	}
-	if c.fields == nil {
-		return nil, errors.New("body: not a JSON object")
-	}
-	if raw, ok := c.fields[fieldMetadata]; ok && !isNull(raw) {
-		if err := json.Unmarshal(raw, &c.metadata); err != nil {
-			return nil, errors.New("metadata: must be an object of strings")
-		}
-	}
-	if raw, ok := c.fields[field]; ok && !isNull(raw) {
-		var f float64
-		if err := json.Unmarshal(raw, &f); err != nil || f != math.Trunc(f) {
-			return nil, fmt.Errorf("%s: must be a whole number of seconds", field)
-		}
+	var f float64
+	if ok, err := apiproxy.Field(c.fields, field, &f); err != nil || ok && f != math.Trunc(f) {
+		return nil, fmt.Errorf("%s: must be a whole number of seconds", field)
+	} else if ok {
 		// E2B reads it as an int32 (spec NewSandbox.timeout).
 		c.timeout = int64(min(max(f, 0), math.MaxInt32))
 	}
 	return c, nil
 }
-
-func isNull(raw json.RawMessage) bool { return strings.TrimSpace(string(raw)) == "null" }
 
 // asked is the end the runner's body asks for from now: its timeout, or
 // the server's default of 15 s when it gives none (handlers/

@@ -93,7 +93,7 @@ func carriedIntent(parent intent.Intent) string {
 // it is not a whole number, which E2B refuses).
 func forkCount(c *body) int {
 	raw, ok := c.fields["count"]
-	if !ok || isNull(raw) {
+	if !ok || apiproxy.IsNull(raw) {
 		return 1
 	}
 	var n int

@@ -530,6 +530,7 @@ type Version struct {
 	APIVersion    string `json:"ApiVersion"`
 	MinAPIVersion string `json:"MinAPIVersion"`
 	Os            string `json:"Os"`
+	Arch          string `json:"Arch"`
 	Components    []struct {
 		Name string `json:"Name"`
 	} `json:"Components"`

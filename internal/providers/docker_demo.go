@@ -76,9 +76,14 @@ func dockerStory(faults string) (*Stand, error) {
 	return &Stand{
 		URL: func(string) string { return e.Shown() },
 		Env: func(string) []string {
-			// The same engine for tether run and its runner, however it
-			// was found here (a context, the default socket).
-			return []string{docker.EnvHost + "=" + e.Host, EnvDemoImage + "=" + tag}
+			env := []string{EnvDemoImage + "=" + tag}
+			if e.Network == "unix" {
+				// The same socket for tether run, however it was found
+				// here; a tcp engine is found again as it was here (its
+				// TLS files may come from a context).
+				env = append(env, docker.EnvHost+"="+e.Host)
+			}
+			return env
 		},
 		Notes:      []string{fmt.Sprintf("The sandboxes are containers of %s, built just now FROM scratch (one program that waits until it is killed); each carries the label %s=%s, and nothing without it is touched. All are removed at the end, with the image.", tag, LabelDemo, id)},
 		Run:        []string{"--label", LabelDemo + "=" + id},

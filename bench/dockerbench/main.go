@@ -10,11 +10,12 @@
 //   - one POST /containers/create (the journal's commit included) over the
 //     API, the latency the proxy adds;
 //
-//   - removing 100 running containers: tether's drain against DELETE
-//     ?force=1&v=1 of the same 100 in parallel (64 at once, the drain's
-//     default concurrency).
+//   - removing 100 running containers: tether's drain against `docker rm
+//     -fv` of the same kind of 100 (the docker CLI removes 50 at once:
+//     docker/cli v28.2.2 cli/command/container/utils.go:136-166
+//     parallelOperation).
 //
-//     go run ./bench/dockerbench -image IMAGE [-runs 20] [-tether PATH]
+//     go run ./bench/dockerbench -image IMAGE [-runs 20] [-tether PATH] [-engine SOCKET]
 //
 // IMAGE needs sh, head and sleep (a busybox image). Without -tether it
 // builds tether. The proxy's journal goes to a temporary directory on
@@ -49,6 +50,7 @@ func main() {
 	tetherBin := flag.String("tether", "", "tether binary (default: go build ./cmd/tether)")
 	drainOnly := flag.Bool("drain-only", false, "only the drain of 100 against parallel DELETEs")
 	rounds := flag.Int("rounds", 3, "rounds of the drain measurement")
+	flag.StringVar(&engine, "engine", engine, "the engine's Unix socket (a Podman service's, say)")
 	flag.Parse()
 	if *image == "" {
 		fmt.Fprintln(os.Stderr, "dockerbench: -image is required")
@@ -60,7 +62,8 @@ func main() {
 	}
 }
 
-const engine = "/var/run/docker.sock"
+// engine is the engine's socket (-engine).
+var engine = "/var/run/docker.sock"
 
 type tether struct {
 	cmd    *exec.Cmd
@@ -73,7 +76,7 @@ type tether struct {
 func startTether(bin, dir string) (*tether, error) {
 	cmd := exec.Command(bin, "run", "--drain-timeout", "60s", "--", "sh", "-c", `echo "$DOCKER_HOST"; exec sleep 100000`)
 	cmd.Env = append(os.Environ(), "TETHER_JOURNAL="+filepath.Join(dir, "j.db"), "TETHER_SOCKET="+filepath.Join(dir, "t.sock"),
-		"TETHER_SPOOL="+filepath.Join(dir, "spool"), "TETHER_LOG_LEVEL=warn", "TETHER_DAYTONA_PROXY=false")
+		"TETHER_SPOOL="+filepath.Join(dir, "spool"), "TETHER_LOG_LEVEL=warn", "TETHER_DAYTONA_PROXY=false", "DOCKER_HOST=unix://"+engine)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
@@ -207,7 +210,7 @@ func run(image string, runs, creates int, tetherBin string, drainOnly bool, roun
 
 	// 2. docker exec output of 100 MB.
 	ctr := strings.TrimSpace(mustOut("docker", "run", "-d", "--label", "dockerbench=1", image, "sleep", "100000"))
-	defer exec.Command("docker", "rm", "-f", ctr).Run()
+	defer mustOut("docker", "rm", "-f", ctr)
 	const size = 100 << 20
 	execTimes := map[string]stats{}
 	for i := 0; i < 6; i++ {
@@ -277,21 +280,23 @@ func run(image string, runs, creates int, tetherBin string, drainOnly bool, roun
 }
 
 // removeMany is the fourth measurement: removing 100 running containers,
-// tether's drain against parallel DELETEs, alternating, rounds times.
+// tether's drain against `docker rm -fv` of all 100 (the CLI's own 50 at
+// once), alternating, rounds times.
 func removeMany(image, tetherBin, dir string, rounds int) error {
 	const n = 100
-	fmt.Printf("| removing %d running containers | round | time |\n| --- | ---: | ---: |\n", n)
+	fmt.Printf("| removing %d running containers | round | time | load (1 min) |\n| --- | ---: | ---: | ---: |\n", n)
 	var drains, rms stats
 	for round := 1; round <= rounds; round++ {
 		ids, err := startMany(client(engine), image, n)
 		if err != nil {
 			return err
 		}
-		start := time.Now()
-		parallelDelete(client(engine), ids, 64)
-		rm := time.Since(start)
+		rm, err := timeCLI("unix://"+engine, append([]string{"rm", "-fv"}, ids...)...)
+		if err != nil {
+			return err
+		}
 		rms = append(rms, rm)
-		fmt.Printf("| DELETE ?force=1&v=1, 64 in parallel | %d | %s |\n", round, ms(rm))
+		fmt.Printf("| `docker rm -fv` of the 100 (50 at once) | %d | %s | %s |\n", round, ms(rm), loadavg())
 
 		tdir := filepath.Join(dir, fmt.Sprint("drain", round))
 		os.MkdirAll(tdir, 0o700)
@@ -310,9 +315,13 @@ func removeMany(image, tetherBin, dir string, rounds int) error {
 			return fmt.Errorf("the drain had %d intents, want %d", count, n)
 		}
 		drains = append(drains, d)
-		fmt.Printf("| tether's drain (its report) | %d | %s |\n", round, ms(d))
+		fmt.Printf("| tether's drain (its report) | %d | %s | %s |\n", round, ms(d), loadavg())
 	}
-	fmt.Printf("drain/parallel DELETE at the median: %.2f\n", float64(drains.median())/float64(rms.median()))
+	fmt.Printf("drain / docker rm -fv: median %.2f (%s / %s), each round's ratio:", float64(drains.median())/float64(rms.median()), ms(drains.median()), ms(rms.median()))
+	for i := range drains {
+		fmt.Printf(" %.2f", float64(drains[i])/float64(rms[i]))
+	}
+	fmt.Println()
 	return nil
 }
 
@@ -369,8 +378,23 @@ func parallelDelete(c *http.Client, ids []string, k int) {
 	wg.Wait()
 }
 
+// loadavg is the machine's 1-minute load average.
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return "?"
+	}
+	return f[0]
+}
+
 func mustOut(name string, args ...string) string {
-	out, err := exec.Command(name, args...).Output()
+	cmd := exec.Command(name, args...)
+	cmd.Env = append(os.Environ(), "DOCKER_HOST=unix://"+engine)
+	out, err := cmd.Output()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "dockerbench: %s %s: %v\n", name, strings.Join(args, " "), err)
 		os.Exit(1)

@@ -62,6 +62,9 @@ func demoUsage() string {
 	var b strings.Builder
 	b.WriteString("Usage: tether demo [flags]\n       tether demo runner [flags]   (the sample runner the demo starts)\n")
 	for _, k := range providers.Registered() {
+		if k.Demo != nil && k.Demo.Flags == nil && k.Demo.Story != nil && k.Name != intent.DefaultProvider {
+			fmt.Fprintf(&b, "       %-28s (the same story on the real %s, here)\n", "tether demo "+k.Name+" [flags]", k.Demo.Title)
+		}
 		if k.Demo == nil || k.Demo.Flags == nil {
 			continue
 		}

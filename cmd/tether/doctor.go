@@ -31,7 +31,7 @@ const (
 type doctorCommand struct{}
 
 func (*doctorCommand) Synopsis() string {
-	return "check the Daytona account, the E2B team and the journal tether would use (--live: one real round trip)"
+	return "check the Daytona account, the E2B team, the Docker engine and the journal tether would use (--live: one real round trip)"
 }
 
 var doctorUsage = `Usage: tether doctor [--live] [--journal PATH] [--json] [--verbose]
@@ -54,12 +54,21 @@ alone, Daytona is not checked):
   e2b api       one authenticated call (what tether run makes at start)
   e2b settings  --e2b-max-timeout and --e2b-proxy as tether run reads
                 them from TETHER_E2B_MAX_TIMEOUT and TETHER_E2B_PROXY
+When tether run would use a Docker engine (DOCKER_HOST, the docker CLI's
+context, /var/run/docker.sock; not with TETHER_DOCKER=false), its too:
+  docker engine    its address, and where it came from
+  docker socket    this user may open its socket (over tcp: TLS or not)
+  docker api       GET /_ping and /version: the engine, its version and
+                   API version (Docker before 20.10.27 is a warning: its
+                   lock inversion, moby/moby#46661)
+  docker settings  --docker-proxy as tether run reads TETHER_DOCKER_PROXY
 With --live it then makes one full round trip on the account, as tether
 run would: declare an intent (in a scratch journal), create a sandbox of
 Daytona's default size with a 1-minute auto-stop, observe it, drain it,
 and confirm it gone; whatever happens, it deletes that sandbox and waits
-until it is gone before it exits. (No E2B sandbox is created: E2B's check
-is its authenticated read.) Each step is printed with its latency
+until it is gone before it exits; on Docker the same with one container
+of an image it builds FROM scratch (removed after). (No E2B sandbox is
+created: E2B's check is its authenticated read.) Each step is printed with its latency
 and a verdict (ok, warn, FAIL, skip). Without --live nothing is changed
 on the account.
 
@@ -132,7 +141,8 @@ func writeVerdict(w io.Writer, res doctor.Result, live bool) {
 	var failed, warned []string
 	roundTrip := false
 	for _, s := range res.Steps {
-		roundTrip = roundTrip || strings.HasPrefix(s.Name, "live:")
+		// "live: ..." for the default provider, "<name> live: ..." for another.
+		roundTrip = roundTrip || strings.HasPrefix(s.Name, "live:") || strings.Contains(s.Name, " live: ")
 		switch s.Verdict {
 		case doctor.Fail:
 			failed = append(failed, s.Name)

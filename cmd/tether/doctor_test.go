@@ -26,7 +26,8 @@ const doctorKey = "dtn_doctor_0123456789abcdef0123456789abcdef"
 func doctorEnv(t *testing.T, url string) []string {
 	return []string{"DAYTONA_API_KEY=" + doctorKey, "DAYTONA_API_URL=" + url, "DAYTONA_SERVER_URL=", "DAYTONA_JWT_TOKEN=",
 		"TETHER_JOURNAL=" + filepath.Join(t.TempDir(), "journal.db"),
-		"E2B_API_KEY=", "E2B_API_URL=", "E2B_DOMAIN=", "E2B_DEBUG=", "TETHER_E2B_MAX_TIMEOUT=", "TETHER_E2B_PROXY="}
+		"E2B_API_KEY=", "E2B_API_URL=", "E2B_DOMAIN=", "E2B_DEBUG=", "TETHER_E2B_MAX_TIMEOUT=", "TETHER_E2B_PROXY=",
+		"TETHER_DOCKER=false"} // this machine's engine is test/docker's
 }
 
 // TestDoctorLive: the real binary against the simulator: every check

@@ -42,8 +42,9 @@ container is active now, a stopped one since it exited, a network or volume
 in use now). A sandbox labelled tether-keep
 (true, 1 or yes, in any case) is never stale: tether labels so what it
 stops on purpose or hands back as kept; one without tether-owner is never
-touched. tether cannot label an E2B sandbox (its metadata is fixed at
-create), so on E2B nothing is stale unless --include-unmarkable says to
+touched. tether cannot label an E2B sandbox or a Docker container after
+its create (E2B's metadata and Docker's labels are fixed then), so on E2B
+and Docker nothing is stale unless --include-unmarkable says to
 delete the stale ones all the same, those handed back as kept among them:
 scope it with --owner to a journal that is lost.
 
@@ -68,7 +69,7 @@ func (*sweepCommand) Run(ctx context.Context, args []string) error {
 	envErr := cfg.Bind(fs, config.Sweep, config.Log)
 	yes := fs.Bool("yes", false, "delete the stale sandboxes (without it: a dry run that changes nothing)")
 	asJSON := fs.Bool("json", false, "print the report as one JSON object instead of the table")
-	unmarkable := fs.Bool("include-unmarkable", false, "also delete stale sandboxes of a provider tether cannot label kept (E2B), the ones it handed back as kept among them")
+	unmarkable := fs.Bool("include-unmarkable", false, "also delete stale sandboxes of a provider tether cannot label kept (E2B, Docker), the ones it handed back as kept among them")
 	opened := sidecar.OpenProviders(cfg, slog.New(slog.DiscardHandler))
 	provName := fs.String("provider", intent.DefaultProvider, "the provider whose account is swept: "+strings.Join(opened.Names(), ", "))
 	if err := parseConfig(fs, args, 0, &cfg, envErr); err != nil {

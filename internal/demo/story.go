@@ -278,9 +278,11 @@ func (d *Story) live(run int, when string) {
 		switch {
 		case how[sb.ID] == "":
 			what += ", a lost create: the runner never learned its id"
+		case how[sb.ID] == "unobserved" && d.st.NoBackstop:
+			what += ": its id never reached tether; the replay finds it by its name"
 		case how[sb.ID] == "unobserved" && sb.Endless:
 			what += ": its id never reached tether, so no backstop; the replay finds it by its name"
-		case sb.Endless:
+		case sb.Endless && !d.st.NoBackstop:
 			what += ": tether's backstop has not landed yet"
 		}
 		alive = append(alive, what)
@@ -298,6 +300,9 @@ func (d *Story) live(run int, when string) {
 // the last one lands: the story shows the sandboxes once it has, not a
 // moment before. One that has not landed by then is shown as such.
 func (d *Story) awaitBackstops(ctx context.Context, run int) {
+	if d.st.NoBackstop {
+		return
+	}
 	reported := map[string]bool{}
 	for _, r := range d.rowsOf(run) {
 		if r.how == "created" {
@@ -400,16 +405,23 @@ func (d *Story) table() (bool, error) {
 		d.say("\n%s some sandboxes are not confirmed gone: tether keeps them in the journal and says so.", d.mark(false))
 	}
 	d.say("\nTry next:")
-	next := [][2]string{
-		{"tether demo --faults 429=0.2,5xx=0.1,create-lost=0.3", "the same story under rate limits, server errors and lost creates"},
-		{"tether demo --verbose", "with every log line of tether"},
+	command := "tether demo"
+	if d.o.Kind.Name != intent.DefaultProvider {
+		command += " " + d.o.Kind.Name
 	}
+	var next [][2]string
 	if d.srv != nil {
-		next = append(next, [2]string{"tether demo " + d.o.Kind.Name, "a local " + d.title() + " to run your own runner against (README: Try it locally)"})
+		next = append(next,
+			[2]string{command + " --faults 429=0.2,5xx=0.1,create-lost=0.3", "the same story under rate limits, server errors and lost creates"},
+			[2]string{command + " --verbose", "with every log line of tether"},
+			[2]string{"tether demo " + d.o.Kind.Name, "a local " + d.title() + " to run your own runner against (README: Try it locally)"},
+			[2]string{"tether doctor --live", "check your own " + d.title() + " account, with one real sandbox created and deleted"})
+	} else {
+		next = append(next,
+			[2]string{command + " --verbose", "with every log line of tether"},
+			[2]string{"tether doctor --live", "check " + d.title() + " here as tether will use it, with one real sandbox created and deleted"})
 	}
-	next = append(next,
-		[2]string{"tether doctor --live", "check your own " + d.title() + " account, with one real sandbox created and deleted"},
-		[2]string{"tether run -- YOUR-RUNNER", "README.md: the three ways to integrate; zero code is the default"})
+	next = append(next, [2]string{"tether run -- YOUR-RUNNER", "README.md: the three ways to integrate; zero code is the default"})
 	for _, l := range next {
 		d.say("  %-54s %s", l[0], l[1])
 	}

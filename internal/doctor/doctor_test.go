@@ -32,6 +32,7 @@ func sim(t *testing.T, opts ...daytonatest.Option) *daytonatest.Server {
 	for _, v := range []string{"TETHER_E2B_MAX_TIMEOUT", "TETHER_E2B_PROXY"} {
 		t.Setenv(v, "") // tether's own E2B settings: the defaults
 	}
+	t.Setenv("TETHER_DOCKER", "false") // this machine's engine is docker_test.go's
 	return srv
 }
 

@@ -94,7 +94,7 @@ var help = map[string]string{
 	"tether_intents":                        "Intents in the journal, by provider and state (pending, observed and releasing are live).",
 	"tether_journal_size_bytes":             "Size of the journal file.",
 	"tether_intents_declared_total":         "Intents declared since start, by intake (proxy, socket, spool); idempotent retries not counted.",
-	"tether_provider_calls_total":           "Provider API calls tether made, by provider (daytona, e2b), operation and outcome (ok, not_found, conflict, rate_limited, unauthorized, unavailable, refused, canceled, error).",
+	"tether_provider_calls_total":           "Provider API calls tether made, by provider (its name, as intents journal it), operation and outcome (ok, not_found, conflict, rate_limited, unauthorized, unavailable, refused, canceled, error).",
 	"tether_provider_call_duration_seconds": "Latency of provider API calls, by provider and operation, failed ones included.",
 	"tether_rate_limit_waits_total":         "Provider answers of 429 (rate limited), by provider; each makes tether wait before it tries again.",
 	"tether_rate_limit_wait_seconds_total":  "Sum of the waits the provider asked for in its 429 answers (Retry-After), by provider.",

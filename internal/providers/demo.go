@@ -71,6 +71,9 @@ type Stand struct {
 	// Backstop, in the story's first step, says how the sample runner
 	// leaves its sandboxes to the provider's own cleanup.
 	Backstop string
+	// NoBackstop: the provider has no timer of its own that tether sets
+	// on a sandbox (Docker): the story waits for none.
+	NoBackstop bool
 	// Record is every sandbox the stand-in has seen, in creation order,
 	// deleted ones included, by its own record (never tether's report).
 	Record func() []DemoSandbox

@@ -22,7 +22,7 @@ import (
 // names.
 
 func dockerKind() Kind {
-	return Kind{Name: docker.ProviderName, Open: openDocker, Guard: dockerGuardOf}
+	return Kind{Name: docker.ProviderName, Open: openDocker, Guard: dockerGuardOf, Demo: dockerDemo(), Doctor: dockerDoctor}
 }
 
 func openDocker(o OpenOptions) Setup {

@@ -128,7 +128,7 @@ func (rule SweepRule) judge(sb provider.Listed, now time.Time) (action, why stri
 		return SweepInProgress, why
 	}
 	if !rule.markable && !rule.Unmarkable {
-		return SweepKeep, "tether cannot label a sandbox of this provider " + LabelKeep + " (E2B's metadata is fixed at create), so one it handed back as kept looks like one whose journal is lost: deleted only with --include-unmarkable"
+		return SweepKeep, "tether cannot label a sandbox of this provider " + LabelKeep + " (its labels are fixed at create: E2B's metadata, Docker's labels), so one it handed back as kept looks like one whose journal is lost: deleted only with --include-unmarkable"
 	}
 	if sb.CreatedAt.IsZero() {
 		return SweepKeep, "creation time unknown"

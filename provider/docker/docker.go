@@ -51,6 +51,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -92,6 +93,9 @@ type Config struct {
 	Engine      Engine
 	CallTimeout time.Duration // DefaultCallTimeout if zero
 	Logger      *slog.Logger  // slog.Default() if nil
+	// Turns: whether removals leave their networks one at a time
+	// (turns.go); TurnsAuto asks the engine's version.
+	Turns Turns
 }
 
 // Provider is one Docker engine. It is safe for concurrent use.
@@ -102,6 +106,10 @@ type Provider struct {
 	timeout time.Duration
 	hc      *http.Client
 	log     *slog.Logger
+
+	turns     Turns
+	turnState atomic.Int32  // turnUnknown, turnYes, turnNo
+	turn      chan struct{} // the engine-wide turn to leave networks
 }
 
 var (
@@ -145,7 +153,9 @@ func New(cfg Config) (*Provider, error) {
 			Transport:     cfg.Engine.Transport(),
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		},
-		log: log,
+		log:   log,
+		turns: cfg.Turns,
+		turn:  make(chan struct{}, 1),
 	}, nil
 }
 
@@ -469,6 +479,13 @@ func (p *Provider) Delete(ctx context.Context, id string) error {
 	case kind == KindNetwork:
 		return p.call(ctx, "delete", id, http.MethodDelete, "/networks/"+ref, nil, nil, nil, http.StatusNoContent)
 	}
+	if p.inTurn(ctx) {
+		release, err := p.leaveInTurn(ctx, id, ref)
+		if err != nil {
+			return fmt.Errorf("docker delete %s: %w", clip(id), err)
+		}
+		defer release()
+	}
 	q := url.Values{"force": {"1"}, "v": {"1"}}
 	err := p.call(ctx, "delete", id, http.MethodDelete, "/containers/"+ref, q, nil, nil, http.StatusNoContent)
 	if errors.Is(err, errRemovalInProgress) {
@@ -489,8 +506,13 @@ func (p *Provider) Stop(ctx context.Context, id string) error {
 	if !fullID.MatchString(ref) {
 		return fmt.Errorf("docker stop %q: not a full id: %w", clip(id), provider.ErrRefused)
 	}
+	release, err := p.stopInTurn(ctx)
+	if err != nil {
+		return fmt.Errorf("docker stop %s: %w", clip(id), err)
+	}
+	defer release()
 	q := url.Values{"t": {strconv.Itoa(int(StopTimeout / time.Second))}}
-	err := p.call(ctx, "stop", id, http.MethodPost, "/containers/"+ref+"/stop", q, nil, nil, http.StatusNoContent)
+	err = p.call(ctx, "stop", id, http.MethodPost, "/containers/"+ref+"/stop", q, nil, nil, http.StatusNoContent)
 	if errors.Is(err, errNotModified) {
 		return fmt.Errorf("docker stop %s: %w", id, provider.ErrNotStoppable)
 	}
@@ -508,6 +530,7 @@ type Version struct {
 	APIVersion    string `json:"ApiVersion"`
 	MinAPIVersion string `json:"MinAPIVersion"`
 	Os            string `json:"Os"`
+	Arch          string `json:"Arch"`
 	Components    []struct {
 		Name string `json:"Name"`
 	} `json:"Components"`
@@ -543,6 +566,7 @@ func (p *Provider) Check(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("%w (engine %s)", err, p.engine.Shown())
 	}
+	p.learnVersion(v)
 	p.log.Debug("docker: engine answers", "engine", p.engine.Shown(), "product", v.Product(), "version", v.Version, "api", v.APIVersion)
 	return nil
 }
@@ -571,7 +595,7 @@ func (p *Provider) call(ctx context.Context, op, target, method, path string, q 
 
 func (p *Provider) callOnce(ctx context.Context, op, method, path string, q url.Values, body, out any, want int) error {
 	timeout := p.timeout
-	if op == "delete" || op == "stop" {
+	if op == "delete" || op == "stop" || op == "disconnect" {
 		timeout = p.CallTimeout(provider.CallDelete)
 	}
 	cctx, cancel := context.WithTimeout(ctx, timeout)

@@ -604,8 +604,10 @@ func TestDockerProxyRefusesOtherUID(t *testing.T) {
 }
 
 // TestDockerSweep: containers of a journal that is gone are found by
-// `tether sweep --provider docker` and removed when stale; one labelled
-// keep and one without tether's labels stay.
+// `tether sweep --provider docker`: kept without --include-unmarkable
+// (tether cannot label a container kept after its create, so it cannot
+// tell one it handed back as kept), removed when stale with it; one
+// labelled keep and one without tether's labels stay either way.
 func TestDockerSweep(t *testing.T) {
 	w := newEngineWorld(t, "")
 	lab := []string{"--label", "tdt=" + w.scope, "--label", "tether-owner=dead-journal"}
@@ -616,9 +618,17 @@ func TestDockerSweep(t *testing.T) {
 	// them; a stopped one is idle since it exited.
 	w.mustDocker("stop", "-t", "0", stale)
 	time.Sleep(1100 * time.Millisecond)
-	p := w.tether(nil, "sweep", "--provider", "docker", "--older-than", "1s", "--idle-for", "1s", "--label", "tdt="+w.scope, "--yes")
+	sweep := []string{"sweep", "--provider", "docker", "--older-than", "1s", "--idle-for", "1s", "--label", "tdt=" + w.scope, "--yes"}
+	p := w.tether(nil, sweep...)
 	if code := p.Wait(); code != 0 {
 		t.Fatalf("sweep: exit %d\n%s", code, p.Stdout())
+	}
+	if _, err := w.docker("inspect", stale); err != nil || !strings.Contains(p.Stdout(), "tether cannot label a sandbox of this provider") {
+		t.Fatalf("without --include-unmarkable the stale container went, or the sweep did not say why it stays (%v):\n%s", err, p.Stdout())
+	}
+	p = w.tether(nil, append(sweep, "--include-unmarkable")...)
+	if code := p.Wait(); code != 0 {
+		t.Fatalf("sweep --include-unmarkable: exit %d\n%s", code, p.Stdout())
 	}
 	if _, err := w.docker("inspect", stale); err == nil {
 		t.Errorf("the stale container is still there:\n%s", p.Stdout())

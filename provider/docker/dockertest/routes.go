@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -83,7 +84,11 @@ func (s *Server) createContainer(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	c := &Container{ID: newID(), Name: name, Labels: b.Labels, Status: "created", AutoRemove: b.HostConfig.AutoRemove, Created: time.Now()}
-	if n := s.networkByRef(b.HostConfig.NetworkMode); n != nil {
+	mode := b.HostConfig.NetworkMode
+	if mode == "" || mode == "default" {
+		mode = "bridge" // daemon/create.go: the default network
+	}
+	if n := s.networkByRef(mode); n != nil {
 		c.Networks = []string{n.ID}
 	}
 	for _, bind := range b.HostConfig.Binds {
@@ -137,6 +142,18 @@ func (s *Server) noSuchContainer(w http.ResponseWriter, ref string) {
 	s.fail(w, http.StatusNotFound, "No such container: "+ref)
 }
 
+func (s *Server) inspect(c *Container) map[string]any {
+	v := c.inspect()
+	nets := map[string]any{}
+	for _, id := range c.Networks {
+		if n := s.networks[id]; n != nil {
+			nets[n.Name] = map[string]any{"NetworkID": n.ID}
+		}
+	}
+	v["NetworkSettings"] = map[string]any{"Networks": nets}
+	return v
+}
+
 func (c *Container) inspect() map[string]any {
 	finished := "0001-01-01T00:00:00Z"
 	if !c.FinishedAt.IsZero() {
@@ -159,7 +176,7 @@ func (s *Server) inspectContainer(w http.ResponseWriter, ref string) {
 	c := s.byRef(ref)
 	var v map[string]any
 	if c != nil {
-		v = c.inspect()
+		v = s.inspect(c)
 	}
 	s.mu.Unlock()
 	if c == nil {
@@ -234,6 +251,15 @@ func (s *Server) deleteContainer(w http.ResponseWriter, r *http.Request, ref str
 	}
 	s.mu.Lock()
 	c := s.byRef(ref)
+	if c != nil && c.Status == "running" && len(c.Networks) > 0 && force != "" && force != "0" && !strings.EqualFold(force, "false") {
+		// Its exit leaves its networks (daemon/start.go Cleanup).
+		s.mu.Unlock()
+		if !s.leave(r) {
+			return
+		}
+		s.mu.Lock()
+		c = s.byRef(ref)
+	}
 	if c != nil {
 		c.Deletes++
 	}
@@ -268,12 +294,20 @@ func (s *Server) deleteContainer(w http.ResponseWriter, r *http.Request, ref str
 
 // startStop is POST /containers/{ref}/start and /stop: 204, 304 when
 // already so, 404.
-func (s *Server) startStop(w http.ResponseWriter, ref, verb string) {
+func (s *Server) startStop(w http.ResponseWriter, r *http.Request, ref, verb string) {
 	if s.scripted(w, verb, ref) {
 		return
 	}
 	s.mu.Lock()
 	c := s.byRef(ref)
+	if verb == "stop" && c != nil && c.Status == "running" && len(c.Networks) > 0 {
+		s.mu.Unlock()
+		if !s.leave(r) {
+			return
+		}
+		s.mu.Lock()
+		c = s.byRef(ref)
+	}
 	code := http.StatusNoContent
 	switch {
 	case c == nil:
@@ -290,6 +324,59 @@ func (s *Server) startStop(w http.ResponseWriter, ref, verb string) {
 		return
 	}
 	w.WriteHeader(code)
+}
+
+// disconnect is POST /networks/{ref}/disconnect {"Container","Force"}
+// (moby v20.10.24 daemon/container_operations.go DisconnectFromNetwork,
+// as observed): 200 once the container has left; 404 "endpoint X not
+// found" for no such container; 400 for the host network; 500 "is not
+// connected" for a network it is not on, or no such network.
+func (s *Server) disconnect(w http.ResponseWriter, r *http.Request, ref string) {
+	if s.scripted(w, "network_disconnect", ref) {
+		return
+	}
+	var b struct {
+		Container string `json:"Container"`
+	}
+	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&b); err != nil {
+		s.fail(w, http.StatusBadRequest, "invalid JSON: "+err.Error())
+		return
+	}
+	s.mu.Lock()
+	n, c := s.networkByRef(ref), s.byRef(b.Container)
+	at := -1
+	if c != nil && n != nil {
+		for i, id := range c.Networks {
+			if id == n.ID {
+				at = i
+			}
+		}
+	}
+	switch {
+	case c == nil:
+		s.mu.Unlock()
+		s.fail(w, http.StatusNotFound, "endpoint "+b.Container+" not found")
+		return
+	case n != nil && n.Name == "host":
+		s.mu.Unlock()
+		s.fail(w, http.StatusBadRequest, "container cannot be disconnected from host network or connected to host network")
+		return
+	case at < 0:
+		s.mu.Unlock()
+		s.fail(w, http.StatusInternalServerError, "container "+c.ID+" is not connected to the network "+ref)
+		return
+	}
+	running := c.Status == "running"
+	s.mu.Unlock()
+	if running && !s.leave(r) {
+		return
+	}
+	s.mu.Lock()
+	if c := s.byRef(b.Container); c != nil {
+		c.Networks = slices.DeleteFunc(c.Networks, func(id string) bool { return id == n.ID })
+	}
+	s.mu.Unlock()
+	w.WriteHeader(http.StatusOK)
 }
 
 // networkByRef resolves a network by full id, name, or id prefix. Lock

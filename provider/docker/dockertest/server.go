@@ -90,6 +90,10 @@ type Faults struct {
 	// DeleteDelay holds each container delete this long before it is
 	// done, as a force-remove among many does (the kill, the wait).
 	DeleteDelay time.Duration
+	// LeaveDelay is how long a running container takes to leave its
+	// networks: on a disconnect, and on the force-remove or stop of one
+	// still attached (its exit). Leaves() is the most under way at once.
+	LeaveDelay time.Duration
 }
 
 // Server is a simulated engine. It is safe for concurrent use.
@@ -108,6 +112,9 @@ type Server struct {
 	calls      simtest.Calls
 	script     simtest.Script[Answer]
 	onCreate   func(kind string)
+	engineVer  string // Docker's /version Version; "" for 20.10.24's
+	leaving    int    // network leaves under way
+	maxLeaving int
 }
 
 // New returns a simulated engine of flavor with nothing in it.
@@ -257,6 +264,9 @@ func (s *Server) Add(name string, labels map[string]string) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c := &Container{ID: newID(), Name: name, Labels: labels, Status: "running", Created: time.Now()}
+	if n := s.networkByRef("bridge"); n != nil {
+		c.Networks = []string{n.ID}
+	}
 	s.containers[c.ID] = c
 	return c.ID
 }
@@ -276,6 +286,39 @@ func (s *Server) Exit(id string) {
 		return
 	}
 	c.Status, c.FinishedAt = "exited", time.Now()
+}
+
+// SetVersion sets the Version a Docker-flavoured engine reports (GET
+// /version): "20.10.24+dfsg1" unless set.
+func (s *Server) SetVersion(v string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.engineVer = v
+}
+
+// Leaves is the most network leaves that were under way at once (each
+// lasts Faults.LeaveDelay): more than one is what libnetwork's lock
+// inversion needs to deadlock a Docker 20.10 engine (moby/moby#46661).
+func (s *Server) Leaves() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.maxLeaving
+}
+
+// leave is one network leave of a running container: it lasts
+// LeaveDelay, counted while under way; false when the host closed
+// meanwhile. Called without the lock.
+func (s *Server) leave(r *http.Request) bool {
+	s.mu.Lock()
+	s.leaving++
+	s.maxLeaving = max(s.maxLeaving, s.leaving)
+	d := s.faults.LeaveDelay
+	s.mu.Unlock()
+	ok := s.host.Wait(r.Context(), d)
+	s.mu.Lock()
+	s.leaving--
+	s.mu.Unlock()
+	return ok
 }
 
 // SetStatus sets a container's state (e.g. "removing").
@@ -342,11 +385,13 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	case len(seg) == 2 && seg[0] == "containers" && r.Method == http.MethodDelete:
 		s.deleteContainer(w, r, seg[1])
 	case len(seg) == 3 && seg[0] == "containers" && r.Method == http.MethodPost && (seg[2] == "start" || seg[2] == "stop"):
-		s.startStop(w, seg[1], seg[2])
+		s.startStop(w, r, seg[1], seg[2])
 	case path == "/networks/create" && r.Method == http.MethodPost:
 		s.createNetwork(w, r)
 	case path == "/networks" && r.Method == http.MethodGet:
 		s.listNetworks(w, r)
+	case len(seg) == 3 && seg[0] == "networks" && seg[2] == "disconnect" && r.Method == http.MethodPost:
+		s.disconnect(w, r, seg[1])
 	case len(seg) == 2 && seg[0] == "networks":
 		s.network(w, r, seg[1])
 	case path == "/volumes/create" && r.Method == http.MethodPost:
@@ -421,7 +466,13 @@ func cut(w http.ResponseWriter) {
 }
 
 func (s *Server) version(w http.ResponseWriter) {
-	v := map[string]any{"Version": "20.10.24+dfsg1", "ApiVersion": "1.41", "MinAPIVersion": "1.12", "Os": "linux",
+	s.mu.Lock()
+	version := s.engineVer
+	s.mu.Unlock()
+	if version == "" {
+		version = "20.10.24+dfsg1"
+	}
+	v := map[string]any{"Version": version, "ApiVersion": "1.41", "MinAPIVersion": "1.12", "Os": "linux",
 		"Components": []map[string]string{{"Name": "Engine"}}}
 	if s.flavor == Podman {
 		v = map[string]any{"Version": "4.3.1", "ApiVersion": "1.41", "MinAPIVersion": "1.24", "Os": "linux",

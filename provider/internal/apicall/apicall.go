@@ -1,4 +1,4 @@
-// Package apicall is what the providers' HTTP clients (daytona, e2b)
+// Package apicall is what the providers' HTTP clients (daytona, e2b, docker)
 // share about a call that failed: an error whose message carries no
 // credential, what to check when a call got no answer (TLS, DNS, nothing
 // listening) or would fail to verify the server, and a server's

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -43,3 +44,22 @@ func Field(fields map[string]json.RawMessage, name string, v any) (bool, error) 
 
 // IsNull reports whether a raw field is JSON's null.
 func IsNull(raw json.RawMessage) bool { return strings.TrimSpace(string(raw)) == "null" }
+
+// OverRunners is the runner's labels (or metadata) with tether's over
+// them, as every proxy writes them into what it forwards: each of the
+// runner's is kept unless tether's own has that key, and overridden lists
+// those whose value tether's replaced, sorted, for the proxy to say so.
+func OverRunners(runner, tether map[string]string) (merged map[string]string, overridden []string) {
+	merged = make(map[string]string, len(runner)+len(tether))
+	for k, v := range runner {
+		merged[k] = v
+	}
+	for k, v := range tether {
+		if old, ok := merged[k]; ok && old != v {
+			overridden = append(overridden, k)
+		}
+		merged[k] = v
+	}
+	slices.Sort(overridden)
+	return merged, overridden
+}

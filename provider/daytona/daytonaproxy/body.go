@@ -73,7 +73,7 @@ func (c *createBody) rewrite(name string, labels map[string]string, iv intervals
 			return nil, nil, nil, err
 		}
 	}
-	merged, overridden := mergeLabels(c.labels, labels)
+	merged, overridden := apiproxy.OverRunners(c.labels, labels)
 	if fields[fieldLabels], err = json.Marshal(merged); err != nil {
 		return nil, nil, nil, err
 	}
@@ -94,23 +94,6 @@ func (c *createBody) rewrite(name string, labels map[string]string, iv intervals
 	}
 	out, err = encodeFields(fields)
 	return out, overridden, replaced, err
-}
-
-// mergeLabels is the runner's labels with tether's over them: every label
-// of the runner's is kept unless tether's own has that key, and overridden
-// lists those.
-func mergeLabels(runner, tether map[string]string) (merged map[string]string, overridden []string) {
-	merged = make(map[string]string, len(runner)+len(tether))
-	for k, v := range runner {
-		merged[k] = v
-	}
-	for k, v := range tether {
-		if old, ok := merged[k]; ok && old != v {
-			overridden = append(overridden, k)
-		}
-		merged[k] = v
-	}
-	return merged, overridden
 }
 
 // encodeFields encodes a JSON object with the runner's strings as it wrote

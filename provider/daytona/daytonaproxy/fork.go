@@ -69,7 +69,7 @@ func forkBody(cb *createBody, name string) ([]byte, error) {
 // logged: the fork stays journaled, and the drain proves it ours by its
 // name and its parent's labels.
 func (p *Proxy) adoptFork(ctx context.Context, r *http.Request, rt route, in intent.Intent, sb answeredSandbox) answeredSandbox {
-	merged, _ := mergeLabels(sb.Labels, in.Labels)
+	merged, _ := apiproxy.OverRunners(sb.Labels, in.Labels)
 	if !sameMap(merged, sb.Labels) {
 		body, err := json.Marshal(map[string]map[string]string{fieldLabelsBody: merged})
 		if err == nil {

@@ -67,7 +67,7 @@ func mergeLabelsBody(body []byte, tether map[string]string) (out []byte, overrid
 			return nil, nil, fmt.Errorf("label replacement: labels must be an object of strings")
 		}
 	}
-	merged, overridden := mergeLabels(runner, tether)
+	merged, overridden := apiproxy.OverRunners(runner, tether)
 	if fields[fieldLabelsBody], err = json.Marshal(merged); err != nil {
 		return nil, nil, err
 	}

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"sort"
 	"strings"
 
 	"github.com/tether-run/tether/intent"
@@ -71,19 +70,8 @@ func (c *body) autoRemove() bool {
 // and the labels sent.
 func (p *Proxy) labelled(c *body, in intent.Intent) ([]byte, map[string]string, error) {
 	ours := intent.MergeLabels(in.Labels, map[string]string{docker.LabelName: in.Name})
-	all := make(map[string]string, len(c.labels)+len(ours))
-	for k, v := range c.labels {
-		all[k] = v
-	}
-	var clash []string
-	for k, v := range ours {
-		if old, ok := all[k]; ok && old != v {
-			clash = append(clash, k)
-		}
-		all[k] = v
-	}
+	all, clash := apiproxy.OverRunners(c.labels, ours)
 	if len(clash) > 0 {
-		sort.Strings(clash)
 		p.Logger.Warn("docker proxy: the runner's labels clash with tether's keys; tether's are kept", "intent", in.ID, "keys", strings.Join(clash, ","))
 	}
 	b, err := json.Marshal(all)

@@ -9,7 +9,6 @@ import (
 	"io"
 	"math"
 	"net/http"
-	"sort"
 	"strings"
 	"time"
 
@@ -186,20 +185,9 @@ func (p *Proxy) vouch(_ context.Context, in intent.Intent, id string, _ []byte) 
 // rewrite is the body forwarded for intent in: the runner's, with tether's
 // metadata beside the runner's (tether's keys win a clash) and the cap.
 func (p *Proxy) rewrite(c *body, in intent.Intent) ([]byte, error) {
-	md := make(map[string]string, len(c.metadata)+len(in.Labels)+1)
-	for k, v := range c.metadata {
-		md[k] = v
-	}
 	ours := intent.MergeLabels(in.Labels, map[string]string{e2b.MetadataName: in.Name})
-	var clash []string
-	for k, v := range ours {
-		if old, ok := md[k]; ok && old != v {
-			clash = append(clash, k)
-		}
-		md[k] = v
-	}
+	md, clash := apiproxy.OverRunners(c.metadata, ours)
 	if len(clash) > 0 {
-		sort.Strings(clash)
 		p.Logger.Warn("e2b proxy: the runner's metadata clashes with tether's keys; tether's are kept", "intent", in.ID, "keys", strings.Join(clash, ","))
 	}
 	b, err := json.Marshal(md)

@@ -38,7 +38,6 @@
 package docker
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -600,25 +599,9 @@ func (p *Provider) callOnce(ctx context.Context, op, method, path string, q url.
 	}
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	u := p.base + path
-	if len(q) > 0 {
-		u += "?" + q.Encode()
-	}
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return fmt.Errorf("encode request: %w", err)
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(cctx, method, u, rd)
+	req, err := apicall.NewRequest(cctx, method, p.base, path, q, body, func(s string) string { return s })
 	if err != nil {
-		return fmt.Errorf("%w: %s", provider.ErrMisconfigured, err)
-	}
-	req.Header.Set("User-Agent", "tether")
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+		return err
 	}
 	resp, err := p.hc.Do(req)
 	if err != nil {

@@ -26,7 +26,6 @@
 package e2b
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -553,28 +552,12 @@ func (p *Provider) call(ctx context.Context, op, target, method, path string, q 
 func (p *Provider) callOnce(ctx context.Context, op, method, path string, q url.Values, body, out any, want int) (http.Header, error) {
 	cctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
-	u := p.base + path
-	if len(q) > 0 {
-		u += "?" + q.Encode()
-	}
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return nil, fmt.Errorf("encode request: %w", err)
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(cctx, method, u, rd)
+	req, err := apicall.NewRequest(cctx, method, p.base, path, q, body, p.secrets.Redact)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s", provider.ErrMisconfigured, p.secrets.Redact(err.Error()))
+		return nil, err
 	}
 	req.Header.Set("X-API-Key", p.key)
 	req.Header.Set("Accept", "application/json")
-	req.Header.Set("User-Agent", "tether")
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
 	resp, err := p.hc.Do(req)
 	if err != nil {
 		return nil, p.noAnswer(ctx, cctx, err)

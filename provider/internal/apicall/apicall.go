@@ -6,9 +6,14 @@
 package apicall
 
 import (
+	"bytes"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"math"
 	"net"
 	"net/http"
@@ -173,4 +178,33 @@ func RetryAfter(v string, now time.Time) time.Duration {
 		}
 	}
 	return 0
+}
+
+// NewRequest is one call of a provider's JSON API: method on base+path
+// with the query q, the body (when not nil) encoded as JSON, and the
+// User-Agent "tether" that the simulators' records (and a server's logs)
+// tell tether's calls by. A URL that cannot be made is a configuration
+// error (provider.ErrMisconfigured), its text passed through redact.
+func NewRequest(ctx context.Context, method, base, path string, q url.Values, body any, redact func(string) string) (*http.Request, error) {
+	u := base + path
+	if len(q) > 0 {
+		u += "?" + q.Encode()
+	}
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, fmt.Errorf("encode request: %w", err)
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, rd)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s", provider.ErrMisconfigured, redact(err.Error()))
+	}
+	req.Header.Set("User-Agent", "tether")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	return req, nil
 }

@@ -359,7 +359,7 @@ func startReplica(ctx context.Context, cfg Config, cl *cloud, r *replica) error 
 	r.cmd.Stdout, r.cmd.Stderr = outW, errf
 	// Its own process group, as a container's PID 1; and dead with the
 	// bench, should the bench die first.
-	r.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	r.cmd.SysProcAttr = childAttr(true)
 	err = r.cmd.Start()
 	outW.Close()
 	if err != nil {
@@ -510,7 +510,7 @@ func catchers(ctx context.Context, cfg Config, cl *cloud, reps []*replica, res *
 			defer func() { <-sem }()
 			cmd := exec.CommandContext(ctx, cfg.Tether, "drain", "--drain-timeout", "2m")
 			cmd.Env = replicaEnv(cfg, cl, r.dir)
-			cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+			cmd.SysProcAttr = childAttr(false)
 			// A drain that leaves intents live exits non-zero: counted
 			// below by the simulator's record, said here.
 			b, err := cmd.CombinedOutput()
@@ -569,7 +569,7 @@ func sweep(ctx context.Context, cfg Config, cl *cloud, yes bool) ([]sweepItem, e
 	}
 	cmd := exec.CommandContext(ctx, cfg.Tether, args...)
 	cmd.Env = append(baseEnv(), cl.env()...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = childAttr(false)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	b, err := cmd.Output()

@@ -62,15 +62,44 @@ func leakFor(t *testing.T) time.Duration {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := regexp.MustCompile(`(?s)alert: TetherSandboxesLeftLive\n.*?\n\s+for: (\S+)\n`).FindSubmatch(b)
+	m := leakForRule.FindSubmatch(b)
 	if m == nil {
 		t.Fatal("alerts.yml: no for: in TetherSandboxesLeftLive")
 	}
-	d, err := time.ParseDuration(string(m[1]))
+	d, err := time.ParseDuration(string(m[2]))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return d
+}
+
+// leakForRule finds TetherSandboxesLeftLive's for: in alerts.yml.
+var leakForRule = regexp.MustCompile(`(?s)(alert: TetherSandboxesLeftLive\n.*?\n\s+for: )(\S+)\n`)
+
+// testLeakFor is the for: the real-Prometheus test gives the leak alert:
+// its expression and labels are the shipped rule's, read from alerts.yml;
+// its window is shorter, so the test waits seconds, not a minute. The
+// shipped window itself is held by promtool's unit tests (alerts_test.yml),
+// which run the rule as shipped on a simulated clock.
+const testLeakFor = 10 * time.Second
+
+// rulesWithLeakFor writes alerts.yml into dir with TetherSandboxesLeftLive's
+// for: set to d, and returns its path.
+func rulesWithLeakFor(t *testing.T, dir string, d time.Duration) string {
+	t.Helper()
+	b, err := os.ReadFile("prometheus/alerts.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if leakForRule.Find(b) == nil {
+		t.Fatal("alerts.yml: no for: in TetherSandboxesLeftLive")
+	}
+	b = leakForRule.ReplaceAll(b, []byte("${1}"+d.String()+"\n"))
+	path := filepath.Join(dir, "alerts.yml")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // TestPrometheusSeesALeak: a runner under the real tether holds 3
@@ -79,14 +108,17 @@ func leakFor(t *testing.T) time.Duration {
 // SIGTERM drains one sandbox; the other two are refused (429, Retry-After
 // an hour) until the drain's deadline, and tether exits with them left
 // live after lingering for the scrape. A real Prometheus scraping it every
-// second with the shipped alerts.yml: no leak alert while tether runs;
+// second with the shipped alerts.yml (the leak alert's for: shortened to testLeakFor): no leak alert while tether runs;
 // TetherSandboxesLeftLive pending once it is gone, and firing within its
 // for: window, naming the provider, the tether and the 2 left — the 2
 // the simulator's record still has running.
 func TestPrometheusSeesALeak(t *testing.T) {
 	t.Parallel()
 	prom := requireTool(t, "prometheus")
-	forWindow := leakFor(t)
+	if shipped := leakFor(t); shipped <= testLeakFor {
+		t.Fatalf("the shipped leak alert's for: %s is no longer than the test's %s", shipped, testLeakFor)
+	}
+	forWindow := testLeakFor
 	w := newWorld(t, daytonatest.WithRateLimit(daytonatest.ThrottlerSandboxLifecycle, 1, time.Hour))
 	w.env = append(w.env, "TETHER_LOG_FORMAT=text")
 	w.flags = []string{"--metrics-addr", "127.0.0.1:0", "--metrics-linger", "5s", "--drain-timeout", "3s"}
@@ -209,15 +241,12 @@ func promGet(t *testing.T, url string, v any) {
 }
 
 // startPrometheus runs prometheus scraping target every second under job
-// "tether", with the shipped alerts.yml evaluated every second, and
-// returns its API's base URL.
+// "tether", with the shipped alerts.yml (the leak alert's for: shortened
+// to testLeakFor) evaluated every second, and returns its API's base URL.
 func startPrometheus(t *testing.T, bin, target string) string {
 	t.Helper()
 	dir := t.TempDir()
-	rules, err := filepath.Abs("prometheus/alerts.yml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	rules := rulesWithLeakFor(t, dir, testLeakFor)
 	cfg := fmt.Sprintf(`global:
   scrape_interval: 1s
   evaluation_interval: 1s

@@ -230,7 +230,10 @@ type Reaper struct {
 	debts *owed
 	// verified maps an intent id to the sandbox id a read proved ours (the
 	// backstop's read at observe time, or a drain's). Ids are never reused,
-	// so that sandbox stays ours: its delete needs no second read.
+	// so that sandbox stays ours: its delete needs no second read. An entry
+	// outlives its intent's end: where names are shared, a sandbox an ended
+	// intent held (killed, released) is never taken for another intent of
+	// the name by a look-up whose answer is older than that end (held).
 	verified map[string]string
 	// teams are the accounts other than a provider's own that a read with
 	// the provider's own credentials proved to be of the same team

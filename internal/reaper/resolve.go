@@ -138,7 +138,6 @@ func (r *Reaper) resolve(ctx context.Context, p provider.Provider, in intent.Int
 		}
 		if err == nil {
 			if !in.Live() {
-				r.forget(in.ID)
 				r.logOutcome(log, in)
 				return in, nil
 			}

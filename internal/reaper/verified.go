@@ -110,12 +110,6 @@ func (r *Reaper) remember(in intent.Intent, sandboxID string) {
 	r.verified[in.ID] = sandboxID
 }
 
-func (r *Reaper) forget(id string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	delete(r.verified, id)
-}
-
 // isVerified reports whether in's observed sandbox was proved ours by a read.
 func (r *Reaper) isVerified(in intent.Intent) bool {
 	r.mu.Lock()

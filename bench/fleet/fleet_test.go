@@ -90,3 +90,30 @@ func TestFleetLeavesNothingWithoutACatcher(t *testing.T) {
 		})
 	}
 }
+
+// The ideals the table divides by: a Daytona window serves its limit of
+// deletes from its first request (reads count elsewhere); an E2B bucket
+// its burst and its refill, which a read before each kill halves.
+func TestIdeals(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		cloud        string
+		total, limit int
+		gone, paired int
+		all          time.Duration
+	}{
+		{"daytona", 250, 100, 250, 250, 4 * time.Second},
+		{"daytona", 1000, 100, 300, 300, 18 * time.Second},
+		{"e2b", 250, 100, 250, 175, 3 * time.Second},
+		{"e2b", 1000, 100, 350, 175, 18 * time.Second},
+		{"e2b", 100, 100, 100, 100, 0},
+		{"e2b", 1000, 0, 1000, 1000, 0},
+	} {
+		gone, all := ideal(c.cloud, c.total, c.limit, 2*time.Second, 5*time.Second)
+		paired := idealPaired(c.cloud, c.total, c.limit, 2*time.Second, 5*time.Second)
+		if gone != c.gone || paired != c.paired || all != c.all {
+			t.Errorf("%s, %d sandboxes, %d per 2 s, 5 s deadline: ideal %d (all in %s), with a read each %d; want %d (%s), %d",
+				c.cloud, c.total, c.limit, gone, all, paired, c.gone, c.all, c.paired)
+		}
+	}
+}

@@ -101,16 +101,18 @@ func writeTables(w io.Writer, rs []Result) {
 	c := rs[0].Config
 	fmt.Fprintf(w, "%d sandboxes per replica; quota %d per %s on each throttler/route; API latency %s; grace %s, drain deadline %s, SIGKILL at %s\n\n",
 		c.Sandboxes, c.Limit, c.Window, c.Latency, c.Grace, c.DrainTimeout, c.KillAfter)
-	fmt.Fprintln(w, "| cloud | N | sandboxes | ideal gone by deadline | gone by deadline | x ideal | gone at last exit | last delete (ideal: all) | tether exit median / p99 / max | starved | calls / sandbox | 429s | load |")
+	fmt.Fprintln(w, "| cloud | N | sandboxes | ideal gone by deadline (with a read each) | gone by deadline | x ideal (x with a read each) | gone at last exit | last delete (ideal: all) | tether exit median / p99 / max | starved | calls / sandbox | 429s | load |")
 	fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
-	for _, r := range rs {
-		ratio := 1.0
-		if r.IdealGone > 0 {
-			ratio = float64(r.GoneByDeadline) / float64(r.IdealGone)
+	ratio := func(gone, ideal int) float64 {
+		if ideal <= 0 {
+			return 1
 		}
+		return float64(gone) / float64(ideal)
+	}
+	for _, r := range rs {
 		calls := float64(r.Served+r.Refused) / float64(max(1, r.Created))
-		fmt.Fprintf(w, "| %s | %d | %d | %d | %d | %.2f | %d | %s (%s) | %s / %s / %s | %d | %.2f (%.2f served) | %d | %s |\n",
-			r.Cloud, r.Replicas, r.Created, r.IdealGone, r.GoneByDeadline, ratio, r.GoneAtExit,
+		fmt.Fprintf(w, "| %s | %d | %d | %d (%d) | %d | %.2f (%.2f) | %d | %s (%s) | %s / %s / %s | %d | %.2f (%.2f served) | %d | %s |\n",
+			r.Cloud, r.Replicas, r.Created, r.IdealGone, r.IdealPaired, r.GoneByDeadline, ratio(r.GoneByDeadline, r.IdealGone), ratio(r.GoneByDeadline, r.IdealPaired), r.GoneAtExit,
 			sec(r.LastDelete), sec(r.IdealAll),
 			sec(quantile(r.TetherExit, 0.5)), sec(quantile(r.TetherExit, 0.99)), sec(quantile(r.TetherExit, 1)),
 			r.Starved, calls, float64(r.Served)/float64(max(1, r.Created)), r.Refused, r.Load)

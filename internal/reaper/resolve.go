@@ -54,6 +54,11 @@ type progress struct {
 	// them of one team yet: a 404 says nothing, a read that answers proves
 	// it (learnTeam).
 	teamUnproven bool
+	// contended: a call of this Resolve was refused by a rate limit (on a
+	// provider whose restores outlive deletes, where the read before the
+	// kill shares its quota): the kill is sent without that read from then
+	// on (step).
+	contended bool
 	// owing, set while a destructive call refused by a rate limit waits
 	// to be sent again, ends its count in owed (confirming reads to the
 	// same quota wait for it).
@@ -299,15 +304,23 @@ func (r *Reaper) step(ctx context.Context, p provider.Provider, in intent.Intent
 	if in.SandboxID == "" {
 		return r.lookup(ctx, p, in, pr)
 	}
-	// Where restores outlive deletes (E2B), the read before the delete is
-	// what makes its 204 final (a sandbox seen running): it replaces the
-	// read that would confirm it, so it is never skipped.
-	restorable := provider.RestoresOutliveDeletes(p)
-	if !restorable && !pr.teamUnproven && (pr.resend || in.State != intent.Releasing && !pr.deleteSent && pr.notFound == 0 && r.isVerified(in)) {
-		// A read already proved this id ours (the backstop's, at observe
-		// time), or the last delete was throttled without effect: go
-		// straight to the destructive call.
+	// A read already proved this id ours (the backstop's, at observe
+	// time), or the last delete was throttled without effect: the
+	// destructive call can go without a read.
+	proven := !pr.teamUnproven && (pr.resend || in.State != intent.Releasing && !pr.deleteSent && pr.notFound == 0 && r.isVerified(in))
+	// Where restores outlive deletes (E2B), the read right before the
+	// delete is also what makes its 204 final (a sandbox seen running): it
+	// replaces the read that would confirm it. It is skipped there only
+	// once the quota it shares with the kill refused this intent a call
+	// (contended): each read then takes a kill's place, and among a
+	// fleet's tethers a served read is mostly followed by its kill refused,
+	// the others' reads having taken the bucket. What stops the billing
+	// goes first: such a kill's 204 is not final, its 404 is proof only
+	// after the restore window (restoreWait), so a drain may end with it
+	// unconfirmed, for the replay to confirm.
+	if proven && (!provider.RestoresOutliveDeletes(p) || pr.contended) {
 		pr.resend = false
+		pr.seenRunning = false // the last read, if any, was not right before this delete
 		return r.destroy(ctx, p, in, in.SandboxID, pr)
 	}
 	// A read that comes before a delete still owed (refused by its quota,
@@ -324,6 +337,9 @@ func (r *Reaper) step(ctx context.Context, p provider.Provider, in intent.Intent
 		sb, err = p.Get(ctx, in.SandboxID)
 		return err
 	})
+	if errors.Is(err, provider.ErrRateLimited) && provider.RestoresOutliveDeletes(p) {
+		pr.contended = true
+	}
 	if errors.Is(err, provider.ErrNotFound) {
 		if pr.teamUnproven {
 			return in, r.notTeamProved(p, in, "its sandbox "+in.SandboxID+" answers 404 to tether's credentials")
@@ -596,7 +612,7 @@ func (r *Reaper) destroy(ctx context.Context, p provider.Provider, in intent.Int
 		// Refused by the throttler before it did anything: send it again
 		// after the Retry-After, with no read in between; meanwhile it is
 		// owed to its quota, ahead of confirmations.
-		pr.resend = true
+		pr.resend, pr.contended = true, true
 		pr.owing = r.owed().add(quotaOf(p, kind))
 	case errors.Is(err, provider.ErrHasForks), errors.Is(err, provider.ErrInUse):
 		// Refused before it did anything, while forks of the sandbox

@@ -2,11 +2,14 @@ package e2b_test
 
 import (
 	"context"
+	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/tether-run/tether/intent"
+	"github.com/tether-run/tether/provider"
 	"github.com/tether-run/tether/provider/e2b"
 	"github.com/tether-run/tether/provider/e2b/e2btest"
 )
@@ -66,4 +69,100 @@ func TestHandOffCutsTheTimeout(t *testing.T) {
 	if calls[e2btest.RouteKill] != 1 || calls[e2btest.RoutePause] != 1 {
 		t.Errorf("%d kills and %d pauses sent, want 1 and 1 (the ones that spent the buckets): none into a spent bucket", calls[e2btest.RouteKill], calls[e2btest.RoutePause])
 	}
+}
+
+// The read before a kill and the kill share one bucket of the team's;
+// among a fleet's tethers, the others' calls take a share of it. Here
+// another tether of the team takes the token right before every second
+// call this tether makes for its sandbox (a bucket of one call per 300 ms,
+// burst 1): a read and its kill never both get through, a lone kill does.
+// Once the kill is refused it is sent again without a read — were each try
+// a read and a kill, the kill would be refused every time (it was, before:
+// the sandbox lived through the drain). Such a kill's 204 is not final (no
+// read right before it showed the sandbox running), so the intent is gone
+// only after a read once the restore window has passed; a drain that ends
+// before the window leaves it releasing, unconfirmed, its sandbox killed.
+// Judged by the simulator's record.
+func TestContendedKillGoesWithoutItsRead(t *testing.T) {
+	t.Parallel()
+	oneAtATime := e2btest.RateLimit{Rate: 1, Burst: 1, Period: 300 * time.Millisecond}
+	for _, c := range []struct {
+		name          string
+		restoreWindow time.Duration
+		deadline      time.Duration // each wait for the bucket is 1 s: E2B's Retry-After is whole seconds
+		wantGone      bool
+	}{
+		{"confirmed after the restore window", testRestoreWindow, 10 * time.Second, true},
+		{"the window outlasts the drain", time.Minute, 4 * time.Second, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			w := newDrainWorld(t, e2btest.WithRateLimit(e2btest.PatternSandbox, oneAtATime))
+			other := w.create("another-tethers", nil)
+			in, sb := w.observed(e2b.CreateOptions{Timeout: time.Hour})
+			var n atomic.Int32
+			theirs := func(req *http.Request) {
+				if !strings.HasPrefix(req.URL.Path, "/sandboxes/"+sb.ID) || n.Add(1)%2 != 0 {
+					return
+				}
+				if code, err := w.read(other.ID); err != nil || code != http.StatusOK {
+					t.Errorf("the other tether's read: %d, %v; want it served", code, err)
+				}
+			}
+			w.r.Providers = provider.NewSet(w.provider(e2btest.DefaultKey, 5*time.Second, before{w.tr, theirs}))
+			w.r.RestoreWindow = c.restoreWindow
+			w.r.ConfirmYield = 50 * time.Millisecond // one tether: nobody else's kills to yield to
+			ctx, cancel := context.WithTimeout(context.Background(), c.deadline)
+			defer cancel()
+			rep := w.r.Drain(ctx, []intent.Intent{in})
+			if f := w.fate(sb.ID); f.State != e2btest.StateKilled || f.KillReason != e2btest.KillRequest {
+				t.Fatalf("sandbox: %s (%s), calls %v; want killed by a request: the refused kill sent again", f.State, f.KillReason, w.srv.CallsFor(sb.ID))
+			}
+			calls := w.srv.CallsFor(sb.ID)
+			if calls[e2btest.RouteKill] != 2 {
+				t.Errorf("calls %v: want 2 kills, the refused one and the one sent again without a read", calls)
+			}
+			got, err := w.j.Get(in.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.wantGone {
+				if rep.Gone != 1 || got.State != intent.Gone || calls[e2btest.RouteGet] < 2 {
+					t.Errorf("drain: %d gone, journal %s (%s), calls %v; want gone, confirmed by a read after the window\n%s", rep.Gone, got.State, got.LastError, calls, w.logs.String())
+				}
+				return
+			}
+			if rep.Gone != 0 || got.State != intent.Releasing {
+				t.Errorf("drain: %d gone, journal %s; want releasing: a 404 within the restore window is no proof", rep.Gone, got.State)
+			}
+		})
+	}
+}
+
+// before is a transport that calls hook before each request it sends.
+type before struct {
+	next http.RoundTripper
+	hook func(*http.Request)
+}
+
+func (b before) RoundTrip(req *http.Request) (*http.Response, error) {
+	b.hook(req)
+	return b.next.RoundTrip(req)
+}
+
+// read is another client's GET /sandboxes/{id} with the team's key, on a
+// connection of its own.
+func (w *drainWorld) read(id string) (int, error) {
+	req, err := http.NewRequest("GET", w.srv.URL+"/sandboxes/"+id, nil)
+	if err != nil {
+		return 0, err
+	}
+	req.Close = true
+	req.Header.Set("X-API-Key", e2btest.DefaultKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
 }

@@ -37,9 +37,9 @@ const spoolFilesAtTerm = 10000
 // What is asserted is what the code promises, read from tether's own log:
 // one deadline, made when the child is gone, is the one the reaper works
 // under (its own record of the time left agrees with it); the drain's
-// deadline is running before the API has closed and before the last scan is
-// done; the drain is cut short by it (the two real sandboxes gone, the
-// 10,000 spool intents left live, none closed); and no spool file is lost —
+// deadline is running before the last scan is done; the drain is cut short
+// by it (the two real sandboxes gone, the 10,000 spool intents left live,
+// none closed); and no spool file is lost —
 // each is either journaled or still in the spool directory for the next
 // start. The only bound on the wall clock catches a hang: grace plus drain
 // deadline plus a minute.
@@ -111,9 +111,12 @@ while :; do sleep 0.1; done`
 		return i
 	}
 	drain := at("drain: the child is gone")
-	if api := at("intent API: closed"); api < drain {
-		t.Errorf("the intent API closed before the drain's deadline started: the interrupt waited for it")
-	}
+	// The intent API's close is not ordered against the drain's start: the
+	// hung client's half request is owed nothing (socket.Server.Close), so
+	// the API closes at once, and its line and the drain's come in either
+	// order (1 of 3 runs logged the API's first). Only that it closed is
+	// read here; the last scan of the spool's files is what takes time.
+	at("intent API: closed")
 	if scan := at("spool: last scan done"); scan < drain {
 		t.Errorf("the spool intake's last scan finished before the drain's deadline started: the interrupt waited for it")
 	}

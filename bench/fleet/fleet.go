@@ -42,6 +42,14 @@ type Config struct {
 	// SIGTERM is SIGKILLed.
 	KillAfter time.Duration
 	Latency   time.Duration // added to every simulated API call
+	// RestoreWindow, when set, is every tether's TETHER_E2B_RESTORE_WINDOW
+	// (default 10 s): how long a 404 after a kill not preceded by a read
+	// of the sandbox running waits to be proof. The replays wait it for
+	// every kill the fleet's drain left unconfirmed.
+	RestoreWindow time.Duration
+	// ReplayUnthrottled turns the quota off before the replays: what they
+	// catch is counted, not how fast the quota lets them.
+	ReplayUnthrottled bool
 	// StartParallel bounds how many replicas start (and create their
 	// sandboxes) at once; the start is not what is measured.
 	StartParallel int
@@ -347,7 +355,7 @@ func baseEnv() []string {
 
 func replicaEnv(cfg Config, cl *cloud, dir string) []string {
 	env := append(baseEnv(), cl.env()...)
-	return append(env,
+	env = append(env,
 		"TETHER_JOURNAL="+filepath.Join(dir, "journal.db"),
 		"TETHER_SOCKET="+filepath.Join(dir, "s"),
 		"TETHER_SPOOL="+filepath.Join(dir, "spool"),
@@ -359,6 +367,10 @@ func replicaEnv(cfg Config, cl *cloud, dir string) []string {
 		// check the engine at start, as a fleet never would.
 		"TETHER_DOCKER=false",
 	)
+	if cfg.RestoreWindow > 0 {
+		env = append(env, "TETHER_E2B_RESTORE_WINDOW="+cfg.RestoreWindow.String())
+	}
+	return env
 }
 
 // startReplica starts `tether run -- tether demo runner` and waits for the
@@ -523,7 +535,11 @@ func catchers(ctx context.Context, cfg Config, cl *cloud, reps []*replica, res *
 		res.LeftLive, res.Journaled, res.Backstopped, res.HandedOff, res.ReportedHandOff, res.Sweepable, res.NoCatcher)
 
 	// The replay: tether drain on each journal with live intents, a few at
-	// a time (restarts are not simultaneous), under the same quota.
+	// a time (restarts are not simultaneous), under the same quota (unless
+	// ReplayUnthrottled).
+	if cfg.ReplayUnthrottled {
+		cl.setQuota(0, 0)
+	}
 	t := time.Now()
 	sem := make(chan struct{}, cfg.StartParallel)
 	var wg sync.WaitGroup

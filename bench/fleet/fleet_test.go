@@ -42,6 +42,12 @@ func TestFleetLeavesNothingWithoutACatcher(t *testing.T) {
 				Tether: tether, Cloud: cloud, Replicas: 20, Sandboxes: 5,
 				Limit: 20, Window: 2 * time.Second, Latency: 20 * time.Millisecond,
 				Catchers: true, Log: &log,
+				// The replays confirm the kills the drain left unconfirmed
+				// after this window: 1 s, not 10, keeps the test short.
+				RestoreWindow: time.Second,
+				// What the replays catch is asserted; their pace under the
+				// quota is the benchmark's (docs/benchmarks.md).
+				ReplayUnthrottled: true,
 			})
 			t.Log(log.String())
 			if err != nil {

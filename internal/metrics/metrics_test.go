@@ -85,6 +85,7 @@ func refused(s daytonatest.ThrottleStats) int {
 // answers 429 and 503 at random, scrapes, and checks the numbers against
 // what the simulated Daytona itself counted.
 func TestScrapeAfterADrainWithFaults(t *testing.T) {
+	t.Parallel()
 	const n = 24
 	srv, _ := testutil.Daytona(t)
 	const key = "metrics-key"

@@ -85,6 +85,9 @@ func newTwoClouds(t *testing.T) *twoClouds {
 		RetryBase: 10 * time.Millisecond, RetryMax: 100 * time.Millisecond,
 		PollInterval: 10 * time.Millisecond, PollMax: 50 * time.Millisecond,
 		ConfirmDelay: 5 * time.Millisecond, RecheckDelay: 5 * time.Millisecond,
+		// A kill E2B refused with a 429 is sent again without a read
+		// before it, and confirmed after this window.
+		RestoreWindow: 100 * time.Millisecond,
 	}
 	return w
 }
@@ -138,6 +141,7 @@ func (w *twoClouds) drain(t *testing.T) reaper.Report {
 // each saw by route, the 429s and 401s E2B answered, and nothing of E2B's
 // counted as Daytona's.
 func TestTwoCloudsCountedApart(t *testing.T) {
+	t.Parallel()
 	const n = 3
 	w := newTwoClouds(t)
 	w.observed(t, n)

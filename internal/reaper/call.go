@@ -70,6 +70,15 @@ func (r *Reaper) call(ctx context.Context, p provider.Provider, prio int, kind, 
 	t, throttled := p.(provider.Throttled)
 	quota := quotaOf(p, kind)
 	ds, _ := ctx.Value(drainStateKey{}).(*drainState)
+	// A call held for its quota is owed to it until it has been sent and
+	// answered, not only until its wait ends: a confirmation woken by the
+	// end of the wait would otherwise race it to the quota.
+	var paid func()
+	defer func() {
+		if paid != nil {
+			paid()
+		}
+	}()
 	for {
 		if prio == prioConfirm && quota != "" {
 			if err := r.owed().wait(ctx, quota); err != nil {
@@ -100,15 +109,10 @@ func (r *Reaper) call(ctx context.Context, p provider.Provider, prio int, kind, 
 		if !ok {
 			return fmt.Errorf("%s: %w", what, &provider.RateLimitError{RetryAfter: time.Until(until), Limiter: "the provider's quota for " + kind + " calls, spent past the deadline"})
 		}
-		var paid func()
-		if prio > prioConfirm {
+		if prio > prioConfirm && paid == nil {
 			paid = r.owed().add(quota)
 		}
-		slept := sleep(ctx, wait)
-		if paid != nil {
-			paid()
-		}
-		if !slept {
+		if !sleep(ctx, wait) {
 			return fmt.Errorf("%s: %w", what, &provider.RateLimitError{RetryAfter: wait, Limiter: "the provider's quota for " + kind + " calls, spent"})
 		}
 	}

@@ -566,8 +566,10 @@ func (r *Reaper) destroy(ctx context.Context, p provider.Provider, in intent.Int
 	if !pr.seenRunning {
 		pr.restoreUntil = time.Time{} // a new delete: its own window
 	}
-	pr.pay() // call counts it while it holds it
+	// What this intent owes its quota is paid once the call is answered:
+	// confirmations to that quota wait for it (call).
 	err := r.call(ctx, p, prioDestroy, kind, what, func(ctx context.Context) error { return do(ctx, id) })
+	pr.pay()
 	crashpoint.Hit(crashpoint.ReaperAfterDelete)
 	switch {
 	case err == nil && stop:

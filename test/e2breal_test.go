@@ -26,18 +26,7 @@ import (
 // rawKill is a runner's DELETE /sandboxes/{id} at the E2B API URL it was
 // given (tether's proxy), with the default key.
 func rawKill(apiURL, id string) (int, error) {
-	req, err := http.NewRequest(http.MethodDelete, strings.TrimRight(apiURL, "/")+"/sandboxes/"+id, nil)
-	if err != nil {
-		return 0, err
-	}
-	req.Close = true
-	req.Header.Set("X-API-Key", e2btest.DefaultKey)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	resp.Body.Close()
-	return resp.StatusCode, nil
+	return testutil.E2BCall(http.MethodDelete, apiURL, "/sandboxes/"+id, "")
 }
 
 // kills is how many DELETEs reached the simulator for sandbox id.

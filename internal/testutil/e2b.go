@@ -1,7 +1,10 @@
 package testutil
 
 import (
+	"io"
 	"log/slog"
+	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/tether-run/tether/provider/e2b"
@@ -37,4 +40,27 @@ func E2BProvider(t testing.TB, sim *e2btest.Server, configure ...func(*e2b.Confi
 // at sim with its default key.
 func E2BEnv(sim *e2btest.Server) []string {
 	return []string{e2b.EnvAPIURL + "=" + sim.URL, e2b.EnvAPIKey + "=" + e2btest.DefaultKey}
+}
+
+// E2BCall is a runner's own request to the E2B API at apiURL (the
+// simulator, or tether's proxy in front of it), with the simulator's
+// default key, on a connection of its own: its status, or the error that
+// kept it from one. body is JSON, or "" for none.
+func E2BCall(method, apiURL, path, body string) (int, error) {
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, strings.TrimRight(apiURL, "/")+path, rd)
+	if err != nil {
+		return 0, err
+	}
+	req.Close = true
+	req.Header.Set("X-API-Key", e2btest.DefaultKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tether-run/tether/intent"
+	"github.com/tether-run/tether/internal/testutil"
 	"github.com/tether-run/tether/provider"
 	"github.com/tether-run/tether/provider/e2b"
 	"github.com/tether-run/tether/provider/e2b/e2btest"
@@ -105,7 +106,7 @@ func TestContendedKillGoesWithoutItsRead(t *testing.T) {
 				if !strings.HasPrefix(req.URL.Path, "/sandboxes/"+sb.ID) || n.Add(1)%2 != 0 {
 					return
 				}
-				if code, err := w.read(other.ID); err != nil || code != http.StatusOK {
+				if code, err := testutil.E2BCall(http.MethodGet, w.srv.URL, "/sandboxes/"+other.ID, ""); err != nil || code != http.StatusOK {
 					t.Errorf("the other tether's read: %d, %v; want it served", code, err)
 				}
 			}
@@ -148,21 +149,4 @@ type before struct {
 func (b before) RoundTrip(req *http.Request) (*http.Response, error) {
 	b.hook(req)
 	return b.next.RoundTrip(req)
-}
-
-// read is another client's GET /sandboxes/{id} with the team's key, on a
-// connection of its own.
-func (w *drainWorld) read(id string) (int, error) {
-	req, err := http.NewRequest("GET", w.srv.URL+"/sandboxes/"+id, nil)
-	if err != nil {
-		return 0, err
-	}
-	req.Close = true
-	req.Header.Set("X-API-Key", e2btest.DefaultKey)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	resp.Body.Close()
-	return resp.StatusCode, nil
 }

@@ -446,18 +446,7 @@ func TestDrainLostForksOfAKeptParent(t *testing.T) {
 // resume is a runner's POST /sandboxes/{id}/resume (the provider makes
 // none), on a connection of its own.
 func (w *drainWorld) resume(id string) (int, error) {
-	req, err := http.NewRequest("POST", w.srv.URL+"/sandboxes/"+id+"/resume", strings.NewReader(`{"timeout":60}`))
-	if err != nil {
-		return 0, err
-	}
-	req.Close = true
-	req.Header.Set("X-API-Key", e2btest.DefaultKey)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	resp.Body.Close()
-	return resp.StatusCode, nil
+	return testutil.E2BCall(http.MethodPost, w.srv.URL, "/sandboxes/"+id+"/resume", `{"timeout":60}`)
 }
 
 // observed is a running sandbox of a new intent of tether's account,

@@ -32,11 +32,7 @@ func TestA429HoldsEveryDeleteOfItsThrottler(t *testing.T) {
 	}
 	// Another tether of the organization spends the window; this one's
 	// provider has not seen the answer.
-	other := testutil.DaytonaProvider(t, w.srv, func(c *daytona.Config) { c.APIKey = apiKey })
-	theirs := w.seed(w.intent(scope, intent.DrainDelete), "started")
-	if err := other.Delete(context.Background(), theirs.ID); err != nil {
-		t.Fatal(err)
-	}
+	w.anotherTetherDeletes(t)
 	ctx, cancel := w.drainCtx(generous)
 	defer cancel()
 	if rep := w.r.Drain(ctx, intents); rep.Gone != len(intents) {
@@ -156,11 +152,7 @@ func TestReplayDoesNotStampede(t *testing.T) {
 		in, sb := w.observed("started", intent.DrainDelete, false)
 		ids, sandboxes = append(ids, in.ID), append(sandboxes, sb.ID)
 	}
-	other := testutil.DaytonaProvider(t, w.srv, func(c *daytona.Config) { c.APIKey = apiKey })
-	theirs := w.seed(w.intent(scope, intent.DrainDelete), "started")
-	if err := other.Delete(context.Background(), theirs.ID); err != nil {
-		t.Fatal(err)
-	}
+	w.anotherTetherDeletes(t)
 	ctx, cancel := w.drainCtx(generous)
 	defer cancel()
 	if rep := w.r.Replay(ctx, ids); rep.Gone != n {
@@ -174,5 +166,17 @@ func TestReplayDoesNotStampede(t *testing.T) {
 	st := w.srv.Throttle()
 	if refused, inWindow := st.Refused[daytonatest.ThrottlerSandboxLifecycle], st.InWindow[daytonatest.ThrottlerSandboxLifecycle]; refused != 1 || inWindow != 0 {
 		t.Errorf("lifecycle: %d deletes refused, %d sent inside a window a 429 announced; want the first refused, none sent into its block", refused, inWindow)
+	}
+}
+
+// anotherTetherDeletes deletes a sandbox of the organization through a
+// provider of its own (another tether's), whose answers this world's
+// provider does not see: it spends the lifecycle window's one delete.
+func (w *world) anotherTetherDeletes(t *testing.T) {
+	t.Helper()
+	other := testutil.DaytonaProvider(t, w.srv, func(c *daytona.Config) { c.APIKey = apiKey })
+	theirs := w.seed(w.intent(scope, intent.DrainDelete), "started")
+	if err := other.Delete(context.Background(), theirs.ID); err != nil {
+		t.Fatal(err)
 	}
 }

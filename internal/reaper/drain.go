@@ -54,7 +54,7 @@ type Report struct {
 	// left to the provider's own timers (HandedOff errors), and HandOffs
 	// says what it set, by provider.
 	HandedOff int
-	HandOffs  map[string]string
+	HandOffs  map[string][]string
 	// NotTried live intents were not looked at, because nothing could act
 	// on any of them (NotTriedWhy says why: no provider); they are not in
 	// Unresolved and stay live in the journal.
@@ -112,7 +112,7 @@ func (rep Report) WriteLines(w io.Writer, max int) {
 	if rep.HandedOff > 0 {
 		var set []string
 		for _, name := range slices.Sorted(maps.Keys(rep.HandOffs)) {
-			set = append(set, name+": "+rep.HandOffs[name])
+			set = append(set, name+": "+strings.Join(rep.HandOffs[name], " or "))
 		}
 		fmt.Fprintf(w, "  %-14s %d of the unresolved: their delete could not be sent before the deadline; the provider ends them by itself (%s); they stay live in the journal for the replay, `tether drain` or the sweep\n",
 			"handed off", rep.HandedOff, strings.Join(set, "; "))
@@ -164,13 +164,10 @@ func (rep *Report) add(in intent.Intent, err error) {
 			rep.HandedOff++
 			t.HandedOff++
 			if rep.HandOffs == nil {
-				rep.HandOffs = map[string]string{}
+				rep.HandOffs = map[string][]string{}
 			}
-			switch cur := rep.HandOffs[ho.Provider]; {
-			case cur == "":
-				rep.HandOffs[ho.Provider] = ho.Set
-			case !slices.Contains(strings.Split(cur, " or "), ho.Set):
-				rep.HandOffs[ho.Provider] = cur + " or " + ho.Set
+			if !slices.Contains(rep.HandOffs[ho.Provider], ho.Set) {
+				rep.HandOffs[ho.Provider] = append(rep.HandOffs[ho.Provider], ho.Set)
 			}
 		}
 	case in.State == intent.Gone:
